@@ -1,0 +1,71 @@
+// The scheduling pass: one pure function shared by `run` and `simulate`.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "gpuq/gpus.h"
+#include "gpuq/plan.h"
+
+namespace gpuq {
+
+/// True when job `a` comes before job `b` among ready jobs: lower priority
+/// value first, then earlier position in the plan.
+bool ready_before(const Plan& plan, size_t a, size_t b);
+
+/// Sorts job indices into ready order (see ready_before).
+void sort_ready(const Plan& plan, std::vector<size_t>& jobs);
+
+/// GPUs closed to `job`: those of every open reservation that does not list it.
+/// `open[r]` says whether some job reservation r lists is unfinished.
+GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open);
+
+/// What the pass sees.
+struct PassInput {
+  std::span<const size_t> ready;   ///< ready jobs, in ready order
+  GpuMask free = 0;                ///< GPUs free now
+  GpuMask node = 0;                ///< every GPU of --gpus
+  std::vector<bool> open;          ///< per reservation: some job it lists is unfinished
+  double backfill_max_hours = 0.5;
+  bool nothing_running = false;    ///< no job of the plan is running
+};
+
+/// A job the pass starts, and its GPUs.
+struct Start {
+  size_t job;
+  std::vector<int> gpus;
+};
+
+/// Why a ready job was not started.
+struct Held {
+  enum class Why {
+    Gpus,      ///< not enough GPUs (free ones, less those reservations close to it)
+    Backfill,  ///< longer than --backfill-max-hours while `head` waits for GPUs
+  };
+  size_t job;
+  Why why;
+  int free_for_job = 0;    ///< GPUs it could use now (Gpus)
+  GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
+  size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
+};
+
+/// What the pass decided.
+struct PassResult {
+  std::vector<Start> starts;
+  std::vector<Held> held;
+  std::optional<size_t> waiting_head;  ///< the job that set the backfill limit
+  bool stall_broken = false;           ///< the limit was lifted to break a reservation deadlock
+};
+
+/// One scheduling pass, the original's rules exactly: ready jobs in order; a
+/// job starts if pick_gpus finds GPUs among the free ones less its reserved
+/// ones; once a job that needs GPUs and is in no reservation cannot get them,
+/// later jobs start only if est_hours <= backfill_max_hours. Fix 12: when this
+/// starts nothing, nothing is running, and the job that set the limit could not
+/// fit even on every GPU of the node that no reservation closes to it, the pass
+/// runs again without the limit and says so in `stall_broken`; if that starts
+/// nothing either, its `held` reasons (GPUs) are returned.
+PassResult schedule_pass(const Plan& plan, const PassInput& in);
+
+}  // namespace gpuq

@@ -1,0 +1,53 @@
+// The est_hours simulator: the scheduling pass run over a predicted world.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/plan.h"
+
+namespace gpuq {
+
+/// Settings of a simulation (the `simulate` flags).
+struct SimOptions {
+  std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  double backfill_max_hours = 0.5;
+};
+
+/// One job of the predicted timeline.
+struct SimRow {
+  size_t job;
+  double start;
+  double end;
+  std::vector<int> gpus;
+};
+
+/// A job that can never start, and why, in words.
+struct Stuck {
+  size_t job;
+  std::string why;
+};
+
+/// The predicted timeline.
+struct Simulation {
+  std::vector<SimRow> rows;          ///< in the order jobs were started
+  std::vector<std::string> notes;    ///< stall-breaker notes (fix 12), for stderr
+  std::vector<Stuck> stuck;          ///< non-empty when the plan cannot be scheduled
+  double stuck_at = 0;               ///< the time it got stuck
+};
+
+/// Simulates the plan with the same pass as `run`, each job lasting est_hours.
+/// `file:` deps of a job with `produced_by` wait for that job to reach
+/// produced_at_frac of its run; other `file:` deps count as present.
+Simulation simulate(const Plan& plan, const SimOptions& opt);
+
+/// The original's output: one row per job (eval_ jobs only with `all`) in
+/// order of (start, id), the makespan and utilization line, and the first-look
+/// line. Byte for byte the original's.
+std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOptions& opt, bool all);
+
+/// Why the simulation got stuck, one line per job, for stderr.
+std::string format_stuck(const Plan& plan, const Simulation& sim);
+
+}  // namespace gpuq

@@ -1,0 +1,222 @@
+#include "gpuq/simulate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <queue>
+#include <set>
+
+#include "gpuq/schedule.h"
+
+namespace gpuq {
+
+namespace {
+
+constexpr double kEps = 1e-9;  // the original's tolerance on times
+
+template <class T>
+using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<T>>;
+
+std::string job_list(const Plan& plan, const std::vector<size_t>& jobs) {
+  std::string s;
+  for (size_t j : jobs) s += (s.empty() ? "" : ", ") + plan.jobs[j].id;
+  return s;
+}
+
+}  // namespace
+
+Simulation simulate(const Plan& plan, const SimOptions& opt) {
+  const size_t n = plan.jobs.size();
+  Simulation sim;
+  GpuMask node = mask_of(opt.node_gpus);
+
+  std::vector<double> start(n, 0), end(n, 0);
+  std::vector<char> started(n, 0), done(n, 0);
+  std::vector<size_t> unmet(n, 0);
+  std::vector<std::vector<size_t>> dependents(n), produced_for(n);
+  for (size_t j = 0; j < n; ++j) {
+    for (const Dep& d : plan.jobs[j].deps) {
+      if (d.kind == Dep::Kind::File) continue;
+      ++unmet[j];
+      dependents[d.job].push_back(j);
+    }
+    if (plan.jobs[j].produced_by) produced_for[*plan.jobs[j].produced_by].push_back(j);
+  }
+  std::vector<size_t> res_unfinished(plan.reservations.size());
+  for (size_t r = 0; r < plan.reservations.size(); ++r) res_unfinished[r] = plan.reservations[r].jobs.size();
+
+  auto before = [&](size_t a, size_t b) { return ready_before(plan, a, b); };
+  std::set<size_t, decltype(before)> candidates(before);  // pending jobs whose job deps are done
+  for (size_t j = 0; j < n; ++j)
+    if (unmet[j] == 0) candidates.insert(j);
+
+  // A job's file: deps are met once its producer has run produced_at_frac of its estimate.
+  auto produced_at = [&](size_t j) {
+    size_t src = *plan.jobs[j].produced_by;
+    return start[src] + plan.jobs[j].produced_at_frac * plan.jobs[src].est_hours;
+  };
+  auto files_ok = [&](size_t j, double t) {
+    const Job& job = plan.jobs[j];
+    if (!job.produced_by || !job.has_file_dep()) return true;
+    return started[*job.produced_by] && !(produced_at(j) > t + kEps);
+  };
+
+  std::vector<std::pair<int, double>> free_at;
+  for (int g : opt.node_gpus) free_at.push_back({g, 0.0});
+  std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
+
+  MinHeap<std::pair<double, std::string>> running;  // (end, id), as the original
+  MinHeap<std::pair<double, size_t>> produce;       // (time a pending job's file appears, job)
+  size_t pending = n;
+  double t = 0;
+  std::vector<size_t> ready;
+  PassResult last;
+
+  while (pending || !running.empty()) {
+    GpuMask free = 0;
+    for (int g : opt.node_gpus)
+      if (gpu_free_at[g] <= t + kEps) free |= GpuMask{1} << g;
+    bool progressed = true;
+    while (progressed) {
+      progressed = false;
+      ready.clear();
+      for (size_t j : candidates)
+        if (files_ok(j, t)) ready.push_back(j);
+      PassInput in;
+      in.ready = ready;
+      in.free = free;
+      in.node = node;
+      in.open.resize(plan.reservations.size());
+      for (size_t r = 0; r < plan.reservations.size(); ++r) in.open[r] = res_unfinished[r] > 0;
+      in.backfill_max_hours = opt.backfill_max_hours;
+      in.nothing_running = running.empty();
+      last = schedule_pass(plan, in);
+      if (last.stall_broken)
+        sim.notes.push_back(fmt::format(
+            "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
+            "those reservations are longer than --backfill-max-hours {}; started them without the limit",
+            t, plan.jobs[*last.waiting_head].id, opt.backfill_max_hours));
+      for (Start& s : last.starts) {
+        size_t j = s.job;
+        const Job& job = plan.jobs[j];
+        start[j] = t;
+        end[j] = t + job.est_hours;
+        started[j] = 1;
+        for (int g : s.gpus) gpu_free_at[g] = end[j];
+        free &= ~mask_of(s.gpus);
+        running.push({end[j], job.id});
+        candidates.erase(j);
+        --pending;
+        for (size_t k : produced_for[j])
+          if (!started[k]) produce.push({produced_at(k), k});
+        sim.rows.push_back({j, start[j], end[j], std::move(s.gpus)});
+        progressed = true;
+      }
+    }
+    if (running.empty()) {
+      if (pending) {
+        sim.stuck_at = t;
+        for (size_t j = 0; j < n; ++j) {
+          if (started[j]) continue;
+          const Job& job = plan.jobs[j];
+          std::string why;
+          if (unmet[j]) {
+            std::vector<size_t> waits;
+            for (const Dep& d : job.deps)
+              if (d.kind != Dep::Kind::File && !done[d.job]) waits.push_back(d.job);
+            why = "waits for " + job_list(plan, waits) + ", which never ran";
+          } else if (!files_ok(j, t)) {
+            why = fmt::format("waits for the file: dep that {} produces, and {} never ran",
+                              plan.jobs[*job.produced_by].id, plan.jobs[*job.produced_by].id);
+          } else {
+            auto h = std::find_if(last.held.begin(), last.held.end(), [&](const Held& x) { return x.job == j; });
+            if (h != last.held.end() && h->why == Held::Why::Backfill) {
+              why = fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs",
+                                job.est_hours, opt.backfill_max_hours, plan.jobs[h->head].id);
+            } else {
+              std::vector<bool> open(plan.reservations.size());
+              for (size_t r = 0; r < open.size(); ++r) open[r] = res_unfinished[r] > 0;
+              why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus,
+                                count(node & ~reserved_gpus(plan, j, open)), count(node));
+              const auto& mine = plan.reservations_of[j];
+              for (size_t r = 0; r < plan.reservations.size(); ++r) {
+                if (!open[r] || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
+                std::vector<size_t> waiting;
+                for (size_t m : plan.reservations[r].jobs)
+                  if (!done[m]) waiting.push_back(m);
+                why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1,
+                                   py_list(plan.reservations[r].gpu_list), job_list(plan, waiting),
+                                   waiting.size() == 1 ? "finishes" : "finish");
+              }
+            }
+          }
+          sim.stuck.push_back({j, why});
+        }
+      }
+      break;
+    }
+    double nxt = running.top().first;
+    while (!produce.empty() && (started[produce.top().second] || produce.top().first <= t + kEps)) produce.pop();
+    if (!produce.empty() && produce.top().first < nxt) nxt = produce.top().first;
+    if (!(nxt > t + kEps)) nxt = running.top().first;
+    t = nxt;
+    while (!running.empty() && running.top().first <= t + kEps) {
+      size_t j = plan.index.at(running.top().second);
+      running.pop();
+      done[j] = 1;
+      for (size_t k : dependents[j])
+        if (--unmet[k] == 0 && !started[k]) candidates.insert(k);
+      for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
+    }
+  }
+  return sim;
+}
+
+std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOptions& opt, bool all) {
+  std::string out;
+  std::vector<const SimRow*> rows;
+  for (const SimRow& r : sim.rows) rows.push_back(&r);
+  std::sort(rows.begin(), rows.end(), [&](const SimRow* a, const SimRow* b) {
+    if (a->start != b->start) return a->start < b->start;
+    return plan.jobs[a->job].id < plan.jobs[b->job].id;
+  });
+  for (const SimRow* r : rows) {
+    const std::string& id = plan.jobs[r->job].id;
+    if (!all && id.rfind("eval_", 0) == 0) continue;
+    out += fmt::format("{:6.2f}h -> {:6.2f}h gpus={:<8} {}\n", r->start, r->end, py_list(r->gpus), id);
+  }
+  double makespan = 0, busy = 0;
+  for (const SimRow& r : sim.rows) {
+    makespan = std::max(makespan, r.end);
+    busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
+  }
+  if (makespan != 0)
+    out += fmt::format("makespan {:.1f}h, GPU utilization {:.1f}%\n", makespan,
+                       busy / (static_cast<double>(opt.node_gpus.size()) * makespan) * 100);
+  else
+    out += "empty plan\n";
+  std::vector<double> started_at(plan.jobs.size(), -1);
+  for (const SimRow& r : sim.rows) started_at[r.job] = r.start;
+  bool any = false;
+  double lo = 0, hi = 0;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const Job& job = plan.jobs[j];
+    if (!job.first_look_frac || started_at[j] < 0) continue;
+    double mark = started_at[j] + *job.first_look_frac * job.est_hours;
+    if (!any || mark < lo) lo = mark;
+    if (!any || mark > hi) hi = mark;
+    any = true;
+  }
+  if (any)
+    out += fmt::format("round-100 in-loop eval of the first-wave arms: earliest ~{:.1f}h, all ~{:.1f}h\n", lo, hi);
+  return out;
+}
+
+std::string format_stuck(const Plan& plan, const Simulation& sim) {
+  std::string out = fmt::format("the plan cannot be scheduled: at {:.2f}h nothing runs and {} job(s) can never start:\n",
+                                sim.stuck_at, sim.stuck.size());
+  for (const Stuck& s : sim.stuck) out += fmt::format("  {}: {}\n", plan.jobs[s.job].id, s.why);
+  return out;
+}
+
+}  // namespace gpuq
