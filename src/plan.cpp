@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -67,6 +69,28 @@ std::pair<size_t, size_t> line_col(std::string_view text, size_t byte) {
   return {line, col};
 }
 
+// nlohmann reports the offset of the last byte of the offending token: step back to its start.
+size_t token_start(std::string_view text, size_t last) {
+  if (last >= text.size()) return text.size();
+  if (text[last] == '"' && last > 0) {
+    size_t i = last;
+    while (i > 0) {
+      --i;
+      if (text[i] == '"') {
+        size_t bs = 0;
+        for (size_t k = i; k > 0 && text[k - 1] == '\\'; --k) ++bs;
+        if (bs % 2 == 0) return i;
+      }
+    }
+    return last;
+  }
+  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '+'; };
+  if (!word(text[last])) return last;
+  size_t i = last;
+  while (i > 0 && word(text[i - 1])) --i;
+  return i;
+}
+
 struct Checker {
   const std::string& file;
   std::vector<std::string>& errors;
@@ -90,7 +114,7 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   try {
     doc = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte == 0 ? 0 : e.byte - 1);
+    auto [line, col] = line_col(text, token_start(text, e.byte == 0 ? 0 : e.byte - 1));
     std::string msg = e.what();
     // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
     auto colon = msg.find(": ");

@@ -1,0 +1,96 @@
+// The simulator with inline plans; the original's own outputs are checked by the parity fixtures.
+#include "gpuq/simulate.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+using namespace gpuq;
+using gpuq::test::plan_of;
+using ::testing::HasSubstr;
+
+namespace {
+const SimRow& row(const Plan& plan, const Simulation& sim, const std::string& id) {
+  for (const SimRow& r : sim.rows)
+    if (plan.jobs[r.job].id == id) return r;
+  throw std::runtime_error("no row for " + id);
+}
+}  // namespace
+
+TEST(Simulate, DepsWaitAndPairsAreUsed) {
+  Plan plan = plan_of(R"([
+    {"id": "prep", "script": "x", "gpus": 0, "est_hours": 0.5},
+    {"id": "train", "script": "x", "gpus": 2, "est_hours": 3, "deps": ["prep"]},
+    {"id": "report", "script": "x", "gpus": 0, "est_hours": 0.25, "deps": ["after:train"]}
+  ])");
+  Simulation sim = simulate(plan, {});
+  ASSERT_TRUE(sim.stuck.empty());
+  EXPECT_EQ(row(plan, sim, "train").start, 0.5);
+  EXPECT_EQ(row(plan, sim, "train").gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(row(plan, sim, "report").start, 3.5);
+  EXPECT_EQ(row(plan, sim, "report").end, 3.75);
+}
+
+TEST(Simulate, FileDepWaitsForItsProducerFraction) {
+  Plan plan = plan_of(R"([
+    {"id": "train", "script": "x", "gpus": 1, "est_hours": 10},
+    {"id": "eval_mid", "script": "x", "gpus": 1, "est_hours": 1, "deps": ["file:ck/mid/READY"],
+     "produced_by": "train", "produced_at_frac": 0.25},
+    {"id": "uses_input", "script": "x", "gpus": 1, "est_hours": 1, "deps": ["file:data/in.jsonl"]}
+  ])");
+  Simulation sim = simulate(plan, {});
+  EXPECT_EQ(row(plan, sim, "eval_mid").start, 2.5);
+  EXPECT_EQ(row(plan, sim, "uses_input").start, 0);  // produced by no job: present from the start
+}
+
+TEST(Simulate, UsesTheGpuIdsGiven) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 2}, {"id": "b", "script": "x", "gpus": 1}])",
+                      {4, 5, 6, 7});
+  SimOptions opt;
+  opt.node_gpus = {4, 5, 6, 7};
+  Simulation sim = simulate(plan, opt);
+  EXPECT_EQ(row(plan, sim, "a").gpus, (std::vector<int>{4, 5}));
+  EXPECT_EQ(row(plan, sim, "b").gpus, std::vector<int>{6});
+}
+
+TEST(Simulate, TimelineFormatHidesEvalRowsUnlessAll) {
+  Plan plan = plan_of(R"([
+    {"id": "train", "script": "x", "gpus": 2, "est_hours": 2, "first_look_frac": 0.5},
+    {"id": "eval_x", "script": "x", "gpus": 1, "est_hours": 1, "deps": ["train"]}
+  ])");
+  SimOptions opt;
+  Simulation sim = simulate(plan, opt);
+  std::string hidden = format_timeline(plan, sim, opt, false);
+  std::string all = format_timeline(plan, sim, opt, true);
+  EXPECT_EQ(hidden,
+            "  0.00h ->   2.00h gpus=[0, 1]   train\n"
+            "makespan 3.0h, GPU utilization 20.8%\n"
+            "round-100 in-loop eval of the first-wave arms: earliest ~1.0h, all ~1.0h\n");
+  EXPECT_THAT(all, HasSubstr("  2.00h ->   3.00h gpus=[0]      eval_x\n"));
+}
+
+TEST(Simulate, ReservationDeadlockIsReportedWithItsReasons) {
+  // Two reservations each closing GPUs the other's job needs.
+  Plan plan = plan_of(R"({"jobs": [
+    {"id": "x", "script": "s", "gpus": 8},
+    {"id": "y", "script": "s", "gpus": 8}
+  ], "reservations": [{"gpus": [0], "jobs": ["x"]}, {"gpus": [1], "jobs": ["y"]}]})");
+  Simulation sim = simulate(plan, {});
+  ASSERT_EQ(sim.stuck.size(), 2u);
+  std::string text = format_stuck(plan, sim);
+  EXPECT_THAT(text, HasSubstr("x: needs 8 GPUs, 7 of 8 are open to it; reservation #2 closes GPUs [1] until y finishes"));
+  EXPECT_THAT(text, HasSubstr("y: needs 8 GPUs, 7 of 8 are open to it; reservation #1 closes GPUs [0] until x finishes"));
+}
+
+TEST(Simulate, StallBreakerNoteIsGivenAndTheTimelineFinishes) {
+  Plan plan = plan_of(R"({"jobs": [
+    {"id": "full", "script": "x", "gpus": 8, "priority": 1, "est_hours": 1},
+    {"id": "member", "script": "x", "gpus": 2, "priority": 2, "est_hours": 4}
+  ], "reservations": [{"gpus": [6, 7], "jobs": ["member"]}]})");
+  Simulation sim = simulate(plan, {});
+  EXPECT_TRUE(sim.stuck.empty());
+  ASSERT_EQ(sim.notes.size(), 1u);
+  EXPECT_THAT(sim.notes[0], HasSubstr("full waits for GPUs"));
+  EXPECT_EQ(row(plan, sim, "member").start, 0);
+  EXPECT_EQ(row(plan, sim, "full").start, 4);
+}

@@ -1,0 +1,108 @@
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace gpuq::test {
+
+namespace fs = std::filesystem;
+
+Plan plan_of(const std::string& json, const std::vector<int>& gpus) {
+  PlanLoad load = parse_plan(json, "inline.json", gpus);
+  for (const auto& e : load.errors) ADD_FAILURE() << e;
+  if (!load.plan) throw std::runtime_error("inline plan rejected");
+  return std::move(*load.plan);
+}
+
+std::vector<std::string> errors_of(const std::string& json, const std::vector<int>& gpus) {
+  return parse_plan(json, "inline.json", gpus).errors;
+}
+
+TempDir::TempDir() {
+  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  std::string tmpl = base + "/gpuq-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text, int mode) const {
+  fs::path p = fs::path(path_) / name;
+  fs::create_directories(p.parent_path());
+  {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << text;
+  }
+  ::chmod(p.c_str(), mode);
+  return p.string();
+}
+
+std::string TempDir::read(const std::string& name) const {
+  std::ifstream f(fs::path(path_) / name, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+Output run(const std::vector<std::string>& argv, const std::string& cwd, const std::map<std::string, std::string>& env) {
+  TempDir io;
+  std::string out_path = io.path() + "/out", err_path = io.path() + "/err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  Output r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+std::string gpuq_binary() { return GPUQ_BINARY; }
+
+Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv{gpuq_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, cwd, env);
+}
+
+}  // namespace gpuq::test

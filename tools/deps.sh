@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what building and testing gpuq needs, where it is missing (Debian 12).
+set -euo pipefail
+pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
