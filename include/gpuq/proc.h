@@ -1,0 +1,30 @@
+// Processes: start times from /proc, liveness, process groups, path expansion.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace gpuq {
+
+/// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since
+/// boot), or nullopt if there is no such process.
+std::optional<unsigned long long> process_start_time(long long pid);
+
+/// True when `pid` is a live process (not a zombie) and, when `start` is
+/// given, the same process that had that start time (not a recycled pid).
+bool process_alive(long long pid, std::optional<unsigned long long> start);
+
+/// True when some process is still in process group `pgid`.
+bool group_alive(long long pgid);
+
+/// Sends `sig` to process group `pgid`; false when there was none.
+bool signal_group(long long pgid, int sig);
+
+/// The original's expand(): `~` / `~user` at the start, then `$NAME` and
+/// `${NAME}` from the environment; unknown variables are left as written.
+std::string expand_path(const std::string& s);
+
+/// Reaps every exited child without waiting. Returns how many were reaped.
+int reap_children();
+
+}  // namespace gpuq

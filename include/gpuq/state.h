@@ -1,0 +1,75 @@
+// The state file PLAN.state.json: per job, its status and run record. The
+// original's format, which gpuq extends with fields the original ignores.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace gpuq {
+
+/// A job's status, as the state file spells it.
+enum class Status { Pending, Running, Done, Failed, Blocked, Held };
+
+/// "pending", "running", ...
+const char* status_name(Status s);
+
+/// Parses a status name; nullopt for anything else.
+std::optional<Status> parse_status(std::string_view name);
+
+/// One job's entry. Fields absent in the file stay empty, as in the original's
+/// dicts (which replace an entry whole, dropping fields).
+struct JobState {
+  Status status = Status::Pending;
+  std::optional<std::vector<int>> gpus;
+  std::optional<long long> pid;
+  std::optional<double> start;
+  std::optional<double> end;
+  std::optional<long long> exit;
+  std::optional<long long> attempts;
+  // gpuq's own fields (the original ignores them):
+  std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
+  std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  ///< unknown fields, kept as found
+
+  long long attempts_or0() const { return attempts.value_or(0); }
+};
+
+/// Every job's entry, in file order (new entries at the end).
+class State {
+ public:
+  /// The entry of `id`, or nullptr.
+  const JobState* find(const std::string& id) const;
+  JobState* find(const std::string& id);
+  /// The entry of `id`, created pending if absent.
+  JobState& at(const std::string& id);
+  /// Replaces the entry of `id` whole (the original's `state[id] = {...}`).
+  void set(const std::string& id, JobState s);
+  /// The status of `id`, pending when it has no entry.
+  Status status_of(const std::string& id) const;
+  const std::vector<std::pair<std::string, JobState>>& entries() const { return entries_; }
+  std::vector<std::pair<std::string, JobState>>& entries() { return entries_; }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  std::vector<std::pair<std::string, JobState>> entries_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+/// Outcome of decoding a state file.
+struct StateLoad {
+  std::optional<State> state;
+  std::string error;  ///< "FILE: where: problem" when state is empty
+};
+
+/// Decodes state text. `file` names it in messages. Empty text is an error
+/// (a missing file is not: the caller treats that as an empty state).
+StateLoad parse_state(std::string_view text, const std::string& file);
+
+/// Encodes the state as the original does (json.dumps(state, indent=1)).
+std::string dump_state(const State& state);
+
+}  // namespace gpuq

@@ -1,0 +1,56 @@
+// Where a plan's files live, and the state store: flock, atomic replace.
+#pragma once
+
+#include <string>
+
+#include "gpuq/state.h"
+
+namespace gpuq {
+
+/// The files beside a plan, named as the original names them:
+/// plan.json -> plan.state.json, plan.lock, logs/ in the plan's folder.
+struct PlanPaths {
+  std::string plan;
+  std::string state;
+  std::string lock;
+  std::string logs;
+  std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
+  std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
+  std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
+};
+
+/// The paths for a plan file (Python's Path.with_suffix rules).
+PlanPaths paths_for(const std::string& plan);
+
+/// An error of the OS or of a file's content, with the file named.
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// An exclusive flock on PLAN.lock, held for one read-modify-write of the state.
+/// The lock file is opened without following symlinks and never truncated.
+class StateLock {
+ public:
+  explicit StateLock(const PlanPaths& paths);
+  ~StateLock();
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Reads the state: empty when the file does not exist; StoreError (naming the
+/// file and the place) when it cannot be read or decoded.
+State read_state(const PlanPaths& paths);
+
+/// Replaces the state file: writes a temporary file beside it, fsyncs it,
+/// renames it over the old one, fsyncs the folder. Keeps the previous state as
+/// PLAN.state.json.bak. Throws StoreError, leaving the old file intact.
+void write_state(const PlanPaths& paths, const State& state);
+
+/// The whole content of a file, or nullopt if it does not exist; StoreError on
+/// other failures. Symlinks are not followed when `nofollow`.
+std::optional<std::string> read_file(const std::string& path, bool nofollow = false);
+
+}  // namespace gpuq

@@ -1,0 +1,123 @@
+#include "gpuq/proc.h"
+
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace gpuq {
+
+namespace {
+
+// State letter and start time from /proc/PID/stat; the command name may hold spaces and parens.
+bool read_stat(long long pid, char* state, unsigned long long* start) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return false;
+  std::string line;
+  std::getline(f, line);
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  // Fields after the name start at field 3 (state); start time is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return false;
+    if (i == 3) *state = field.empty() ? '?' : field[0];
+  }
+  *start = std::strtoull(field.c_str(), nullptr, 10);
+  return true;
+}
+
+}  // namespace
+
+std::optional<unsigned long long> process_start_time(long long pid) {
+  char state;
+  unsigned long long start;
+  if (!read_stat(pid, &state, &start)) return std::nullopt;
+  return start;
+}
+
+bool process_alive(long long pid, std::optional<unsigned long long> start) {
+  if (pid <= 0) return false;
+  char state = '?';
+  unsigned long long actual = 0;
+  if (!read_stat(pid, &state, &actual)) return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (state == 'Z' || state == 'X') return false;
+  if (start && *start != actual) return false;
+  return true;
+}
+
+bool group_alive(long long pgid) {
+  if (pgid <= 1) return false;
+  return ::killpg(static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM;
+}
+
+bool signal_group(long long pgid, int sig) {
+  if (pgid <= 1) return false;
+  return ::killpg(static_cast<pid_t>(pgid), sig) == 0;
+}
+
+std::string expand_path(const std::string& s) {
+  std::string p = s;
+  if (!p.empty() && p[0] == '~') {
+    size_t slash = p.find('/');
+    std::string user = p.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+    std::string home;
+    if (user.empty()) {
+      const char* h = std::getenv("HOME");
+      if (h) home = h;
+      else if (passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
+    } else if (passwd* pw = getpwnam(user.c_str())) {
+      home = pw->pw_dir;
+    }
+    if (!home.empty() || user.empty()) {
+      while (home.size() > 1 && home.back() == '/') home.pop_back();
+      p = home + (slash == std::string::npos ? "" : p.substr(slash));
+      if (p.empty()) p = "/";
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    if (p[i] == '$' && i + 1 < p.size()) {
+      size_t j;
+      std::string name;
+      if (p[i + 1] == '{') {
+        j = p.find('}', i + 2);
+        if (j == std::string::npos) {
+          out += p.substr(i);
+          break;
+        }
+        name = p.substr(i + 2, j - i - 2);
+        ++j;
+      } else {
+        j = i + 1;
+        while (j < p.size() && (std::isalnum(static_cast<unsigned char>(p[j])) || p[j] == '_')) ++j;
+        name = p.substr(i + 1, j - i - 1);
+      }
+      const char* v = name.empty() ? nullptr : std::getenv(name.c_str());
+      if (v)
+        out += v;
+      else
+        out += p.substr(i, j - i);
+      i = j;
+    } else {
+      out += p[i++];
+    }
+  }
+  return out;
+}
+
+int reap_children() {
+  int n = 0;
+  int st;
+  while (::waitpid(-1, &st, WNOHANG) > 0) ++n;
+  return n;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,254 @@
+// The original's rules over the state file, `status`, and the control commands.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <ctime>
+#include <limits>
+
+#include "gpuq/proc.h"
+#include "gpuq/queue.h"
+
+namespace gpuq {
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+std::string clock_stamp(double t) {
+  time_t secs = static_cast<time_t>(t);
+  tm local;
+  localtime_r(&secs, &local);
+  char buf[16];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return fmt::format("[{}]", buf);
+}
+
+bool finished(const JobState* s, long long max_retries) {
+  if (!s) return false;
+  if (s->status == Status::Done || s->status == Status::Blocked) return true;
+  return s->status == Status::Failed && (s->exit == -15 || s->attempts_or0() >= max_retries);
+}
+
+bool deps_met(const Plan& plan, const Job& job, const State& state, long long max_retries,
+              const std::function<bool(const std::string&)>& file_exists) {
+  for (const Dep& d : job.deps) {
+    switch (d.kind) {
+      case Dep::Kind::File:
+        if (!file_exists(expand_path(d.target))) return false;
+        break;
+      case Dep::Kind::After:
+        if (!finished(state.find(plan.jobs[d.job].id), max_retries)) return false;
+        break;
+      case Dep::Kind::Done:
+        if (state.status_of(plan.jobs[d.job].id) != Status::Done) return false;
+        break;
+    }
+  }
+  return true;
+}
+
+bool deps_failed(const Plan& plan, const Job& job, const State& state) {
+  for (const Dep& d : job.deps) {
+    if (d.kind != Dep::Kind::Done) continue;
+    const JobState* s = state.find(plan.jobs[d.job].id);
+    if (s && (s->status == Status::Failed || s->status == Status::Blocked)) return true;
+  }
+  return false;
+}
+
+bool retryable(const JobState* s, const RunOptions& opt, double now) {
+  if (!s || s->status != Status::Failed || s->exit == -15 || s->attempts_or0() >= opt.max_retries) return false;
+  // The original: now - s.get("end", now) >= retry_after (with no end, never).
+  double end = s->end.value_or(now);
+  double waited = now - end;
+  return !std::isnan(waited) && waited >= opt.retry_after;
+}
+
+Observed observe(const PlanPaths& paths, const std::string& id, const JobState& s) {
+  Observed o;
+  bool alive = s.pid && process_alive(*s.pid, s.pid_start);
+  std::optional<std::string> text;
+  try {
+    text = read_file(paths.exit(id), true);
+  } catch (const StoreError& e) {
+    o.note = e.what();
+  }
+  if (text) {
+    std::string t = *text;
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    size_t i = 0;
+    while (i < t.size() && std::isspace(static_cast<unsigned char>(t[i]))) ++i;
+    t = t.substr(i);
+    if (t.empty()) {
+      // The original's wrapper writes the file in place: empty may mean "being written".
+      if (alive) return o;
+      o.kind = Observed::Kind::Exited;
+      o.exit = 1;
+      return o;
+    }
+    char* endp = nullptr;
+    errno = 0;
+    long long code = std::strtoll(t.c_str(), &endp, 10);
+    o.kind = Observed::Kind::Exited;
+    if (errno || *endp) {
+      o.exit = 1;
+      o.note = fmt::format("{} holds '{}', not an exit code; the job counts as failed (exit 1)", paths.exit(id),
+                           t.substr(0, 40));
+    } else {
+      o.exit = code;
+    }
+    return o;
+  }
+  if (alive) return o;
+  struct stat st;
+  o.kind = ::lstat(paths.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
+  o.exit = -1;
+  return o;
+}
+
+std::vector<std::pair<std::string, std::string>> refresh(const PlanPaths& paths, State& state, double now) {
+  std::vector<std::pair<std::string, std::string>> ended;
+  for (auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running) continue;
+    Observed o = observe(paths, id, s);
+    switch (o.kind) {
+      case Observed::Kind::Running:
+        continue;
+      case Observed::Kind::Exited:
+        s.status = o.exit == 0 ? Status::Done : Status::Failed;
+        s.exit = o.exit;
+        s.end = now;
+        ended.push_back({id, o.exit == 0 ? fmt::format("done {}", id)
+                                         : fmt::format("failed {} (exit {}){}", id, o.exit,
+                                                       o.note.empty() ? "" : ": " + o.note)});
+        break;
+      case Observed::Kind::Vanished:
+        s.status = Status::Failed;
+        s.exit = -1;
+        s.end = now;
+        ended.push_back({id, fmt::format("failed {} (its process is gone without an exit code)", id)});
+        break;
+      case Observed::Kind::Aborted: {
+        JobState fresh;
+        fresh.status = Status::Pending;
+        fresh.attempts = s.attempts;
+        s = fresh;
+        ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});
+        break;
+      }
+    }
+  }
+  return ended;
+}
+
+std::string format_status(const Plan& plan, const State& state, double now, bool all) {
+  std::string out;
+  std::vector<std::pair<std::string, int>> counts;  // insertion order, like the original's dict
+  for (const Job& j : plan.jobs) {
+    const JobState* s = state.find(j.id);
+    Status st = s ? s->status : Status::Pending;
+    const char* name = status_name(st);
+    auto it = std::find_if(counts.begin(), counts.end(), [&](auto& c) { return c.first == name; });
+    if (it == counts.end())
+      counts.push_back({name, 1});
+    else
+      ++it->second;
+    if (st == Status::Running || st == Status::Failed || st == Status::Blocked || st == Status::Held || all) {
+      double el = 0;
+      if (s && s->start) {
+        double end = s->end && *s->end != 0 ? *s->end : now;
+        el = (end - *s->start) / 3600;
+      }
+      std::string gpus = s && s->gpus ? py_list(*s->gpus) : "-";
+      out += fmt::format("{:<8} {:<45} gpus={:<8} {:5.2f}h est={:.1f}h\n", name, j.id, gpus, el,
+                         j.est_given ? j.est_hours : 0.0);
+    }
+  }
+  out += "{";
+  for (size_t i = 0; i < counts.size(); ++i) out += fmt::format("{}'{}': {}", i ? ", " : "", counts[i].first, counts[i].second);
+  out += "}\n";
+  return out;
+}
+
+ControlResult control(const Plan& plan, const PlanPaths& paths, const std::string& action,
+                      const std::vector<std::string>& ids) {
+  ControlResult r;
+  std::vector<std::string> unknown;
+  for (const auto& id : ids)
+    if (!plan.find(id)) unknown.push_back(id);
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
+    r.lines.push_back(fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, paths.plan));
+    r.status = 2;
+    return r;
+  }
+  StateLock lock(paths);
+  State state = read_state(paths);
+  double now = unix_now();
+  bool failed_any = false;
+  for (const auto& id : ids) {
+    JobState* s = state.find(id);
+    Status st = s ? s->status : Status::Pending;
+    if (action == "hold") {
+      if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
+        JobState held;
+        held.status = Status::Held;
+        state.set(id, held);
+        r.lines.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(st), id));
+      } else if (st == Status::Held) {
+        r.lines.push_back(fmt::format("{} is already held", id));
+      } else {
+        r.lines.push_back(fmt::format("not held: {} is {}{}", id, status_name(st),
+                                      st == Status::Running ? " (`gpuq kill` stops it)" : ""));
+        failed_any = true;
+      }
+    } else if (action == "retry") {
+      if (st == Status::Running) {
+        r.lines.push_back(fmt::format("not retried: {} is running (pid {}); a retry would start a second copy", id,
+                                      s && s->pid ? *s->pid : 0));
+        failed_any = true;
+        continue;
+      }
+      JobState fresh;
+      fresh.status = Status::Pending;
+      state.set(id, fresh);
+      r.lines.push_back(st == Status::Held ? fmt::format("released {} (was held); it is pending", id)
+                                           : fmt::format("{} is pending again (was {})", id, status_name(st)));
+      for (auto& [other, os] : state.entries()) {
+        if (os.status == Status::Blocked) {
+          os.status = Status::Pending;
+          r.lines.push_back(fmt::format("{} is pending again (was blocked)", other));
+        }
+      }
+    } else if (action == "kill") {
+      if (st != Status::Running) {
+        r.lines.push_back(fmt::format("not killed: {} is not running (it is {})", id, status_name(st)));
+        failed_any = true;
+        continue;
+      }
+      bool same = s->pid && process_alive(*s->pid, s->pid_start);
+      bool sent = same && signal_group(*s->pid, SIGTERM);
+      s->status = Status::Failed;
+      s->exit = -15;
+      s->end = now;
+      if (sent) {
+        s->kill_sent = now;
+        r.lines.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
+                                      "outlives --kill-grace",
+                                      id, *s->pid));
+      } else {
+        r.lines.push_back(fmt::format("killed {}: its process was already gone; marked failed", id));
+      }
+    }
+  }
+  write_state(paths, state);
+  r.status = failed_any ? 1 : 0;
+  return r;
+}
+
+}  // namespace gpuq

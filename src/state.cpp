@@ -1,0 +1,156 @@
+#include "gpuq/state.h"
+
+#include <fmt/format.h>
+
+namespace gpuq {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+constexpr const char* kNames[] = {"pending", "running", "done", "failed", "blocked", "held"};
+}
+
+const char* status_name(Status s) { return kNames[static_cast<int>(s)]; }
+
+std::optional<Status> parse_status(std::string_view name) {
+  for (int i = 0; i < 6; ++i)
+    if (name == kNames[i]) return static_cast<Status>(i);
+  return std::nullopt;
+}
+
+const JobState* State::find(const std::string& id) const {
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+JobState* State::find(const std::string& id) {
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+JobState& State::at(const std::string& id) {
+  auto it = index_.find(id);
+  if (it != index_.end()) return entries_[it->second].second;
+  index_.emplace(id, entries_.size());
+  entries_.push_back({id, JobState{}});
+  return entries_.back().second;
+}
+
+void State::set(const std::string& id, JobState s) { at(id) = std::move(s); }
+
+Status State::status_of(const std::string& id) const {
+  const JobState* s = find(id);
+  return s ? s->status : Status::Pending;
+}
+
+namespace {
+
+std::string kind(const ojson& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  return "a number";
+}
+
+}  // namespace
+
+StateLoad parse_state(std::string_view text, const std::string& file) {
+  StateLoad out;
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    out.error = fmt::format("{}: the file is empty", file);
+    return out;
+  }
+  ojson doc;
+  try {
+    doc = ojson::parse(text.begin(), text.end());
+  } catch (const ojson::parse_error& e) {
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else ++col;
+    }
+    std::string msg = e.what();
+    auto colon = msg.find(": ");
+    out.error = fmt::format("{}: line {}, column {}: not valid JSON ({})", file, line, col,
+                            colon == std::string::npos ? msg : msg.substr(colon + 2));
+    return out;
+  }
+  if (!doc.is_object()) {
+    out.error = fmt::format("{}: the state is an object keyed by job id, not {}", file, kind(doc));
+    return out;
+  }
+  State state;
+  for (auto& [id, v] : doc.items()) {
+    auto bad = [&](const std::string& what) {
+      out.error = fmt::format("{}: job '{}': {}", file, id, what);
+    };
+    if (!v.is_object()) {
+      bad("the entry must be an object, not " + kind(v));
+      return out;
+    }
+    JobState s;
+    for (auto& [key, val] : v.items()) {
+      if (key == "status") {
+        if (!val.is_string()) return bad("\"status\" must be a string, not " + kind(val)), out;
+        auto st = parse_status(val.get<std::string>());
+        if (!st)
+          return bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
+                                 val.get<std::string>())),
+                 out;
+        s.status = *st;
+      } else if (key == "gpus") {
+        if (val.is_null()) continue;
+        if (!val.is_array()) return bad("\"gpus\" must be a list of GPU ids, not " + kind(val)), out;
+        std::vector<int> g;
+        for (const auto& x : val) {
+          if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() > 63)
+            return bad(fmt::format("\"gpus\" holds {}, not a GPU id", x.dump())), out;
+          g.push_back(x.get<int>());
+        }
+        s.gpus = std::move(g);
+      } else if (key == "pid" || key == "exit" || key == "attempts") {
+        if (val.is_null()) continue;
+        if (!val.is_number_integer()) return bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind(val))), out;
+        (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = val.get<long long>();
+      } else if (key == "start" || key == "end" || key == "kill_sent") {
+        if (val.is_null()) continue;
+        if (!val.is_number()) return bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind(val))), out;
+        (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = val.get<double>();
+      } else if (key == "pid_start") {
+        if (val.is_null()) continue;
+        if (!val.is_number_unsigned()) return bad("\"pid_start\" must be a whole number, not " + kind(val)), out;
+        s.pid_start = val.get<unsigned long long>();
+      } else {
+        s.extra[key] = val;
+      }
+    }
+    if (!v.contains("status")) return bad("the entry has no \"status\""), out;
+    if (s.status == Status::Running && !s.pid) return bad("a running entry needs a \"pid\""), out;
+    state.set(id, std::move(s));
+  }
+  out.state = std::move(state);
+  return out;
+}
+
+std::string dump_state(const State& state) {
+  ojson doc = ojson::object();
+  for (const auto& [id, s] : state.entries()) {
+    ojson e = ojson::object();
+    e["status"] = status_name(s.status);
+    if (s.gpus) e["gpus"] = *s.gpus;
+    if (s.pid) e["pid"] = *s.pid;
+    if (s.start) e["start"] = *s.start;
+    if (s.end) e["end"] = *s.end;
+    if (s.exit) e["exit"] = *s.exit;
+    if (s.attempts) e["attempts"] = *s.attempts;
+    if (s.pid_start) e["pid_start"] = *s.pid_start;
+    if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
+    for (auto& [k, v] : s.extra.items()) e[k] = v;
+    doc[id] = std::move(e);
+  }
+  return doc.dump(1) + "\n";
+}
+
+}  // namespace gpuq

@@ -1,0 +1,150 @@
+#include "gpuq/store.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace gpuq {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string with_suffix(const fs::path& p, const std::string& suffix) {
+  std::string name = p.filename().string();
+  auto dot = name.rfind('.');
+  if (dot != std::string::npos && dot != 0 && dot + 1 < name.size()) name = name.substr(0, dot);
+  return (p.parent_path() / (name + suffix)).string();
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw StoreError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+}
+
+void write_all(int fd, const std::string& data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", path);
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+PlanPaths paths_for(const std::string& plan) {
+  PlanPaths p;
+  fs::path pp(plan);
+  p.plan = plan;
+  p.state = with_suffix(pp, ".state.json");
+  p.lock = with_suffix(pp, ".lock");
+  fs::path dir = pp.parent_path();
+  p.logs = (dir.empty() ? fs::path("logs") : dir / "logs").string();
+  return p;
+}
+
+StateLock::StateLock(const PlanPaths& paths) {
+  fd_ = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    if (errno == ELOOP) throw StoreError(fmt::format("the lock file {} is a symbolic link; refusing to use it", paths.lock));
+    fail("cannot open the lock file", paths.lock);
+  }
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(fd_);
+      fail("cannot lock", paths.lock);
+    }
+  }
+}
+
+StateLock::~StateLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<std::string> read_file(const std::string& path, bool nofollow) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP && nofollow) throw StoreError(fmt::format("{} is a symbolic link; refusing to follow it", path));
+    fail("cannot open", path);
+  }
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      errno = e;
+      fail("cannot read", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+State read_state(const PlanPaths& paths) {
+  auto text = read_file(paths.state, true);
+  if (!text) return State{};
+  StateLoad load = parse_state(*text, paths.state);
+  if (!load.state) {
+    std::string bak = paths.state + ".bak";
+    std::string hint = fs::exists(bak) ? fmt::format("; the previous good state is {}", bak) : std::string();
+    throw StoreError(fmt::format(
+        "{}{}. gpuq will not overwrite it: repair it, or move it aside to start from an empty state", load.error, hint));
+  }
+  return std::move(*load.state);
+}
+
+void write_state(const PlanPaths& paths, const State& state) {
+  std::string data = dump_state(state);
+  std::string tmp = fmt::format("{}.tmp.{}", paths.state, ::getpid());
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create", tmp);
+  try {
+    write_all(fd, data, tmp);
+    if (::fsync(fd) != 0) fail("cannot fsync", tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  // Keep the state being replaced: a hard link costs nothing and is replaced atomically too.
+  std::string bak = paths.state + ".bak";
+  struct stat st;
+  if (::lstat(paths.state.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    std::string baktmp = bak + ".tmp";
+    ::unlink(baktmp.c_str());
+    if (::link(paths.state.c_str(), baktmp.c_str()) == 0) {
+      if (::rename(baktmp.c_str(), bak.c_str()) != 0) ::unlink(baktmp.c_str());
+    }
+  }
+  if (::rename(tmp.c_str(), paths.state.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    errno = e;
+    fail("cannot replace", paths.state);
+  }
+  fs::path dir = fs::path(paths.state).parent_path();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace gpuq
