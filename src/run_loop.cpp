@@ -338,7 +338,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       for (const Job& j : plan.jobs) {
         const JobState* s = state.find(j.id);
         Status st = s ? s->status : Status::Pending;
-        if (st == Status::Pending || st == Status::Running || st == Status::Held ||
+        // A killed job still finishing (within --kill-grace) is not finished either.
+        if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
             retryable(s, opt, std::numeric_limits<double>::infinity())) {
           all_finished = false;
           break;

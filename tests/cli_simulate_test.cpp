@@ -1,6 +1,8 @@
 // End to end: the built gpuq binary run as a user would, on good and bad plans.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "test_util.h"
 
 using gpuq::test::run_gpuq;
@@ -117,4 +119,22 @@ TEST(CliSimulate, UnknownFlagExitsTwo) {
   auto r = run_gpuq({"simulate", "--plan", "p.json", "--bogus"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--bogus"));
+}
+
+TEST(Demo, TheDemoQueueRunsToTheEnd) {
+  TempDir d;
+  std::filesystem::copy(std::string(EXAMPLES) + "/demo", d.path(), std::filesystem::copy_options::recursive);
+  auto r = run_gpuq({"run", "--plan", "plan.json"}, d.path(), {{"DEMO_SECONDS", "0.2"}});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("start train_a on GPUs [0, 1]"));
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
+  auto s = run_gpuq({"status", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(s.out, "{'done': 8}\n");
+}
+
+TEST(Demo, TheExamplePlanIsValidAndSchedulable) {
+  auto r = run_gpuq({"simulate", "--plan", std::string(EXAMPLES) + "/plan.json", "--all"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpus=[0, 1]   train_arm_a"));
+  EXPECT_EQ(r.err, "");
 }

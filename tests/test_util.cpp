@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +104,95 @@ Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd, co
   std::vector<std::string> argv{gpuq_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, cwd, env);
+}
+
+}  // namespace gpuq::test
+
+namespace gpuq::test {
+
+Background::Background(const std::vector<std::string>& argv, const std::string& cwd,
+                       const std::map<std::string, std::string>& env) {
+  std::string out_path = io_.path() + "/out", err_path = io_.path() + "/err";
+  pid_ = fork();
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Background::~Background() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void Background::signal(int sig) const { ::kill(pid_, sig); }
+
+bool Background::running() {
+  if (reaped_) return false;
+  int st;
+  if (waitpid(pid_, &st, WNOHANG) == pid_) {
+    reaped_ = true;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return true;
+}
+
+Output Background::wait(double timeout_s) {
+  eventually([&] { return !running(); }, timeout_s);
+  Output r;
+  r.status = reaped_ ? status_ : -1;
+  r.out = slurp(io_.path() + "/out");
+  r.err = slurp(io_.path() + "/err");
+  return r;
+}
+
+std::string Background::out() const { return slurp(io_.path() + "/out"); }
+
+bool eventually(const std::function<bool()>& cond, double timeout_s) {
+  for (int i = 0; i < static_cast<int>(timeout_s * 50); ++i) {
+    if (cond()) return true;
+    usleep(20000);
+  }
+  return cond();
+}
+
+std::unique_ptr<Background> start_gpuq(const std::vector<std::string>& args, const std::string& cwd,
+                                       const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv{gpuq_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<Background>(argv, cwd, env);
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) out.push_back(line);
+  return out;
+}
+
+bool pid_alive(long long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return false;
+  std::string line;
+  std::getline(f, line);
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
 }  // namespace gpuq::test

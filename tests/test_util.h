@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,5 +54,44 @@ Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd = "
 
 /// Path of the built gpuq binary.
 std::string gpuq_binary();
+
+}  // namespace gpuq::test
+
+namespace gpuq::test {
+
+/// A command running in the background (e.g. `gpuq run`), output to files.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv, const std::string& cwd,
+             const std::map<std::string, std::string>& env = {});
+  ~Background();  ///< SIGKILLs it if still running
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  int pid() const { return pid_; }
+  void signal(int sig) const;
+  /// Waits up to `timeout_s` for it to exit; status -1 if it did not.
+  Output wait(double timeout_s);
+  std::string out() const;  ///< stdout so far
+  bool running();
+
+ private:
+  int pid_ = -1;
+  bool reaped_ = false;
+  int status_ = -1;
+  TempDir io_;
+};
+
+/// Polls `cond` every 20 ms for up to `timeout_s`; returns its last value.
+bool eventually(const std::function<bool()>& cond, double timeout_s = 20);
+
+/// Starts `gpuq ARGS` in the background.
+std::unique_ptr<Background> start_gpuq(const std::vector<std::string>& args, const std::string& cwd,
+                                       const std::map<std::string, std::string>& env = {});
+
+/// Lines of a file (empty if missing).
+std::vector<std::string> lines_of(const std::string& path);
+
+/// True when a process with this pid exists and is not a zombie.
+bool pid_alive(long long pid);
 
 }  // namespace gpuq::test

@@ -1,0 +1,368 @@
+// `gpuq run` and the control commands against real bash jobs and a fake nvidia-smi.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+/// A plan folder with a tracing job script and a fake nvidia-smi.
+struct Queue {
+  TempDir dir;
+  std::map<std::string, std::string> env;
+
+  explicit Queue(const std::string& smi_output = "0, 0\n1, 0\n2, 0\n3, 0\n4, 0\n5, 0\n6, 0\n7, 0\n") {
+    // Each job appends "start ID" and "end ID" to trace, and its GPUs to ID.gpus.
+    dir.write("job.sh", R"(echo "start $GPUQ_JOB_ID" >> trace
+echo "$CUDA_VISIBLE_DEVICES" > "$GPUQ_JOB_ID.gpus"
+sleep "${JOB_SECONDS:-0.2}"
+echo "end $GPUQ_JOB_ID" >> trace
+)");
+    set_smi(smi_output);
+    env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
+  }
+  void set_smi(const std::string& output) {
+    dir.write("smi.txt", output);
+    dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+  }
+  void plan(const std::string& text) { dir.write("plan.json", text); }
+  json state() const { return json::parse(dir.read("plan.state.json")); }
+  std::string status_of(const std::string& id) const {
+    std::string text = dir.read("plan.state.json");
+    if (text.empty()) return "none";
+    auto s = json::parse(text);
+    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
+  }
+  Output gpuq(std::vector<std::string> args) const {
+    args.insert(args.begin() + 1, {"--plan", "plan.json"});
+    return run_gpuq(args, dir.path(), env);
+  }
+  std::unique_ptr<Background> start(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args{"run", "--plan", "plan.json", "--poll", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return start_gpuq(args, dir.path(), env);
+  }
+  std::vector<std::string> trace() const { return lines_of(dir.path() + "/trace"); }
+  size_t index_of(const std::string& line) const {
+    auto t = trace();
+    auto it = std::find(t.begin(), t.end(), line);
+    EXPECT_NE(it, t.end()) << line << " not in trace";
+    return static_cast<size_t>(it - t.begin());
+  }
+};
+
+}  // namespace
+
+TEST(Run, DepsOfEachKindAreHonoured) {
+  Queue q;
+  q.plan(R"([
+    {"id": "a", "script": "job.sh", "gpus": 1},
+    {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]},
+    {"id": "c", "script": "job.sh", "gpus": 1, "deps": ["after:b"]},
+    {"id": "d", "script": "job.sh", "gpus": 1, "deps": ["file:c.gpus"]}
+  ])");
+  auto r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
+  EXPECT_LT(q.index_of("end a"), q.index_of("start b"));
+  EXPECT_LT(q.index_of("end b"), q.index_of("start c"));
+  EXPECT_LT(q.index_of("start c"), q.index_of("start d"));  // c.gpus is written as c starts
+  for (const char* id : {"a", "b", "c", "d"}) EXPECT_EQ(q.status_of(id), "done");
+}
+
+TEST(Run, StartLinesHaveTheOriginalsShape) {
+  Queue q;
+  q.plan(R"([{"id": "pair", "script": "job.sh", "gpus": 2}])");
+  auto r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto s = q.state();
+  std::string expect = "start pair on GPUs [0, 1] (pid " + std::to_string(s["pair"]["pid"].get<long long>()) + ")";
+  EXPECT_THAT(r.out, HasSubstr(expect));
+  EXPECT_EQ(q.dir.read("pair.gpus"), "0,1\n");
+}
+
+TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
+  Queue q;
+  q.dir.write("flaky.sh", "echo \"try $GPUQ_ATTEMPT\" >> flaky.trace\n[ -e fixed ] || exit 3\n");
+  q.plan(R"([
+    {"id": "flaky", "script": "flaky.sh", "gpus": 1},
+    {"id": "child", "script": "job.sh", "gpus": 1, "deps": ["flaky"]},
+    {"id": "grandchild", "script": "job.sh", "gpus": 0, "deps": ["child"]},
+    {"id": "after_any", "script": "job.sh", "gpus": 0, "deps": ["after:flaky"]}
+  ])");
+  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("auto-retry flaky (retry 1)"));
+  EXPECT_EQ(lines_of(q.dir.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
+  auto s = q.state();
+  EXPECT_EQ(s["flaky"]["status"], "failed");
+  EXPECT_EQ(s["flaky"]["exit"], 3);
+  EXPECT_EQ(s["flaky"]["attempts"], 1);
+  EXPECT_EQ(s["child"]["status"], "blocked");
+  EXPECT_EQ(s["grandchild"]["status"], "blocked");
+  EXPECT_EQ(s["after_any"]["status"], "done");  // after: counts a finished failure
+
+  q.dir.write("fixed", "");
+  auto retry = q.gpuq({"retry", "flaky"});
+  EXPECT_EQ(retry.status, 0);
+  EXPECT_THAT(retry.out, HasSubstr("flaky is pending again (was failed)"));
+  EXPECT_THAT(retry.out, HasSubstr("child is pending again (was blocked)"));
+  EXPECT_EQ(q.status_of("child"), "pending");
+  r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* id : {"flaky", "child", "grandchild"}) EXPECT_EQ(q.status_of(id), "done") << id;
+}
+
+TEST(Run, GpuWithForeignMemoryIsBusy) {
+  Queue q("0, 30000\n1, 500\n2, 2000\n3, 0\n");
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1}])");
+  auto r = q.start({"--gpus", "0,1,2,3"})->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out;
+  // GPU 0 (30000 MiB) and 2 (2000 MiB) are over --max-used-mib 1024; 1 (500 MiB) is not.
+  EXPECT_EQ(q.dir.read("a.gpus"), "1\n");
+  EXPECT_EQ(q.dir.read("b.gpus"), "3\n");
+}
+
+TEST(Run, MaxUsedMibIsAFlag) {
+  Queue q("0, 30000\n1, 2000\n");
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
+  ASSERT_EQ(q.start({"--gpus", "0,1", "--max-used-mib", "4096"})->wait(30).status, 0);
+  EXPECT_EQ(q.dir.read("a.gpus"), "1\n");
+}
+
+TEST(Run, GarbageFromNvidiaSmiMeansNoReadingSaidOnce) {
+  Queue q("No devices were found\n");
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
+  auto r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(q.dir.read("a.gpus"), "0\n");
+  size_t first = r.out.find("no GPU memory reading");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("unexpected line from nvidia-smi: 'No devices were found'"));
+  EXPECT_EQ(r.out.find("no GPU memory reading", first + 1), std::string::npos);
+}
+
+TEST(Run, ReservationClosesItsGpusToOtherJobs) {
+  Queue q;
+  q.plan(R"({"jobs": [
+    {"id": "train", "script": "job.sh", "gpus": 1, "priority": 1},
+    {"id": "eval", "script": "job.sh", "gpus": 1, "priority": 1, "deps": ["train"]},
+    {"id": "other", "script": "job.sh", "gpus": 1, "priority": 2}
+  ], "reservations": [{"gpus": [0], "jobs": ["eval"]}]})");
+  auto r = q.start({"--gpus", "0,1"})->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(q.dir.read("train.gpus"), "1\n");
+  // other must not take GPU 0 while eval is unfinished, so it runs after train on GPU 1.
+  EXPECT_NE(q.dir.read("other.gpus"), "0\n");
+  EXPECT_EQ(q.dir.read("eval.gpus"), "0\n");
+}
+
+TEST(Run, KillEscalatesToSigkillForAJobThatIgnoresSigterm) {
+  Queue q;
+  q.dir.write("stubborn.sh", "trap '' TERM\necho $$ > stubborn.pid\nwhile true; do sleep 0.1; done\n");
+  q.plan(R"([{"id": "stubborn", "script": "stubborn.sh", "gpus": 1}])");
+  auto run = q.start({"--kill-grace", "1"});
+  ASSERT_TRUE(eventually([&] { return !lines_of(q.dir.path() + "/stubborn.pid").empty(); }));
+  long long pid = std::stoll(lines_of(q.dir.path() + "/stubborn.pid")[0]);
+  auto k = q.gpuq({"kill", "stubborn"});
+  EXPECT_EQ(k.status, 0);
+  EXPECT_THAT(k.out, HasSubstr("killed stubborn: sent SIGTERM to process group"));
+  EXPECT_TRUE(pid_alive(pid));  // it ignores SIGTERM
+  auto s = q.state();
+  EXPECT_EQ(s["stubborn"]["status"], "failed");
+  EXPECT_EQ(s["stubborn"]["exit"], -15);
+  auto r = run->wait(30);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("SIGKILL to stubborn"));
+  EXPECT_FALSE(pid_alive(pid));
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
+}
+
+TEST(Run, KillOfAJobThatIsNotRunningSaysSo) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh"}])");
+  auto k = q.gpuq({"kill", "a"});
+  EXPECT_EQ(k.status, 1);
+  EXPECT_THAT(k.out, HasSubstr("not killed: a is not running (it is pending)"));
+}
+
+TEST(Run, HoldKeepsAJobFromStartingUntilRetryReleasesIt) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 0}, {"id": "b", "script": "job.sh", "gpus": 0}])");
+  auto h = q.gpuq({"hold", "b"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_THAT(h.out, HasSubstr("held b (was pending)"));
+  auto run = q.start();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "done"; }));
+  usleep(1500 * 1000);  // more than one --poll: b stays held
+  EXPECT_EQ(q.status_of("b"), "held");
+  EXPECT_TRUE(run->running());  // a held job is not finished
+  auto r = q.gpuq({"retry", "b"});
+  EXPECT_THAT(r.out, HasSubstr("released b (was held)"));
+  auto out = run->wait(30);
+  EXPECT_EQ(out.status, 0);
+  EXPECT_EQ(q.status_of("b"), "done");
+}
+
+TEST(Run, HoldOfARunningJobAndRetryOfARunningJobAreRefused) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 0}])");
+  q.env["JOB_SECONDS"] = "3";
+  auto run = q.start();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
+  auto h = q.gpuq({"hold", "a"});
+  EXPECT_EQ(h.status, 1);
+  EXPECT_THAT(h.out, HasSubstr("not held: a is running"));
+  auto r = q.gpuq({"retry", "a"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.out, HasSubstr("not retried: a is running"));
+  EXPECT_EQ(q.status_of("a"), "running");
+  EXPECT_EQ(run->wait(30).status, 0);
+  EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));  // one copy only
+}
+
+TEST(Run, UnknownIdsAreRefusedAndNamed) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh"}])");
+  for (const char* action : {"retry", "kill", "hold"}) {
+    auto r = q.gpuq({action, "a", "ghost", "phantom"});
+    EXPECT_EQ(r.status, 2) << action;
+    EXPECT_THAT(r.err, HasSubstr("no job ghost, phantom in plan.json; nothing was changed"));
+  }
+  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.state.json").good());
+}
+
+TEST(Run, LeftoverBackgroundProcessIsReaped) {
+  Queue q;
+  q.dir.write("leaky.sh", "sleep 300 &\necho $! > leaky.child\nexit 0\n");
+  q.plan(R"([{"id": "leaky", "script": "leaky.sh", "gpus": 1}])");
+  auto r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0) << r.out;
+  long long child = std::stoll(lines_of(q.dir.path() + "/leaky.child").at(0));
+  EXPECT_TRUE(eventually([&] { return !pid_alive(child); }, 5)) << "the background sleep survived";
+}
+
+TEST(Run, ScriptPathWithSpaceAndSemicolonRunsAsOneArgument) {
+  Queue q;
+  q.dir.write("my jobs/odd;touch pwned.sh", "echo ran > ran.txt\n");
+  q.plan(R"([{"id": "odd", "script": "my jobs/odd;touch pwned.sh", "gpus": 0}])");
+  auto r = q.start()->wait(30);
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(q.status_of("odd"), "done");
+  EXPECT_EQ(q.dir.read("ran.txt"), "ran\n");
+  EXPECT_FALSE(std::ifstream(q.dir.path() + "/pwned").good());
+}
+
+TEST(Run, ScriptPathExpandsHomeAndVariables) {
+  Queue q;
+  q.dir.write("scripts/hello.sh", "echo hi > hello.txt\n");
+  q.env["MYJOBS"] = q.dir.path() + "/scripts";
+  q.env["HOME"] = q.dir.path();
+  q.plan(R"([{"id": "v", "script": "$MYJOBS/hello.sh", "gpus": 0},
+             {"id": "h", "script": "~/scripts/hello.sh", "gpus": 0, "deps": ["v"]}])");
+  ASSERT_EQ(q.start()->wait(30).status, 0);
+  EXPECT_EQ(q.status_of("v"), "done");
+  EXPECT_EQ(q.status_of("h"), "done");
+}
+
+TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
+  Queue q;
+  q.plan(R"([{"id": "gone", "script": "no_such.sh", "gpus": 0}, {"id": "fine", "script": "job.sh", "gpus": 0}])");
+  auto r = q.start({"--max-retries", "0"})->wait(30);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(q.status_of("gone"), "failed");
+  EXPECT_EQ(q.state()["gone"]["exit"], 127);
+  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("cannot run the script no_such.sh"));
+  EXPECT_EQ(q.status_of("fine"), "done");
+}
+
+TEST(Run, JobEnvironmentAndExitFile) {
+  Queue q;
+  q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
+  q.plan(R"([{"id": "e", "script": "env.sh", "gpus": 2}])");
+  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(30).status, 0);
+  EXPECT_EQ(q.dir.read("env.txt"),
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID\nCUDA_VISIBLE_DEVICES=4,5\nGPUQ_ATTEMPT=1\nGPUQ_JOB_ID=e\nTDPRM_GPU0=4\n");
+  EXPECT_EQ(q.dir.read("logs/e.exit"), "7\n");
+  EXPECT_EQ(q.state()["e"]["exit"], 7);
+}
+
+TEST(Run, StatusChangesNothingAndSignalsNothing) {
+  Queue q;
+  q.plan(R"([{"id": "leaky", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "deps": ["leaky"]}])");
+  // A job that has ended (exit file written) but whose process group still holds a process.
+  Background leftover({"sleep", "300"}, q.dir.path());
+  q.dir.write("logs/leaky.exit", "0\n");
+  q.dir.write("plan.state.json", R"({"leaky": {"status": "running", "gpus": [0], "pid": )" +
+                                     std::to_string(leftover.pid()) + R"(, "start": 1000.5, "attempts": 0}})");
+  std::string before = q.dir.read("plan.state.json");
+  auto s = q.gpuq({"status", "--all"});
+  EXPECT_EQ(s.status, 0);
+  EXPECT_THAT(s.out, HasSubstr("done     leaky"));       // status sees the exit file...
+  EXPECT_EQ(q.dir.read("plan.state.json"), before);     // ...but writes nothing
+  EXPECT_TRUE(leftover.running());                       // and kills nothing (fix 13)
+  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.lock").good());
+}
+
+TEST(Run, StatusRowsAndCountsAreTheOriginals) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "est_hours": 2}, {"id": "b", "script": "job.sh"},
+             {"id": "c", "script": "job.sh"}])");
+  q.dir.write("plan.state.json", R"({"a": {"status": "failed", "gpus": [3], "pid": 1, "start": 1000.0,
+      "end": 8200.0, "exit": 2, "attempts": 2}, "c": {"status": "held"}})");
+  auto s = q.gpuq({"status"});
+  EXPECT_EQ(s.out,
+            "failed   a                                             gpus=[3]       2.00h est=2.0h\n"
+            "held     c                                             gpus=-         0.00h est=0.0h\n"
+            "{'failed': 1, 'pending': 1, 'held': 1}\n");
+}
+
+TEST(Run, SigtermStopsTheQueueAndLeavesJobsRunning) {
+  Queue q;
+  q.env["JOB_SECONDS"] = "2";
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
+  auto run = q.start();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
+  run->signal(SIGTERM);
+  auto r = run->wait(10);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("stopped by Terminated: the state is saved; 1 job(s) left running: a"));
+  long long pid = q.state()["a"]["pid"];
+  EXPECT_TRUE(pid_alive(pid));
+  // A new run adopts it and sees it end.
+  auto again = q.start()->wait(30);
+  EXPECT_EQ(again.status, 0);
+  EXPECT_THAT(again.out, Not(HasSubstr("start a")));
+  EXPECT_EQ(q.status_of("a"), "done");
+  EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
+}
+
+TEST(Run, InvalidPlanIsRejectedBeforeAnythingRuns) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "deps": ["nope"]}])");
+  auto r = q.gpuq({"run"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("dep \"nope\" names no job"));
+  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.state.json").good());
+}
+
+TEST(Run, UnreadableStateStopsTheCommandAndIsNotOverwritten) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh"}])");
+  q.dir.write("plan.state.json", "{\"a\": {\"status\": \"done\",");
+  for (auto args : std::vector<std::vector<std::string>>{{"run"}, {"status"}, {"retry", "a"}}) {
+    auto r = q.gpuq(args);
+    EXPECT_EQ(r.status, 1) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("plan.state.json: line 1")) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("will not overwrite it")) << args[0];
+  }
+  EXPECT_EQ(q.dir.read("plan.state.json"), "{\"a\": {\"status\": \"done\",");
+}
