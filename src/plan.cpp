@@ -122,6 +122,12 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) why = "the file is empty";
     c.add(fmt::format("line {}, column {}", line, col), "invalid JSON: " + why);
     return out;
+  } catch (const json::exception& e) {
+    // Not a syntax error: a number too large for a double, and the like.
+    std::string msg = e.what();
+    auto bracket = msg.find("] ");
+    c.add("top level", "invalid JSON: " + (bracket == std::string::npos ? msg : msg.substr(bracket + 2)));
+    return out;
   }
 
   const json* jobs_json = nullptr;

@@ -76,13 +76,20 @@ StateLoad parse_state(std::string_view text, const std::string& file) {
     out.error = fmt::format("{}: line {}, column {}: not valid JSON ({})", file, line, col,
                             colon == std::string::npos ? msg : msg.substr(colon + 2));
     return out;
+  } catch (const ojson::exception& e) {
+    std::string msg = e.what();
+    auto bracket = msg.find("] ");
+    out.error = fmt::format("{}: not valid JSON ({})", file, bracket == std::string::npos ? msg : msg.substr(bracket + 2));
+    return out;
   }
   if (!doc.is_object()) {
     out.error = fmt::format("{}: the state is an object keyed by job id, not {}", file, kind(doc));
     return out;
   }
   State state;
-  for (auto& [id, v] : doc.items()) {
+  for (auto item = doc.begin(); item != doc.end(); ++item) {
+    const std::string id = item.key();
+    const ojson& v = item.value();
     auto bad = [&](const std::string& what) {
       out.error = fmt::format("{}: job '{}': {}", file, id, what);
     };

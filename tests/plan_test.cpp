@@ -209,3 +209,7 @@ TEST(GpuList, ParsesAndRejects) {
   EXPECT_FALSE(parse_gpu_list("64", &err));
   EXPECT_FALSE(parse_gpu_list("", &err));
 }
+
+TEST(PlanLoader, NumberTooLargeIsInvalidJsonNotACrash) {
+  EXPECT_THAT(only_error(R"([{"id": "a", "script": "x", "est_hours": 1e999}])"), HasSubstr("invalid JSON"));
+}
