@@ -87,6 +87,22 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus)
   return std::move(load.plan);
 }
 
+/// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
+void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state) {
+  std::string list;
+  size_t n = 0;
+  for (const auto& [id, s] : state.entries()) {
+    if (plan.find(id)) continue;
+    if (n++ < 10) list += (list.empty() ? "" : ", ") + id + " (" + status_name(s.status) + ")";
+  }
+  if (n)
+    fmt::print(stderr,
+               "gpuq: warning: {} names {} job(s) that are not in {}: {}{}. Their entries are kept as they are "
+               "(a running one keeps its GPUs until it ends); if the jobs are gone for good, delete their entries "
+               "while no `gpuq run` is going\n",
+               paths.state, n, paths.plan, list, n > 10 ? ", ..." : "");
+}
+
 int cmd_simulate(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
@@ -121,7 +137,9 @@ int cmd_run(const Flags& f) {
   opt.kill_grace = f.kill_grace;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
-  return run_queue(*plan, paths_for(f.plan), opt, stdout);
+  PlanPaths paths = paths_for(f.plan);
+  warn_unknown_entries(*plan, paths, read_state(paths));
+  return run_queue(*plan, paths, opt, stdout);
 }
 
 int cmd_status(const Flags& f) {
@@ -131,6 +149,7 @@ int cmd_status(const Flags& f) {
   if (!plan) return kExitBadInput;
   PlanPaths paths = paths_for(f.plan);
   State state = read_state(paths);
+  warn_unknown_entries(*plan, paths, state);
   double now = unix_now();
   refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
   std::string out = format_status(*plan, state, now, f.all);

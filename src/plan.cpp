@@ -1,5 +1,7 @@
 #include "gpuq/plan.h"
 
+#include "gpuq/json_error.h"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -55,42 +57,6 @@ std::string show(const json& v) {
 
 bool is_number(const json& v) { return v.is_number(); }  // booleans are not numbers in nlohmann
 
-// Line and column (1-based) of a byte offset, for JSON syntax errors.
-std::pair<size_t, size_t> line_col(std::string_view text, size_t byte) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-// nlohmann reports the offset of the last byte of the offending token: step back to its start.
-size_t token_start(std::string_view text, size_t last) {
-  if (last >= text.size()) return text.size();
-  if (text[last] == '"' && last > 0) {
-    size_t i = last;
-    while (i > 0) {
-      --i;
-      if (text[i] == '"') {
-        size_t bs = 0;
-        for (size_t k = i; k > 0 && text[k - 1] == '\\'; --k) ++bs;
-        if (bs % 2 == 0) return i;
-      }
-    }
-    return last;
-  }
-  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '+'; };
-  if (!word(text[last])) return last;
-  size_t i = last;
-  while (i > 0 && word(text[i - 1])) --i;
-  return i;
-}
-
 struct Checker {
   const std::string& file;
   std::vector<std::string>& errors;
@@ -113,20 +79,9 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   json doc;
   try {
     doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, token_start(text, e.byte == 0 ? 0 : e.byte - 1));
-    std::string msg = e.what();
-    // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
-    auto colon = msg.find(": ");
-    std::string why = colon == std::string::npos ? msg : msg.substr(colon + 2);
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) why = "the file is empty";
-    c.add(fmt::format("line {}, column {}", line, col), "invalid JSON: " + why);
-    return out;
   } catch (const json::exception& e) {
-    // Not a syntax error: a number too large for a double, and the like.
-    std::string msg = e.what();
-    auto bracket = msg.find("] ");
-    c.add("top level", "invalid JSON: " + (bracket == std::string::npos ? msg : msg.substr(bracket + 2)));
+    JsonErrorPlace place = describe_json_error(text, e);
+    c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
     return out;
   }
 

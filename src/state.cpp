@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "gpuq/json_error.h"
+
 namespace gpuq {
 
 using ojson = nlohmann::ordered_json;
@@ -58,28 +60,13 @@ std::string kind(const ojson& v) {
 
 StateLoad parse_state(std::string_view text, const std::string& file) {
   StateLoad out;
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    out.error = fmt::format("{}: the file is empty", file);
-    return out;
-  }
   ojson doc;
   try {
     doc = ojson::parse(text.begin(), text.end());
-  } catch (const ojson::parse_error& e) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    out.error = fmt::format("{}: line {}, column {}: not valid JSON ({})", file, line, col,
-                            colon == std::string::npos ? msg : msg.substr(colon + 2));
-    return out;
   } catch (const ojson::exception& e) {
-    std::string msg = e.what();
-    auto bracket = msg.find("] ");
-    out.error = fmt::format("{}: not valid JSON ({})", file, bracket == std::string::npos ? msg : msg.substr(bracket + 2));
+    JsonErrorPlace place = describe_json_error(text, e);
+    out.error = place.why == "the file is empty" ? fmt::format("{}: the file is empty", file)
+                                                 : fmt::format("{}: {}: not valid JSON ({})", file, place.where, place.why);
     return out;
   }
   if (!doc.is_object()) {

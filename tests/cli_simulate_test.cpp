@@ -124,6 +124,9 @@ TEST(CliSimulate, UnknownFlagExitsTwo) {
 TEST(Demo, TheDemoQueueRunsToTheEnd) {
   TempDir d;
   std::filesystem::copy(std::string(EXAMPLES) + "/demo", d.path(), std::filesystem::copy_options::recursive);
+  // Start from a fresh state even if the demo was run in the source tree.
+  for (const char* leftover : {"plan.state.json", "plan.state.json.bak", "plan.lock", "logs", "out"})
+    std::filesystem::remove_all(d.path() + "/" + leftover);
   auto r = run_gpuq({"run", "--plan", "plan.json"}, d.path(), {{"DEMO_SECONDS", "0.2"}});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("start train_a on GPUs [0, 1]"));

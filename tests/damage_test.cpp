@@ -1,0 +1,166 @@
+// Damaged files and hostile paths: each gets its message and exit status, and no file is changed.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Dir {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  Dir() {
+    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    d.write("job.sh", "echo ran >> ran.txt\n");
+    d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 0}, {"id": "b", "script": "job.sh", "gpus": 0}])");
+  }
+  Output gpuq(std::vector<std::string> args) const {
+    args.insert(args.begin() + 1, {"--plan", "plan.json"});
+    return run_gpuq(args, d.path(), env);
+  }
+};
+
+struct Damage {
+  const char* name;
+  const char* content;
+  const char* message;
+};
+
+}  // namespace
+
+TEST(Damage, EachDamagedStateFileIsNamedExplainedAndLeftAlone) {
+  const Damage cases[] = {
+      {"empty", "", "plan.state.json: the file is empty"},
+      {"truncated", "{\n \"a\": {\n  \"status\": \"do", "plan.state.json: line 3, column"},
+      {"not JSON", "this is not json\n", "plan.state.json: line 1, column 1: not valid JSON"},
+      {"wrong shape", "[1, 2, 3]\n", "the state is an object keyed by job id, not a list"},
+      {"entry of the wrong shape", "{\"a\": 5}\n", "job 'a': the entry must be an object, not a number"},
+      {"unknown status", "{\"a\": {\"status\": \"exploded\"}}\n", "job 'a': unknown status \"exploded\""},
+      {"wrong field type", "{\"a\": {\"status\": \"done\", \"exit\": \"zero\"}}\n", "\"exit\" must be a whole number"},
+      {"running without pid", "{\"a\": {\"status\": \"running\"}}\n", "a running entry needs a \"pid\""},
+  };
+  for (const Damage& c : cases) {
+    Dir q;
+    q.d.write("plan.state.json", c.content);
+    for (auto args : std::vector<std::vector<std::string>>{
+             {"run", "--poll", "1"}, {"status"}, {"retry", "a"}, {"hold", "b"}, {"kill", "a"}}) {
+      auto r = q.gpuq(args);
+      EXPECT_EQ(r.status, 1) << c.name << ": " << args[0];
+      EXPECT_THAT(r.err, HasSubstr(c.message)) << c.name << ": " << args[0];
+      EXPECT_THAT(r.err, HasSubstr("will not overwrite it")) << c.name;
+      EXPECT_EQ(q.d.read("plan.state.json"), c.content) << c.name << ": " << args[0] << " changed the file";
+    }
+    EXPECT_FALSE(fs::exists(q.d.path() + "/ran.txt")) << c.name << ": a job ran";
+  }
+}
+
+TEST(Damage, MessagePointsAtTheBackupOfTheLastGoodState) {
+  Dir q;
+  ASSERT_EQ(q.gpuq({"hold", "a"}).status, 0);
+  ASSERT_EQ(q.gpuq({"hold", "b"}).status, 0);  // the second save keeps the first as .bak
+  std::string good = q.d.read("plan.state.json.bak");
+  EXPECT_EQ(json::parse(good)["a"]["status"], "held");
+  q.d.write("plan.state.json", "{garbage");
+  auto r = q.gpuq({"status"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("the previous good state is plan.state.json.bak"));
+  EXPECT_EQ(q.d.read("plan.state.json.bak"), good);
+}
+
+TEST(Damage, EntriesOfJobsNoLongerInThePlanAreWarnedAboutAndKept) {
+  Dir q;
+  q.d.write("plan.state.json", R"({"renamed_job": {"status": "done", "exit": 0}})");
+  auto r = q.gpuq({"run", "--poll", "1"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("names 1 job(s) that are not in plan.json: renamed_job (done)"));
+  EXPECT_EQ(json::parse(q.d.read("plan.state.json"))["renamed_job"]["status"], "done");
+}
+
+TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
+  Dir q;
+  Background proc({"sleep", "0.1"}, q.d.path());
+  proc.wait(5);
+  q.d.write("logs/a.exit", "seven\n");
+  q.d.write("plan.state.json", R"({"a": {"status": "running", "pid": )" + std::to_string(proc.pid()) +
+                                   R"(, "gpus": [], "start": 1.0}})");
+  auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("failed a (exit 1): logs/a.exit holds 'seven', not an exit code"));
+  EXPECT_EQ(json::parse(q.d.read("plan.state.json"))["a"]["status"], "failed");
+}
+
+TEST(Damage, PlanEditedIntoNonsenseWhileRunningDoesNotDisturbTheRun) {
+  Dir q;
+  q.d.write("slow.sh", "sleep 1\n");
+  q.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 0}, {"id": "b", "script": "job.sh", "gpus": 0, "deps": ["a"]}])");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, q.d.path(), q.env);
+  ASSERT_TRUE(eventually([&] { return q.d.read("plan.state.json").find("running") != std::string::npos; }));
+  q.d.write("plan.json", "[{\"id\": ");
+  auto r = run->wait(30);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));  // run read the plan once, at its start
+  // Any new command names the broken plan.
+  auto s = q.gpuq({"status"});
+  EXPECT_EQ(s.status, 2);
+  EXPECT_THAT(s.err, HasSubstr("plan.json: line 1, column 9: invalid JSON"));
+}
+
+TEST(Hostile, LockFileSymlinkIsRefusedAndItsTargetUntouched) {
+  Dir q;
+  q.d.write("victim.txt", "precious\n");
+  fs::create_symlink(q.d.path() + "/victim.txt", q.d.path() + "/plan.lock");
+  for (auto args : std::vector<std::vector<std::string>>{{"run", "--poll", "1"}, {"hold", "a"}}) {
+    auto r = q.gpuq(args);
+    EXPECT_EQ(r.status, 1) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("the lock file plan.lock is a symbolic link; refusing to use it"));
+  }
+  EXPECT_EQ(q.d.read("victim.txt"), "precious\n");
+}
+
+TEST(Hostile, StateFileSymlinkIsRefused) {
+  Dir q;
+  q.d.write("victim.json", "{}\n");
+  fs::create_symlink(q.d.path() + "/victim.json", q.d.path() + "/plan.state.json");
+  auto r = q.gpuq({"hold", "a"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("plan.state.json is a symbolic link; refusing to follow it"));
+  EXPECT_EQ(q.d.read("victim.json"), "{}\n");
+}
+
+TEST(Hostile, LogFileSymlinkFailsThatJobNotItsTarget) {
+  Dir q;
+  q.d.write("victim.txt", "precious\n");
+  fs::create_directories(q.d.path() + "/logs");
+  fs::create_symlink(q.d.path() + "/victim.txt", q.d.path() + "/logs/a.log");
+  auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("cannot start a: cannot open the log logs/a.log"));
+  EXPECT_EQ(q.d.read("victim.txt"), "precious\n");
+  json s = json::parse(q.d.read("plan.state.json"));
+  EXPECT_EQ(s["a"]["status"], "failed");
+  EXPECT_EQ(s["b"]["status"], "done");
+}
+
+TEST(Hostile, FilesAreCreatedWithSensibleModes) {
+  Dir q;
+  ::umask(022);
+  ASSERT_EQ(q.gpuq({"run", "--poll", "1"}).status, 0);
+  for (const char* f : {"plan.state.json", "plan.lock", "logs/a.log", "logs/a.exit"}) {
+    struct stat st;
+    ASSERT_EQ(::lstat((q.d.path() + "/" + f).c_str(), &st), 0) << f;
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0644u) << f;
+  }
+}
