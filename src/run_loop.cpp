@@ -334,7 +334,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       }
 
       waker.drain();  // our own write, before the lock lets a control command in
-      all_finished = true;
+      all_finished = last_save_problem.empty();  // never finish with the last state unsaved
       for (const Job& j : plan.jobs) {
         const JobState* s = state.find(j.id);
         Status st = s ? s->status : Status::Pending;
@@ -346,9 +346,18 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         }
       }
     } catch (const StoreError& e) {
-      fmt::print(stderr, "gpuq run: {}\n", e.what());
       for (auto& [i, l] : launched) abandon(l);
-      return 1;
+      if (e.kind == StoreError::Kind::Content) {
+        fmt::print(stderr, "gpuq run: {}\n", e.what());
+        return 1;
+      }
+      // The lock or state could not be reached (read-only, no space, permissions): try again later.
+      if (last_save_problem != e.what())
+        say(out, fmt::format("{} cannot reach the state ({}); running jobs are untouched, trying again shortly",
+                             clock_stamp(unix_now()), e.what()));
+      last_save_problem = e.what();
+      next_wake = std::min(next_wake, 5.0);
+      all_finished = false;
     }
     if (all_finished) {
       say(out, "all jobs finished");

@@ -54,8 +54,12 @@ PlanPaths paths_for(const std::string& plan) {
 
 StateLock::StateLock(const PlanPaths& paths) {
   fd_ = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // On a read-only folder an existing lock file can still be locked (the save will then fail and say so).
+  if (fd_ < 0 && (errno == EROFS || errno == EACCES)) fd_ = ::open(paths.lock.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd_ < 0) {
-    if (errno == ELOOP) throw StoreError(fmt::format("the lock file {} is a symbolic link; refusing to use it", paths.lock));
+    if (errno == ELOOP)
+      throw StoreError(fmt::format("the lock file {} is a symbolic link; refusing to use it", paths.lock),
+                       StoreError::Kind::Content);
     fail("cannot open the lock file", paths.lock);
   }
   while (::flock(fd_, LOCK_EX) != 0) {
@@ -74,7 +78,8 @@ std::optional<std::string> read_file(const std::string& path, bool nofollow) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
-    if (errno == ELOOP && nofollow) throw StoreError(fmt::format("{} is a symbolic link; refusing to follow it", path));
+    if (errno == ELOOP && nofollow)
+      throw StoreError(fmt::format("{} is a symbolic link; refusing to follow it", path), StoreError::Kind::Content);
     fail("cannot open", path);
   }
   std::string out;
@@ -102,8 +107,10 @@ State read_state(const PlanPaths& paths) {
   if (!load.state) {
     std::string bak = paths.state + ".bak";
     std::string hint = fs::exists(bak) ? fmt::format("; the previous good state is {}", bak) : std::string();
-    throw StoreError(fmt::format(
-        "{}{}. gpuq will not overwrite it: repair it, or move it aside to start from an empty state", load.error, hint));
+    throw StoreError(fmt::format("{}{}. gpuq will not overwrite it: repair it, or move it aside to start from an "
+                                 "empty state",
+                                 load.error, hint),
+                     StoreError::Kind::Content);
   }
   return std::move(*load.state);
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -163,4 +164,93 @@ TEST(Hostile, FilesAreCreatedWithSensibleModes) {
     EXPECT_TRUE(S_ISREG(st.st_mode)) << f;
     EXPECT_EQ(st.st_mode & 0777, 0644u) << f;
   }
+}
+
+namespace {
+
+/// A small tmpfs for the plan's folder, with logs/ on a second, roomy one, so that
+/// filling the first fails only the state's save. Skips the test where mounting is not allowed.
+struct SmallDisk {
+  TempDir d;
+  std::string top, logs;
+  bool mounted = false, logs_mounted = false;
+  SmallDisk() {
+    top = d.path() + "/fs";
+    logs = top + "/logs";
+    fs::create_directories(top);
+    mounted = ::mount("tmpfs", top.c_str(), "tmpfs", 0, "size=256k,mode=0755") == 0;
+    if (!mounted) return;
+    fs::create_directories(logs);
+    logs_mounted = ::mount("tmpfs", logs.c_str(), "tmpfs", 0, "size=4m,mode=0755") == 0;
+  }
+  ~SmallDisk() {
+    if (logs_mounted) ::umount2(logs.c_str(), MNT_DETACH);
+    if (mounted) ::umount2(top.c_str(), MNT_DETACH);
+  }
+  /// Writes filler until the small disk is full.
+  void fill() const {
+    std::ofstream f(top + "/filler", std::ios::binary);
+    std::string block(4096, 'x');
+    for (int i = 0; i < 1024 && f.write(block.data(), block.size()); ++i) f.flush();
+  }
+};
+
+}  // namespace
+
+TEST(DiskFull, FailedSaveKeepsThePreviousStateAndIsRetriedNextTick) {
+  SmallDisk disk;
+  if (!disk.mounted || !disk.logs_mounted) GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN)";
+  TempDir scripts;
+  scripts.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
+  scripts.write("quick.sh", "sleep 0.5\n");
+  scripts.write("long.sh", "echo $$ > " + scripts.path() + "/long.pid\nsleep 4\n");
+  std::ofstream(disk.top + "/plan.json")
+      << R"([{"id": "quick", "script": ")" << scripts.path() << R"(/quick.sh", "gpus": 0},
+            {"id": "long", "script": ")" << scripts.path() << R"(/long.sh", "gpus": 0}])";
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, disk.top,
+                        {{"GPUQ_NVIDIA_SMI", scripts.path() + "/nvidia-smi"}});
+  auto state_text = [&] {
+    std::ifstream f(disk.top + "/plan.state.json");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  ASSERT_TRUE(eventually([&] { return state_text().find("running") != std::string::npos; }));
+  disk.fill();
+  std::string before = state_text();
+  // quick ends; its save fails for want of space.
+  ASSERT_TRUE(eventually([&] { return run->out().find("cannot save the state") != std::string::npos; }, 10))
+      << run->out();
+  EXPECT_THAT(run->out(), HasSubstr("No space left on device"));
+  EXPECT_EQ(state_text(), before);  // the previous state is intact
+  long long long_pid = std::stoll(lines_of(scripts.path() + "/long.pid").at(0));
+  EXPECT_TRUE(pid_alive(long_pid));  // running jobs are not disturbed
+  fs::remove(disk.top + "/filler");
+  ASSERT_TRUE(eventually([&] { return run->out().find("the state is saved again") != std::string::npos; }, 10))
+      << run->out();
+  EXPECT_EQ(json::parse(state_text())["quick"]["status"], "done");
+  auto r = run->wait(30);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(json::parse(state_text())["long"]["status"], "done");
+}
+
+TEST(DiskFull, ReadOnlyFolderIsReportedAndTheQueueCarriesOnWhenWritable) {
+  SmallDisk disk;
+  if (!disk.mounted || !disk.logs_mounted) GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN)";
+  TempDir scripts;
+  scripts.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
+  scripts.write("quick.sh", "sleep 0.5\n");
+  std::ofstream(disk.top + "/plan.json") << R"([{"id": "quick", "script": ")" << scripts.path()
+                                          << R"(/quick.sh", "gpus": 0}])";
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, disk.top,
+                        {{"GPUQ_NVIDIA_SMI", scripts.path() + "/nvidia-smi"}});
+  ASSERT_TRUE(eventually([&] { return fs::exists(disk.top + "/plan.state.json"); }));
+  ASSERT_EQ(::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0);
+  ASSERT_TRUE(eventually([&] { return run->out().find("Read-only file system") != std::string::npos; }, 10))
+      << run->out();
+  ASSERT_EQ(::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT, "size=256k"), 0);
+  auto r = run->wait(30);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("the state is saved again"));
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
 }

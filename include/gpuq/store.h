@@ -24,7 +24,11 @@ PlanPaths paths_for(const std::string& plan);
 
 /// An error of the OS or of a file's content, with the file named.
 struct StoreError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  /// Io: a system call failed (no space, read-only, permissions): worth retrying.
+  /// Content: a file holds something gpuq cannot use: retrying will not help.
+  enum class Kind { Io, Content };
+  explicit StoreError(const std::string& what, Kind k = Kind::Io) : std::runtime_error(what), kind(k) {}
+  Kind kind;
 };
 
 /// An exclusive flock on PLAN.lock, held for one read-modify-write of the state.
