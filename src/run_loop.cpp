@@ -251,10 +251,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         }
         if (deps_met(plan, j, state, opt.max_retries, file_exists)) ready.push_back(i);
       }
-      sort_ready(plan, ready);
-
+      ReadySet ready_set(plan, opt.backfill_max_hours, ready);
       PassInput in;
-      in.ready = ready;
       in.free = free;
       in.node = node;
       in.open.resize(plan.reservations.size());
@@ -264,9 +262,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
           if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
         }
       }
-      in.backfill_max_hours = opt.backfill_max_hours;
       in.nothing_running = !any_running;
-      PassResult pass = schedule_pass(plan, in);
+      PassResult pass = schedule_pass(plan, ready_set, in);
       if (pass.stall_broken)
         say(out, fmt::format("{} nothing could start: {} waits for GPUs that reservations close to it, and their "
                              "jobs are longer than --backfill-max-hours; starting them without the limit",

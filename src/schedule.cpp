@@ -1,7 +1,9 @@
 #include "gpuq/schedule.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
+#include <map>
 
 namespace gpuq {
 
@@ -26,44 +28,169 @@ GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& ope
   return closed;
 }
 
-namespace {
-
-PassResult one_pass(const Plan& plan, const PassInput& in, double limit) {
-  PassResult out;
-  GpuMask free = in.free;
-  const bool any_reservation = !plan.reservations.empty();
-  for (size_t j : in.ready) {
-    const Job& job = plan.jobs[j];
-    if (out.waiting_head && job.est_hours > limit) {
-      out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
-      continue;
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours) : plan_(&plan), limit_(backfill_max_hours) {
+  std::map<std::vector<size_t>, int> sigs;
+  sig_of_.resize(plan.jobs.size());
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    std::vector<size_t> mine = plan.reservations_of[j];
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    auto [it, fresh] = sigs.emplace(mine, static_cast<int>(sig_members_.size()));
+    if (fresh) {
+      sig_members_.push_back(mine);
+      Class c;
+      for (auto& v : c.by_gpus) v.resize(kMaxGpuId + 2);
+      c.count.resize(kMaxGpuId + 2);
+      classes_.push_back(std::move(c));
+      if (mine.empty()) sig0_ = it->second;
     }
-    GpuMask closed = any_reservation ? reserved_gpus(plan, j, in.open) : 0;
-    auto gpus = pick_gpus(job.gpus, free & ~closed);
-    if (!gpus) {
-      if (job.gpus > 0 && plan.reservations_of[j].empty() && !out.waiting_head) out.waiting_head = j;
-      out.held.push_back({j, Held::Why::Gpus, count(free & ~closed), free & closed, 0});
-      continue;
-    }
-    free &= ~mask_of(*gpus);
-    out.starts.push_back({j, std::move(*gpus)});
+    sig_of_[j] = it->second;
   }
+}
+
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs)
+    : ReadySet(plan, backfill_max_hours) {
+  for (size_t j : jobs) insert(j);
+}
+
+ReadySet::Key ReadySet::key(size_t job) const { return {plan_->jobs[job].priority, job}; }
+
+bool ReadySet::is_long(size_t job) const { return plan_->jobs[job].est_hours > limit_; }
+
+std::set<ReadySet::Key>& ReadySet::slot(size_t job) {
+  return classes_[sig_of_[job]].by_gpus[is_long(job)][plan_->jobs[job].gpus];
+}
+
+void ReadySet::insert(size_t job) {
+  if (!all_.insert(key(job)).second) return;
+  slot(job).insert(key(job));
+  Class& c = classes_[sig_of_[job]];
+  int g = plan_->jobs[job].gpus;
+  if (c.count[g]++ == 0 && g > 0) c.present |= std::uint64_t{1} << (g - 1);
+}
+
+void ReadySet::erase(size_t job) {
+  if (!all_.erase(key(job))) return;
+  slot(job).erase(key(job));
+  Class& c = classes_[sig_of_[job]];
+  int g = plan_->jobs[job].gpus;
+  if (--c.count[g] == 0 && g > 0) c.present &= ~(std::uint64_t{1} << (g - 1));
+}
+
+bool ReadySet::contains(size_t job) const { return all_.count(key(job)) > 0; }
+
+std::vector<size_t> ReadySet::in_order() const {
+  std::vector<size_t> out;
+  out.reserve(all_.size());
+  for (const Key& k : all_) out.push_back(k.second);
   return out;
 }
 
-}  // namespace
+/// One walk of the policy over a ReadySet. Rather than trying each ready job in
+/// turn, it asks the index for the first job after the last one considered that
+/// can start (enough GPUs open to its class; within the limit once a job waits),
+/// and for the first job in no reservation that cannot: whichever comes first
+/// is what the original's walk would meet next.
+struct PassRunner {
+  const Plan& plan;
+  const ReadySet& rs;
+  const PassInput& in;
+  std::vector<GpuMask> closed;  // per signature
 
-PassResult schedule_pass(const Plan& plan, const PassInput& in) {
-  PassResult out = one_pass(plan, in, in.backfill_max_hours);
-  if (!out.starts.empty() || !in.nothing_running || !out.waiting_head) return out;
-  size_t head = *out.waiting_head;
-  GpuMask usable = in.node & ~reserved_gpus(plan, head, in.open);
-  if (pick_gpus(plan.jobs[head].gpus, usable)) return out;  // it will fit once GPUs free up
+  PassRunner(const Plan& p, const ReadySet& r, const PassInput& i) : plan(p), rs(r), in(i) {
+    closed.assign(rs.sig_members_.size(), 0);
+    for (size_t s = 0; s < rs.sig_members_.size(); ++s) {
+      const auto& mine = rs.sig_members_[s];
+      for (size_t r = 0; r < plan.reservations.size(); ++r)
+        if (in.open[r] && !std::binary_search(mine.begin(), mine.end(), r)) closed[s] |= plan.reservations[r].gpus;
+    }
+  }
+
+  using Key = ReadySet::Key;
+
+  GpuMask closed_to(size_t job) const { return closed[rs.sig_of_[job]]; }
+
+  static void first_after(const std::set<Key>& s, const std::optional<Key>& p, std::optional<Key>& best) {
+    auto it = p ? s.upper_bound(*p) : s.begin();
+    if (it != s.end() && (!best || *it < *best)) best = *it;
+  }
+
+  PassResult run(bool lift_limit) const {
+    PassResult out;
+    GpuMask free = in.free;
+    std::optional<Key> p, head;
+    while (true) {
+      std::optional<Key> best, fail;
+      for (size_t s = 0; s < rs.classes_.size(); ++s) {
+        const auto& c = rs.classes_[s];
+        int avail = count(free & ~closed[s]);
+        std::uint64_t fits = c.present & (avail >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << avail) - 1);
+        for (int len = 0; len < 2; ++len) {
+          if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
+          first_after(c.by_gpus[len][0], p, best);
+          for (std::uint64_t m = fits; m; m &= m - 1) first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, best);
+          if (!head && static_cast<int>(s) == rs.sig0_)
+            for (std::uint64_t m = c.present & ~fits; m; m &= m - 1)
+              first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
+        }
+      }
+      if (fail && (!best || *fail < *best)) {
+        head = fail;  // a job in no reservation cannot get GPUs: from here on, only short jobs
+        out.waiting_head = fail->second;
+        p = fail;
+        continue;
+      }
+      if (!best) break;
+      size_t j = best->second;
+      auto gpus = pick_gpus(plan.jobs[j].gpus, free & ~closed[rs.sig_of_[j]]);
+      free &= ~mask_of(*gpus);
+      out.starts.push_back({j, std::move(*gpus)});
+      p = best;
+    }
+    return out;
+  }
+
+  // Why each ready job that did not start waits, replaying the walk in order.
+  void explain(PassResult& out, bool lift_limit) const {
+    GpuMask free = in.free;
+    size_t next = 0;
+    std::optional<Key> head;
+    if (out.waiting_head) head = rs.key(*out.waiting_head);
+    for (const Key& k : rs.all_) {
+      size_t j = k.second;
+      if (next < out.starts.size() && out.starts[next].job == j) {
+        free &= ~mask_of(out.starts[next++].gpus);
+        continue;
+      }
+      if (head && k > *head && rs.is_long(j) && !lift_limit) {
+        out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
+      } else {
+        GpuMask c = closed[rs.sig_of_[j]];
+        out.held.push_back({j, Held::Why::Gpus, count(free & ~c), free & c, 0});
+      }
+    }
+  }
+};
+
+PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in) {
+  PassRunner runner(plan, ready, in);
+  PassResult out = runner.run(false);
+  bool stalled = out.starts.empty() && in.nothing_running && out.waiting_head;
+  if (stalled) {
+    size_t head = *out.waiting_head;
+    GpuMask usable = in.node & ~runner.closed_to(head);
+    stalled = !pick_gpus(plan.jobs[head].gpus, usable);  // else it will fit once GPUs free up
+  }
+  if (!stalled) {
+    if (in.explain) runner.explain(out, false);
+    return out;
+  }
   // The limit can only be waited out by GPUs that will never free up: lift it. If even that
   // starts nothing, its reasons (GPUs, not the limit) are the true ones.
-  PassResult unlimited = one_pass(plan, in, std::numeric_limits<double>::infinity());
+  PassResult unlimited = runner.run(true);
   unlimited.stall_broken = !unlimited.starts.empty();
-  unlimited.waiting_head = head;
+  unlimited.waiting_head = out.waiting_head;
+  if (in.explain) runner.explain(unlimited, true);
   return unlimited;
 }
 

@@ -45,12 +45,8 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
   std::vector<size_t> res_unfinished(plan.reservations.size());
   for (size_t r = 0; r < plan.reservations.size(); ++r) res_unfinished[r] = plan.reservations[r].jobs.size();
 
-  auto before = [&](size_t a, size_t b) { return ready_before(plan, a, b); };
-  std::set<size_t, decltype(before)> candidates(before);  // pending jobs whose job deps are done
-  for (size_t j = 0; j < n; ++j)
-    if (unmet[j] == 0) candidates.insert(j);
-
-  // A job's file: deps are met once its producer has run produced_at_frac of its estimate.
+  // A job whose job deps are done is ready once its file: deps exist: at once when no job of
+  // the plan produces them, else when its producer reaches produced_at_frac of its run.
   auto produced_at = [&](size_t j) {
     size_t src = *plan.jobs[j].produced_by;
     return start[src] + plan.jobs[j].produced_at_frac * plan.jobs[src].est_hours;
@@ -60,37 +56,55 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
     if (!job.produced_by || !job.has_file_dep()) return true;
     return started[*job.produced_by] && !(produced_at(j) > t + kEps);
   };
+  ReadySet ready(plan, opt.backfill_max_hours);
+  MinHeap<std::pair<double, size_t>> file_wait;        // (when its files appear, job)
+  std::vector<std::vector<size_t>> wait_producer(n);   // jobs waiting for their producer to start
+  auto deps_done = [&](size_t j) {
+    const Job& job = plan.jobs[j];
+    if (!job.produced_by || !job.has_file_dep())
+      ready.insert(j);
+    else if (started[*job.produced_by])
+      file_wait.push({produced_at(j), j});
+    else
+      wait_producer[*job.produced_by].push_back(j);
+  };
+  for (size_t j = 0; j < n; ++j)
+    if (unmet[j] == 0) deps_done(j);
 
-  std::vector<std::pair<int, double>> free_at;
-  for (int g : opt.node_gpus) free_at.push_back({g, 0.0});
   std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
 
   MinHeap<std::pair<double, std::string>> running;  // (end, id), as the original
   MinHeap<std::pair<double, size_t>> produce;       // (time a pending job's file appears, job)
   size_t pending = n;
   double t = 0;
-  std::vector<size_t> ready;
   PassResult last;
+  auto pass_input = [&](GpuMask free, bool explain) {
+    PassInput in;
+    in.free = free;
+    in.node = node;
+    in.open.resize(plan.reservations.size());
+    for (size_t r = 0; r < plan.reservations.size(); ++r) in.open[r] = res_unfinished[r] > 0;
+    in.nothing_running = running.empty();
+    in.explain = explain;
+    return in;
+  };
 
-  while (pending || !running.empty()) {
+  auto free_now = [&] {
     GpuMask free = 0;
     for (int g : opt.node_gpus)
       if (gpu_free_at[g] <= t + kEps) free |= GpuMask{1} << g;
+    return free;
+  };
+  while (pending || !running.empty()) {
+    GpuMask free = free_now();
     bool progressed = true;
     while (progressed) {
       progressed = false;
-      ready.clear();
-      for (size_t j : candidates)
-        if (files_ok(j, t)) ready.push_back(j);
-      PassInput in;
-      in.ready = ready;
-      in.free = free;
-      in.node = node;
-      in.open.resize(plan.reservations.size());
-      for (size_t r = 0; r < plan.reservations.size(); ++r) in.open[r] = res_unfinished[r] > 0;
-      in.backfill_max_hours = opt.backfill_max_hours;
-      in.nothing_running = running.empty();
-      last = schedule_pass(plan, in);
+      while (!file_wait.empty() && !(file_wait.top().first > t + kEps)) {
+        ready.insert(file_wait.top().second);
+        file_wait.pop();
+      }
+      last = schedule_pass(plan, ready, pass_input(free, false));
       if (last.stall_broken)
         sim.notes.push_back(fmt::format(
             "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
@@ -105,7 +119,9 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
         for (int g : s.gpus) gpu_free_at[g] = end[j];
         free &= ~mask_of(s.gpus);
         running.push({end[j], job.id});
-        candidates.erase(j);
+        ready.erase(j);
+        for (size_t k : wait_producer[j]) file_wait.push({produced_at(k), k});
+        wait_producer[j].clear();
         --pending;
         for (size_t k : produced_for[j])
           if (!started[k]) produce.push({produced_at(k), k});
@@ -116,6 +132,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
     if (running.empty()) {
       if (pending) {
         sim.stuck_at = t;
+        last = schedule_pass(plan, ready, pass_input(free_now(), true));
         for (size_t j = 0; j < n; ++j) {
           if (started[j]) continue;
           const Job& job = plan.jobs[j];
@@ -165,7 +182,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
       running.pop();
       done[j] = 1;
       for (size_t k : dependents[j])
-        if (--unmet[k] == 0 && !started[k]) candidates.insert(k);
+        if (--unmet[k] == 0 && !started[k]) deps_done(k);
       for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
     }
   }

@@ -1,6 +1,9 @@
 // The scheduling pass, with inline plans: pairs, backfill, reservations, ties, the stall breaker.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "gpuq/schedule.h"
 #include "test_util.h"
 
@@ -11,14 +14,18 @@ namespace {
 
 const GpuMask kNode8 = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
 
-PassInput input(const Plan& plan, std::vector<size_t>& ready, GpuMask free) {
-  sort_ready(plan, ready);
+PassInput input(const Plan& plan, GpuMask free) {
   PassInput in;
-  in.ready = ready;
   in.free = free;
   in.node = kNode8;
   in.open.assign(plan.reservations.size(), true);
+  in.explain = true;
   return in;
+}
+
+// The pass over these ready jobs, with the default backfill limit (or `limit`).
+PassResult pass(const Plan& plan, const std::vector<size_t>& ready, const PassInput& in, double limit = 0.5) {
+  return schedule_pass(plan, ReadySet(plan, limit, ready), in);
 }
 
 std::vector<std::string> started_ids(const Plan& plan, const PassResult& r) {
@@ -53,7 +60,7 @@ TEST(Pass, ReadyOrderIsPriorityThenPlanPosition) {
   ])");
   std::vector<size_t> ready{0, 1, 2, 3};
   // Only two GPUs: the two priority-10 jobs take them, in plan order.
-  auto r = schedule_pass(plan, input(plan, ready, mask_of({3, 5})));
+  auto r = pass(plan, ready, input(plan, mask_of({3, 5})));
   EXPECT_EQ(started_ids(plan, r), (std::vector<std::string>{"a", "d"}));
   EXPECT_EQ(r.starts[0].gpus, std::vector<int>{3});
   EXPECT_EQ(r.starts[1].gpus, std::vector<int>{5});
@@ -68,7 +75,7 @@ TEST(Pass, ShortJobBackfillsWhileWideJobWaits) {
     {"id": "cpu_short", "script": "x", "gpus": 0, "priority": 5, "est_hours": 0.1}
   ])");
   std::vector<size_t> ready{0, 1, 2, 3, 4};
-  auto r = schedule_pass(plan, input(plan, ready, mask_of({0, 1, 2})));
+  auto r = pass(plan, ready, input(plan, mask_of({0, 1, 2})));
   // long (3h) and cpu_long (2h, no GPUs at all) are held back; the limit is inclusive.
   EXPECT_EQ(started_ids(plan, r), (std::vector<std::string>{"short", "cpu_short"}));
   ASSERT_TRUE(r.waiting_head.has_value());
@@ -88,9 +95,8 @@ TEST(Pass, BackfillLimitIsAFlag) {
     {"id": "long", "script": "x", "gpus": 1, "priority": 2, "est_hours": 3}
   ])");
   std::vector<size_t> ready{0, 1};
-  PassInput in = input(plan, ready, mask_of({0, 1}));
-  in.backfill_max_hours = 3;
-  EXPECT_EQ(started_ids(plan, schedule_pass(plan, in)), std::vector<std::string>{"long"});
+  PassInput in = input(plan, mask_of({0, 1}));
+  EXPECT_EQ(started_ids(plan, pass(plan, ready, in, 3)), std::vector<std::string>{"long"});
 }
 
 TEST(Pass, ZeroGpuJobsNeverSetTheLimit) {
@@ -99,7 +105,7 @@ TEST(Pass, ZeroGpuJobsNeverSetTheLimit) {
     {"id": "long", "script": "x", "gpus": 1, "priority": 2, "est_hours": 3}
   ])");
   std::vector<size_t> ready{0, 1};
-  auto r = schedule_pass(plan, input(plan, ready, mask_of({6})));
+  auto r = pass(plan, ready, input(plan, mask_of({6})));
   EXPECT_EQ(started_ids(plan, r), (std::vector<std::string>{"cpu", "long"}));
   EXPECT_EQ(r.starts[0].gpus, std::vector<int>{});
 }
@@ -110,13 +116,13 @@ TEST(Pass, ReservationClosesGpusToOthersWhileOpen) {
     {"id": "eval", "script": "x", "gpus": 1, "priority": 2, "deps": ["train"]}
   ], "reservations": [{"gpus": [0, 1], "jobs": ["eval"]}]})");
   std::vector<size_t> ready{0};
-  auto r = schedule_pass(plan, input(plan, ready, mask_of({0, 1, 2})));
+  auto r = pass(plan, ready, input(plan, mask_of({0, 1, 2})));
   ASSERT_EQ(r.starts.size(), 1u);
   EXPECT_EQ(r.starts[0].gpus, std::vector<int>{2});
   // Once every job it lists is finished, the reservation is closed no more.
-  PassInput in = input(plan, ready, mask_of({0, 1, 2}));
+  PassInput in = input(plan, mask_of({0, 1, 2}));
   in.open = {false};
-  EXPECT_EQ(schedule_pass(plan, in).starts[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(pass(plan, ready, in).starts[0].gpus, std::vector<int>{0});
 }
 
 TEST(Pass, ReservationMemberThatCannotFitDoesNotSetTheLimit) {
@@ -125,7 +131,7 @@ TEST(Pass, ReservationMemberThatCannotFitDoesNotSetTheLimit) {
     {"id": "long", "script": "x", "gpus": 1, "priority": 2, "est_hours": 9}
   ], "reservations": [{"gpus": [0, 1, 2, 3], "jobs": ["member"]}]})");
   std::vector<size_t> ready{0, 1};
-  auto r = schedule_pass(plan, input(plan, ready, mask_of({0, 5})));
+  auto r = pass(plan, ready, input(plan, mask_of({0, 5})));
   EXPECT_FALSE(r.waiting_head.has_value());
   ASSERT_EQ(r.starts.size(), 1u);
   EXPECT_EQ(plan.jobs[r.starts[0].job].id, "long");
@@ -142,9 +148,9 @@ constexpr const char* kStallPlan = R"({"jobs": [
 TEST(Pass, StallBreakerLiftsTheLimitWhenNothingRunsAndTheHeadCanNeverFit) {
   Plan plan = plan_of(kStallPlan);
   std::vector<size_t> ready{0, 1};
-  PassInput in = input(plan, ready, kNode8);
+  PassInput in = input(plan, kNode8);
   in.nothing_running = true;
-  auto r = schedule_pass(plan, in);
+  auto r = pass(plan, ready, in);
   EXPECT_TRUE(r.stall_broken);
   ASSERT_EQ(started_ids(plan, r), std::vector<std::string>{"member"});
   EXPECT_EQ(r.starts[0].gpus, (std::vector<int>{0, 1}));
@@ -153,9 +159,9 @@ TEST(Pass, StallBreakerLiftsTheLimitWhenNothingRunsAndTheHeadCanNeverFit) {
 TEST(Pass, StallBreakerWaitsWhileSomethingRuns) {
   Plan plan = plan_of(kStallPlan);
   std::vector<size_t> ready{0, 1};
-  PassInput in = input(plan, ready, kNode8);
+  PassInput in = input(plan, kNode8);
   in.nothing_running = false;
-  auto r = schedule_pass(plan, in);
+  auto r = pass(plan, ready, in);
   EXPECT_FALSE(r.stall_broken);
   EXPECT_TRUE(r.starts.empty());
 }
@@ -168,9 +174,83 @@ TEST(Pass, StallBreakerWaitsWhenTheHeadCouldFitOnceGpusFree) {
     {"id": "long", "script": "x", "gpus": 1, "priority": 2, "est_hours": 4}
   ])");
   std::vector<size_t> ready{0, 1};
-  PassInput in = input(plan, ready, mask_of({4, 5, 6, 7}));
+  PassInput in = input(plan, mask_of({4, 5, 6, 7}));
   in.nothing_running = true;
-  auto r = schedule_pass(plan, in);
+  auto r = pass(plan, ready, in);
   EXPECT_FALSE(r.stall_broken);
   EXPECT_TRUE(r.starts.empty());
+}
+
+namespace {
+
+// The original's walk, transcribed line by line from gpuq.py: the model the indexed pass must match.
+std::vector<std::pair<size_t, std::vector<int>>> original_walk(const Plan& plan, std::vector<size_t> ready,
+                                                               GpuMask free, const std::vector<bool>& open,
+                                                               double limit, std::optional<size_t>* head_out) {
+  sort_ready(plan, ready);
+  std::vector<std::pair<size_t, std::vector<int>>> out;
+  bool waiting_head = false;
+  for (size_t j : ready) {
+    const Job& job = plan.jobs[j];
+    if (waiting_head && job.est_hours > limit) continue;
+    auto gpus = pick_gpus(job.gpus, free & ~reserved_gpus(plan, j, open));
+    if (!gpus) {
+      if (job.gpus > 0 && plan.reservations_of[j].empty()) {
+        if (!waiting_head) *head_out = j;
+        waiting_head = true;
+      }
+      continue;
+    }
+    free &= ~mask_of(*gpus);
+    out.push_back({j, *gpus});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Pass, IndexedWalkMatchesTheOriginalsLinearWalkOnRandomInputs) {
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 3000; ++round) {
+    int n = 1 + static_cast<int>(rng() % 30);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (int i = 0; i < n; ++i) {
+      static const double ests[] = {0.1, 0.25, 0.5, 0.75, 1, 3, 12};
+      static const int widths[] = {0, 1, 1, 1, 2, 2, 3, 4, 6, 8};
+      jobs.push_back({{"id", "j" + std::to_string(i)}, {"script", "x"}, {"gpus", widths[rng() % 10]},
+                      {"priority", static_cast<int>(rng() % 4) * 10}, {"est_hours", ests[rng() % 7]}});
+    }
+    nlohmann::json res = nlohmann::json::array();
+    for (int r = 0, nr = static_cast<int>(rng() % 3); r < nr; ++r) {
+      nlohmann::json g = nlohmann::json::array(), m = nlohmann::json::array();
+      for (int k = 0; k < 8; ++k)
+        if (rng() % 4 == 0) g.push_back(k);
+      for (int i = 0; i < n; ++i)
+        if (rng() % 6 == 0) m.push_back("j" + std::to_string(i));
+      res.push_back({{"gpus", g}, {"jobs", m}});
+    }
+    Plan plan = plan_of(nlohmann::json{{"jobs", jobs}, {"reservations", res}}.dump());
+    std::vector<size_t> ready;
+    for (int i = 0; i < n; ++i)
+      if (rng() % 4 != 0) ready.push_back(i);
+    GpuMask free = rng() & 0xff;
+    std::vector<bool> open(plan.reservations.size());
+    for (size_t r = 0; r < open.size(); ++r) open[r] = rng() % 3 != 0;
+    double limit = (rng() % 2) ? 0.5 : 0.0;
+
+    std::optional<size_t> head;
+    auto expected = original_walk(plan, ready, free, open, limit, &head);
+    PassInput in;
+    in.free = free;
+    in.node = 0xff;
+    in.open = open;
+    in.nothing_running = false;  // the stall breaker is tested on its own
+    PassResult got = pass(plan, ready, in, limit);
+    ASSERT_EQ(got.starts.size(), expected.size()) << "round " << round;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(got.starts[i].job, expected[i].first) << "round " << round;
+      EXPECT_EQ(got.starts[i].gpus, expected[i].second) << "round " << round;
+    }
+    EXPECT_EQ(got.waiting_head, head) << "round " << round;
+  }
 }

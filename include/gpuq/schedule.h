@@ -2,7 +2,9 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gpuq/gpus.h"
@@ -21,14 +23,50 @@ void sort_ready(const Plan& plan, std::vector<size_t>& jobs);
 /// `open[r]` says whether some job reservation r lists is unfinished.
 GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open);
 
+/// The ready jobs, indexed so that a pass finds the next job that can start
+/// in O(log n) instead of walking every ready job: by reservation membership,
+/// GPU count, and whether est_hours is within the backfill limit.
+class ReadySet {
+ public:
+  ReadySet(const Plan& plan, double backfill_max_hours);
+  /// A set holding `jobs`.
+  ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs);
+  void insert(size_t job);
+  void erase(size_t job);
+  bool contains(size_t job) const;
+  size_t size() const { return all_.size(); }
+  bool empty() const { return all_.empty(); }
+  /// The jobs in ready order.
+  std::vector<size_t> in_order() const;
+
+ private:
+  friend struct PassRunner;
+  using Key = std::pair<double, size_t>;  // (priority, position)
+  struct Class {
+    std::vector<std::set<Key>> by_gpus[2];  // [long?][gpus] -> jobs
+    std::vector<size_t> count;              // [gpus] -> jobs of either length
+    std::uint64_t present = 0;              // bit g-1 set when some job needs g >= 1 GPUs
+  };
+  Key key(size_t job) const;
+  bool is_long(size_t job) const;
+  std::set<Key>& slot(size_t job);
+
+  const Plan* plan_;
+  double limit_;
+  int sig0_ = -1;                                  // the signature of jobs in no reservation
+  std::vector<int> sig_of_;                        // per job: index of its reservation signature
+  std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
+  std::vector<Class> classes_;                     // per signature
+  std::set<Key> all_;
+};
+
 /// What the pass sees.
 struct PassInput {
-  std::span<const size_t> ready;   ///< ready jobs, in ready order
   GpuMask free = 0;                ///< GPUs free now
   GpuMask node = 0;                ///< every GPU of --gpus
   std::vector<bool> open;          ///< per reservation: some job it lists is unfinished
-  double backfill_max_hours = 0.5;
   bool nothing_running = false;    ///< no job of the plan is running
+  bool explain = false;            ///< fill PassResult::held (costs a walk over every ready job)
 };
 
 /// A job the pass starts, and its GPUs.
@@ -52,8 +90,8 @@ struct Held {
 
 /// What the pass decided.
 struct PassResult {
-  std::vector<Start> starts;
-  std::vector<Held> held;
+  std::vector<Start> starts;           ///< in ready order
+  std::vector<Held> held;              ///< with PassInput::explain
   std::optional<size_t> waiting_head;  ///< the job that set the backfill limit
   bool stall_broken = false;           ///< the limit was lifted to break a reservation deadlock
 };
@@ -61,11 +99,11 @@ struct PassResult {
 /// One scheduling pass, the original's rules exactly: ready jobs in order; a
 /// job starts if pick_gpus finds GPUs among the free ones less its reserved
 /// ones; once a job that needs GPUs and is in no reservation cannot get them,
-/// later jobs start only if est_hours <= backfill_max_hours. Fix 12: when this
+/// later jobs start only if est_hours <= the backfill limit. Fix 12: when this
 /// starts nothing, nothing is running, and the job that set the limit could not
 /// fit even on every GPU of the node that no reservation closes to it, the pass
 /// runs again without the limit and says so in `stall_broken`; if that starts
-/// nothing either, its `held` reasons (GPUs) are returned.
-PassResult schedule_pass(const Plan& plan, const PassInput& in);
+/// nothing either, its reasons (GPUs) are returned.
+PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in);
 
 }  // namespace gpuq
