@@ -76,58 +76,24 @@ std::string check_number(const json& v, bool integer, bool non_negative) {
 PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus) {
   PlanLoad out;
   Checker c{file, out.errors};
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    JsonErrorPlace place = describe_json_error(text, e);
-    c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
-    return out;
-  }
-
-  const json* jobs_json = nullptr;
-  const json* res_json = nullptr;
-  if (doc.is_array()) {
-    jobs_json = &doc;
-  } else if (doc.is_object()) {
-    auto it = doc.find("jobs");
-    if (it == doc.end()) {
-      c.add("top level", "an object plan needs a \"jobs\" list");
-      return out;
-    }
-    if (!it->is_array()) {
-      c.add("\"jobs\"", "must be a list of jobs, not " + type_name(*it));
-      return out;
-    }
-    jobs_json = &*it;
-    auto r = doc.find("reservations");
-    if (r != doc.end() && !r->is_null()) {
-      if (!r->is_array())
-        c.add("\"reservations\"", "must be a list, not " + type_name(*r));
-      else
-        res_json = &*r;
-    }
-  } else {
-    c.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(doc));
-    return out;
-  }
-
   Plan plan;
-  plan.jobs.reserve(jobs_json->size());
   // Raw deps and produced_by kept until every id is known.
-  std::vector<std::vector<std::string>> raw_deps(jobs_json->size());
-  std::vector<std::optional<std::string>> raw_producer(jobs_json->size());
-  std::vector<std::string> where(jobs_json->size());
-  std::vector<bool> id_ok(jobs_json->size(), false);
+  std::vector<std::vector<std::string>> raw_deps;
+  std::vector<std::optional<std::string>> raw_producer;
+  std::vector<std::string> where;
 
-  for (size_t i = 0; i < jobs_json->size(); ++i) {
-    const json& jj = (*jobs_json)[i];
+  // Each job is checked as soon as it is parsed, then dropped from the document,
+  // so a plan of a million jobs never exists twice in memory.
+  auto take_job = [&](const json& jj) {
+    size_t i = plan.jobs.size();
     Job job;
-    where[i] = fmt::format("job #{}", i + 1);
+    where.push_back(fmt::format("job #{}", i + 1));
+    raw_deps.emplace_back();
+    raw_producer.emplace_back();
     if (!jj.is_object()) {
       c.add(where[i], "must be an object, not " + type_name(jj));
       plan.jobs.push_back(std::move(job));
-      continue;
+      return;
     }
     auto id = jj.find("id");
     if (id == jj.end()) {
@@ -144,8 +110,6 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
       auto [it, fresh] = plan.index.emplace(job.id, i);
       if (!fresh)
         c.add(where[i], fmt::format("duplicate id (job #{} and job #{})", it->second + 1, i + 1));
-      else
-        id_ok[i] = true;
     }
     const std::string& w = where[i];
 
@@ -216,6 +180,56 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
       c.add(w, fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, node_gpus.size(),
                            py_list(node_gpus)));
     plan.jobs.push_back(std::move(job));
+  };
+
+  json doc;
+  bool top_is_array = false, top_is_object = false, in_jobs = false;
+  std::string top_key;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (depth == 0 && event == E::array_start) top_is_array = in_jobs = true;
+    if (depth == 0 && event == E::object_start) top_is_object = true;
+    if (depth == 1 && event == E::key && top_is_object) top_key = parsed.get<std::string>();
+    if (depth == 1 && event == E::array_start && top_is_object && top_key == "jobs") in_jobs = true;
+    int job_depth = top_is_array ? 1 : 2;
+    if (in_jobs && depth == job_depth &&
+        (event == E::object_end || event == E::array_end || event == E::value)) {
+      take_job(parsed);
+      return false;  // drop it from the document
+    }
+    if (in_jobs && depth == job_depth - 1 && event == E::array_end) in_jobs = false;
+    return true;
+  };
+  try {
+    doc = json::parse(text.begin(), text.end(), cb);
+  } catch (const json::exception& e) {
+    JsonErrorPlace place = describe_json_error(text, e);
+    out.errors.clear();  // problems of jobs read before the syntax error would only confuse
+    c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
+    return out;
+  }
+
+  const json* res_json = nullptr;
+  if (doc.is_object()) {
+    auto it = doc.find("jobs");
+    if (it == doc.end()) {
+      c.add("top level", "an object plan needs a \"jobs\" list");
+      return out;
+    }
+    if (!it->is_array()) {
+      c.add("\"jobs\"", "must be a list of jobs, not " + type_name(*it));
+      return out;
+    }
+    auto r = doc.find("reservations");
+    if (r != doc.end() && !r->is_null()) {
+      if (!r->is_array())
+        c.add("\"reservations\"", "must be a list, not " + type_name(*r));
+      else
+        res_json = &*r;
+    }
+  } else if (!doc.is_array()) {
+    c.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(doc));
+    return out;
   }
 
   // Deps and producers, now that every id is known.
@@ -357,9 +371,17 @@ PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
     out.errors.push_back(fmt::format("{}: cannot read the plan: {}", path, std::strerror(errno)));
     return out;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_plan(ss.str(), path, node_gpus);
+  // One buffer of the file's size: a plan of a million jobs is 150 MB of text.
+  std::string text;
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    text.resize(static_cast<size_t>(size));
+    in.read(text.data(), size);
+    text.resize(static_cast<size_t>(in.gcount()));
+  }
+  return parse_plan(text, path, node_gpus);
 }
 
 }  // namespace gpuq

@@ -73,15 +73,15 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
 
   std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
 
-  MinHeap<std::pair<double, std::string>> running;  // (end, id), as the original
+  MinHeap<std::pair<double, size_t>> running;  // (end, job): jobs ending together all finish at once
   MinHeap<std::pair<double, size_t>> produce;       // (time a pending job's file appears, job)
   size_t pending = n;
   double t = 0;
   PassResult last;
-  auto pass_input = [&](GpuMask free, bool explain) {
-    PassInput in;
+  PassInput in;
+  in.node = node;
+  auto pass_input = [&](GpuMask free, bool explain) -> const PassInput& {
     in.free = free;
-    in.node = node;
     in.open.resize(plan.reservations.size());
     for (size_t r = 0; r < plan.reservations.size(); ++r) in.open[r] = res_unfinished[r] > 0;
     in.nothing_running = running.empty();
@@ -118,7 +118,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
         started[j] = 1;
         for (int g : s.gpus) gpu_free_at[g] = end[j];
         free &= ~mask_of(s.gpus);
-        running.push({end[j], job.id});
+        running.push({end[j], j});
         ready.erase(j);
         for (size_t k : wait_producer[j]) file_wait.push({produced_at(k), k});
         wait_producer[j].clear();
@@ -178,7 +178,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
     if (!(nxt > t + kEps)) nxt = running.top().first;
     t = nxt;
     while (!running.empty() && running.top().first <= t + kEps) {
-      size_t j = plan.index.at(running.top().second);
+      size_t j = running.top().second;
       running.pop();
       done[j] = 1;
       for (size_t k : dependents[j])
