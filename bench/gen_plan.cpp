@@ -1,4 +1,6 @@
-// Writes a large, realistic plan to stdout: usage gen_plan JOBS [SEED].
+// Writes a large, realistic plan to stdout: usage gen_plan JOBS [SEED] [--state FILE].
+// With --state, also writes FILE: a state in which the first 40% of the jobs
+// are done, the next 8 running (pids that do not exist) and the rest pending.
 // Groups of about 20 jobs: a CPU prep job, two training arms on NVLink pairs
 // with mid and final evaluations waiting on their checkpoint files, a wide
 // job, a sweep of short 1-GPU jobs, and a report after everything; each
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -20,7 +23,9 @@ int main(int argc, char** argv) {
   std::printf("{\"jobs\": [\n");
   long made = 0;
   bool first = true;
+  std::vector<std::string> ids;
   auto job = [&](const std::string& body) {
+    ids.push_back(body.substr(7, body.find('"', 7) - 7));
     std::printf("%s {%s}", first ? "" : ",\n", body.c_str());
     first = false;
     ++made;
@@ -60,5 +65,17 @@ int main(int argc, char** argv) {
           "\"est_hours\": 0.1, \"deps\": [" + evals + "]");
   }
   std::printf("\n],\n \"reservations\": [{\"gpus\": [7], \"jobs\": [\"eval_0_0_mid\", \"eval_0_0_final\"]}]}\n");
+  if (argc > 4 && std::string(argv[3]) == "--state") {
+    FILE* f = std::fopen(argv[4], "w");
+    if (!f) return 1;
+    std::fprintf(f, "{\n");
+    long done = n * 4 / 10;
+    for (long i = 0; i < done + 8 && i < n; ++i)
+      std::fprintf(f, "%s \"%s\": {\"status\": \"%s\", \"gpus\": [], \"pid\": %ld, \"start\": 1.0%s, \"attempts\": 0}",
+                   i ? ",\n" : "", ids[i].c_str(), i < done ? "done" : "running", 4000000 + i,
+                   i < done ? ", \"end\": 3601.0, \"exit\": 0" : "");
+    std::fprintf(f, "\n}\n");
+    std::fclose(f);
+  }
   return 0;
 }

@@ -68,6 +68,55 @@ bool retryable(const JobState* s, const RunOptions& opt, double now) {
   return !std::isnan(waited) && waited >= opt.retry_after;
 }
 
+TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, double now, GpuMask free,
+                         bool any_running, const std::function<bool(const std::string&)>& file_exists,
+                         bool explain) {
+  TickDecision tick;
+  for (const Job& j : plan.jobs) {
+    const JobState* s = state.find(j.id);
+    if (retryable(s, opt, now)) {
+      long long n = s->attempts_or0() + 1;
+      JobState fresh;
+      fresh.status = Status::Pending;
+      fresh.attempts = n;
+      state.set(j.id, fresh);
+      for (auto& [other, os] : state.entries())
+        if (os.status == Status::Blocked) os.status = Status::Pending;
+      tick.retried.push_back({j.id, n});
+    } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries && s->end) {
+      tick.next_retry_in = std::min(tick.next_retry_in, *s->end + opt.retry_after - now);
+    }
+  }
+
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    if (state.status_of(j.id) != Status::Pending) continue;
+    if (deps_failed(plan, j, state)) {
+      JobState blocked;
+      blocked.status = Status::Blocked;
+      state.set(j.id, blocked);
+      continue;
+    }
+    if (deps_met(plan, j, state, opt.max_retries, file_exists)) ready.push_back(i);
+  }
+  PassInput in;
+  in.free = free;
+  in.node = mask_of(opt.node_gpus);
+  in.open.resize(plan.reservations.size());
+  // The original's `finished` for reservations: done, failed or blocked.
+  for (size_t r = 0; r < plan.reservations.size(); ++r) {
+    for (size_t m : plan.reservations[r].jobs) {
+      Status st = state.status_of(plan.jobs[m].id);
+      if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
+    }
+  }
+  in.nothing_running = !any_running;
+  in.explain = explain;
+  tick.pass = schedule_pass(plan, ReadySet(plan, opt.backfill_max_hours, ready), in);
+  return tick;
+}
+
 Observed observe(const PlanPaths& paths, const std::string& id, const JobState& s) {
   Observed o;
   bool alive = s.pid && process_alive(*s.pid, s.pid_start);

@@ -199,24 +199,6 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         }
       }
 
-      // Automatic retries.
-      for (const Job& j : plan.jobs) {
-        const JobState* s = state.find(j.id);
-        if (retryable(s, opt, now)) {
-          long long n = s->attempts_or0() + 1;
-          JobState fresh;
-          fresh.status = Status::Pending;
-          fresh.attempts = n;
-          state.set(j.id, fresh);
-          for (auto& [other, os] : state.entries())
-            if (os.status == Status::Blocked) os.status = Status::Pending;
-          say(out, fmt::format("{} auto-retry {} (retry {})", clock_stamp(now), j.id, n));
-        } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries &&
-                   s->end) {
-          next_wake = std::min(next_wake, *s->end + opt.retry_after - now);
-        }
-      }
-
       bool any_running = false;
       for (auto& [id, s] : state.entries()) {
         if (s.status != Status::Running) continue;
@@ -239,31 +221,10 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       }
       GpuMask free = node & ~busy;
 
-      std::vector<size_t> ready;
-      for (size_t i = 0; i < plan.jobs.size(); ++i) {
-        const Job& j = plan.jobs[i];
-        if (state.status_of(j.id) != Status::Pending) continue;
-        if (deps_failed(plan, j, state)) {
-          JobState blocked;
-          blocked.status = Status::Blocked;
-          state.set(j.id, blocked);
-          continue;
-        }
-        if (deps_met(plan, j, state, opt.max_retries, file_exists)) ready.push_back(i);
-      }
-      ReadySet ready_set(plan, opt.backfill_max_hours, ready);
-      PassInput in;
-      in.free = free;
-      in.node = node;
-      in.open.resize(plan.reservations.size());
-      for (size_t r = 0; r < plan.reservations.size(); ++r) {
-        for (size_t m : plan.reservations[r].jobs) {
-          Status st = state.status_of(plan.jobs[m].id);
-          if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
-        }
-      }
-      in.nothing_running = !any_running;
-      PassResult pass = schedule_pass(plan, ready_set, in);
+      TickDecision tick = decide_tick(plan, state, opt, now, free, any_running, file_exists);
+      for (auto& [id, n] : tick.retried) say(out, fmt::format("{} auto-retry {} (retry {})", clock_stamp(now), id, n));
+      next_wake = std::min(next_wake, tick.next_retry_in);
+      PassResult& pass = tick.pass;
       if (pass.stall_broken)
         say(out, fmt::format("{} nothing could start: {} waits for GPUs that reservations close to it, and their "
                              "jobs are longer than --backfill-max-hours; starting them without the limit",

@@ -58,11 +58,82 @@ std::string kind(const ojson& v) {
 
 }  // namespace
 
+namespace {
+
+struct EntryError {
+  std::string what;
+};
+
+// One entry of the state, or EntryError.
+JobState decode_entry(const std::string& id, const ojson& v) {
+  auto bad = [&](const std::string& what) { return EntryError{fmt::format("job '{}': {}", id, what)}; };
+  if (!v.is_object()) throw bad("the entry must be an object, not " + kind(v));
+  JobState s;
+  for (auto& [key, val] : v.items()) {
+    if (key == "status") {
+      if (!val.is_string()) throw bad("\"status\" must be a string, not " + kind(val));
+      auto st = parse_status(val.get<std::string>());
+      if (!st)
+        throw bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
+                              val.get<std::string>()));
+      s.status = *st;
+    } else if (val.is_null() && key != "status") {
+      if (key != "gpus" && key != "pid" && key != "exit" && key != "attempts" && key != "start" && key != "end" &&
+          key != "kill_sent" && key != "pid_start")
+        s.extra[key] = val;
+    } else if (key == "gpus") {
+      if (!val.is_array()) throw bad("\"gpus\" must be a list of GPU ids, not " + kind(val));
+      std::vector<int> g;
+      for (const auto& x : val) {
+        if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() > 63)
+          throw bad(fmt::format("\"gpus\" holds {}, not a GPU id", x.dump()));
+        g.push_back(x.get<int>());
+      }
+      s.gpus = std::move(g);
+    } else if (key == "pid" || key == "exit" || key == "attempts") {
+      if (!val.is_number_integer()) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind(val)));
+      (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = val.get<long long>();
+    } else if (key == "start" || key == "end" || key == "kill_sent") {
+      if (!val.is_number()) throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind(val)));
+      (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = val.get<double>();
+    } else if (key == "pid_start") {
+      if (!val.is_number_unsigned()) throw bad("\"pid_start\" must be a whole number, not " + kind(val));
+      s.pid_start = val.get<unsigned long long>();
+    } else {
+      s.extra[key] = val;
+    }
+  }
+  if (!v.contains("status")) throw bad("the entry has no \"status\"");
+  if (s.status == Status::Running && !s.pid) throw bad("a running entry needs a \"pid\"");
+  return s;
+}
+
+}  // namespace
+
 StateLoad parse_state(std::string_view text, const std::string& file) {
   StateLoad out;
+  State state;
+  // Entries are decoded as they are parsed and dropped from the document: an object
+  // of 100,000 entries is never built (ordered_json's lookups would make that quadratic).
+  bool top_object = false;
+  std::string key;
+  ojson::parser_callback_t cb = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
+    using E = ojson::parse_event_t;
+    if (depth == 0 && event == E::object_start) top_object = true;
+    if (!top_object) return true;
+    if (depth == 1 && event == E::key) key = parsed.get<std::string>();
+    if (depth == 1 && (event == E::object_end || event == E::array_end || event == E::value)) {
+      state.set(key, decode_entry(key, parsed));
+      return false;
+    }
+    return true;
+  };
   ojson doc;
   try {
-    doc = ojson::parse(text.begin(), text.end());
+    doc = ojson::parse(text.begin(), text.end(), cb);
+  } catch (const EntryError& e) {
+    out.error = fmt::format("{}: {}", file, e.what);
+    return out;
   } catch (const ojson::exception& e) {
     JsonErrorPlace place = describe_json_error(text, e);
     out.error = place.why == "the file is empty" ? fmt::format("{}: the file is empty", file)
@@ -73,63 +144,14 @@ StateLoad parse_state(std::string_view text, const std::string& file) {
     out.error = fmt::format("{}: the state is an object keyed by job id, not {}", file, kind(doc));
     return out;
   }
-  State state;
-  for (auto item = doc.begin(); item != doc.end(); ++item) {
-    const std::string id = item.key();
-    const ojson& v = item.value();
-    auto bad = [&](const std::string& what) {
-      out.error = fmt::format("{}: job '{}': {}", file, id, what);
-    };
-    if (!v.is_object()) {
-      bad("the entry must be an object, not " + kind(v));
-      return out;
-    }
-    JobState s;
-    for (auto& [key, val] : v.items()) {
-      if (key == "status") {
-        if (!val.is_string()) return bad("\"status\" must be a string, not " + kind(val)), out;
-        auto st = parse_status(val.get<std::string>());
-        if (!st)
-          return bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
-                                 val.get<std::string>())),
-                 out;
-        s.status = *st;
-      } else if (key == "gpus") {
-        if (val.is_null()) continue;
-        if (!val.is_array()) return bad("\"gpus\" must be a list of GPU ids, not " + kind(val)), out;
-        std::vector<int> g;
-        for (const auto& x : val) {
-          if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() > 63)
-            return bad(fmt::format("\"gpus\" holds {}, not a GPU id", x.dump())), out;
-          g.push_back(x.get<int>());
-        }
-        s.gpus = std::move(g);
-      } else if (key == "pid" || key == "exit" || key == "attempts") {
-        if (val.is_null()) continue;
-        if (!val.is_number_integer()) return bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind(val))), out;
-        (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = val.get<long long>();
-      } else if (key == "start" || key == "end" || key == "kill_sent") {
-        if (val.is_null()) continue;
-        if (!val.is_number()) return bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind(val))), out;
-        (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = val.get<double>();
-      } else if (key == "pid_start") {
-        if (val.is_null()) continue;
-        if (!val.is_number_unsigned()) return bad("\"pid_start\" must be a whole number, not " + kind(val)), out;
-        s.pid_start = val.get<unsigned long long>();
-      } else {
-        s.extra[key] = val;
-      }
-    }
-    if (!v.contains("status")) return bad("the entry has no \"status\""), out;
-    if (s.status == Status::Running && !s.pid) return bad("a running entry needs a \"pid\""), out;
-    state.set(id, std::move(s));
-  }
   out.state = std::move(state);
   return out;
 }
 
 std::string dump_state(const State& state) {
-  ojson doc = ojson::object();
+  // The original's layout (json.dumps(state, indent=1)), written entry by entry.
+  std::string out = "{";
+  bool first = true;
   for (const auto& [id, s] : state.entries()) {
     ojson e = ojson::object();
     e["status"] = status_name(s.status);
@@ -142,9 +164,17 @@ std::string dump_state(const State& state) {
     if (s.pid_start) e["pid_start"] = *s.pid_start;
     if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
     for (auto& [k, v] : s.extra.items()) e[k] = v;
-    doc[id] = std::move(e);
+    out += first ? "\n " : ",\n ";
+    first = false;
+    out += ojson(id).dump();
+    out += ": ";
+    for (char ch : e.dump(1)) {
+      out += ch;
+      if (ch == '\n') out += ' ';
+    }
   }
-  return doc.dump(1) + "\n";
+  out += first ? "}\n" : "\n}\n";
+  return out;
 }
 
 }  // namespace gpuq

@@ -9,8 +9,8 @@ command -v clang++ >/dev/null || { sudo=""; [[ $(id -u) -ne 0 ]] && sudo=sudo; $
 bash tools/deps.sh
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DGPUQ_FUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"${JOBS:-2}" --target plan_fuzz state_fuzz
+rm -rf build-fuzz/crashes
 mkdir -p build-fuzz/corpus/plan build-fuzz/corpus/state build-fuzz/crashes
-cp tests/parity/simulate/*/plan.json build-fuzz/corpus/plan/ 2>/dev/null || true
 i=0; for f in tests/parity/simulate*/*/plan.json examples/plan.json; do cp "$f" "build-fuzz/corpus/plan/seed$((i++)).json"; done
 i=0; for f in tests/fixtures/*/*.state.json; do cp "$f" "build-fuzz/corpus/state/seed$((i++)).json"; done
 status=0

@@ -42,6 +42,21 @@ bool deps_failed(const Plan& plan, const Job& job, const State& state);
 /// A failed job due for an automatic retry at `now`.
 bool retryable(const JobState* s, const RunOptions& opt, double now);
 
+/// The decisions of one tick of `run` that need no process or clock.
+struct TickDecision {
+  std::vector<std::pair<std::string, long long>> retried;  ///< automatic retries: id, retry number
+  PassResult pass;                                         ///< the jobs to start now, and why others wait
+  double next_retry_in = 1e300;                            ///< seconds until the next retry falls due
+};
+
+/// One tick over the state at `now`, as the original: failed jobs due for a
+/// retry become pending (and blocked jobs with them), pending jobs whose plain
+/// dep failed become blocked, and the pass runs over the ready jobs with
+/// `free` GPUs. Changes `state` accordingly (not the jobs it starts).
+TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, double now, GpuMask free,
+                         bool any_running, const std::function<bool(const std::string&)>& file_exists,
+                         bool explain = false);
+
 /// How a running job's process looks from outside.
 struct Observed {
   enum class Kind { Running, Exited, Vanished, Aborted } kind = Kind::Running;

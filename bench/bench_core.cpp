@@ -1,0 +1,79 @@
+// Library benchmarks (Google Benchmark): simulate, one scheduling tick, the state codec and
+// status rows, on plans from gen_plan's shape. Run: build/bench_core
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gpuq/plan.h"
+#include "gpuq/queue.h"
+#include "gpuq/simulate.h"
+#include "gpuq/state.h"
+
+namespace {
+
+using namespace gpuq;
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  char buf[1 << 16];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p.get())) > 0) out.append(buf, n);
+  return out;
+}
+
+struct Fixture {
+  Plan plan;
+  State state;
+  std::string state_text;
+};
+
+// A plan of n jobs and a state with 40% done and 8 running, made by gen_plan.
+const Fixture& fixture(long n) {
+  static std::map<long, std::unique_ptr<Fixture>> cache;
+  auto& f = cache[n];
+  if (!f) {
+    f = std::make_unique<Fixture>();
+    std::string state_path = "/tmp/gpuq-bench-state-" + std::to_string(n) + ".json";
+    std::string text = run_capture(std::string(GEN_PLAN) + " " + std::to_string(n) + " 1 --state " + state_path);
+    f->plan = std::move(*parse_plan(text, "bench.json", {0, 1, 2, 3, 4, 5, 6, 7}).plan);
+    f->state_text = run_capture("cat " + state_path);
+    f->state = std::move(*parse_state(f->state_text, "bench.state.json").state);
+  }
+  return *f;
+}
+
+void BM_Simulate(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(simulate(f.plan, {}));
+}
+BENCHMARK(BM_Simulate)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_DecideTick(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  RunOptions opt;
+  for (auto _ : st) {
+    State s = f.state;
+    benchmark::DoNotOptimize(decide_tick(f.plan, s, opt, 1e9, 0xff, true, [](const std::string&) { return true; }));
+  }
+}
+BENCHMARK(BM_DecideTick)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_StateDecodeEncode(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(dump_state(*parse_state(f.state_text, "s").state));
+}
+BENCHMARK(BM_StateDecodeEncode)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_StatusRows(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(format_status(f.plan, f.state, 1e9, true));
+}
+BENCHMARK(BM_StatusRows)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
