@@ -4,11 +4,19 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "gpuq/outlook.h"
 #include "gpuq/plan.h"
+#include "gpuq/probe.h"
 #include "gpuq/queue.h"
 #include "gpuq/simulate.h"
+#include "gpuq/validate.h"
 #include "gpuq/store.h"
 
 namespace {
@@ -32,6 +40,13 @@ struct Flags {
   double kill_grace = 30;
   std::string nvidia_smi;
   std::vector<std::string> jobs;
+  bool json = false;
+  std::string svg;
+  bool from_state = false;
+  double watch = 0;
+  bool strict = false;
+  long lines = 20;
+  bool follow = false;
 };
 
 enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
@@ -87,6 +102,32 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus)
   return std::move(load.plan);
 }
 
+RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
+  RunOptions opt;
+  opt.node_gpus = gpus;
+  opt.poll = f.poll;
+  opt.backfill_max_hours = f.backfill_max_hours;
+  opt.max_retries = f.max_retries;
+  opt.retry_after = f.retry_after;
+  opt.max_used_mib = f.max_used_mib;
+  opt.kill_grace = f.kill_grace;
+  const char* env = std::getenv("GPUQ_NVIDIA_SMI");
+  opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
+  return opt;
+}
+
+bool file_exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+/// Writes `text` to `path`, or says why it could not.
+bool write_output(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
+    fmt::print(stderr, "gpuq: cannot write {}: {}\n", path, std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state) {
   std::string list;
@@ -111,8 +152,33 @@ int cmd_simulate(const Flags& f) {
   SimOptions opt;
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
-  Simulation sim = simulate(*plan, opt);
+  std::optional<SimStart> from;
+  if (f.from_state) {
+    PlanPaths paths = paths_for(f.plan);
+    State state = read_state(paths);
+    double now = unix_now();
+    refresh(paths, state, now);
+    from = live_start(*plan, state, run_options(f, *gpus), now, file_exists);
+  }
+  Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
+  if (!f.svg.empty()) {
+    std::vector<Bar> bars;
+    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus});
+    if (!write_output(f.svg, gantt_svg(*plan, bars, *gpus, from ? std::optional<double>(0.0) : std::nullopt,
+                                       "gpuq simulate: " + f.plan)))
+      return kExitFailure;
+  }
+  if (f.json) {
+    std::string out = simulation_json(*plan, f.plan, sim, opt);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return sim.stuck.empty() || from ? 0 : kExitFailure;
+  }
+  if (from && !sim.stuck.empty()) {
+    fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
+    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan->jobs[s.job].id, s.why);
+    sim.stuck.clear();
+  }
   if (!sim.stuck.empty()) {
     fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(*plan, sim));
     return kExitFailure;
@@ -127,19 +193,60 @@ int cmd_run(const Flags& f) {
   if (!gpus) return kExitBadInput;
   auto plan = load_or_report(f, *gpus);
   if (!plan) return kExitBadInput;
-  RunOptions opt;
-  opt.node_gpus = *gpus;
-  opt.poll = f.poll;
-  opt.backfill_max_hours = f.backfill_max_hours;
-  opt.max_retries = f.max_retries;
-  opt.retry_after = f.retry_after;
-  opt.max_used_mib = f.max_used_mib;
-  opt.kill_grace = f.kill_grace;
-  const char* env = std::getenv("GPUQ_NVIDIA_SMI");
-  opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
+  RunOptions opt = run_options(f, *gpus);
   PlanPaths paths = paths_for(f.plan);
   warn_unknown_entries(*plan, paths, read_state(paths));
   return run_queue(*plan, paths, opt, stdout);
+}
+
+/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
+GpuMask free_now(const State& state, const RunOptions& opt) {
+  GpuMask busy = 0;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
+  GpuReading reading = probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  if (reading.used_mib)
+    for (auto& [g, mib] : *reading.used_mib)
+      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  return mask_of(opt.node_gpus) & ~busy;
+}
+
+/// The Gantt bars of a live queue: what ran (hours before now) and what is predicted.
+std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
+  std::vector<Bar> bars;
+  std::vector<char> predicted(plan.jobs.size(), 0);
+  for (const SimRow& r : o.sim.rows) {
+    const JobState* s = state.find(plan.jobs[r.job].id);
+    bool running = s && s->status == Status::Running;
+    bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
+    predicted[r.job] = 1;
+  }
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.find(plan.jobs[i].id);
+    if (predicted[i] || !s || !s->start || !s->end) continue;
+    if (s->status != Status::Done && s->status != Status::Failed) continue;
+    bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
+                    s->gpus.value_or(std::vector<int>{})});
+  }
+  return bars;
+}
+
+int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus) {
+  PlanPaths paths = paths_for(f.plan);
+  State state = read_state(paths);
+  warn_unknown_entries(plan, paths, state);
+  double now = unix_now();
+  refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
+  RunOptions opt = run_options(f, gpus);
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt), file_exists);
+  if (!f.svg.empty() &&
+      !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
+    return kExitFailure;
+  std::string out = f.json ? outlook_json(plan, f.plan, o)
+                           : format_status(plan, state, now, f.all) + "\n" + format_outlook(plan, o, f.all);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  return 0;
 }
 
 int cmd_status(const Flags& f) {
@@ -147,14 +254,92 @@ int cmd_status(const Flags& f) {
   if (!gpus) return kExitBadInput;
   auto plan = load_or_report(f, *gpus);
   if (!plan) return kExitBadInput;
+  if (f.watch <= 0) return status_once(f, *plan, *gpus);
+  // Redraw until Ctrl-C, for a tmux pane.
+  while (true) {
+    std::fputs("\x1b[H\x1b[2J", stdout);
+    fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch,
+               clock_stamp(unix_now()));
+    try {
+      status_once(f, *plan, *gpus);
+    } catch (const StoreError& e) {
+      fmt::print("gpuq: {}\n", e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(f.watch * 1000)));
+  }
+}
+
+int cmd_validate(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  auto plan = load_or_report(f, *gpus);
+  if (!plan) return kExitBadInput;
+  auto readable = [](const std::string& p) {
+    struct stat st;
+    return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  auto findings = validate_plan(*plan, *gpus, f.backfill_max_hours, readable, file_exists);
+  size_t errors = 0, warnings = 0;
+  for (const Finding& x : findings) {
+    (x.error ? errors : warnings)++;
+    fmt::print("{}: {}{}\n", x.error ? "error" : "warning", x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
+  }
+  fmt::print("{}: {} job(s), {} error(s), {} warning(s)\n", f.plan, plan->jobs.size(), errors, warnings);
+  if (errors) return kExitBadInput;
+  return warnings && f.strict ? kExitFailure : 0;
+}
+
+int cmd_logs(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  auto plan = load_or_report(f, *gpus);
+  if (!plan) return kExitBadInput;
+  if (f.jobs.size() != 1 || !plan->find(f.jobs[0])) {
+    fmt::print(stderr, "gpuq logs: no job {} in {}\n", f.jobs.empty() ? "" : f.jobs[0], f.plan);
+    return kExitBadInput;
+  }
+  const std::string& id = f.jobs[0];
   PlanPaths paths = paths_for(f.plan);
-  State state = read_state(paths);
-  warn_unknown_entries(*plan, paths, state);
-  double now = unix_now();
-  refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
-  std::string out = format_status(*plan, state, now, f.all);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return 0;
+  std::string path = paths.log(id);
+  auto text = read_file(path, true);
+  if (!text && !f.follow) {
+    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, path);
+    return kExitFailure;
+  }
+  std::string all = text.value_or("");
+  // The last N lines.
+  size_t pos = all.size();
+  long lines = 0;
+  if (!all.empty() && all.back() == '\n') --pos;
+  while (pos > 0 && lines < f.lines) {
+    if (all[pos - 1] == '\n' && ++lines == f.lines) break;
+    --pos;
+  }
+  if (f.lines <= 0) pos = all.size();
+  std::fwrite(all.data() + pos, 1, all.size() - pos, stdout);
+  std::fflush(stdout);
+  if (!f.follow) return 0;
+  // Follow until the job is no longer running (or has not started and is not pending).
+  size_t offset = all.size();
+  while (true) {
+    auto now_text = read_file(path, true).value_or("");
+    if (now_text.size() < offset) offset = 0;  // truncated
+    if (now_text.size() > offset) {
+      std::fwrite(now_text.data() + offset, 1, now_text.size() - offset, stdout);
+      std::fflush(stdout);
+      offset = now_text.size();
+    }
+    State state = read_state(paths);
+    refresh(paths, state, unix_now());
+    Status st = state.status_of(id);
+    if (st != Status::Running && st != Status::Pending) {
+      auto last = read_file(path, true).value_or("");
+      if (last.size() > offset) std::fwrite(last.data() + offset, 1, last.size() - offset, stdout);
+      fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
 }
 
 int cmd_control(const Flags& f, const std::string& action) {
@@ -190,13 +375,37 @@ int main(int argc, char** argv) {
                   "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
   run->callback([&] { action = [&] { return cmd_run(f); }; });
 
-  auto* status = app.add_subcommand("status", "show each job's status (running, failed, blocked, held; --all: every job)");
-  add_flags(status, f, {kAll});
+  auto* status = app.add_subcommand(
+      "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
+  add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
+  status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
+  status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
+  status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
+      ->expected(0, 1)
+      ->default_str("5");
+  status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
   status->callback([&] { action = [&] { return cmd_status(f); }; });
 
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
   add_flags(sim, f, {kGpus, kAll, kBackfill});
+  sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
+  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE");
+  sim->add_flag("--from-state", f.from_state,
+                "predict from the live state: what is done stays done, running jobs finish their estimate");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });
+
+  auto* validate = app.add_subcommand(
+      "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
+  add_flags(validate, f, {kGpus, kBackfill});
+  validate->add_flag("--strict", f.strict, "exit 1 when there are warnings (errors always exit 2)");
+  validate->callback([&] { action = [&] { return cmd_validate(f); }; });
+
+  auto* logs = app.add_subcommand("logs", "print the end of a job's log (logs/ID.log), or follow it until the job ends");
+  add_flags(logs, f, {});
+  logs->add_option("job", f.jobs, "the job id")->required()->expected(1);
+  logs->add_option("-n,--lines", f.lines, "how many lines from the end (0: the whole log)")->capture_default_str();
+  logs->add_flag("-f,--follow", f.follow, "keep printing what the job writes until it is no longer running");
+  logs->callback([&] { action = [&] { return cmd_logs(f); }; });
 
   auto* retry = app.add_subcommand("retry", "make failed, blocked, held or done jobs pending again (not running ones)");
   auto* kill = app.add_subcommand("kill", "stop running jobs: SIGTERM to the process group, marked failed (exit -15)");

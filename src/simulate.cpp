@@ -25,7 +25,7 @@ std::string job_list(const Plan& plan, const std::vector<size_t>& jobs) {
 
 }  // namespace
 
-Simulation simulate(const Plan& plan, const SimOptions& opt) {
+Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from) {
   const size_t n = plan.jobs.size();
   Simulation sim;
   GpuMask node = mask_of(opt.node_gpus);
@@ -34,11 +34,13 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
   std::vector<char> started(n, 0), done(n, 0);
   std::vector<size_t> unmet(n, 0);
   std::vector<std::vector<size_t>> dependents(n), produced_for(n);
+  std::vector<std::vector<size_t>> after_dependents(n);  // through after: deps only
   for (size_t j = 0; j < n; ++j) {
     for (const Dep& d : plan.jobs[j].deps) {
       if (d.kind == Dep::Kind::File) continue;
       ++unmet[j];
       dependents[d.job].push_back(j);
+      if (d.kind == Dep::Kind::After) after_dependents[d.job].push_back(j);
     }
     if (plan.jobs[j].produced_by) produced_for[*plan.jobs[j].produced_by].push_back(j);
   }
@@ -51,31 +53,64 @@ Simulation simulate(const Plan& plan, const SimOptions& opt) {
     size_t src = *plan.jobs[j].produced_by;
     return start[src] + plan.jobs[j].produced_at_frac * plan.jobs[src].est_hours;
   };
+  using Kind = SimStart::Kind;
+  auto kind = [&](size_t j) { return from ? from->kind[j] : Kind::Pending; };
+  // Live: a missing file appears only through a producer that has yet to reach it.
+  auto file_never = [&](size_t j) {
+    if (!from || from->files_present[j] || !plan.jobs[j].has_file_dep()) return false;
+    const auto& src = plan.jobs[j].produced_by;
+    return !src || (kind(*src) != Kind::Pending && kind(*src) != Kind::Running);
+  };
   auto files_ok = [&](size_t j, double t) {
     const Job& job = plan.jobs[j];
-    if (!job.produced_by || !job.has_file_dep()) return true;
-    return started[*job.produced_by] && !(produced_at(j) > t + kEps);
+    if (!job.produced_by || !job.has_file_dep() || (from && from->files_present[j])) return !file_never(j);
+    return !file_never(j) && started[*job.produced_by] && !(produced_at(j) > t + kEps);
   };
   ReadySet ready(plan, opt.backfill_max_hours);
   MinHeap<std::pair<double, size_t>> file_wait;        // (when its files appear, job)
   std::vector<std::vector<size_t>> wait_producer(n);   // jobs waiting for their producer to start
   auto deps_done = [&](size_t j) {
     const Job& job = plan.jobs[j];
-    if (!job.produced_by || !job.has_file_dep())
+    if (file_never(j)) return;
+    if (!job.produced_by || !job.has_file_dep() || (from && from->files_present[j]))
       ready.insert(j);
     else if (started[*job.produced_by])
       file_wait.push({produced_at(j), j});
     else
       wait_producer[*job.produced_by].push_back(j);
   };
-  for (size_t j = 0; j < n; ++j)
-    if (unmet[j] == 0) deps_done(j);
-
   std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
-
   MinHeap<std::pair<double, size_t>> running;  // (end, job): jobs ending together all finish at once
   MinHeap<std::pair<double, size_t>> produce;       // (time a pending job's file appears, job)
   size_t pending = n;
+
+  if (from) {
+    // The live state: jobs already done, finished or held are out; running ones hold their GPUs.
+    for (size_t j = 0; j < n; ++j) {
+      Kind k = kind(j);
+      if (k == Kind::Pending) continue;
+      started[j] = 1;
+      --pending;
+      if (k == Kind::Running) {
+        start[j] = -from->elapsed[j];
+        end[j] = std::max(plan.jobs[j].est_hours - from->elapsed[j], 0.0);
+        for (int g : from->gpus[j]) gpu_free_at[g] = end[j];
+        running.push({end[j], j});
+        sim.rows.push_back({j, start[j], end[j], from->gpus[j]});
+      } else if (k == Kind::Done || k == Kind::Finished) {
+        done[j] = 1;
+        for (size_t d : k == Kind::Done ? dependents[j] : after_dependents[j]) --unmet[d];
+        for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
+      }
+    }
+  }
+  for (size_t j = 0; j < n; ++j)
+    if (unmet[j] == 0 && !started[j]) deps_done(j);
+  for (size_t j = 0; j < n; ++j)  // producers already running: their files appear on schedule
+    if (started[j] && kind(j) == Kind::Running)
+      for (size_t k : produced_for[j])
+        if (!started[k]) produce.push({produced_at(k), k});
+
   double t = 0;
   PassResult last;
   PassInput in;

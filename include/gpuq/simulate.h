@@ -15,6 +15,23 @@ struct SimOptions {
   double backfill_max_hours = 0.5;
 };
 
+/// Where a simulation starts from when it predicts a live queue (`status`,
+/// `simulate --from-state`): per job, what the state says now. Times in the
+/// result are then hours from now.
+struct SimStart {
+  enum class Kind {
+    Pending,   ///< not started (failed jobs with retries left count as pending)
+    Running,   ///< started `elapsed` hours ago on `gpus`; ends at est_hours, or now if past it
+    Done,      ///< satisfies plain and after: deps
+    Finished,  ///< failed for good or blocked: satisfies after: deps only
+    Held,      ///< satisfies nothing until released
+  };
+  std::vector<Kind> kind;
+  std::vector<double> elapsed;
+  std::vector<std::vector<int>> gpus;
+  std::vector<char> files_present;  ///< per job: every file: dep exists now
+};
+
 /// One job of the predicted timeline.
 struct SimRow {
   size_t job;
@@ -40,7 +57,9 @@ struct Simulation {
 /// Simulates the plan with the same pass as `run`, each job lasting est_hours.
 /// `file:` deps of a job with `produced_by` wait for that job to reach
 /// produced_at_frac of its run; other `file:` deps count as present.
-Simulation simulate(const Plan& plan, const SimOptions& opt);
+/// With `from`, starts from the live state instead of an empty node; a file:
+/// dep then counts only if it exists now or a job yet to reach it produces it.
+Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from = nullptr);
 
 /// The original's output: one row per job (eval_ jobs only with `all`) in
 /// order of (start, id), the makespan and utilization line, and the first-look

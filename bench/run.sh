@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick]
+# (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s).
+# Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=${1:-}
+G=$PWD/build/gpuq GEN=$PWD/build/gen_plan
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+printf '#!/bin/sh\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/nvidia-smi"
+chmod +x "$work/nvidia-smi"
+export GPUQ_NVIDIA_SMI=$work/nvidia-smi
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+pct() { sort -g | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if(i<1)i=1; print a[i]}'; }
+
+echo "== simulate: wall time (median of 3) and peak memory"
+sizes="1000 10000 100000 1000000"; [[ $quick ]] && sizes="1000 10000 100000"
+for n in $sizes; do
+  "$GEN" "$n" > "$work/p.json"
+  for i in 1 2 3; do /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all >/dev/null; cat "$work/t"; done > "$work/times"
+  printf '  %8d jobs: %6.2f s, %7.1f MB\n' "$n" "$(cut -d' ' -f1 "$work/times" | median)" \
+    "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
+done
+
+echo "== status (the whole command: plan and state read) and one tick's decisions, median of 5"
+for n in 10000 100000; do
+  "$GEN" "$n" 1 --state "$work/s.state.json" > "$work/s.json"
+  for i in 1 2 3 4 5; do /usr/bin/time -f "%e" -o "$work/t" "$G" status --plan "$work/s.json" >/dev/null; cat "$work/t"; done > "$work/times"
+  printf '  status   %6d jobs: %6.3f s\n' "$n" "$(median < "$work/times")"
+done
+if [[ -x build/bench_core ]]; then
+  build/bench_core --benchmark_filter='DecideTick|StatusRows|StateDecodeEncode' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true 2>/dev/null | grep median | sed 's/^/  /'
+fi
+
+echo "== dispatch latency: a job's exit to the next job's start, at the default --poll 20"
+d=$work/chain; mkdir -p "$d/t"
+cat > "$d/job.sh" <<'J'
+date +%s.%N > "t/$GPUQ_JOB_ID.start"
+sleep 0.05
+date +%s.%N > "t/$GPUQ_JOB_ID.end"
+J
+n=80
+{ echo '['; for i in $(seq 0 $((n-1))); do
+  sep=$([[ $i -lt $((n-1)) ]] && echo , || true)
+  dep=$([[ $i -gt 0 ]] && echo "\"deps\": [\"j$((i-1))\"]," || true)
+  echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 1, $dep \"est_hours\": 0.01}$sep"; done; echo ']'; } > "$d/plan.json"
+(cd "$d" && "$G" run --plan plan.json --gpus 0 >/dev/null)
+for i in $(seq 1 $((n-1))); do
+  echo "$(cat "$d/t/j$i.start") - $(cat "$d/t/j$((i-1)).end")" | bc -l
+done > "$work/lat"
+printf '  median %.1f ms, 99th percentile %.1f ms (%d hand-offs)\n' \
+  "$(median < "$work/lat" | awk '{print $1*1000}')" "$(pct 99 < "$work/lat" | awk '{print $1*1000}')" $((n-1))
+
+echo "== overhead of a run: 400 jobs of 0.2 s on 8 GPUs (ideal makespan 10 s)"
+d=$work/many; mkdir -p "$d"; echo 'sleep 0.2' > "$d/job.sh"
+{ echo '['; for i in $(seq 0 399); do echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 1, \"est_hours\": 0.01}$([[ $i -lt 399 ]] && echo ,)"; done; echo ']'; } > "$d/plan.json"
+start=$(date +%s.%N); (cd "$d" && "$G" run --plan plan.json >/dev/null); end=$(date +%s.%N)
+echo "$end - $start" | bc -l | awk '{printf "  wall %.2f s, %.1f%% over ideal\n", $1, ($1/10-1)*100}'
+
+watch=60; [[ $quick ]] && watch=20
+echo "== CPU used by run while its 8 jobs sleep (${watch} s)"
+d=$work/idle; mkdir -p "$d"; echo "sleep $((watch + 10))" > "$d/job.sh"
+{ echo '['; for i in $(seq 0 7); do echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 1}$([[ $i -lt 7 ]] && echo ,)"; done; echo ']'; } > "$d/plan.json"
+(cd "$d" && exec "$G" run --plan plan.json >/dev/null) & pid=$!
+sleep 2
+ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+a=$(ticks); sleep "$watch"; b=$(ticks)
+hz=$(getconf CLK_TCK)
+echo "$a $b $hz $watch" | awk '{printf "  %d clock ticks in %d s: %.3f%% of one core\n", $2-$1, $4, ($2-$1)/$3/$4*100}'
+kill "$pid"; wait "$pid" 2>/dev/null || true
+pkill -f "sleep $((watch + 10))" 2>/dev/null || true

@@ -1,0 +1,74 @@
+// What a user asks of a live queue: why each job waits, when it will finish
+// (the remaining work simulated from the live state with the same pass), as
+// text, JSON and an SVG Gantt chart.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/plan.h"
+#include "gpuq/queue.h"
+#include "gpuq/simulate.h"
+#include "gpuq/state.h"
+
+namespace gpuq {
+
+/// One job as `status --json` and `simulate --json` report it.
+struct JobView {
+  size_t job;
+  std::string status;                 ///< the state's status, or "predicted" in simulate
+  std::vector<int> gpus;
+  long long attempts = 0;
+  std::optional<long long> exit;
+  std::optional<double> start, end;   ///< status: unix seconds; simulate: hours from the start
+  double elapsed = 0;                 ///< seconds run (status)
+  std::string why;                    ///< why it waits; "" when it does not
+  bool overdue = false;               ///< running past its est_hours
+  std::optional<double> predicted_start, predicted_finish;  ///< same unit as start/end
+};
+
+/// The live queue seen from outside.
+struct Outlook {
+  double now = 0;
+  std::vector<JobView> jobs;            ///< plan order
+  std::optional<double> finish;         ///< when the last job is predicted to end (unix seconds)
+  std::vector<size_t> never;            ///< jobs predicted never to start
+  Simulation sim;                       ///< the prediction, hours from now
+};
+
+/// The live state as a simulation's starting point.
+SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt, double now,
+                    const std::function<bool(const std::string&)>& file_exists);
+
+/// Why each job waits, and when each will start and finish. `free` are the
+/// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
+Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
+                     const std::function<bool(const std::string&)>& file_exists);
+
+/// The lines `status` prints below the original's rows: each job not done, in
+/// predicted order, with its prediction and why it waits; then the plan's finish.
+/// At most `limit` jobs unless `all`.
+std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit = 30);
+
+/// `status --json`: {"plan", "now", "finish", "counts", "jobs": [JobView...]}.
+std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o);
+
+/// `simulate --json`: {"plan", "makespan_hours", "utilization", "stuck", "jobs": [...]}, times in hours.
+std::string simulation_json(const Plan& plan, const std::string& plan_path, const Simulation& sim,
+                            const SimOptions& opt);
+
+/// A Gantt chart: one row per GPU and rows for 0-GPU jobs, a time axis in hours,
+/// jobs labelled and coloured by status (done, running, failed, predicted).
+/// `bars` are (job, status, start hour, end hour, gpus); `now_h` draws a line.
+struct Bar {
+  size_t job;
+  std::string status;
+  double start, end;
+  std::vector<int> gpus;
+};
+std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
+                      std::optional<double> now_h, const std::string& title);
+
+}  // namespace gpuq
