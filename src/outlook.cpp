@@ -404,10 +404,11 @@ std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std:
     out += fmt::format("<text x=\"8\" y=\"{:.0f}\">{}</text>\n", y + row_h * 0.65, label);
   }
   // Time axis: about 10 ticks at a round step.
-  double span = t1 - t0, step = 1;
-  for (double s : {0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 24.0, 48.0, 100.0, 250.0, 500.0, 1000.0, 5000.0, 10000.0})
-    if (span / s <= 12) {
-      step = s;
+  // The axis step: 1, 2 or 5 times a power of ten, for at most about 12 ticks.
+  double span = t1 - t0, magnitude = std::pow(10.0, std::floor(std::log10(span / 12))), step = magnitude;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (span / (m * magnitude) <= 12) {
+      step = m * magnitude;
       break;
     }
   double axis_y = top + rows * row_h;

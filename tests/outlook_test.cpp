@@ -1,0 +1,307 @@
+// validate's findings, status's reasons and predictions, the JSON schema, logs, SVG.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/validate.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<Finding> findings(const std::string& plan_json, std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7}) {
+  Plan plan = plan_of(plan_json, gpus);
+  auto yes = [](const std::string&) { return true; };
+  return validate_plan(plan, gpus, 0.5, yes, yes);
+}
+
+std::string only(const std::vector<Finding>& f, bool error) {
+  std::string out;
+  int n = 0;
+  for (const Finding& x : f)
+    if (x.error == error) out = x.job + ": " + x.text, ++n;
+  EXPECT_EQ(n, 1) << out;
+  return out;
+}
+
+struct Live {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  explicit Live(const std::string& smi = "0, 0\n1, 0\n2, 0\n3, 0\n") {
+    d.write("smi.txt", smi);
+    d.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    d.write("job.sh", "true\n");
+  }
+  Output gpuq(std::vector<std::string> args) const {
+    args.insert(args.begin() + 1, {"--plan", "plan.json", "--gpus", "0,1,2,3"});
+    return run_gpuq(args, d.path(), env);
+  }
+  json status_json() const {
+    auto r = gpuq({"status", "--json"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json::parse(r.out);
+  }
+  std::string why(const std::string& id) const {
+    json s = status_json();
+    for (auto& j : s["jobs"])
+      if (j["id"] == id) return j["why"];
+    return "<no job>";
+  }
+};
+
+}  // namespace
+
+TEST(Validate, ReservationsThatWaitOnEachOtherAreAnError) {
+  auto f = findings(R"({"jobs": [
+    {"id": "x", "script": "s", "gpus": 8, "est_hours": 1}, {"id": "y", "script": "s", "gpus": 8, "est_hours": 1}
+  ], "reservations": [{"gpus": [0], "jobs": ["x"]}, {"gpus": [1], "jobs": ["y"]}]})");
+  int errors = 0;
+  for (const Finding& x : f)
+    if (x.error) {
+      ++errors;
+      EXPECT_THAT(x.text, HasSubstr("can never start"));
+      EXPECT_THAT(x.text, HasSubstr("reservation #"));
+    }
+  EXPECT_EQ(errors, 2);
+}
+
+TEST(Validate, ReservationMemberWaitingOnAJobThatNeedsTheReservedGpus) {
+  std::string e;
+  for (const Finding& x : findings(R"({"jobs": [
+    {"id": "big", "script": "s", "gpus": 8, "est_hours": 1},
+    {"id": "eval", "script": "s", "gpus": 1, "est_hours": 1, "deps": ["big"]}
+  ], "reservations": [{"gpus": [6, 7], "jobs": ["eval"]}]})"))
+    if (x.error && x.job == "eval") e = x.job + ": " + x.text;
+  EXPECT_THAT(e, HasSubstr("eval: is in reservation #1 (GPUs [6, 7]) but waits for big, which needs 8 GPUs"));
+  EXPECT_THAT(e, HasSubstr("Add big to the reservation"));
+}
+
+TEST(Validate, MissingScriptAndUnproducedMissingFile) {
+  Plan plan = plan_of(R"([
+    {"id": "a", "script": "gone.sh", "est_hours": 1},
+    {"id": "b", "script": "ok.sh", "est_hours": 1, "deps": ["file:data/missing.jsonl"]},
+    {"id": "c", "script": "ok.sh", "est_hours": 1, "deps": ["file:ck/READY"], "produced_by": "a"}
+  ])");
+  auto readable = [](const std::string& p) { return p == "ok.sh"; };
+  auto exists = [](const std::string&) { return false; };
+  auto f = validate_plan(plan, {0, 1, 2, 3, 4, 5, 6, 7}, 0.5, readable, exists);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].job, "a");
+  EXPECT_THAT(f[0].text, HasSubstr("its script gone.sh is missing or not readable"));
+  EXPECT_EQ(f[1].job, "b");
+  EXPECT_THAT(f[1].text, HasSubstr("waits for the file data/missing.jsonl, which does not exist and that no job produces"));
+}
+
+TEST(Validate, JobWithoutEstimateIsAWarning) {
+  std::string w = only(findings(R"([{"id": "a", "script": "s"}, {"id": "b", "script": "s", "est_hours": 2}])"), false);
+  EXPECT_THAT(w, HasSubstr("a: has no est_hours"));
+}
+
+TEST(Validate, CommandExitStatusesAndStrict) {
+  Live q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
+  auto r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("warning: job 'a': has no est_hours"));
+  EXPECT_THAT(r.out, HasSubstr("plan.json: 1 job(s), 0 error(s), 1 warning(s)"));
+  EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 1);
+  q.d.write("plan.json", R"([{"id": "a", "script": "nope.sh", "est_hours": 1}])");
+  r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.out, HasSubstr("error: job 'a': its script nope.sh is missing"));
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "est_hours": 1}])");
+  EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 0);
+}
+
+TEST(StatusWhy, EachReasonIsGiven) {
+  Live q("0, 0\n1, 0\n2, 0\n3, 9000\n");  // GPU 3 holds someone else's memory
+  q.d.write("plan.json", R"({"jobs": [
+    {"id": "runner", "script": "job.sh", "gpus": 2, "priority": 1},
+    {"id": "dep_wait", "script": "job.sh", "deps": ["runner"]},
+    {"id": "file_wait", "script": "job.sh", "deps": ["file:data/in.jsonl"]},
+    {"id": "wide", "script": "job.sh", "gpus": 2, "priority": 2},
+    {"id": "long", "script": "job.sh", "gpus": 1, "priority": 3, "est_hours": 5},
+    {"id": "held_one", "script": "job.sh"},
+    {"id": "broken", "script": "job.sh"},
+    {"id": "child", "script": "job.sh", "deps": ["broken"]},
+    {"id": "member", "script": "job.sh", "gpus": 1, "deps": ["runner"]}
+  ], "reservations": [{"gpus": [2], "jobs": ["member"]}]})");
+  Background runner({"sleep", "30"}, q.d.path());
+  q.d.write("plan.state.json", R"({"runner": {"status": "running", "gpus": [0, 1], "pid": )" +
+                                   std::to_string(runner.pid()) + R"(, "start": 1.0, "attempts": 0},
+    "held_one": {"status": "held"},
+    "broken": {"status": "failed", "exit": 3, "attempts": 2, "end": 1.0, "start": 0.5, "gpus": [0]}})");
+  EXPECT_EQ(q.why("dep_wait"), "waits for runner to be done");
+  EXPECT_EQ(q.why("file_wait"), "waits for the file data/in.jsonl");
+  // GPUs 0,1 run `runner`, 2 is reserved for `member`, 3 holds foreign memory.
+  EXPECT_EQ(q.why("wide"), "needs 2 GPUs, 0 free to it; GPUs [2] are closed by reservation #1");
+  EXPECT_EQ(q.why("long"), "held back by the backfill limit: est 5h is over --backfill-max-hours 0.5 while wide waits for GPUs");
+  EXPECT_EQ(q.why("held_one"), "held by hand; `gpuq retry held_one` releases it");
+  EXPECT_THAT(q.why("broken"), HasSubstr("failed (exit 3), automatic retries used up"));
+  EXPECT_EQ(q.why("child"), "blocked: its dep broken failed");
+  auto text = q.gpuq({"status"});
+  EXPECT_THAT(text.out, HasSubstr("running  runner "));  // the original's rows first
+  EXPECT_THAT(text.out, HasSubstr("wide"));
+  EXPECT_THAT(text.out, HasSubstr("needs 2 GPUs, 0 free"));
+}
+
+TEST(StatusPredict, NothingRunningPredictsWhatSimulatePrints) {
+  Live q;
+  std::string plan = R"({"jobs": [
+    {"id": "prep", "script": "job.sh", "gpus": 0, "est_hours": 0.5},
+    {"id": "train", "script": "job.sh", "gpus": 2, "est_hours": 3, "deps": ["prep"]},
+    {"id": "eval_mid", "script": "job.sh", "gpus": 1, "est_hours": 0.5, "deps": ["file:ck/mid"], "produced_by": "train",
+     "produced_at_frac": 0.5},
+    {"id": "sweep", "script": "job.sh", "gpus": 1, "est_hours": 0.25, "deps": ["after:prep"]},
+    {"id": "wide", "script": "job.sh", "gpus": 4, "est_hours": 2, "priority": 10}
+  ], "reservations": [{"gpus": [3], "jobs": ["eval_mid"]}]})";
+  q.d.write("plan.json", plan);
+  auto sim = q.gpuq({"simulate", "--all"});
+  auto live = q.gpuq({"simulate", "--all", "--from-state"});
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  EXPECT_EQ(live.status, 0) << live.err;
+  EXPECT_EQ(live.out, sim.out);
+  // A state with jobs pending only, as a fresh queue has, predicts the same.
+  q.d.write("plan.state.json", R"({"prep": {"status": "pending"}, "wide": {"status": "pending"}})");
+  EXPECT_EQ(q.gpuq({"simulate", "--all", "--from-state"}).out, sim.out);
+}
+
+TEST(StatusPredict, RunningJobsFinishTheirEstimateAndOverdueOnesAreMarked) {
+  Live q;
+  q.d.write("plan.json", R"([
+    {"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 2},
+    {"id": "late", "script": "job.sh", "gpus": 1, "est_hours": 1},
+    {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 1, "deps": ["a"]}
+  ])");
+  Background pa({"sleep", "30"}, q.d.path()), pl({"sleep", "30"}, q.d.path());
+  double now = static_cast<double>(time(nullptr));
+  q.d.write("plan.state.json", fmt::format(R"({{"a": {{"status": "running", "gpus": [0], "pid": {}, "start": {}}},
+      "late": {{"status": "running", "gpus": [1], "pid": {}, "start": {}}}}})",
+                                           pa.pid(), now - 1800, pl.pid(), now - 7200));
+  json s = q.status_json();
+  auto job = [&](const std::string& id) {
+    for (auto& j : s["jobs"])
+      if (j["id"] == id) return j;
+    return json();
+  };
+  // a ran 0.5h of 2h: 1.5h left; b starts then and runs 1h.
+  EXPECT_NEAR(job("a")["predicted_finish"].get<double>() - now, 1.5 * 3600, 60);
+  EXPECT_NEAR(job("b")["predicted_start"].get<double>() - now, 1.5 * 3600, 60);
+  EXPECT_NEAR(s["finish"].get<double>() - now, 2.5 * 3600, 60);
+  EXPECT_TRUE(job("late")["overdue"].get<bool>());
+  EXPECT_THAT(job("late")["why"].get<std::string>(), HasSubstr("past its estimate (2.0h run, est 1.0h)"));
+  EXPECT_FALSE(job("a")["overdue"].get<bool>());
+  auto text = q.gpuq({"status"});
+  EXPECT_THAT(text.out, HasSubstr("the plan is predicted to finish ~"));
+  auto from = q.gpuq({"simulate", "--all", "--from-state"});
+  EXPECT_THAT(from.out, HasSubstr(" -0.50h ->   1.50h gpus=[0]      a\n"));
+  EXPECT_THAT(from.out, HasSubstr("  1.50h ->   2.50h gpus=[0]      b\n"));
+}
+
+TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
+  Live q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "est_hours": 2}, {"id": "b", "script": "job.sh", "deps": ["a"]}])");
+  q.d.write("plan.state.json", R"({"a": {"status": "done", "gpus": [0], "pid": 5, "start": 100.0, "end": 3700.0,
+                                        "exit": 0, "attempts": 0}})");
+  json s = q.status_json();
+  for (const char* k : {"plan", "now", "finish", "counts", "jobs"}) EXPECT_TRUE(s.contains(k)) << k;
+  EXPECT_EQ(s["counts"]["done"], 1);
+  ASSERT_EQ(s["jobs"].size(), 2u);
+  const json& a = s["jobs"][0];
+  std::vector<std::string> keys;
+  for (auto& [k, v] : a.items()) keys.push_back(k);
+  std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",           "start", "end",
+                                  "elapsed", "est", "why", "overdue", "predicted_start", "predicted_finish"};
+  std::sort(schema.begin(), schema.end());
+  EXPECT_EQ(keys, schema);  // nlohmann::json iterates keys sorted
+  EXPECT_EQ(a["id"], "a");
+  EXPECT_EQ(a["status"], "done");
+  EXPECT_EQ(a["gpus"], json({0}));
+  EXPECT_EQ(a["exit"], 0);
+  EXPECT_EQ(a["elapsed"], 3600.0);
+  EXPECT_EQ(a["est"], 2.0);
+  EXPECT_TRUE(a["predicted_start"].is_null());
+  const json& b = s["jobs"][1];
+  EXPECT_EQ(b["status"], "pending");
+  EXPECT_TRUE(b["exit"].is_null());
+  EXPECT_TRUE(b["predicted_start"].is_number());
+  EXPECT_EQ(b["why"], "ready: starts at the next tick");
+}
+
+TEST(Json, SimulateSchema) {
+  Live q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 2, "est_hours": 2}, {"id": "b", "script": "job.sh", "deps": ["a"]}])");
+  auto r = q.gpuq({"simulate", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json s = json::parse(r.out);
+  EXPECT_EQ(s["makespan_hours"], 3.0);
+  EXPECT_NEAR(s["utilization"].get<double>(), 5.0 / 12, 1e-9);  // (2*2 + 1*1) / (4 GPUs * 3h)
+  EXPECT_EQ(s["jobs"][1]["predicted_start"], 2.0);
+  EXPECT_EQ(s["jobs"][0]["gpus"], json({0, 1}));
+  EXPECT_EQ(s["jobs"][0]["status"], "predicted");
+}
+
+TEST(Svg, SimulateAndStatusWriteWellFormedSvg) {
+  Live q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 2, "est_hours": 1},
+                             {"id": "b", "script": "job.sh", "gpus": 0, "est_hours": 2},
+                             {"id": "c", "script": "job.sh", "gpus": 0, "est_hours": 1}])");
+  ASSERT_EQ(q.gpuq({"simulate", "--svg", "sim.svg"}).status, 0);
+  q.d.write("plan.state.json", R"({"a": {"status": "done", "gpus": [0, 1], "pid": 5, "start": 100.0, "end": 3700.0, "exit": 0}})");
+  ASSERT_EQ(q.gpuq({"status", "--svg", "status.svg"}).status, 0);
+  for (const char* f : {"sim.svg", "status.svg"}) {
+    auto r = run({"python3", "-c", "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+                                   "print(d.documentElement.tagName, len(d.getElementsByTagName('rect')))",
+                  q.d.path() + "/" + f});
+    EXPECT_EQ(r.status, 0) << f << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("svg ")) << f;
+  }
+  std::string svg = q.d.read("sim.svg");
+  EXPECT_THAT(svg, HasSubstr(">GPU 0<"));
+  EXPECT_THAT(svg, HasSubstr(">no GPU 2<"));  // b and c overlap: two rows for 0-GPU jobs
+  EXPECT_THAT(svg, HasSubstr("hours"));
+  EXPECT_THAT(q.d.read("status.svg"), HasSubstr(">now<"));
+  EXPECT_LT(q.d.read("status.svg").size(), 20000u);  // a time axis of a few ticks, even over a long past
+}
+
+TEST(Logs, TailAndFollow) {
+  Live q;
+  q.d.write("talk.sh", "for i in $(seq 1 30); do echo line $i; done\nsleep 1\necho last words\n");
+  q.d.write("plan.json", R"([{"id": "talk", "script": "talk.sh", "gpus": 0}])");
+  auto none = q.gpuq({"logs", "talk"});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_THAT(none.err, HasSubstr("talk has no log yet"));
+  EXPECT_EQ(q.gpuq({"logs", "nobody"}).status, 2);
+  auto run_bg = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, q.d.path(), q.env);
+  ASSERT_TRUE(eventually([&] { return q.d.read("logs/talk.log").find("line 30") != std::string::npos; }));
+  auto follow = q.gpuq({"logs", "talk", "-n", "2", "-f"});
+  EXPECT_EQ(follow.status, 0);
+  EXPECT_EQ(follow.out, "line 29\nline 30\nlast words\n");
+  EXPECT_THAT(follow.err, HasSubstr("talk is done"));
+  run_bg->wait(20);
+  EXPECT_EQ(q.gpuq({"logs", "talk", "-n", "1"}).out, "last words\n");
+}
+
+TEST(Watch, RedrawsUntilInterrupted) {
+  Live q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
+  auto w = start_gpuq({"status", "--plan", "plan.json", "--gpus", "0,1,2,3", "--watch", "0.2"}, q.d.path(), q.env);
+  ASSERT_TRUE(eventually([&] {
+    std::string out = w->out();
+    size_t first = out.find("{'pending': 1}");
+    return first != std::string::npos && out.find("{'pending': 1}", first + 1) != std::string::npos;
+  }, 10));
+  w->signal(SIGINT);
+  EXPECT_EQ(w->wait(5).status, 128 + SIGINT);
+}
