@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,18 +20,6 @@ extern char** environ;
 namespace gpuq {
 
 namespace {
-
-// Runs in the job's session. $1 script, $2 exit file, $3 aborted marker; fd 3 the start line.
-// The paths are arguments, never pasted into the command (fix 2).
-constexpr const char* kWrapper = R"(IFS= read -r go <&3 || go=
-exec 3<&-
-if [ "$go" != go ]; then : > "$3"; exit 0; fi
-if [ -r "$1" ] && [ -f "$1" ]; then
-  bash "$1"; c=$?
-else
-  echo "gpuq: cannot run the script $1: it is missing or not a readable file" >&2; c=127
-fi
-printf '%s\n' "$c" > "$2.tmp.$$" && mv -f "$2.tmp.$$" "$2")";
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
@@ -72,7 +61,9 @@ Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
   envp.push_back(nullptr);
 
   std::string script = expand_path(spec.script);
-  std::vector<std::string> args{"bash", "-c", kWrapper, "gpuq-job", script, exitf, abortf};
+  // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
+  // string (fix 2), and the exit code is renamed into place without a helper process.
+  std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -92,7 +83,7 @@ Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, "bash", &fa, &attr, argv.data(), envp.data());
+  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   ::close(log);
@@ -101,13 +92,69 @@ Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
   if (rc != 0) {
     ::close(go[1]);
     errno = rc;
-    fail(fmt::format("posix_spawn(bash {}) failed", script));
+    fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
   }
   Launch l;
   l.pid = pid;
   l.pid_start = process_start_time(pid);
   l.go_fd = go[1];
   return l;
+}
+
+int job_wrapper(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE\n", kJobWrapperArg);
+    return 2;
+  }
+  const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
+  // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
+  char buf[8] = {0};
+  size_t got = 0;
+  while (got < 3) {
+    ssize_t n = ::read(3, buf + got, 3 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(3);
+  if (std::string(buf, got) != "go\n") {
+    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  int code = 127;
+  struct stat st;
+  if (::access(script, R_OK) != 0 || ::stat(script, &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr, "gpuq: cannot run the script %s: it is missing or not a readable file\n", script);
+  } else {
+    char* args[] = {const_cast<char*>("bash"), const_cast<char*>(script), nullptr};
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args, environ);
+    if (rc != 0) {
+      std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
+    } else {
+      int wst = 0;
+      while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+      }
+      code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    }
+  }
+  // Write-then-rename: a reader never sees a half-written exit file (fix 3).
+  std::string tmp = std::string(exitf) + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "gpuq: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::string text = std::to_string(code) + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), exitf) != 0) {
+    std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 void release(Launch& l) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gpuq/launcher.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
 #include "gpuq/probe.h"
@@ -355,6 +356,7 @@ int cmd_control(const Flags& f, const std::string& action) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], kJobWrapperArg) == 0) return job_wrapper(argc, argv);
   CLI::App app{
       "gpuq: a dependency and priority GPU job queue for one multi-GPU node.\n"
       "Runs a plan (a JSON list of jobs) on the node's GPUs: highest priority first, short jobs\n"

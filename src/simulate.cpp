@@ -177,6 +177,11 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
             for (const Dep& d : job.deps)
               if (d.kind != Dep::Kind::File && !done[d.job]) waits.push_back(d.job);
             why = "waits for " + job_list(plan, waits) + ", which never ran";
+          } else if (file_never(j) && !job.produced_by) {
+            why = "waits for a file: dep that does not exist, and no job of the plan produces it";
+          } else if (file_never(j)) {
+            why = fmt::format("waits for a file: dep that does not exist, and {} (its producer) will not run again",
+                              plan.jobs[*job.produced_by].id);
           } else if (!files_ok(j, t)) {
             why = fmt::format("waits for the file: dep that {} produces, and {} never ran",
                               plan.jobs[*job.produced_by].id, plan.jobs[*job.produced_by].id);

@@ -94,3 +94,17 @@ TEST(Simulate, StallBreakerNoteIsGivenAndTheTimelineFinishes) {
   EXPECT_EQ(row(plan, sim, "member").start, 0);
   EXPECT_EQ(row(plan, sim, "full").start, 4);
 }
+
+TEST(SimulateFromState, MissingUnproducedFileMeansNeverWithAReason) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 1}, {"id": "b", "script": "x", "deps": ["file:gate"]}])");
+  SimStart from;
+  from.kind = {SimStart::Kind::Done, SimStart::Kind::Pending};
+  from.elapsed = {0, 0};
+  from.gpus = {{}, {}};
+  from.files_present = {1, 0};
+  Simulation sim = simulate(plan, {}, &from);
+  ASSERT_EQ(sim.stuck.size(), 1u);
+  EXPECT_EQ(plan.jobs[sim.stuck[0].job].id, "b");
+  EXPECT_THAT(sim.stuck[0].why, HasSubstr("no job of the plan produces it"));
+  EXPECT_TRUE(sim.rows.empty());  // a is done: not part of the remaining timeline
+}

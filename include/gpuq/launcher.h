@@ -27,7 +27,15 @@ struct LaunchSpec {
   long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
 };
 
-/// Spawns `bash WRAPPER SCRIPT EXITFILE` in a new session with stdin from
+/// The argument that makes the gpuq binary act as a job's wrapper.
+inline constexpr const char* kJobWrapperArg = "__job";
+
+/// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE` with the start
+/// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits), runs
+/// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
+int job_wrapper(int argc, char** argv);
+
+/// Spawns the wrapper (gpuq itself) for SCRIPT in a new session with stdin from
 /// /dev/null and stdout+stderr appended to logs/ID.log. The environment gets
 /// CUDA_VISIBLE_DEVICES, TDPRM_GPU0, CUDA_DEVICE_ORDER=PCI_BUS_ID (unless set),
 /// GPUQ_JOB_ID and GPUQ_ATTEMPT. Removes a stale exit file first. Throws
