@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick]
-# (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s).
+# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|status|run]
+# (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=${1:-}
+quick=${1:-}; [[ $quick == full ]] && quick=
 G=$PWD/build/gpuq GEN=$PWD/build/gen_plan
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 printf '#!/bin/sh\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/nvidia-smi"
@@ -14,6 +14,8 @@ export GPUQ_NVIDIA_SMI=$work/nvidia-smi
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 pct() { sort -g | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if(i<1)i=1; print a[i]}'; }
 
+section=${2:-all}
+if [[ $section == all || $section == simulate ]]; then
 echo "== simulate: wall time (median of 3) and peak memory"
 sizes="1000 10000 100000 1000000"; [[ $quick ]] && sizes="1000 10000 100000"
 for n in $sizes; do
@@ -23,6 +25,8 @@ for n in $sizes; do
     "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
 done
 
+fi
+if [[ $section == all || $section == status ]]; then
 echo "== status (the whole command: plan and state read) and one tick's decisions, median of 5"
 for n in 10000 100000; do
   "$GEN" "$n" 1 --state "$work/s.state.json" > "$work/s.json"
@@ -34,12 +38,15 @@ if [[ -x build/bench_core ]]; then
     --benchmark_report_aggregates_only=true 2>/dev/null | grep median | sed 's/^/  /'
 fi
 
+fi
+if [[ $section == all || $section == run ]]; then
 echo "== dispatch latency: a job's exit to the next job's start, at the default --poll 20"
+echo "   (from the last line of one job's script to the first line of the next's: bash's \$EPOCHREALTIME, no fork)"
 d=$work/chain; mkdir -p "$d/t"
 cat > "$d/job.sh" <<'J'
-date +%s.%N > "t/$GPUQ_JOB_ID.start"
+echo "$EPOCHREALTIME" > "t/$GPUQ_JOB_ID.start"
 sleep 0.05
-date +%s.%N > "t/$GPUQ_JOB_ID.end"
+echo "$EPOCHREALTIME" > "t/$GPUQ_JOB_ID.end"
 J
 n=80
 { echo '['; for i in $(seq 0 $((n-1))); do
@@ -71,3 +78,4 @@ hz=$(getconf CLK_TCK)
 echo "$a $b $hz $watch" | awk '{printf "  %d clock ticks in %d s: %.3f%% of one core\n", $2-$1, $4, ($2-$1)/$3/$4*100}'
 kill "$pid"; wait "$pid" 2>/dev/null || true
 pkill -f "sleep $((watch + 10))" 2>/dev/null || true
+fi

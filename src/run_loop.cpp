@@ -157,6 +157,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   std::string last_probe_problem;
   std::string last_save_problem;
   auto file_exists = [](const std::string& p) { return path_exists(p); };
+  std::optional<State> cached;  // what the last tick wrote, with the file's identity when it did
+  struct stat cached_stat {};
 
   while (true) {
     reap_children();
@@ -166,7 +168,14 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
     std::set<long long> running_pids;
     try {
       StateLock lock(paths);
-      State state = read_state(paths);
+      // The state as this process last wrote it, unless someone has replaced the file since
+      // (control commands and the original write a new file and rename it over).
+      struct stat st;
+      bool same = cached && ::lstat(paths.state.c_str(), &st) == 0 && st.st_ino == cached_stat.st_ino &&
+                  st.st_size == cached_stat.st_size && st.st_mtim.tv_sec == cached_stat.st_mtim.tv_sec &&
+                  st.st_mtim.tv_nsec == cached_stat.st_mtim.tv_nsec;
+      State state = same ? std::move(*cached) : read_state(paths);
+      cached.reset();
       double now = unix_now();
 
       // Jobs that ended: record, then kill what they left in their process group.
@@ -258,6 +267,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
 
       try {
         write_state(paths, state);
+        if (::lstat(paths.state.c_str(), &cached_stat) == 0) cached = state;
         if (!last_save_problem.empty()) say(out, fmt::format("{} the state is saved again", clock_stamp(now)));
         last_save_problem.clear();
       } catch (const StoreError& e) {
