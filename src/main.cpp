@@ -196,6 +196,7 @@ int cmd_run(const Flags& f) {
   if (!plan) return kExitBadInput;
   RunOptions opt = run_options(f, *gpus);
   PlanPaths paths = paths_for(f.plan);
+  RunGuard guard(paths);
   warn_unknown_entries(*plan, paths, read_state(paths));
   return run_queue(*plan, paths, opt, stdout);
 }

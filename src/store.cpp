@@ -47,6 +47,7 @@ PlanPaths paths_for(const std::string& plan) {
   p.plan = plan;
   p.state = with_suffix(pp, ".state.json");
   p.lock = with_suffix(pp, ".lock");
+  p.run_lock = with_suffix(pp, ".run.lock");
   fs::path dir = pp.parent_path();
   p.logs = (dir.empty() ? fs::path("logs") : dir / "logs").string();
   return p;
@@ -71,6 +72,37 @@ StateLock::StateLock(const PlanPaths& paths) {
 }
 
 StateLock::~StateLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+RunGuard::RunGuard(const PlanPaths& paths) {
+  fd_ = ::open(paths.run_lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    if (errno == ELOOP)
+      throw StoreError(fmt::format("{} is a symbolic link; refusing to use it", paths.run_lock), StoreError::Kind::Content);
+    fail("cannot open", paths.run_lock);
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    throw StoreError(fmt::format("another `gpuq run` (pid {}) is already running {}; two queues would fight over the "
+                                 "same GPUs. Stop it first (Ctrl-C or kill {}); its jobs keep running and this run "
+                                 "will adopt them",
+                                 pid, paths.plan, pid),
+                     StoreError::Kind::Content);
+  }
+  std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    ssize_t n = ::pwrite(fd_, me.data(), me.size(), 0);
+    (void)n;
+  }
+}
+
+RunGuard::~RunGuard() {
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -367,3 +367,18 @@ TEST(Run, UnreadableStateStopsTheCommandAndIsNotOverwritten) {
   }
   EXPECT_EQ(q.dir.read("plan.state.json"), "{\"a\": {\"status\": \"done\",");
 }
+
+TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
+  Queue q;
+  q.env["JOB_SECONDS"] = "2";
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
+  auto first = q.start();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
+  auto second = q.gpuq({"run", "--poll", "1"});
+  EXPECT_EQ(second.status, 1);
+  EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) + ") is already running plan.json"));
+  EXPECT_EQ(first->wait(30).status, 0);
+  EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
+  // Once the first has ended, a new run may start.
+  EXPECT_EQ(q.gpuq({"run", "--poll", "1"}).status, 0);
+}

@@ -13,6 +13,7 @@ struct PlanPaths {
   std::string plan;
   std::string state;
   std::string lock;
+  std::string run_lock;  ///< held by a `gpuq run` for its whole life (gpuq's own; the original has none)
   std::string logs;
   std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
   std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
@@ -39,6 +40,20 @@ class StateLock {
   ~StateLock();
   StateLock(const StateLock&) = delete;
   StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Held by one `gpuq run` for its life, so that a second one on the same plan is refused.
+/// The file (PLAN.run.lock) holds the holder's pid.
+class RunGuard {
+ public:
+  /// Takes the guard, or throws StoreError (Content) naming the pid that holds it.
+  explicit RunGuard(const PlanPaths& paths);
+  ~RunGuard();
+  RunGuard(const RunGuard&) = delete;
+  RunGuard& operator=(const RunGuard&) = delete;
 
  private:
   int fd_ = -1;
