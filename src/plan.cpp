@@ -77,6 +77,7 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   PlanLoad out;
   Checker c{file, out.errors};
   Plan plan;
+  plan.index.reserve(text.size() / 100 + 16);  // a job takes 100+ bytes of JSON: no rehashing as ids arrive
   // Raw deps and produced_by kept until every id is known.
   std::vector<std::vector<std::string>> raw_deps;
   std::vector<std::optional<std::string>> raw_producer;

@@ -266,7 +266,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       }
 
       try {
-        write_state(paths, state);
+        write_state(paths, state, !launched.empty());
         if (::lstat(paths.state.c_str(), &cached_stat) == 0) cached = state;
         if (!last_save_problem.empty()) say(out, fmt::format("{} the state is saved again", clock_stamp(now)));
         last_save_problem.clear();
@@ -281,8 +281,10 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         last_save_problem = e.what();
         next_wake = std::min(next_wake, 5.0);
       }
+      for (auto& [i, l] : launched) release(l);
+      // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
+      if (!launched.empty()) sync_state_folder(paths);
       for (auto& [i, l] : launched) {
-        release(l);
         say(out, fmt::format("{} start {} on GPUs {} (pid {})", clock_stamp(now), plan.jobs[i].id,
                              py_list(*state.find(plan.jobs[i].id)->gpus), l.pid));
       }

@@ -76,7 +76,8 @@ StateLock::~StateLock() {
 }
 
 RunGuard::RunGuard(const PlanPaths& paths) {
-  fd_ = ::open(paths.run_lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // Read-only: a file held open for writing for days would keep its file system from being remounted.
+  fd_ = ::open(paths.run_lock.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     if (errno == ELOOP)
       throw StoreError(fmt::format("{} is a symbolic link; refusing to use it", paths.run_lock), StoreError::Kind::Content);
@@ -95,10 +96,13 @@ RunGuard::RunGuard(const PlanPaths& paths) {
                                  pid, paths.plan, pid),
                      StoreError::Kind::Content);
   }
+  // The pid, through a second descriptor: closing it leaves the flock (held by fd_) in place.
   std::string me = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
-    ssize_t n = ::pwrite(fd_, me.data(), me.size(), 0);
+  int w = ::open(paths.run_lock.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+  if (w >= 0) {
+    ssize_t n = ::write(w, me.data(), me.size());
     (void)n;
+    ::close(w);
   }
 }
 
@@ -147,7 +151,16 @@ State read_state(const PlanPaths& paths) {
   return std::move(*load.state);
 }
 
-void write_state(const PlanPaths& paths, const State& state) {
+void sync_state_folder(const PlanPaths& paths) {
+  fs::path dir = fs::path(paths.state).parent_path();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_state(const PlanPaths& paths, const State& state, bool defer_folder_sync) {
   std::string data = dump_state(state);
   std::string tmp = fmt::format("{}.tmp.{}", paths.state, ::getpid());
   ::unlink(tmp.c_str());
@@ -178,12 +191,7 @@ void write_state(const PlanPaths& paths, const State& state) {
     errno = e;
     fail("cannot replace", paths.state);
   }
-  fs::path dir = fs::path(paths.state).parent_path();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  if (!defer_folder_sync) sync_state_folder(paths);
 }
 
 }  // namespace gpuq

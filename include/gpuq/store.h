@@ -66,7 +66,12 @@ State read_state(const PlanPaths& paths);
 /// Replaces the state file: writes a temporary file beside it, fsyncs it,
 /// renames it over the old one, fsyncs the folder. Keeps the previous state as
 /// PLAN.state.json.bak. Throws StoreError, leaving the old file intact.
-void write_state(const PlanPaths& paths, const State& state);
+/// With `defer_folder_sync`, the caller calls sync_state_folder() itself: `run`
+/// releases the jobs it just started first, since a power cut kills them anyway.
+void write_state(const PlanPaths& paths, const State& state, bool defer_folder_sync = false);
+
+/// fsyncs the folder of the state file, making the last rename durable.
+void sync_state_folder(const PlanPaths& paths);
 
 /// The whole content of a file, or nullopt if it does not exist; StoreError on
 /// other failures. Symlinks are not followed when `nofollow`.
