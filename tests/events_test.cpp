@@ -1,0 +1,90 @@
+// run wakes on events, not on its timer: each test runs with --poll 3600, so anything
+// that happens within seconds happened because of an event.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Slow {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  Slow() {
+    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\nsleep \"${JOB_SECONDS:-0.3}\"\n");
+  }
+  std::unique_ptr<Background> run() const {
+    return start_gpuq({"run", "--plan", "plan.json", "--poll", "3600"}, d.path(), env);
+  }
+  std::string status_of(const std::string& id) const {
+    std::string text = d.read("plan.state.json");
+    if (text.empty()) return "none";
+    json s = json::parse(text);
+    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
+  }
+};
+
+}  // namespace
+
+TEST(Events, AJobThatExitsWakesRunAtOnce) {
+  Slow q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1},
+                             {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
+  auto run = q.run();
+  auto r = run->wait(20);  // with only the timer, b would start an hour after a ends
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
+  EXPECT_EQ(lines_of(q.d.path() + "/started"), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
+  Slow q;
+  q.env["JOB_SECONDS"] = "1.5";
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1},
+                             {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
+  auto first = q.run();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
+  first->signal(SIGTERM);  // a keeps running; the next run adopts it (it is not that run's child)
+  EXPECT_EQ(first->wait(10).status, 0);
+  q.env["JOB_SECONDS"] = "0.1";
+  auto second = q.run();
+  auto r = second->wait(20);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("done a"));
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
+}
+
+TEST(Events, ARetryFromAnotherShellIsActedOnAtOnce) {
+  Slow q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1}])");
+  ASSERT_EQ(run_gpuq({"hold", "--plan", "plan.json", "b"}, q.d.path(), q.env).status, 0);
+  auto run = q.run();
+  ASSERT_TRUE(eventually([&] { return q.status_of("a") == "done"; }));
+  EXPECT_EQ(q.status_of("b"), "held");
+  ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "b"}, q.d.path(), q.env).status, 0);
+  auto r = run->wait(20);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(q.status_of("b"), "done");
+}
+
+TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {
+  Slow q;
+  q.d.write("ckpt/.keep", "");
+  q.d.write("plan.json", R"([{"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["file:ckpt/READY"]}])");
+  auto run = q.run();
+  usleep(500 * 1000);
+  EXPECT_EQ(q.status_of("eval"), "pending");
+  q.d.write("ckpt/READY", "");
+  auto r = run->wait(20);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(q.status_of("eval"), "done");
+}
