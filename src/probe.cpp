@@ -1,5 +1,7 @@
 #include "gpuq/probe.h"
 
+#include "gpuq/proc.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -71,28 +73,13 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
     return r;
   }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, devnull, 0);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, devnull, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
   std::vector<std::string> args{command, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, command.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  int rc = spawn_process(&pid, command.c_str(), true, {devnull, pipefd[1], devnull}, POSIX_SPAWN_SETPGROUP, argv.data(),
+                         environ);
   ::close(pipefd[1]);
   ::close(devnull);
   if (rc != 0) {

@@ -71,31 +71,7 @@ std::string slurp(const std::string& path) {
 }  // namespace
 
 Output run(const std::vector<std::string>& argv, const std::string& cwd, const std::map<std::string, std::string>& env) {
-  TempDir io;
-  std::string out_path = io.path() + "/out", err_path = io.path() + "/err";
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int in = open("/dev/null", O_RDONLY);
-    dup2(in, 0);
-    dup2(o, 1);
-    dup2(e, 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  Output r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  return r;
+  return Background(argv, cwd, env).wait(600);
 }
 
 std::string gpuq_binary() { return GPUQ_BINARY; }
@@ -153,7 +129,7 @@ bool Background::running() {
 }
 
 Output Background::wait(double timeout_s) {
-  eventually([&] { return !running(); }, timeout_s);
+  for (int i = 0; i < static_cast<int>(timeout_s * 1000) && running(); ++i) usleep(1000);
   Output r;
   r.status = reaped_ ? status_ : -1;
   r.out = slurp(io_.path() + "/out");

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <string>
+#include <sys/types.h>
+#include <vector>
 
 namespace gpuq {
 
@@ -23,6 +25,13 @@ bool signal_group(long long pgid, int sig);
 /// The original's expand(): `~` / `~user` at the start, then `$NAME` and
 /// `${NAME}` from the environment; unknown variables are left as written.
 std::string expand_path(const std::string& s);
+
+/// posix_spawn (posix_spawnp with `search_path`) with fd i of the child taken from
+/// `fds[i]`, every signal unblocked and back to its default (run blocks some for
+/// its signalfd), and `flags` added (POSIX_SPAWN_SETSID, POSIX_SPAWN_SETPGROUP with
+/// group 0). Returns 0 or the error number, as posix_spawn does.
+int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
+                  char* const argv[], char* const envp[]);
 
 /// Reaps every exited child without waiting. Returns how many were reaped.
 int reap_children();
