@@ -81,66 +81,69 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   // Raw deps and produced_by kept until every id is known.
   std::vector<std::vector<std::string>> raw_deps;
   std::vector<std::optional<std::string>> raw_producer;
-  std::vector<std::string> where;
+  // How messages name job i: by id once it has a good one, else by position.
+  auto where = [&](size_t i) {
+    return plan.jobs.size() > i && !plan.jobs[i].id.empty() ? fmt::format("job '{}'", plan.jobs[i].id)
+                                                           : fmt::format("job #{}", i + 1);
+  };
 
   // Each job is checked as soon as it is parsed, then dropped from the document,
   // so a plan of a million jobs never exists twice in memory.
   auto take_job = [&](const json& jj) {
     size_t i = plan.jobs.size();
     Job job;
-    where.push_back(fmt::format("job #{}", i + 1));
     raw_deps.emplace_back();
     raw_producer.emplace_back();
     if (!jj.is_object()) {
-      c.add(where[i], "must be an object, not " + type_name(jj));
+      c.add(where(i), "must be an object, not " + type_name(jj));
       plan.jobs.push_back(std::move(job));
       return;
     }
     auto id = jj.find("id");
     if (id == jj.end()) {
-      c.add(where[i], "has no \"id\"");
+      c.add(where(i), "has no \"id\"");
     } else if (!id->is_string()) {
-      c.add(where[i], fmt::format("\"id\" must be a string, not {} ({})", type_name(*id), show(*id)));
+      c.add(where(i), fmt::format("\"id\" must be a string, not {} ({})", type_name(*id), show(*id)));
     } else if (!valid_job_id(id->get<std::string>())) {
-      c.add(where[i], fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
+      c.add(where(i), fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
                                   "not starting with '.' (it names logs/ID.log)",
                                   show(*id)));
     } else {
       job.id = id->get<std::string>();
-      where[i] = fmt::format("job '{}'", job.id);
       auto [it, fresh] = plan.index.emplace(job.id, i);
       if (!fresh)
-        c.add(where[i], fmt::format("duplicate id (job #{} and job #{})", it->second + 1, i + 1));
+        c.add(fmt::format("job '{}'", job.id), fmt::format("duplicate id (job #{} and job #{})", it->second + 1, i + 1));
     }
-    const std::string& w = where[i];
+    // Named only when there is something to say: formatting it for every job costs at 100k jobs.
+    auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
 
     auto script = jj.find("script");
     if (script == jj.end())
-      c.add(w, "has no \"script\"");
+      c.add(w(), "has no \"script\"");
     else if (!script->is_string())
-      c.add(w, fmt::format("\"script\" must be a string, not {}", type_name(*script)));
+      c.add(w(), fmt::format("\"script\" must be a string, not {}", type_name(*script)));
     else if (script->get<std::string>().empty())
-      c.add(w, "\"script\" is empty");
+      c.add(w(), "\"script\" is empty");
     else
       job.script = script->get<std::string>();
 
     if (auto v = jj.find("gpus"); v != jj.end()) {
       if (auto p = check_number(*v, true, true); !p.empty())
-        c.add(w, "\"gpus\" " + p);
+        c.add(w(), "\"gpus\" " + p);
       else if (v->get<long long>() > 64)
-        c.add(w, fmt::format("\"gpus\" is {}, more than any node has", show(*v)));
+        c.add(w(), fmt::format("\"gpus\" is {}, more than any node has", show(*v)));
       else
         job.gpus = v->get<int>();
     }
     if (auto v = jj.find("priority"); v != jj.end()) {
       if (auto p = check_number(*v, false, false); !p.empty())
-        c.add(w, "\"priority\" " + p);
+        c.add(w(), "\"priority\" " + p);
       else
         job.priority = v->get<double>();
     }
     if (auto v = jj.find("est_hours"); v != jj.end()) {
       if (auto p = check_number(*v, false, true); !p.empty()) {
-        c.add(w, "\"est_hours\" " + p);
+        c.add(w(), "\"est_hours\" " + p);
       } else {
         job.est_hours = v->get<double>();
         job.est_given = true;
@@ -148,12 +151,12 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
     }
     if (auto v = jj.find("deps"); v != jj.end()) {
       if (!v->is_array()) {
-        c.add(w, fmt::format("\"deps\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
+        c.add(w(), fmt::format("\"deps\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
       } else {
         for (size_t k = 0; k < v->size(); ++k) {
           const json& d = (*v)[k];
           if (!d.is_string())
-            c.add(w, fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
+            c.add(w(), fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
           else
             raw_deps[i].push_back(d.get<std::string>());
         }
@@ -161,24 +164,24 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
     }
     if (auto v = jj.find("produced_by"); v != jj.end() && !v->is_null()) {
       if (!v->is_string())
-        c.add(w, fmt::format("\"produced_by\" must be a job id, not {}", type_name(*v)));
+        c.add(w(), fmt::format("\"produced_by\" must be a job id, not {}", type_name(*v)));
       else
         raw_producer[i] = v->get<std::string>();
     }
     if (auto v = jj.find("produced_at_frac"); v != jj.end()) {
       if (auto p = check_number(*v, false, true); !p.empty())
-        c.add(w, "\"produced_at_frac\" " + p);
+        c.add(w(), "\"produced_at_frac\" " + p);
       else
         job.produced_at_frac = v->get<double>();
     }
     if (auto v = jj.find("first_look_frac"); v != jj.end() && !v->is_null()) {
       if (auto p = check_number(*v, false, true); !p.empty())
-        c.add(w, "\"first_look_frac\" " + p);
+        c.add(w(), "\"first_look_frac\" " + p);
       else
         job.first_look_frac = v->get<double>();
     }
     if (job.gpus > static_cast<int>(node_gpus.size()))
-      c.add(w, fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, node_gpus.size(),
+      c.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, node_gpus.size(),
                            py_list(node_gpus)));
     plan.jobs.push_back(std::move(job));
   };
@@ -242,7 +245,7 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
         dep.kind = Dep::Kind::File;
         dep.target = d.substr(5);
         if (dep.target.empty()) {
-          c.add(where[i], fmt::format("dep \"{}\" names no path", d));
+          c.add(where(i), fmt::format("dep \"{}\" names no path", d));
           continue;
         }
       } else {
@@ -251,7 +254,7 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
         dep.target = after ? d.substr(6) : d;
         auto it = plan.index.find(dep.target);
         if (it == plan.index.end()) {
-          c.add(where[i], fmt::format("dep \"{}\" names no job of the plan", d));
+          c.add(where(i), fmt::format("dep \"{}\" names no job of the plan", d));
           continue;
         }
         dep.job = it->second;
@@ -261,9 +264,9 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
     if (raw_producer[i]) {
       auto it = plan.index.find(*raw_producer[i]);
       if (it == plan.index.end())
-        c.add(where[i], fmt::format("\"produced_by\" names \"{}\", no job of the plan", *raw_producer[i]));
+        c.add(where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *raw_producer[i]));
       else if (it->second == i)
-        c.add(where[i], "\"produced_by\" names the job itself: it would wait for its own output");
+        c.add(where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
         job.produced_by = it->second;
     }
