@@ -81,7 +81,8 @@ TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {
   q.d.write("ckpt/.keep", "");
   q.d.write("plan.json", R"([{"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["file:ckpt/READY"]}])");
   auto run = q.run();
-  usleep(500 * 1000);
+  ASSERT_TRUE(eventually([&] { return q.status_of("eval") == "pending"; }));  // run has made its first tick
+  usleep(300 * 1000);
   EXPECT_EQ(q.status_of("eval"), "pending");
   q.d.write("ckpt/READY", "");
   auto r = run->wait(20);

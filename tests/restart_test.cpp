@@ -119,7 +119,13 @@ TEST(DropIn, GpuqStateHasWhatTheOriginalReads) {
                           {"id": "c", "script": "ok.sh", "deps": ["b"]}, {"id": "h", "script": "ok.sh"}])");
   run_gpuq({"hold", "--plan", "plan.json", "h"}, d.path(), env);
   auto bg = start_gpuq({"run", "--plan", "plan.json", "--max-retries", "0"}, d.path(), env);
-  ASSERT_TRUE(eventually([&] { return d.read("plan.state.json").find("blocked") != std::string::npos; }));
+  ASSERT_TRUE(eventually([&] {
+    std::string text = d.read("plan.state.json");
+    if (text.empty()) return false;
+    json s = json::parse(text);
+    return s.value("a", json::object()).value("status", "") == "done" &&
+           s.value("c", json::object()).value("status", "") == "blocked";
+  }));
   bg->signal(SIGTERM);
   bg->wait(10);
   // The original reads s["status"] of every entry, s["pid"] of running ones, s["start"] when present,
