@@ -277,7 +277,7 @@ TEST(Svg, SimulateAndStatusWriteWellFormedSvg) {
 
 TEST(Logs, TailAndFollow) {
   Live q;
-  q.d.write("talk.sh", "for i in $(seq 1 30); do echo line $i; done\nsleep 1\necho last words\n");
+  q.d.write("talk.sh", "for i in $(seq 1 30); do echo line $i; done\nsleep 2\necho last words\n");
   q.d.write("plan.json", R"([{"id": "talk", "script": "talk.sh", "gpus": 0}])");
   auto none = q.gpuq({"logs", "talk"});
   EXPECT_EQ(none.status, 1);
