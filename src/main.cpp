@@ -129,6 +129,21 @@ bool write_output(const std::string& path, const std::string& text) {
   return true;
 }
 
+/// What every command starts from: the node's GPUs and the checked plan.
+struct Loaded {
+  std::vector<int> gpus;
+  Plan plan;
+};
+
+/// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
+std::optional<Loaded> load_command(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return std::nullopt;
+  auto plan = load_or_report(f, *gpus);
+  if (!plan) return std::nullopt;
+  return Loaded{std::move(*gpus), std::move(*plan)};
+}
+
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state) {
   std::string list;
@@ -146,10 +161,10 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 }
 
 int cmd_simulate(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
   SimOptions opt;
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
@@ -190,10 +205,10 @@ int cmd_simulate(const Flags& f) {
 }
 
 int cmd_run(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
   RunOptions opt = run_options(f, *gpus);
   PlanPaths paths = paths_for(f.plan);
   RunGuard guard(paths);
@@ -252,10 +267,10 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus) 
 }
 
 int cmd_status(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
   if (f.watch <= 0) return status_once(f, *plan, *gpus);
   // Redraw until Ctrl-C, for a tmux pane.
   while (true) {
@@ -272,10 +287,10 @@ int cmd_status(const Flags& f) {
 }
 
 int cmd_validate(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
   auto readable = [](const std::string& p) {
     struct stat st;
     return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -292,10 +307,9 @@ int cmd_validate(const Flags& f) {
 }
 
 int cmd_logs(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const Plan* plan = &loaded->plan;
   if (f.jobs.size() != 1 || !plan->find(f.jobs[0])) {
     fmt::print(stderr, "gpuq logs: no job {} in {}\n", f.jobs.empty() ? "" : f.jobs[0], f.plan);
     return kExitBadInput;
@@ -345,10 +359,9 @@ int cmd_logs(const Flags& f) {
 }
 
 int cmd_control(const Flags& f, const std::string& action) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
-  auto plan = load_or_report(f, *gpus);
-  if (!plan) return kExitBadInput;
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const Plan* plan = &loaded->plan;
   ControlResult r = control(*plan, paths_for(f.plan), action, f.jobs);
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   return r.status;
