@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "gpuq/outlook.h"
 #include "gpuq/plan.h"
 #include "gpuq/queue.h"
 #include "gpuq/simulate.h"
@@ -29,6 +30,7 @@ struct Fixture {
   Plan plan;
   State state;
   std::string state_text;
+  std::string plan_text;
 };
 
 // A plan of n jobs and a state with 40% done and 8 running, made by gen_plan.
@@ -40,6 +42,7 @@ const Fixture& fixture(long n) {
     std::string state_path = "/tmp/gpuq-bench-state-" + std::to_string(n) + ".json";
     std::string text = run_capture(std::string(GEN_PLAN) + " " + std::to_string(n) + " 1 --state " + state_path);
     f->plan = std::move(*parse_plan(text, "bench.json", {0, 1, 2, 3, 4, 5, 6, 7}).plan);
+    f->plan_text = std::move(text);
     f->state_text = run_capture("cat " + state_path);
     f->state = std::move(*parse_state(f->state_text, "bench.state.json").state);
   }
@@ -61,6 +64,41 @@ void BM_DecideTick(benchmark::State& st) {
   }
 }
 BENCHMARK(BM_DecideTick)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// The parts of `gpuq status`, each alone.
+void BM_PlanParse(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(parse_plan(f.plan_text, "p", {0, 1, 2, 3, 4, 5, 6, 7}));
+}
+BENCHMARK(BM_PlanParse)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_StateDecode(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(parse_state(f.state_text, "s"));
+}
+BENCHMARK(BM_StateDecode)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_StateEncode(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(dump_state(f.state));
+}
+BENCHMARK(BM_StateEncode)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_Outlook(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  RunOptions opt;
+  for (auto _ : st)
+    benchmark::DoNotOptimize(make_outlook(f.plan, f.state, opt, 1e9, 0xff, [](const std::string&) { return false; }));
+}
+BENCHMARK(BM_Outlook)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void BM_LiveSimulate(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  RunOptions opt;
+  SimStart start = live_start(f.plan, f.state, opt, 1e9, [](const std::string&) { return false; });
+  for (auto _ : st) benchmark::DoNotOptimize(simulate(f.plan, {}, &start));
+}
+BENCHMARK(BM_LiveSimulate)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 void BM_StateDecodeEncode(benchmark::State& st) {
   const Fixture& f = fixture(st.range(0));

@@ -233,13 +233,13 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
   std::vector<Bar> bars;
   std::vector<char> predicted(plan.jobs.size(), 0);
   for (const SimRow& r : o.sim.rows) {
-    const JobState* s = state.find(plan.jobs[r.job].id);
+    const JobState* s = state.of(plan, r.job);
     bool running = s && s->status == Status::Running;
     bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
     predicted[r.job] = 1;
   }
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    const JobState* s = state.find(plan.jobs[i].id);
+    const JobState* s = state.of(plan, i);
     if (predicted[i] || !s || !s->start || !s->end) continue;
     if (s->status != Status::Done && s->status != Status::Failed) continue;
     bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,

@@ -59,7 +59,7 @@ SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt,
     const Job& j = plan.jobs[i];
     for (const Dep& d : j.deps)
       if (d.kind == Dep::Kind::File && !file_exists(expand_path(d.target))) st.files_present[i] = 0;
-    const JobState* s = state.find(j.id);
+    const JobState* s = state.of(plan, i);
     if (!s) continue;
     switch (s->status) {
       case Status::Pending: break;
@@ -113,13 +113,13 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   std::vector<bool> open(plan.reservations.size());
   for (size_t r = 0; r < open.size(); ++r)
     for (size_t m : plan.reservations[r].jobs) {
-      Status st = state.status_of(plan.jobs[m].id);
+      Status st = state.status_of(plan, m);
       if (st != Status::Done && st != Status::Failed && st != Status::Blocked) open[r] = true;
     }
 
   for (size_t i = 0; i < n; ++i) {
     const Job& j = plan.jobs[i];
-    const JobState* s = state.find(j.id);
+    const JobState* s = state.of(plan, i);
     JobView v;
     v.job = i;
     Status st = s ? s->status : Status::Pending;
@@ -140,7 +140,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
     std::vector<std::string> failed_deps;
     for (const Dep& d : j.deps) {
       if (d.kind != Dep::Kind::Done) continue;
-      Status ds = state.status_of(plan.jobs[d.job].id);
+      Status ds = state.status_of(plan, d.job);
       if (ds == Status::Failed || ds == Status::Blocked) failed_deps.push_back(plan.jobs[d.job].id);
     }
     switch (st) {
@@ -171,8 +171,8 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
             std::string p = expand_path(d.target);
             if (!file_exists(p)) files.push_back(p);
           } else if (d.kind == Dep::Kind::Done) {
-            if (state.status_of(plan.jobs[d.job].id) != Status::Done) deps.push_back(plan.jobs[d.job].id);
-          } else if (!finished(state.find(plan.jobs[d.job].id), opt.max_retries)) {
+            if (state.status_of(plan, d.job) != Status::Done) deps.push_back(plan.jobs[d.job].id);
+          } else if (!finished(state.of(plan, d.job), opt.max_retries)) {
             afters.push_back(plan.jobs[d.job].id);
           }
         }

@@ -1,9 +1,11 @@
 #include "gpuq/plan.h"
 
 #include "gpuq/json_error.h"
+#include "gpuq/json_fast.h"
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -20,9 +22,14 @@ bool Job::has_file_dep() const {
   return false;
 }
 
+uint64_t new_plan_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
 const Job* Plan::find(std::string_view id) const {
-  auto it = index.find(std::string(id));
-  return it == index.end() ? nullptr : &jobs[it->second];
+  size_t p = index.find(id, [&](size_t k) -> const std::string& { return jobs[k].id; });
+  return p == IdIndex::npos ? nullptr : &jobs[p];
 }
 
 bool valid_job_id(std::string_view id) {
@@ -36,6 +43,27 @@ bool valid_job_id(std::string_view id) {
 }
 
 namespace {
+
+// A dep as written ("ID", "after:ID", "file:PATH"); its job is found once every id is known.
+Dep parse_dep(std::string_view d) {
+  Dep dep;
+  if (d.substr(0, 5) == "file:") {
+    dep.kind = Dep::Kind::File;
+    dep.target = d.substr(5);
+  } else if (d.substr(0, 6) == "after:") {
+    dep.kind = Dep::Kind::After;
+    dep.target = d.substr(6);
+  } else {
+    dep.kind = Dep::Kind::Done;
+    dep.target = d;
+  }
+  return dep;
+}
+
+// The dep as the plan wrote it.
+std::string dep_text(const Dep& d) {
+  return (d.kind == Dep::Kind::File ? "file:" : d.kind == Dep::Kind::After ? "after:" : "") + d.target;
+}
 
 std::string type_name(const json& v) {
   switch (v.type()) {
@@ -71,16 +99,142 @@ std::string check_number(const json& v, bool integer, bool non_negative) {
   return "";
 }
 
+// The fast path: reads the jobs straight from the text with FastJson. It takes
+// only plans with nothing to report; at the first problem or anything unusual it
+// throws FastJsonFail and parse_plan reads the text again with nlohmann/json,
+// which finds every problem and words it. Both readers fill the same fields.
+void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Plan& plan,
+                    std::vector<std::optional<std::string>>& raw_producer, json& reservations) {
+  FastJson r(text);
+  std::string scratch;
+  auto fail = [] { throw FastJsonFail{}; };
+  auto non_negative = [&](const FastNumber& n) {
+    if (n.as_double() < 0) fail();
+    return n.as_double();
+  };
+  auto read_job = [&] {
+    size_t i = plan.jobs.size();
+    Job job;
+    raw_producer.emplace_back();
+    r.expect('{');
+    unsigned seen = 0;  // known keys met, to leave duplicates to the full parser
+    auto once = [&](unsigned bit) {
+      if (seen & bit) fail();
+      seen |= bit;
+    };
+    if (!r.consume('}')) {
+      do {
+        std::string_view key = r.string(scratch);
+        r.expect(':');
+        if (key == "id") {
+          once(1);
+          std::string_view id = r.string(scratch);
+          if (!valid_job_id(id)) fail();
+          job.id = id;
+          if (plan.find(id)) fail();
+        } else if (key == "script") {
+          once(2);
+          std::string_view v = r.string(scratch);
+          if (v.empty()) fail();
+          job.script = v;
+        } else if (key == "gpus") {
+          once(4);
+          FastNumber n = r.number();
+          if (!n.integer() || n.as_double() < 0 || n.as_double() > 64) fail();
+          job.gpus = static_cast<int>(n.kind == FastNumber::Kind::Int ? n.i : static_cast<long long>(n.u));
+        } else if (key == "priority") {
+          once(8);
+          job.priority = r.number().as_double();
+        } else if (key == "est_hours") {
+          once(16);
+          job.est_hours = non_negative(r.number());
+          job.est_given = true;
+        } else if (key == "deps") {
+          once(32);
+          r.expect('[');
+          if (!r.consume(']')) {
+            do job.deps.push_back(parse_dep(r.string(scratch)));
+            while (r.consume(','));
+            r.expect(']');
+          }
+        } else if (key == "produced_by") {
+          once(64);
+          if (r.peek() == 'n')
+            r.null();
+          else
+            raw_producer[i] = std::string(r.string(scratch));
+        } else if (key == "produced_at_frac") {
+          once(128);
+          job.produced_at_frac = non_negative(r.number());
+        } else if (key == "first_look_frac") {
+          once(256);
+          if (r.peek() == 'n')
+            r.null();
+          else
+            job.first_look_frac = non_negative(r.number());
+        } else {
+          r.skip_value();
+        }
+      } while (r.consume(','));
+      r.expect('}');
+    }
+    if (!(seen & 1) || !(seen & 2) || job.gpus > static_cast<int>(node_gpus.size())) fail();
+    plan.jobs.push_back(std::move(job));
+    plan.index.insert(plan.jobs.back().id, i);
+  };
+  auto read_jobs = [&] {
+    r.expect('[');
+    if (r.consume(']')) return;
+    do read_job();
+    while (r.consume(','));
+    r.expect(']');
+  };
+
+  if (r.peek() == '[') {
+    read_jobs();
+  } else {
+    r.expect('{');
+    bool jobs = false, res = false;
+    if (!r.consume('}')) {
+      do {
+        std::string_view key = r.string(scratch);
+        r.expect(':');
+        if (key == "jobs") {
+          if (jobs) fail();
+          jobs = true;
+          read_jobs();
+        } else if (key == "reservations") {
+          if (res) fail();
+          res = true;
+          try {
+            reservations = json::parse(r.skip_value());
+          } catch (const json::exception&) {
+            fail();
+          }
+        } else {
+          r.skip_value();
+        }
+      } while (r.consume(','));
+      r.expect('}');
+    }
+    if (!jobs || !(reservations.is_null() || reservations.is_array())) fail();
+  }
+  r.finish();
+}
+
 }  // namespace
 
-PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus) {
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus, bool fast) {
   PlanLoad out;
   Checker c{file, out.errors};
   Plan plan;
-  plan.index.reserve(text.size() / 100 + 16);  // a job takes 100+ bytes of JSON: no rehashing as ids arrive
-  // Raw deps and produced_by kept until every id is known.
-  std::vector<std::vector<std::string>> raw_deps;
+  // A job takes 100+ bytes of JSON: room for them all at once, no moves as they arrive.
+  size_t expect_jobs = text.size() / 100 + 16;
+  plan.index.reserve(expect_jobs);
+  plan.jobs.reserve(expect_jobs);
+  // produced_by kept until every id is known (deps keep their target, and find their job then too).
   std::vector<std::optional<std::string>> raw_producer;
+  raw_producer.reserve(expect_jobs);
   // How messages name job i: by id once it has a good one, else by position.
   auto where = [&](size_t i) {
     return plan.jobs.size() > i && !plan.jobs[i].id.empty() ? fmt::format("job '{}'", plan.jobs[i].id)
@@ -92,8 +246,8 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   auto take_job = [&](const json& jj) {
     size_t i = plan.jobs.size();
     Job job;
-    raw_deps.emplace_back();
     raw_producer.emplace_back();
+    bool index_it = false;
     if (!jj.is_object()) {
       c.add(where(i), "must be an object, not " + type_name(jj));
       plan.jobs.push_back(std::move(job));
@@ -110,9 +264,11 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
                                   show(*id)));
     } else {
       job.id = id->get<std::string>();
-      auto [it, fresh] = plan.index.emplace(job.id, i);
-      if (!fresh)
-        c.add(fmt::format("job '{}'", job.id), fmt::format("duplicate id (job #{} and job #{})", it->second + 1, i + 1));
+      if (const Job* first = plan.find(job.id))
+        c.add(fmt::format("job '{}'", job.id),
+              fmt::format("duplicate id (job #{} and job #{})", first - plan.jobs.data() + 1, i + 1));
+      else
+        index_it = true;
     }
     // Named only when there is something to say: formatting it for every job costs at 100k jobs.
     auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
@@ -158,7 +314,7 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
           if (!d.is_string())
             c.add(w(), fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
           else
-            raw_deps[i].push_back(d.get<std::string>());
+            job.deps.push_back(parse_dep(d.get<std::string>()));
         }
       }
     }
@@ -184,91 +340,104 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
       c.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, node_gpus.size(),
                            py_list(node_gpus)));
     plan.jobs.push_back(std::move(job));
+    if (index_it) plan.index.insert(plan.jobs.back().id, i);
   };
 
-  json doc;
-  bool top_is_array = false, top_is_object = false, in_jobs = false;
-  std::string top_key;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    using E = json::parse_event_t;
-    if (depth == 0 && event == E::array_start) top_is_array = in_jobs = true;
-    if (depth == 0 && event == E::object_start) top_is_object = true;
-    if (depth == 1 && event == E::key && top_is_object) top_key = parsed.get<std::string>();
-    if (depth == 1 && event == E::array_start && top_is_object && top_key == "jobs") in_jobs = true;
-    int job_depth = top_is_array ? 1 : 2;
-    if (in_jobs && depth == job_depth &&
-        (event == E::object_end || event == E::array_end || event == E::value)) {
-      take_job(parsed);
-      return false;  // drop it from the document
-    }
-    if (in_jobs && depth == job_depth - 1 && event == E::array_end) in_jobs = false;
-    return true;
-  };
-  try {
-    doc = json::parse(text.begin(), text.end(), cb);
-  } catch (const json::exception& e) {
-    JsonErrorPlace place = describe_json_error(text, e);
-    out.errors.clear();  // problems of jobs read before the syntax error would only confuse
-    c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
-    return out;
-  }
-
+  json doc, res_fast;
   const json* res_json = nullptr;
-  if (doc.is_object()) {
-    auto it = doc.find("jobs");
-    if (it == doc.end()) {
-      c.add("top level", "an object plan needs a \"jobs\" list");
+  try {
+    if (!fast) throw FastJsonFail{};
+    read_jobs_fast(text, node_gpus, plan, raw_producer, res_fast);
+    if (res_fast.is_array()) res_json = &res_fast;
+    out.fast_path = true;
+  } catch (const FastJsonFail&) {
+    fast = false;
+  }
+  if (!fast) {
+    // Start again with the full parser, which reports every problem.
+    plan = Plan();
+    plan.index.reserve(expect_jobs);
+    plan.jobs.reserve(expect_jobs);
+    raw_producer.clear();
+    bool top_is_array = false, top_is_object = false, in_jobs = false;
+    std::string top_key;
+    json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+      using E = json::parse_event_t;
+      if (depth == 0 && event == E::array_start) top_is_array = in_jobs = true;
+      if (depth == 0 && event == E::object_start) top_is_object = true;
+      if (depth == 1 && event == E::key && top_is_object) top_key = parsed.get<std::string>();
+      if (depth == 1 && event == E::array_start && top_is_object && top_key == "jobs") in_jobs = true;
+      int job_depth = top_is_array ? 1 : 2;
+      if (in_jobs && depth == job_depth &&
+          (event == E::object_end || event == E::array_end || event == E::value)) {
+        take_job(parsed);
+        return false;  // drop it from the document
+      }
+      if (in_jobs && depth == job_depth - 1 && event == E::array_end) in_jobs = false;
+      return true;
+    };
+    try {
+      doc = json::parse(text.begin(), text.end(), cb);
+    } catch (const json::exception& e) {
+      JsonErrorPlace place = describe_json_error(text, e);
+      out.errors.clear();  // problems of jobs read before the syntax error would only confuse
+      c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
       return out;
     }
-    if (!it->is_array()) {
-      c.add("\"jobs\"", "must be a list of jobs, not " + type_name(*it));
+
+    if (doc.is_object()) {
+      auto it = doc.find("jobs");
+      if (it == doc.end()) {
+        c.add("top level", "an object plan needs a \"jobs\" list");
+        return out;
+      }
+      if (!it->is_array()) {
+        c.add("\"jobs\"", "must be a list of jobs, not " + type_name(*it));
+        return out;
+      }
+      auto r = doc.find("reservations");
+      if (r != doc.end() && !r->is_null()) {
+        if (!r->is_array())
+          c.add("\"reservations\"", "must be a list, not " + type_name(*r));
+        else
+          res_json = &*r;
+      }
+    } else if (!doc.is_array()) {
+      c.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(doc));
       return out;
     }
-    auto r = doc.find("reservations");
-    if (r != doc.end() && !r->is_null()) {
-      if (!r->is_array())
-        c.add("\"reservations\"", "must be a list, not " + type_name(*r));
-      else
-        res_json = &*r;
-    }
-  } else if (!doc.is_array()) {
-    c.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(doc));
-    return out;
   }
 
   // Deps and producers, now that every id is known.
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job& job = plan.jobs[i];
-    for (const std::string& d : raw_deps[i]) {
-      Dep dep;
-      if (d.rfind("file:", 0) == 0) {
-        dep.kind = Dep::Kind::File;
-        dep.target = d.substr(5);
+    size_t kept = 0;
+    for (Dep& dep : job.deps) {
+      if (dep.kind == Dep::Kind::File) {
         if (dep.target.empty()) {
-          c.add(where(i), fmt::format("dep \"{}\" names no path", d));
+          c.add(where(i), fmt::format("dep \"{}\" names no path", dep_text(dep)));
           continue;
         }
       } else {
-        bool after = d.rfind("after:", 0) == 0;
-        dep.kind = after ? Dep::Kind::After : Dep::Kind::Done;
-        dep.target = after ? d.substr(6) : d;
-        auto it = plan.index.find(dep.target);
-        if (it == plan.index.end()) {
-          c.add(where(i), fmt::format("dep \"{}\" names no job of the plan", d));
+        const Job* target = plan.find(dep.target);
+        if (!target) {
+          c.add(where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
           continue;
         }
-        dep.job = it->second;
+        dep.job = static_cast<size_t>(target - plan.jobs.data());
       }
-      job.deps.push_back(std::move(dep));
+      if (&job.deps[kept] != &dep) job.deps[kept] = std::move(dep);
+      ++kept;
     }
+    job.deps.resize(kept);
     if (raw_producer[i]) {
-      auto it = plan.index.find(*raw_producer[i]);
-      if (it == plan.index.end())
+      const Job* p = plan.find(*raw_producer[i]);
+      if (!p)
         c.add(where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *raw_producer[i]));
-      else if (it->second == i)
+      else if (p == &job)
         c.add(where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
-        job.produced_by = it->second;
+        job.produced_by = static_cast<size_t>(p - plan.jobs.data());
     }
   }
 
@@ -307,12 +476,13 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
         c.add(rw, "needs \"jobs\", a list of job ids");
       } else {
         for (const json& x : *js) {
-          auto it = x.is_string() ? plan.index.find(x.get<std::string>()) : plan.index.end();
-          if (it == plan.index.end()) {
+          const Job* member = x.is_string() ? plan.find(x.get<std::string>()) : nullptr;
+          if (!member) {
             c.add(rw, fmt::format("job {} is not in the plan", show(x)));
           } else {
-            res.jobs.push_back(it->second);
-            plan.reservations_of[it->second].push_back(r);
+            size_t m = static_cast<size_t>(member - plan.jobs.data());
+            res.jobs.push_back(m);
+            plan.reservations_of[m].push_back(r);
           }
         }
       }
@@ -327,12 +497,20 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   // Cycles through deps (and produced_by, for jobs that wait on files).
   if (out.errors.empty()) {
     size_t n = plan.jobs.size();
-    std::vector<std::vector<size_t>> edges(n);
-    for (size_t i = 0; i < n; ++i) {
-      for (const Dep& d : plan.jobs[i].deps)
-        if (d.kind != Dep::Kind::File) edges[i].push_back(d.job);
-      if (plan.jobs[i].produced_by && plan.jobs[i].has_file_dep()) edges[i].push_back(*plan.jobs[i].produced_by);
-    }
+    // The edges of job v, by number: its deps on jobs, then its producer if it waits on files.
+    auto edge = [&](size_t v, size_t e, size_t& to) {
+      const Job& j = plan.jobs[v];
+      for (; e < j.deps.size(); ++e)
+        if (j.deps[e].kind != Dep::Kind::File) {
+          to = j.deps[e].job;
+          return e + 1;
+        }
+      if (e == j.deps.size() && j.produced_by && j.has_file_dep()) {
+        to = *j.produced_by;
+        return e + 1;
+      }
+      return size_t{0};  // no more
+    };
     std::vector<char> color(n, 0);  // 0 new, 1 on stack, 2 done
     std::vector<std::pair<size_t, size_t>> stack;  // (node, next edge)
     int cycles = 0;
@@ -342,12 +520,13 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
       color[root] = 1;
       while (!stack.empty()) {
         auto& [v, e] = stack.back();
-        if (e == edges[v].size()) {
+        size_t w = 0, next = edge(v, e, w);
+        if (!next) {
           color[v] = 2;
           stack.pop_back();
           continue;
         }
-        size_t w = edges[v][e++];
+        e = next;
         if (color[w] == 0) {
           color[w] = 1;
           stack.push_back({w, 0});

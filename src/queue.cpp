@@ -41,10 +41,10 @@ bool deps_met(const Plan& plan, const Job& job, const State& state, long long ma
         if (!file_exists(expand_path(d.target))) return false;
         break;
       case Dep::Kind::After:
-        if (!finished(state.find(plan.jobs[d.job].id), max_retries)) return false;
+        if (!finished(state.of(plan, d.job), max_retries)) return false;
         break;
       case Dep::Kind::Done:
-        if (state.status_of(plan.jobs[d.job].id) != Status::Done) return false;
+        if (state.status_of(plan, d.job) != Status::Done) return false;
         break;
     }
   }
@@ -54,7 +54,7 @@ bool deps_met(const Plan& plan, const Job& job, const State& state, long long ma
 bool deps_failed(const Plan& plan, const Job& job, const State& state) {
   for (const Dep& d : job.deps) {
     if (d.kind != Dep::Kind::Done) continue;
-    const JobState* s = state.find(plan.jobs[d.job].id);
+    const JobState* s = state.of(plan, d.job);
     if (s && (s->status == Status::Failed || s->status == Status::Blocked)) return true;
   }
   return false;
@@ -72,16 +72,21 @@ TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, 
                          bool any_running, const std::function<bool(const std::string&)>& file_exists,
                          bool explain) {
   TickDecision tick;
-  for (const Job& j : plan.jobs) {
-    const JobState* s = state.find(j.id);
+  bool unblocked = false;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    const JobState* s = state.of(plan, i);
     if (retryable(s, opt, now)) {
       long long n = s->attempts_or0() + 1;
       JobState fresh;
       fresh.status = Status::Pending;
       fresh.attempts = n;
-      state.set(j.id, fresh);
-      for (auto& [other, os] : state.entries())
-        if (os.status == Status::Blocked) os.status = Status::Pending;
+      state.set(plan, i, fresh);
+      // The original unblocks every blocked job at each retry; after the first, none is left.
+      if (!unblocked)
+        for (auto& [other, os] : state.entries())
+          if (os.status == Status::Blocked) os.status = Status::Pending;
+      unblocked = true;
       tick.retried.push_back({j.id, n});
     } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries && s->end) {
       tick.next_retry_in = std::min(tick.next_retry_in, *s->end + opt.retry_after - now);
@@ -91,11 +96,11 @@ TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, 
   std::vector<size_t> ready;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const Job& j = plan.jobs[i];
-    if (state.status_of(j.id) != Status::Pending) continue;
+    if (state.status_of(plan, i) != Status::Pending) continue;
     if (deps_failed(plan, j, state)) {
       JobState blocked;
       blocked.status = Status::Blocked;
-      state.set(j.id, blocked);
+      state.set(plan, i, blocked);
       continue;
     }
     if (deps_met(plan, j, state, opt.max_retries, file_exists)) ready.push_back(i);
@@ -107,7 +112,7 @@ TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, 
   // The original's `finished` for reservations: done, failed or blocked.
   for (size_t r = 0; r < plan.reservations.size(); ++r) {
     for (size_t m : plan.reservations[r].jobs) {
-      Status st = state.status_of(plan.jobs[m].id);
+      Status st = state.status_of(plan, m);
       if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
     }
   }
@@ -197,8 +202,9 @@ std::vector<std::pair<std::string, std::string>> refresh(const PlanPaths& paths,
 std::string format_status(const Plan& plan, const State& state, double now, bool all) {
   std::string out;
   std::vector<std::pair<std::string, int>> counts;  // insertion order, like the original's dict
-  for (const Job& j : plan.jobs) {
-    const JobState* s = state.find(j.id);
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    const JobState* s = state.of(plan, i);
     Status st = s ? s->status : Status::Pending;
     const char* name = status_name(st);
     auto it = std::find_if(counts.begin(), counts.end(), [&](auto& c) { return c.first == name; });

@@ -241,7 +241,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
 
       for (Start& s : pass.starts) {
         const Job& j = plan.jobs[s.job];
-        long long attempts = state.find(j.id) ? state.find(j.id)->attempts_or0() : 0;
+        long long attempts = state.of(plan, s.job) ? state.of(plan, s.job)->attempts_or0() : 0;
         try {
           Launch l = launch(paths, {j.id, j.script, s.gpus, attempts + 1});
           JobState run;
@@ -251,7 +251,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
           run.start = now;
           run.attempts = attempts;
           run.pid_start = l.pid_start;
-          state.set(j.id, run);
+          state.set(plan, s.job, run);
           launched.push_back({s.job, l});
           running_pids.insert(l.pid);
         } catch (const std::exception& e) {
@@ -260,7 +260,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
           failed.exit = -1;
           failed.end = now;
           failed.attempts = attempts;
-          state.set(j.id, failed);
+          state.set(plan, s.job, failed);
           say(out, fmt::format("{} cannot start {}: {}", clock_stamp(now), j.id, e.what()));
         }
       }
@@ -286,16 +286,16 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       if (!launched.empty()) sync_state_folder(paths);
       for (auto& [i, l] : launched) {
         say(out, fmt::format("{} start {} on GPUs {} (pid {})", clock_stamp(now), plan.jobs[i].id,
-                             py_list(*state.find(plan.jobs[i].id)->gpus), l.pid));
+                             py_list(*state.of(plan, i)->gpus), l.pid));
       }
 
       // Wake when a file a ready-but-for-files job waits for appears, or the state file changes.
       waker.clear_watches();
       fs::path state_path(paths.state);
       waker.watch(state_path.parent_path().string(), state_path.filename().string());
-      for (const Job& j : plan.jobs) {
-        if (state.status_of(j.id) != Status::Pending) continue;
-        for (const Dep& d : j.deps) {
+      for (size_t i = 0; i < plan.jobs.size(); ++i) {
+        if (state.status_of(plan, i) != Status::Pending) continue;
+        for (const Dep& d : plan.jobs[i].deps) {
           if (d.kind != Dep::Kind::File) continue;
           fs::path p(expand_path(d.target));
           fs::path dir = p.parent_path();
@@ -305,8 +305,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
 
       waker.drain();  // our own write, before the lock lets a control command in
       all_finished = last_save_problem.empty();  // never finish with the last state unsaved
-      for (const Job& j : plan.jobs) {
-        const JobState* s = state.find(j.id);
+      for (size_t i = 0; i < plan.jobs.size(); ++i) {
+        const JobState* s = state.of(plan, i);
         Status st = s ? s->status : Status::Pending;
         // A killed job still finishing (within --kill-grace) is not finished either.
         if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||

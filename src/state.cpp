@@ -3,6 +3,11 @@
 #include <fmt/format.h>
 
 #include "gpuq/json_error.h"
+#include "gpuq/json_fast.h"
+
+#include <charconv>
+#include <climits>
+#include <cmath>
 
 namespace gpuq {
 
@@ -20,22 +25,48 @@ std::optional<Status> parse_status(std::string_view name) {
   return std::nullopt;
 }
 
+size_t State::position(std::string_view id) const {
+  return index_.find(id, [&](size_t k) -> const std::string& { return entries_[k].first; });
+}
+
 const JobState* State::find(const std::string& id) const {
-  auto it = index_.find(id);
-  return it == index_.end() ? nullptr : &entries_[it->second].second;
+  size_t p = position(id);
+  return p == IdIndex::npos ? nullptr : &entries_[p].second;
 }
 
 JobState* State::find(const std::string& id) {
-  auto it = index_.find(id);
-  return it == index_.end() ? nullptr : &entries_[it->second].second;
+  size_t p = position(id);
+  return p == IdIndex::npos ? nullptr : &entries_[p].second;
 }
 
 JobState& State::at(const std::string& id) {
-  auto it = index_.find(id);
-  if (it != index_.end()) return entries_[it->second].second;
-  index_.emplace(id, entries_.size());
+  size_t p = position(id);
+  if (p != IdIndex::npos) return entries_[p].second;
   entries_.push_back({id, JobState{}});
+  index_.insert(id, entries_.size() - 1);
+  bound_ = nullptr;  // the new entry may be a job's: map them again when asked
   return entries_.back().second;
+}
+
+void State::rebind(const Plan& plan) const {
+  slot_.assign(plan.jobs.size(), -1);
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    size_t p = position(plan.jobs[i].id);
+    if (p != IdIndex::npos) slot_[i] = static_cast<long>(p);
+  }
+  bound_ = &plan;
+  bound_serial_ = plan.serial;
+}
+
+void State::set(const Plan& plan, size_t job, JobState s) {
+  if (JobState* e = of(plan, job)) {
+    *e = std::move(s);
+    return;
+  }
+  const std::string& id = plan.jobs[job].id;
+  entries_.push_back({id, std::move(s)});
+  index_.insert(id, entries_.size() - 1);
+  slot_[job] = static_cast<long>(entries_.size() - 1);  // the other slots stay right
 }
 
 void State::set(const std::string& id, JobState s) { at(id) = std::move(s); }
@@ -108,10 +139,116 @@ JobState decode_entry(const std::string& id, const ojson& v) {
   return s;
 }
 
+// The fast path of parse_state (see gpuq/json_fast.h): it takes only states with
+// nothing to report and reads them as decode_entry does. At the first problem or
+// anything unusual (duplicate fields, \u escapes) it throws FastJsonFail and the
+// full parser reads the text again and words the problem.
+State read_state_fast(std::string_view text) {
+  FastJson r(text);
+  State state;
+  std::string key_scratch, scratch;
+  auto fail = [] { throw FastJsonFail{}; };
+  auto whole = [&](const FastNumber& n) {
+    if (n.kind == FastNumber::Kind::Float) fail();
+    if (n.kind == FastNumber::Kind::Uint && n.u > static_cast<unsigned long long>(LLONG_MAX)) fail();
+    return n.kind == FastNumber::Kind::Int ? n.i : static_cast<long long>(n.u);
+  };
+  r.expect('{');
+  if (!r.consume('}')) {
+    do {
+      std::string id(r.string(key_scratch));
+      r.expect(':');
+      JobState s;
+      r.expect('{');
+      unsigned seen = 0;
+      auto once = [&](unsigned bit) {
+        if (seen & bit) fail();
+        seen |= bit;
+      };
+      if (!r.consume('}')) {
+        do {
+          std::string_view key = r.string(scratch);
+          r.expect(':');
+          bool null = r.peek() == 'n';
+          if (key == "status") {
+            once(1);
+            auto st = parse_status(r.string(scratch));
+            if (!st) fail();
+            s.status = *st;
+            continue;
+          }
+          int bit = key == "gpus" ? 2 : key == "pid" ? 4 : key == "exit" ? 8 : key == "attempts" ? 16 : key == "start" ? 32
+                  : key == "end" ? 64 : key == "kill_sent" ? 128 : key == "pid_start" ? 256 : 0;
+          if (bit) {
+            once(bit);
+            if (null) {
+              r.null();
+              continue;
+            }
+          }
+          switch (bit) {
+            case 2: {
+              std::vector<int> g;
+              r.expect('[');
+              if (!r.consume(']')) {
+                do {
+                  long long x = whole(r.number());
+                  if (x < 0 || x > 63) fail();
+                  g.push_back(static_cast<int>(x));
+                } while (r.consume(','));
+                r.expect(']');
+              }
+              s.gpus = std::move(g);
+              break;
+            }
+            case 4: s.pid = whole(r.number()); break;
+            case 8: s.exit = whole(r.number()); break;
+            case 16: s.attempts = whole(r.number()); break;
+            case 32: s.start = r.number().as_double(); break;
+            case 64: s.end = r.number().as_double(); break;
+            case 128: s.kill_sent = r.number().as_double(); break;
+            case 256: {
+              FastNumber n = r.number();
+              if (n.kind != FastNumber::Kind::Uint) fail();
+              s.pid_start = n.u;
+              break;
+            }
+            default: {
+              std::string k(key);  // `key` may live in `scratch`, which skip_value does not touch
+              std::string_view raw = r.skip_value();
+              if (s.extra.is_object() && s.extra.contains(k)) fail();
+              try {
+                s.extra[k] = ojson::parse(raw);
+              } catch (const ojson::exception&) {
+                fail();
+              }
+            }
+          }
+        } while (r.consume(','));
+        r.expect('}');
+      }
+      if (!(seen & 1) || (s.status == Status::Running && !s.pid)) fail();
+      state.set(id, std::move(s));
+    } while (r.consume(','));
+    r.expect('}');
+  }
+  r.finish();
+  return state;
+}
+
 }  // namespace
 
-StateLoad parse_state(std::string_view text, const std::string& file) {
+StateLoad parse_state(std::string_view text, const std::string& file, bool fast) {
   StateLoad out;
+  try {
+    if (fast) {
+      out.state = read_state_fast(text);
+      out.fast_path = true;
+      return out;
+    }
+  } catch (const FastJsonFail&) {
+    // read it again with the full parser, for the message
+  }
   State state;
   // Entries are decoded as they are parsed and dropped from the document: an object
   // of 100,000 entries is never built (ordered_json's lookups would make that quadratic).
@@ -148,30 +285,95 @@ StateLoad parse_state(std::string_view text, const std::string& file) {
   return out;
 }
 
+namespace {
+
+// A string as nlohmann/json's dump writes it.
+void put_string(std::string& out, std::string_view v) {
+  bool plain = true;
+  for (char ch : v) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7F || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  }
+  if (!plain) {
+    out += ojson(std::string(v)).dump();
+    return;
+  }
+  out += '"';
+  out += v;
+  out += '"';
+}
+
+void put_double(std::string& out, double d) {
+  if (!std::isfinite(d)) {
+    out += "null";  // as nlohmann/json writes it
+    return;
+  }
+  char buf[64];
+  char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, d);
+  out.append(buf, end);
+}
+
+template <typename T>
+void put_integer(std::string& out, T v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
 std::string dump_state(const State& state) {
-  // The original's layout (json.dumps(state, indent=1)), written entry by entry.
+  // The original's layout (json.dumps(state, indent=1)): what nlohmann/json's
+  // dump(1) writes, entry by entry, written here directly (4x faster than
+  // building a value per entry; the codec test compares the two).
   std::string out = "{";
+  out.reserve(state.entries().size() * 140 + 4);
   bool first = true;
   for (const auto& [id, s] : state.entries()) {
-    ojson e = ojson::object();
-    e["status"] = status_name(s.status);
-    if (s.gpus) e["gpus"] = *s.gpus;
-    if (s.pid) e["pid"] = *s.pid;
-    if (s.start) e["start"] = *s.start;
-    if (s.end) e["end"] = *s.end;
-    if (s.exit) e["exit"] = *s.exit;
-    if (s.attempts) e["attempts"] = *s.attempts;
-    if (s.pid_start) e["pid_start"] = *s.pid_start;
-    if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
-    for (auto& [k, v] : s.extra.items()) e[k] = v;
     out += first ? "\n " : ",\n ";
     first = false;
-    out += ojson(id).dump();
-    out += ": ";
-    for (char ch : e.dump(1)) {
-      out += ch;
-      if (ch == '\n') out += ' ';
+    put_string(out, id);
+    out += ": {\n  \"status\": \"";
+    out += status_name(s.status);
+    out += '"';
+    auto field = [&](const char* name) {
+      out += ",\n  \"";
+      out += name;
+      out += "\": ";
+    };
+    if (s.gpus) {
+      field("gpus");
+      if (s.gpus->empty()) {
+        out += "[]";
+      } else {
+        out += "[\n   ";
+        for (size_t k = 0; k < s.gpus->size(); ++k) {
+          if (k) out += ",\n   ";
+          put_integer(out, (*s.gpus)[k]);
+        }
+        out += "\n  ]";
+      }
     }
+    if (s.pid) field("pid"), put_integer(out, *s.pid);
+    if (s.start) field("start"), put_double(out, *s.start);
+    if (s.end) field("end"), put_double(out, *s.end);
+    if (s.exit) field("exit"), put_integer(out, *s.exit);
+    if (s.attempts) field("attempts"), put_integer(out, *s.attempts);
+    if (s.pid_start) field("pid_start"), put_integer(out, *s.pid_start);
+    if (s.kill_sent) field("kill_sent"), put_double(out, *s.kill_sent);
+    for (auto& [k, v] : s.extra.items()) {
+      out += ",\n  ";
+      put_string(out, k);
+      out += ": ";
+      for (char ch : v.dump(1)) {
+        out += ch;
+        if (ch == '\n') out += "  ";
+      }
+    }
+    out += "\n }";
   }
   out += first ? "}\n" : "\n}\n";
   return out;

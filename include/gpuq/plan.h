@@ -1,13 +1,14 @@
 // The plan: jobs and reservations, read from PLAN.json and checked whole.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "gpuq/gpus.h"
+#include "gpuq/id_index.h"
 
 namespace gpuq {
 
@@ -46,11 +47,15 @@ struct Reservation {
   std::vector<size_t> jobs;    ///< indices into Plan::jobs
 };
 
+/// A number no other Plan object made in this process has (copies keep it).
+uint64_t new_plan_serial();
+
 /// A loaded, checked plan. Jobs keep the plan's order (the scheduler's tie-break).
 struct Plan {
+  uint64_t serial = new_plan_serial();  ///< tells plans apart for State's job slots
   std::vector<Job> jobs;
   std::vector<Reservation> reservations;
-  std::unordered_map<std::string, size_t> index;  ///< id -> position
+  IdIndex index;  ///< id -> position (of the jobs with a good, first-seen id)
   /// For each job, the reservations that list it.
   std::vector<std::vector<size_t>> reservations_of;
 
@@ -62,6 +67,7 @@ struct PlanLoad {
   std::optional<Plan> plan;
   std::vector<std::string> errors;    ///< each "FILE: where: problem"
   std::vector<std::string> warnings;  ///< same form; the plan is usable
+  bool fast_path = false;             ///< the fast reader read the JSON (for tests)
 };
 
 /// Parses and checks plan text. `file` names it in messages; `node_gpus` are
@@ -71,7 +77,10 @@ struct PlanLoad {
 /// `produced_by` naming an unknown job, and jobs wider than the node.
 /// Reservation GPUs outside `node_gpus` are a warning (a plan written for the
 /// whole node, simulated on part of it) and are ignored.
-PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
+/// `fast` = false skips the fast reader and uses nlohmann/json alone (the
+/// differential tests compare the two).
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus,
+                    bool fast = true);
 
 /// Reads `path` and calls parse_plan; an unreadable file is one error.
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);

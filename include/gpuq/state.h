@@ -3,11 +3,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "gpuq/id_index.h"
+#include "gpuq/plan.h"
 
 namespace gpuq {
 
@@ -33,7 +36,7 @@ struct JobState {
   // gpuq's own fields (the original ignores them):
   std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
-  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  ///< unknown fields, kept as found
+  nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }
 };
@@ -50,24 +53,55 @@ class State {
   void set(const std::string& id, JobState s);
   /// The status of `id`, pending when it has no entry.
   Status status_of(const std::string& id) const;
+
+  // The same by the job's position in `plan`: the first call for a plan maps
+  // every job to its entry, and later calls cost an array read instead of
+  // hashing the id (100,000 jobs look at their deps several times a tick).
+  const JobState* of(const Plan& plan, size_t job) const {
+    bind(plan);
+    return slot_[job] < 0 ? nullptr : &entries_[static_cast<size_t>(slot_[job])].second;
+  }
+  JobState* of(const Plan& plan, size_t job) {
+    bind(plan);
+    return slot_[job] < 0 ? nullptr : &entries_[static_cast<size_t>(slot_[job])].second;
+  }
+  Status status_of(const Plan& plan, size_t job) const {
+    const JobState* s = of(plan, job);
+    return s ? s->status : Status::Pending;
+  }
+  /// Replaces the entry of plan job `job` whole.
+  void set(const Plan& plan, size_t job, JobState s);
   const std::vector<std::pair<std::string, JobState>>& entries() const { return entries_; }
   std::vector<std::pair<std::string, JobState>>& entries() { return entries_; }
   bool empty() const { return entries_.empty(); }
 
  private:
+  void bind(const Plan& plan) const {
+    if (bound_ != &plan || bound_serial_ != plan.serial || slot_.size() != plan.jobs.size()) rebind(plan);
+  }
+  void rebind(const Plan& plan) const;
+  size_t position(std::string_view id) const;
+
   std::vector<std::pair<std::string, JobState>> entries_;
-  std::unordered_map<std::string, size_t> index_;
+  IdIndex index_;  // id -> position in entries_
+  // The plan the slots were made for (pointer and serial), and each of its jobs' entry or -1.
+  mutable const Plan* bound_ = nullptr;
+  mutable uint64_t bound_serial_ = 0;
+  mutable std::vector<long> slot_;
 };
 
 /// Outcome of decoding a state file.
 struct StateLoad {
   std::optional<State> state;
   std::string error;  ///< "FILE: where: problem" when state is empty
+  bool fast_path = false;  ///< the fast reader took it (for tests)
 };
 
 /// Decodes state text. `file` names it in messages. Empty text is an error
 /// (a missing file is not: the caller treats that as an empty state).
-StateLoad parse_state(std::string_view text, const std::string& file);
+/// `fast` = false skips the fast reader and uses nlohmann/json alone (the
+/// differential tests compare the two).
+StateLoad parse_state(std::string_view text, const std::string& file, bool fast = true);
 
 /// Encodes the state as the original does (json.dumps(state, indent=1)).
 std::string dump_state(const State& state);

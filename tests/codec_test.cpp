@@ -1,0 +1,312 @@
+// The fast readers and writer of plans and state files against nlohmann/json:
+// whatever the fast path accepts must load exactly as the full parser loads it,
+// and the direct writer must write what nlohmann/json's dump wrote.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpuq/json_fast.h"
+#include "gpuq/plan.h"
+#include "gpuq/state.h"
+
+namespace gpuq {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// The writer gpuq used before the direct one: a value per entry, dumped by nlohmann/json.
+std::string reference_dump(const State& state) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [id, s] : state.entries()) {
+    ojson e = ojson::object();
+    e["status"] = status_name(s.status);
+    if (s.gpus) e["gpus"] = *s.gpus;
+    if (s.pid) e["pid"] = *s.pid;
+    if (s.start) e["start"] = *s.start;
+    if (s.end) e["end"] = *s.end;
+    if (s.exit) e["exit"] = *s.exit;
+    if (s.attempts) e["attempts"] = *s.attempts;
+    if (s.pid_start) e["pid_start"] = *s.pid_start;
+    if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
+    for (auto& [k, v] : s.extra.items()) e[k] = v;
+    out += first ? "\n " : ",\n ";
+    first = false;
+    out += ojson(id).dump();
+    out += ": ";
+    for (char ch : e.dump(1)) {
+      out += ch;
+      if (ch == '\n') out += ' ';
+    }
+  }
+  out += first ? "}\n" : "\n}\n";
+  return out;
+}
+
+struct Gen {
+  std::mt19937_64 rng;
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  size_t below(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
+  bool coin(int percent = 50) { return below(100) < static_cast<size_t>(percent); }
+  template <typename T>
+  const T& pick(const std::vector<T>& v) { return v[below(v.size())]; }
+
+  double real() {
+    static const std::vector<double> special{0.0, -0.0, 1.0, 0.1, 1e16, 1e15, 1.5e-7, 1e-5, 123456789.125,
+                                             1764000000.123456, -2.5, 1e300, 5e-324};
+    if (coin(40)) return pick(special);
+    return std::uniform_real_distribution<double>(-1e6, 1e10)(rng);
+  }
+  std::string text() {
+    static const std::vector<std::string> parts{"a", "job_1", "x.y-z", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f",
+                                                "\x7f", "é", "日本", "😀", " ", "{", "]", ":", ","};
+    std::string s;
+    for (size_t k = below(5); k > 0; --k) s += pick(parts);
+    return s;
+  }
+  ojson value(int depth = 0) {
+    switch (below(depth > 2 ? 5 : 7)) {
+      case 0: return nullptr;
+      case 1: return coin();
+      case 2: return static_cast<long long>(below(2000)) - 1000;
+      case 3: return real();
+      case 4: return text();
+      case 5: {
+        ojson a = ojson::array();
+        for (size_t k = below(3); k > 0; --k) a.push_back(value(depth + 1));
+        return a;
+      }
+      default: {
+        ojson o = ojson::object();
+        for (size_t k = below(3); k > 0; --k) o[text()] = value(depth + 1);
+        return o;
+      }
+    }
+  }
+
+  State state() {
+    State st;
+    for (size_t n = below(12); n > 0; --n) {
+      JobState s;
+      s.status = static_cast<Status>(below(6));
+      if (coin()) {
+        std::vector<int> g;
+        for (size_t k = below(4); k > 0; --k) g.push_back(static_cast<int>(below(64)));
+        s.gpus = g;
+      }
+      if (coin() || s.status == Status::Running) s.pid = coin(90) ? static_cast<long long>(below(4000000)) : -5;
+      if (coin()) s.start = real();
+      if (coin()) s.end = real();
+      if (coin()) s.exit = static_cast<long long>(below(300)) - 20;
+      if (coin()) s.attempts = static_cast<long long>(below(5));
+      if (coin(30)) s.pid_start = coin() ? below(1u << 30) : std::numeric_limits<unsigned long long>::max();
+      if (coin(20)) s.kill_sent = real();
+      for (size_t k = coin(30) ? below(3) + 1 : 0; k > 0; --k) {
+        std::string key = "x" + text();
+        s.extra[key] = value();
+      }
+      st.set(coin(80) ? fmt::format("job_{}", below(20)) : text(), std::move(s));
+    }
+    return st;
+  }
+
+  // One random edit of a text, biased to the characters JSON cares about.
+  std::string mutate(std::string t) {
+    static const std::vector<std::string> bits{"\"", ",", ":", "{", "}", "[", "]", "null", "-", "1e999", "0.5",
+                                               "\\u0041", "\\", "\xff", "\xc3", "true", " ", "18446744073709551616",
+                                               "\"status\": \"done\", ", "\"gpus\": 2, ", "\"id\": \"a\", "};
+    for (size_t n = below(3) + 1; n > 0 && !t.empty(); --n) {
+      size_t at = below(t.size());
+      switch (below(3)) {
+        case 0: t.erase(at, below(4) + 1); break;
+        case 1: t.insert(at, pick(bits)); break;
+        default: t.replace(at, 1, pick(bits)); break;
+      }
+    }
+    return t;
+  }
+};
+
+std::string show(const StateLoad& l) { return l.state ? dump_state(*l.state) : "error: " + l.error; }
+
+TEST(Codec, DirectStateWriterWritesWhatNlohmannDumpWrote) {
+  Gen g(1);
+  for (int i = 0; i < 3000; ++i) {
+    State st = g.state();
+    ASSERT_EQ(dump_state(st), reference_dump(st)) << "case " << i;
+  }
+}
+
+TEST(Codec, StateFastReaderAgreesWithTheFullParser) {
+  Gen g(2);
+  int loaded = 0, fast_taken = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string text = dump_state(g.state());
+    if (i % 2) text = g.mutate(text);
+    StateLoad fast = parse_state(text, "s.json", true), full = parse_state(text, "s.json", false);
+    ASSERT_EQ(show(fast), show(full)) << "case " << i << ":\n" << text;
+    if (full.state) ++loaded;
+    if (fast.fast_path) ++fast_taken;
+    EXPECT_FALSE(full.fast_path);
+    // Unedited texts that load go the fast way, unless they have \u escapes.
+    if (i % 2 == 0 && full.state && text.find("\\u") == std::string::npos) {
+      EXPECT_TRUE(fast.fast_path) << text;
+    }
+  }
+  // The comparison means something only if many cases load, and the fast reader took many of them
+  // (ids with control characters are written with \u escapes, which it leaves to the full parser).
+  EXPECT_GT(loaded, 1500);
+  EXPECT_GT(fast_taken, 1000);
+}
+
+TEST(Codec, StateReaderKeepsUnknownFieldsAndLastOfDuplicateEntries) {
+  std::string text = R"({"a": {"status": "done", "note": {"k": [1, 2.5, null]}, "z": null},
+                         "b": {"status": "pending"}, "a": {"status": "failed", "exit": 3}})";
+  StateLoad l = parse_state(text, "s.json");
+  ASSERT_TRUE(l.state) << l.error;
+  ASSERT_EQ(l.state->entries().size(), 2u);
+  EXPECT_EQ(l.state->entries()[0].first, "a");  // where it first appeared, as a Python dict keeps it
+  EXPECT_EQ(l.state->find("a")->status, Status::Failed);
+  EXPECT_EQ(l.state->find("a")->exit, 3);
+  EXPECT_TRUE(l.state->find("a")->extra.is_null());
+  StateLoad one = parse_state(R"({"a": {"status": "done", "note": {"k": [1, 2.5, null]}, "z": null}})", "s.json");
+  ASSERT_TRUE(one.state);
+  EXPECT_EQ(one.state->find("a")->extra.dump(), R"({"note":{"k":[1,2.5,null]},"z":null})");
+}
+
+TEST(Codec, StateDuplicateFieldIsReadAsNlohmannReadsIt) {
+  // The last value wins, even a null one: the fast reader leaves such entries to the full parser.
+  StateLoad l = parse_state(R"({"a": {"status": "done", "pid": 5, "pid": null}})", "s.json");
+  ASSERT_TRUE(l.state) << l.error;
+  EXPECT_FALSE(l.state->find("a")->pid.has_value());
+}
+
+// A plan, written so that it can be compared field by field.
+std::string describe(const PlanLoad& l) {
+  std::string s;
+  for (const auto& e : l.errors) s += "error " + e + "\n";
+  for (const auto& w : l.warnings) s += "warning " + w + "\n";
+  if (!l.plan) return s;
+  for (const Job& j : l.plan->jobs) {
+    s += fmt::format("{} {} {} {} {} {} {} {} {}", j.id, j.script, j.gpus, j.priority, j.est_hours, j.est_given,
+                     j.produced_by ? static_cast<long>(*j.produced_by) : -1L, j.produced_at_frac,
+                     j.first_look_frac ? fmt::format("{}", *j.first_look_frac) : "none");
+    for (const Dep& d : j.deps) s += fmt::format(" dep({},{},{})", static_cast<int>(d.kind), d.target, d.job);
+    s += "\n";
+  }
+  for (const Reservation& r : l.plan->reservations)
+    s += fmt::format("res {} [{}] [{}]\n", r.gpus, fmt::join(r.gpu_list, ","), fmt::join(r.jobs, ","));
+  return s;
+}
+
+std::string random_plan(Gen& g) {
+  size_t n = g.below(8) + 1;
+  ojson jobs = ojson::array();
+  auto id = [&](size_t k) { return fmt::format("j{}", k); };
+  for (size_t k = 0; k < n; ++k) {
+    ojson j = ojson::object();
+    std::vector<std::function<void()>> fields{
+        [&] { j["id"] = g.coin(98) ? ojson(id(k)) : g.value(); },
+        [&] { j["script"] = g.coin(98) ? ojson("run.sh") : g.value(); },
+        [&] { j["gpus"] = g.coin(97) ? ojson(g.below(4)) : g.value(); },
+        [&] { j["priority"] = g.coin(97) ? ojson(g.real()) : g.value(); },
+        [&] { j["est_hours"] = g.coin(97) ? ojson(std::fabs(g.real())) : g.value(); },
+        [&] {
+          ojson d = ojson::array();
+          for (size_t m = 0; m < k; ++m)
+            if (g.coin(40)) d.push_back(g.pick(std::vector<std::string>{"", "after:", "file:"}) + id(m));
+          j["deps"] = g.coin(98) ? d : g.value();
+        },
+        [&] {
+          if (k) j["produced_by"] = g.coin(97) ? ojson(id(g.below(k))) : g.value();
+        },
+        [&] { j["produced_at_frac"] = g.coin(97) ? ojson(0.5) : g.value(); },
+        [&] { j["first_look_frac"] = g.coin(97) ? ojson(0.25) : g.value(); },
+        [&] { j["x" + g.text()] = g.value(); },
+    };
+    for (auto& f : fields)
+      if (g.coin(60)) f();
+    if (g.coin(97)) j["id"] = id(k), j["script"] = "run.sh";
+    jobs.push_back(j);
+  }
+  if (g.coin(40)) return jobs.dump(g.coin() ? -1 : 1);
+  ojson top = ojson::object();
+  if (g.coin(10)) top["note"] = g.value();
+  top["jobs"] = jobs;
+  if (g.coin(50)) {
+    ojson r = ojson::array();
+    r.push_back({{"gpus", {6, 7}}, {"jobs", {id(0)}}});
+    top["reservations"] = g.coin(90) ? r : g.value();
+  }
+  return top.dump(g.coin() ? -1 : 1);
+}
+
+TEST(Codec, PlanFastReaderAgreesWithTheFullParser) {
+  Gen g(3);
+  int loaded = 0, fast_taken = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string text = random_plan(g);
+    if (i % 3 == 2) text = g.mutate(text);
+    std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+    if (g.coin(10)) gpus = {0, 1};
+    PlanLoad fast = parse_plan(text, "p.json", gpus, true), full = parse_plan(text, "p.json", gpus, false);
+    ASSERT_EQ(describe(fast), describe(full)) << "case " << i << ":\n" << text;
+    if (full.plan) ++loaded;
+    if (fast.fast_path && full.plan) ++fast_taken;
+    EXPECT_FALSE(full.fast_path);
+    // Unedited plans that load go the fast way, unless they have \u escapes (control characters in unknown fields).
+    if (i % 3 != 2 && full.plan && text.find("\\u") == std::string::npos) {
+      EXPECT_TRUE(fast.fast_path) << text;
+    }
+  }
+  // Many load, and the fast reader took most of those (it leaves oddities like \u escapes to the full parser).
+  EXPECT_GT(loaded, 1200);
+  EXPECT_GT(fast_taken, 700);
+}
+
+TEST(Codec, PlanDuplicateFieldsAndJobsKeysReadAsNlohmannReadsThem) {
+  for (std::string text : {R"([{"id": "a", "script": "s", "gpus": "x", "gpus": 2}])",
+                           R"([{"id": "a", "script": "s", "deps": ["b"], "deps": []}, {"id": "b", "script": "s"}])",
+                           R"({"jobs": [{"id": "a", "script": "s"}], "jobs": [{"id": "b", "script": "s"}]})",
+                           R"({"jobs": [{"id": "a", "script": "s"}], "reservations": 3, "reservations": null})"}) {
+    PlanLoad fast = parse_plan(text, "p.json", {0, 1}, true), full = parse_plan(text, "p.json", {0, 1}, false);
+    EXPECT_EQ(describe(fast), describe(full)) << text;
+  }
+  PlanLoad l = parse_plan(R"([{"id": "a", "script": "s", "gpus": "x", "gpus": 2}])", "p.json", {0, 1});
+  ASSERT_TRUE(l.plan);
+  EXPECT_EQ(l.plan->jobs[0].gpus, 2);
+}
+
+TEST(Codec, FastReaderRefusesWhatItCannotReadExactly) {
+  auto refuses = [](std::string_view text) {
+    FastJson r(text);
+    try {
+      r.skip_value();
+      r.finish();
+      return false;
+    } catch (const FastJsonFail&) {
+      return true;
+    }
+  };
+  EXPECT_FALSE(refuses(R"({"a": [1, -0, 2.5e3, "x\n\"y", true, false, null, {}, []]})"));
+  EXPECT_FALSE(refuses("\"\xc3\xa9\xf0\x9f\x98\x80\""));  // é and an emoji, well formed
+  EXPECT_TRUE(refuses(R"("\u0041")"));                     // escapes of code points: the full parser
+  EXPECT_TRUE(refuses("\"\xc3\""));                        // a cut UTF-8 sequence
+  EXPECT_TRUE(refuses("\"\xed\xa0\x80\""));                // an encoded surrogate
+  EXPECT_TRUE(refuses("\"\xc0\xaf\""));                    // an overlong encoding
+  EXPECT_TRUE(refuses("18446744073709551616"));            // past uint64: nlohmann reads it as a double
+  EXPECT_TRUE(refuses("01"));
+  EXPECT_TRUE(refuses("1."));
+  EXPECT_TRUE(refuses("[1,]"));
+  EXPECT_TRUE(refuses("{\"a\" 1}"));
+  EXPECT_TRUE(refuses("\xef\xbb\xbf{}"));  // a byte order mark
+  EXPECT_TRUE(refuses("{} x"));
+  EXPECT_TRUE(refuses(std::string(100000, '[')));  // deep nesting: refused, not a stack overflow
+}
+
+}  // namespace
+}  // namespace gpuq
