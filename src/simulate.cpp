@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <queue>
 #include <set>
+#include <span>
 
 #include "gpuq/schedule.h"
 
@@ -13,6 +14,27 @@ namespace gpuq {
 namespace {
 
 constexpr double kEps = 1e-9;  // the original's tolerance on times
+
+// Lists of jobs per job in two flat arrays (compressed rows): at 100,000 jobs a
+// vector per job cost a cache miss on its header at every event.
+class JobLists {
+ public:
+  explicit JobLists(size_t n) : first_(n + 2, 0) {}
+  /// First pass: count an item for `j`; then fill() once; then add() the items in the same order.
+  void count(size_t j) { ++first_[j + 2]; }
+  void fill() {
+    for (size_t j = 2; j < first_.size(); ++j) first_[j] += first_[j - 1];
+    items_.resize(first_.back());
+  }
+  void add(size_t j, size_t item) { items_[first_[j + 1]++] = static_cast<uint32_t>(item); }
+  std::span<const uint32_t> operator[](size_t j) const {
+    return {items_.data() + first_[j], items_.data() + first_[j + 1]};
+  }
+
+ private:
+  std::vector<uint32_t> first_;  // after fill and add: items of j are [first_[j], first_[j + 1])
+  std::vector<uint32_t> items_;
+};
 
 template <class T>
 using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<T>>;
@@ -33,17 +55,30 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
   std::vector<double> start(n, 0), end(n, 0);
   std::vector<char> started(n, 0), done(n, 0);
   std::vector<size_t> unmet(n, 0);
-  std::vector<std::vector<size_t>> dependents(n), produced_for(n);
-  std::vector<std::vector<size_t>> after_dependents(n);  // through after: deps only
-  for (size_t j = 0; j < n; ++j) {
-    for (const Dep& d : plan.jobs[j].deps) {
-      if (d.kind == Dep::Kind::File) continue;
-      ++unmet[j];
-      dependents[d.job].push_back(j);
-      if (d.kind == Dep::Kind::After) after_dependents[d.job].push_back(j);
+  JobLists dependents(n), produced_for(n);
+  JobLists after_dependents(n);  // through after: deps only
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t j = 0; j < n; ++j) {
+      for (const Dep& d : plan.jobs[j].deps) {
+        if (d.kind == Dep::Kind::File) continue;
+        if (pass == 0) {
+          ++unmet[j];
+          dependents.count(d.job);
+          if (d.kind == Dep::Kind::After) after_dependents.count(d.job);
+        } else {
+          dependents.add(d.job, j);
+          if (d.kind == Dep::Kind::After) after_dependents.add(d.job, j);
+        }
+      }
+      if (const auto& p = plan.jobs[j].produced_by) pass == 0 ? produced_for.count(*p) : produced_for.add(*p, j);
     }
-    if (plan.jobs[j].produced_by) produced_for[*plan.jobs[j].produced_by].push_back(j);
+    if (pass == 0) {
+      dependents.fill();
+      produced_for.fill();
+      after_dependents.fill();
+    }
   }
+  const bool reservations = !plan.reservations.empty();
   std::vector<size_t> res_unfinished(plan.reservations.size());
   for (size_t r = 0; r < plan.reservations.size(); ++r) res_unfinished[r] = plan.reservations[r].jobs.size();
 
@@ -68,7 +103,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
   };
   ReadySet ready(plan, opt.backfill_max_hours);
   MinHeap<std::pair<double, size_t>> file_wait;        // (when its files appear, job)
-  std::vector<std::vector<size_t>> wait_producer(n);   // jobs waiting for their producer to start
+  std::vector<char> waits_producer(n, 0);              // jobs waiting for their producer to start
   auto deps_done = [&](size_t j) {
     const Job& job = plan.jobs[j];
     if (file_never(j)) return;
@@ -77,7 +112,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
     else if (started[*job.produced_by])
       file_wait.push({produced_at(j), j});
     else
-      wait_producer[*job.produced_by].push_back(j);
+      waits_producer[j] = 1;
   };
   std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
   MinHeap<std::pair<double, size_t>> running;  // (end, job): jobs ending together all finish at once
@@ -100,7 +135,8 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
       } else if (k == Kind::Done || k == Kind::Finished) {
         done[j] = 1;
         for (size_t d : k == Kind::Done ? dependents[j] : after_dependents[j]) --unmet[d];
-        for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
+        if (reservations)
+          for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
       }
     }
   }
@@ -155,11 +191,12 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
         free &= ~mask_of(s.gpus);
         running.push({end[j], j});
         ready.erase(j);
-        for (size_t k : wait_producer[j]) file_wait.push({produced_at(k), k});
-        wait_producer[j].clear();
         --pending;
-        for (size_t k : produced_for[j])
+        for (size_t k : produced_for[j]) {
+          if (waits_producer[k]) file_wait.push({produced_at(k), k});
+          waits_producer[k] = 0;
           if (!started[k]) produce.push({produced_at(k), k});
+        }
         sim.rows.push_back({j, start[j], end[j], std::move(s.gpus)});
         progressed = true;
       }
@@ -223,7 +260,8 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
       done[j] = 1;
       for (size_t k : dependents[j])
         if (--unmet[k] == 0 && !started[k]) deps_done(k);
-      for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
+      if (reservations)
+        for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
     }
   }
   return sim;
