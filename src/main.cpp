@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gpuq/phase.h"
 #include "gpuq/launcher.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
@@ -160,6 +161,15 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
                paths.state, n, paths.plan, list, n > 10 ? ", ..." : "");
 }
 
+// Ends a read-only command once its output is out. Freeing a plan of 100,000
+// jobs, its state and its prediction takes longer than printing them, and the
+// process is ending: nothing is left to flush or save.
+[[noreturn]] void exit_now(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
 int cmd_simulate(const Flags& f) {
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
@@ -188,7 +198,7 @@ int cmd_simulate(const Flags& f) {
   if (f.json) {
     std::string out = simulation_json(*plan, f.plan, sim, opt);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return sim.stuck.empty() || from ? 0 : kExitFailure;
+    exit_now(sim.stuck.empty() || from ? 0 : kExitFailure);
   }
   if (from && !sim.stuck.empty()) {
     fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
@@ -201,7 +211,7 @@ int cmd_simulate(const Flags& f) {
   }
   std::string out = format_timeline(*plan, sim, opt, f.all);
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return 0;
+  exit_now(0);
 }
 
 int cmd_run(const Flags& f) {
@@ -251,26 +261,35 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
 int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus) {
   PlanPaths paths = paths_for(f.plan);
   State state = read_state(paths);
+  phase("read state");
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
   refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
+  phase("refresh");
   RunOptions opt = run_options(f, gpus);
-  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt), file_exists);
+  // Text without --all shows the first rows only: only they need their reasons worked out.
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt), file_exists,
+                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
+  phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
   std::string out = f.json ? outlook_json(plan, f.plan, o)
                            : format_status(plan, state, now, f.all) + "\n" + format_outlook(plan, o, f.all);
+  phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
+  if (f.watch <= 0) exit_now(0);
   return 0;
 }
 
 int cmd_status(const Flags& f) {
+  phase("start");
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
+  phase("load plan");
   if (f.watch <= 0) return status_once(f, *plan, *gpus);
   // Redraw until Ctrl-C, for a tmux pane.
   while (true) {
@@ -446,7 +465,9 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   try {
-    return action ? action() : 0;
+    int status = action ? action() : 0;
+    phase("free");
+    return status;
   } catch (const StoreError& e) {
     fmt::print(stderr, "gpuq: {}\n", e.what());
     return kExitFailure;

@@ -1,3 +1,4 @@
+#include "gpuq/phase.h"
 #include "gpuq/outlook.h"
 
 #include <fmt/format.h>
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "gpuq/proc.h"
@@ -56,12 +58,8 @@ SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt,
   st.gpus.assign(n, {});
   st.files_present.assign(n, 1);
   for (size_t i = 0; i < n; ++i) {
-    const Job& j = plan.jobs[i];
-    for (const Dep& d : j.deps)
-      if (d.kind == Dep::Kind::File && !file_exists(expand_path(d.target))) st.files_present[i] = 0;
     const JobState* s = state.of(plan, i);
-    if (!s) continue;
-    switch (s->status) {
+    switch (s ? s->status : Status::Pending) {
       case Status::Pending: break;
       case Status::Running:
         st.kind[i] = SimStart::Kind::Running;
@@ -73,21 +71,35 @@ SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt,
       case Status::Blocked: st.kind[i] = SimStart::Kind::Finished; break;
       case Status::Held: st.kind[i] = SimStart::Kind::Held; break;
     }
+    // Files matter only to jobs that are yet to start (a done job's outputs may be long gone).
+    if (st.kind[i] == SimStart::Kind::Pending)
+      for (const Dep& d : plan.jobs[i].deps)
+        if (d.kind == Dep::Kind::File && !file_exists(expand_path(d.target))) st.files_present[i] = 0;
   }
   return st;
 }
 
 Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
-                     const std::function<bool(const std::string&)>& file_exists) {
+                     const std::function<bool(const std::string&)>& file_exists_uncached,
+                     std::optional<size_t> explain_first) {
   Outlook o;
   o.now = now;
   const size_t n = plan.jobs.size();
+  // Each path is looked at once: live_start, the tick and the reasons all ask.
+  std::unordered_map<std::string, bool> seen_files;
+  auto file_exists = [&](const std::string& p) {
+    auto [it, fresh] = seen_files.emplace(p, false);
+    if (fresh) it->second = file_exists_uncached(p);
+    return it->second;
+  };
   SimStart start = live_start(plan, state, opt, now, file_exists);
+  phase("live start");
   SimOptions so;
   so.node_gpus = opt.node_gpus;
   so.backfill_max_hours = opt.backfill_max_hours;
   o.sim = simulate(plan, so, &start);
 
+  phase("simulate");
   std::vector<const SimRow*> row_of(n, nullptr);
   double last_end = 0;
   for (const SimRow& r : o.sim.rows) {
@@ -101,22 +113,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
     stuck_why[s.job] = s.why;
   }
 
-  // Why each job waits: the next tick's decisions, explained.
-  bool any_running = false;
-  for (const auto& [id, s] : state.entries()) any_running |= s.status == Status::Running;
-  State after = state;
-  TickDecision tick = decide_tick(plan, after, opt, now, free, any_running, file_exists, true);
-  std::vector<const Held*> held(n, nullptr);
-  std::vector<char> starts(n, 0);
-  for (const Held& h : tick.pass.held) held[h.job] = &h;
-  for (const Start& s : tick.pass.starts) starts[s.job] = 1;
-  std::vector<bool> open(plan.reservations.size());
-  for (size_t r = 0; r < open.size(); ++r)
-    for (size_t m : plan.reservations[r].jobs) {
-      Status st = state.status_of(plan, m);
-      if (st != Status::Done && st != Status::Failed && st != Status::Blocked) open[r] = true;
-    }
-
+  o.jobs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const Job& j = plan.jobs[i];
     const JobState* s = state.of(plan, i);
@@ -137,6 +134,47 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
       v.predicted_start = st == Status::Running && s->start ? *s->start : now + r->start * 3600;
       v.predicted_finish = now + r->end * 3600;
     }
+    o.jobs.push_back(std::move(v));
+  }
+
+  phase("views");
+  // Which jobs to explain: all, or the first rows `status` shows (the explained tick
+  // and the reasons cost more than everything else at 100,000 jobs).
+  std::vector<size_t> explain;
+  if (explain_first) {
+    explain = predicted_order(o);
+    if (explain.size() > *explain_first) explain.resize(*explain_first);
+  } else {
+    for (size_t i = 0; i < n; ++i) explain.push_back(i);
+  }
+  bool need_tick = false;
+  for (size_t i : explain) need_tick |= state.status_of(plan, i) == Status::Pending;
+
+  // Why each job waits: the next tick's decisions, explained.
+  bool any_running = false;
+  for (const auto& [id, s] : state.entries()) any_running |= s.status == Status::Running;
+  TickDecision tick;
+  if (need_tick) {
+    State after = state;
+    tick = decide_tick(plan, after, opt, now, free, any_running, file_exists, true);
+  }
+  phase("explained tick");
+  std::vector<const Held*> held(n, nullptr);
+  std::vector<char> starts(n, 0);
+  for (const Held& h : tick.pass.held) held[h.job] = &h;
+  for (const Start& s : tick.pass.starts) starts[s.job] = 1;
+  std::vector<bool> open(plan.reservations.size());
+  for (size_t r = 0; r < open.size(); ++r)
+    for (size_t m : plan.reservations[r].jobs) {
+      Status st = state.status_of(plan, m);
+      if (st != Status::Done && st != Status::Failed && st != Status::Blocked) open[r] = true;
+    }
+
+  for (size_t i : explain) {
+    const Job& j = plan.jobs[i];
+    const JobState* s = state.of(plan, i);
+    Status st = s ? s->status : Status::Pending;
+    JobView& v = o.jobs[i];
     std::vector<std::string> failed_deps;
     for (const Dep& d : j.deps) {
       if (d.kind != Dep::Kind::Done) continue;
@@ -206,19 +244,24 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
         break;
       }
     }
-    o.jobs.push_back(std::move(v));
   }
+  phase("reasons");
   return o;
+}
+
+std::vector<size_t> predicted_order(const Outlook& o) {
+  std::vector<size_t> open;
+  for (const JobView& v : o.jobs)
+    if (v.status != "done") open.push_back(v.job);
+  std::stable_sort(open.begin(), open.end(), [&](size_t a, size_t b) {
+    return o.jobs[a].predicted_start.value_or(1e300) < o.jobs[b].predicted_start.value_or(1e300);
+  });
+  return open;
 }
 
 std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit) {
   std::vector<const JobView*> open;
-  for (const JobView& v : o.jobs)
-    if (v.status != "done") open.push_back(&v);
-  std::stable_sort(open.begin(), open.end(), [](const JobView* a, const JobView* b) {
-    double sa = a->predicted_start.value_or(1e300), sb = b->predicted_start.value_or(1e300);
-    return sa < sb;
-  });
+  for (size_t i : predicted_order(o)) open.push_back(&o.jobs[i]);
   std::string out;
   if (open.empty()) return "nothing left to run\n";
   out += fmt::format("{:<45} {:<8} {:<25} {}\n", "job", "status", "predicted", "why");

@@ -119,6 +119,8 @@ std::optional<std::string> read_file(const std::string& path, bool nofollow) {
     fail("cannot open", path);
   }
   std::string out;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));  // one buffer, no regrowth
   char buf[65536];
   while (true) {
     ssize_t n = ::read(fd, buf, sizeof buf);

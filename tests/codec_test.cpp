@@ -310,3 +310,37 @@ TEST(Codec, FastReaderRefusesWhatItCannotReadExactly) {
 
 }  // namespace
 }  // namespace gpuq
+
+namespace gpuq {
+namespace {
+
+TEST(StateByPosition, FollowsNewEntriesAndOtherPlans) {
+  Plan plan = *parse_plan(R"([{"id": "a", "script": "s"}, {"id": "b", "script": "s"}, {"id": "c", "script": "s"}])",
+                          "p.json", {0}).plan;
+  State st = *parse_state(R"({"b": {"status": "done"}, "x": {"status": "failed"}})", "s.json").state;
+  EXPECT_EQ(st.of(plan, 0), nullptr);
+  EXPECT_EQ(st.of(plan, 1), st.find("b"));
+  EXPECT_EQ(st.status_of(plan, 2), Status::Pending);
+  // A new entry by position is found by id, and the other positions stay right.
+  JobState held;
+  held.status = Status::Held;
+  st.set(plan, 0, held);
+  EXPECT_EQ(st.find("a")->status, Status::Held);
+  EXPECT_EQ(st.of(plan, 1), st.find("b"));
+  // A new entry by id is found by position.
+  st.at("c").status = Status::Running;
+  EXPECT_EQ(st.status_of(plan, 2), Status::Running);
+  // Another plan with the jobs in another order gets its own positions; a copy keeps working.
+  Plan other = *parse_plan(R"([{"id": "c", "script": "s"}, {"id": "x", "script": "s"}, {"id": "a", "script": "s"}])",
+                           "q.json", {0}).plan;
+  State copy = st;
+  EXPECT_EQ(copy.status_of(other, 0), Status::Running);
+  EXPECT_EQ(copy.status_of(other, 1), Status::Failed);
+  EXPECT_EQ(copy.status_of(other, 2), Status::Held);
+  EXPECT_EQ(copy.status_of(plan, 1), Status::Done);
+  EXPECT_EQ(copy.of(plan, 1), copy.find("b"));  // the copy's own entry, not the original's
+  EXPECT_NE(copy.of(plan, 1), st.of(plan, 1));
+}
+
+}  // namespace
+}  // namespace gpuq

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -304,4 +305,50 @@ TEST(Watch, RedrawsUntilInterrupted) {
   }, 10));
   w->signal(SIGINT);
   EXPECT_EQ(w->wait(5).status, 128 + SIGINT);
+}
+
+TEST(StatusWhy, TextExplainsItsFirstRowsAsJsonExplainsEveryJob) {
+  // Without --all, status works out reasons only for the rows it prints; they must be the same reasons.
+  Live q;
+  std::string jobs;
+  for (int i = 0; i < 45; ++i) {
+    std::string deps = i % 3 == 1 ? fmt::format(R"(, "deps": ["j{}"])", i - 1)
+                       : i % 3 == 2 ? fmt::format(R"(, "deps": ["file:data/f{}"])", i) : "";
+    jobs += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": {}, "priority": {}, "est_hours": {}{}}})",
+                        i ? ", " : "", i, i % 4 == 0 ? 2 : 1, i % 7, i % 5 == 0 ? 3 : 0.2, deps);
+  }
+  q.d.write("plan.json", "[" + jobs + "]");
+  q.d.write("plan.state.json", R"({"j3": {"status": "held"}, "j6": {"status": "failed", "exit": 1, "attempts": 2, "end": 1.0}})");
+  json s = q.status_json();
+  std::map<std::string, std::string> why;
+  for (auto& j : s["jobs"]) why[j["id"]] = j["why"];
+
+  auto rows = [&](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    bool in = false;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("job ", 0) == 0 && line.find("predicted") != std::string::npos) {
+        in = true;
+        continue;
+      }
+      if (!in || line.rfind("... ", 0) == 0 || line.rfind("the plan", 0) == 0) continue;
+      std::string id = line.substr(0, line.find(' '));
+      out.push_back({id, line.size() > 81 ? line.substr(81) : ""});
+    }
+    return out;
+  };
+  auto text = q.gpuq({"status"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  auto shown = rows(text.out);
+  ASSERT_EQ(shown.size(), 30u);
+  int with_reason = 0;
+  for (auto& [id, text_why] : shown) {
+    EXPECT_EQ(text_why, why[id]) << id;
+    with_reason += !text_why.empty();
+  }
+  EXPECT_GT(with_reason, 10);
+  auto every = rows(q.gpuq({"status", "--all"}).out);
+  EXPECT_EQ(every.size(), 45u);
+  for (auto& [id, text_why] : every) EXPECT_EQ(text_why, why[id]) << id;
 }

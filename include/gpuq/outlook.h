@@ -15,6 +15,9 @@
 
 namespace gpuq {
 
+/// Rows `status` shows below the original's, without --all.
+constexpr size_t kOutlookRows = 30;
+
 /// One job as `status --json` and `simulate --json` report it.
 struct JobView {
   size_t job;
@@ -44,13 +47,20 @@ SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt,
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
+/// With `explain_first`, only that many jobs get their `why`: the first not
+/// done in predicted order, the rows `status` prints without --all.
 Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
-                     const std::function<bool(const std::string&)>& file_exists);
+                     const std::function<bool(const std::string&)>& file_exists,
+                     std::optional<size_t> explain_first = std::nullopt);
+
+/// The jobs not done, by predicted start (never last), plan order among equals:
+/// the order `status` lists them in.
+std::vector<size_t> predicted_order(const Outlook& o);
 
 /// The lines `status` prints below the original's rows: each job not done, in
 /// predicted order, with its prediction and why it waits; then the plan's finish.
 /// At most `limit` jobs unless `all`.
-std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit = 30);
+std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit = kOutlookRows);
 
 /// `status --json`: {"plan", "now", "finish", "counts", "jobs": [JobView...]}.
 std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o);
