@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|status|run]
+# (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
 set -euo pipefail
@@ -33,10 +34,30 @@ for n in 10000 100000; do
   for i in 1 2 3 4 5; do /usr/bin/time -f "%e" -o "$work/t" "$G" status --plan "$work/s.json" >/dev/null; cat "$work/t"; done > "$work/times"
   printf '  status   %6d jobs: %6.3f s\n' "$n" "$(median < "$work/times")"
 done
+echo "   where status spends it at 100000 jobs (GPUQ_PHASES=1, median of 5, ms):"
+for i in 1 2 3 4 5; do GPUQ_PHASES=1 "$G" status --plan "$work/s.json" 2>&1 >/dev/null | grep '^gpuq phase'; done |
+  awk '{v=$(NF-1); k=$3; for (i=4; i<NF-1; i++) k=k" "$i; a[k]=a[k]" "v} END {for (k in a) print k":"a[k]}' |
+  while IFS=: read -r k vals; do printf '     %-16s %7.1f\n' "$k" "$(tr ' ' '\n' <<<"$vals" | grep . | median)"; done
 if [[ -x build/bench_core ]]; then
-  build/bench_core --benchmark_filter='DecideTick|StatusRows|StateDecodeEncode' --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true 2>/dev/null | grep median | sed 's/^/  /'
+  echo "   in-process parts (Google Benchmark, median of 3):"
+  build/bench_core --benchmark_filter='DecideTick|StatusRows|StateDecode|StateEncode|PlanParse|Outlook|LiveSimulate' \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null | grep median | sed 's/^/  /'
 fi
+
+echo "== one tick of run, whole (state, refresh, probe, decisions, starts, save, watches), GPUQ_PHASES=1"
+for n in 10000 100000; do
+  d=$work/tick$n; mkdir -p "$d/jobs"
+  "$GEN" "$n" 1 --state "$d/p.state.json" > "$d/p.json"
+  sed -i 's/"status": "running"/"status": "pending"/' "$d/p.state.json"  # so that jobs are ready at once
+  for s in prep train eval sweep report; do echo 'sleep 0.3' > "$d/jobs/$s.sh"; done
+  (cd "$d" && GPUQ_PHASES=1 timeout 15 "$G" run --plan p.json >/dev/null 2>phases || true)
+  # A tick is every phase from the state to the finished check; the wait before it is not.
+  awk '/^gpuq phase tick:/ {v=$(NF-1); if ($4 == "wait") {if (t > 0) print t; t = 0} else t += v}' "$d/phases" > "$work/ticks"
+  printf '  %6d jobs: %d ticks, median %.1f ms, 90th percentile %.1f ms\n' "$n" "$(wc -l < "$work/ticks")" \
+    "$(median < "$work/ticks")" "$(pct 90 < "$work/ticks")"
+  awk '/^gpuq phase tick:/ && $4 != "wait" {v=$(NF-1); k=$4; for (i=5; i<NF-1; i++) k=k" "$i; a[k]=a[k]" "v} END {for (k in a) print k":"a[k]}' "$d/phases" |
+    while IFS=: read -r k vals; do printf '     %-16s median %6.1f ms\n' "$k" "$(tr ' ' '\n' <<<"$vals" | grep . | median)"; done
+done
 
 fi
 if [[ $section == all || $section == run ]]; then

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "gpuq/phase.h"
 #include "gpuq/launcher.h"
 #include "gpuq/probe.h"
 #include "gpuq/proc.h"
@@ -161,6 +162,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   struct stat cached_stat {};
 
   while (true) {
+    phase("tick: wait");
     reap_children();
     double next_wake = opt.poll;
     std::vector<std::pair<size_t, Launch>> launched;
@@ -176,7 +178,9 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
                   st.st_mtim.tv_nsec == cached_stat.st_mtim.tv_nsec;
       State state = same ? std::move(*cached) : read_state(paths);
       cached.reset();
+      bool keep = false;
       double now = unix_now();
+      phase(same ? "tick: state (kept)" : "tick: state (read)");
 
       // Jobs that ended: record, then kill what they left in their process group.
       for (auto& [id, line] : refresh(paths, state, now)) {
@@ -229,8 +233,10 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
                              clock_stamp(now), reading.problem));
       }
       GpuMask free = node & ~busy;
+      phase("tick: refresh, probe");
 
       TickDecision tick = decide_tick(plan, state, opt, now, free, any_running, file_exists);
+      phase("tick: decide");
       for (auto& [id, n] : tick.retried) say(out, fmt::format("{} auto-retry {} (retry {})", clock_stamp(now), id, n));
       next_wake = std::min(next_wake, tick.next_retry_in);
       PassResult& pass = tick.pass;
@@ -267,7 +273,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
 
       try {
         write_state(paths, state, !launched.empty());
-        if (::lstat(paths.state.c_str(), &cached_stat) == 0) cached = state;
+        keep = ::lstat(paths.state.c_str(), &cached_stat) == 0;
         if (!last_save_problem.empty()) say(out, fmt::format("{} the state is saved again", clock_stamp(now)));
         last_save_problem.clear();
       } catch (const StoreError& e) {
@@ -281,6 +287,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         last_save_problem = e.what();
         next_wake = std::min(next_wake, 5.0);
       }
+      phase("tick: start, save");
       for (auto& [i, l] : launched) release(l);
       // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
       if (!launched.empty()) sync_state_folder(paths);
@@ -293,8 +300,21 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       waker.clear_watches();
       fs::path state_path(paths.state);
       waker.watch(state_path.parent_path().string(), state_path.filename().string());
+      // Only jobs that wait for files alone: any other wait ends with a job's exit, which wakes
+      // run anyway (and watching every pending job's folder would run into inotify's limit).
+      auto waits_for_files_alone = [&](size_t i) {
+        bool files = false;
+        for (const Dep& d : plan.jobs[i].deps) {
+          if (d.kind == Dep::Kind::File)
+            files = true;
+          else if (d.kind == Dep::Kind::Done ? state.status_of(plan, d.job) != Status::Done
+                                             : !finished(state.of(plan, d.job), opt.max_retries))
+            return false;
+        }
+        return files;
+      };
       for (size_t i = 0; i < plan.jobs.size(); ++i) {
-        if (state.status_of(plan, i) != Status::Pending) continue;
+        if (state.status_of(plan, i) != Status::Pending || !waits_for_files_alone(i)) continue;
         for (const Dep& d : plan.jobs[i].deps) {
           if (d.kind != Dep::Kind::File) continue;
           fs::path p(expand_path(d.target));
@@ -303,6 +323,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         }
       }
 
+      phase("tick: watches");
       waker.drain();  // our own write, before the lock lets a control command in
       all_finished = last_save_problem.empty();  // never finish with the last state unsaved
       for (size_t i = 0; i < plan.jobs.size(); ++i) {
@@ -315,6 +336,8 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
           break;
         }
       }
+      phase("tick: finished?");
+      if (keep) cached = std::move(state);  // the next tick starts from it, unless the file changed
     } catch (const StoreError& e) {
       for (auto& [i, l] : launched) abandon(l);
       if (e.kind == StoreError::Kind::Content) {

@@ -146,6 +146,7 @@ JobState decode_entry(const std::string& id, const ojson& v) {
 State read_state_fast(std::string_view text) {
   FastJson r(text);
   State state;
+  state.reserve(text.size() / 48 + 16);  // an entry takes 48+ bytes as the state is written
   std::string key_scratch, scratch;
   auto fail = [] { throw FastJsonFail{}; };
   auto whole = [&](const FastNumber& n) {

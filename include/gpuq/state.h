@@ -74,6 +74,11 @@ class State {
   const std::vector<std::pair<std::string, JobState>>& entries() const { return entries_; }
   std::vector<std::pair<std::string, JobState>>& entries() { return entries_; }
   bool empty() const { return entries_.empty(); }
+  /// Room for `n` entries without moving them.
+  void reserve(size_t n) {
+    entries_.reserve(n);
+    index_.reserve(n);
+  }
 
  private:
   void bind(const Plan& plan) const {
