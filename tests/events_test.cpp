@@ -89,3 +89,20 @@ TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(q.status_of("eval"), "done");
 }
+
+TEST(Events, AFileDepOfAJobWhoseOtherDepJustFinishedStartsItAtOnce) {
+  // run watches folders only for jobs that wait for files alone; once `train` is done,
+  // `eval` is one of them, and the file's arrival must still wake run.
+  Slow q;
+  q.d.write("ckpt/.keep", "");
+  q.d.write("plan.json", R"([{"id": "train", "script": "job.sh", "gpus": 1},
+    {"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["train", "file:ckpt/READY"]}])");
+  auto run = q.run();
+  ASSERT_TRUE(eventually([&] { return q.status_of("train") == "done"; }));
+  usleep(300 * 1000);
+  EXPECT_EQ(q.status_of("eval"), "pending");
+  q.d.write("ckpt/READY", "");
+  auto r = run->wait(20);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(q.status_of("eval"), "done");
+}
