@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstring>
@@ -25,6 +26,16 @@ bool Job::has_file_dep() const {
 uint64_t new_plan_serial() {
   static std::atomic<uint64_t> next{1};
   return next++;
+}
+
+void rank_jobs(Plan& plan) {
+  size_t n = plan.jobs.size();
+  plan.by_rank.resize(n);
+  for (size_t i = 0; i < n; ++i) plan.by_rank[i] = static_cast<uint32_t>(i);
+  std::stable_sort(plan.by_rank.begin(), plan.by_rank.end(),
+                   [&](uint32_t a, uint32_t b) { return plan.jobs[a].priority < plan.jobs[b].priority; });
+  plan.rank_of.resize(n);
+  for (size_t r = 0; r < n; ++r) plan.rank_of[plan.by_rank[r]] = static_cast<uint32_t>(r);
 }
 
 const Job* Plan::find(std::string_view id) const {
@@ -543,7 +554,10 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
     }
   }
 
-  if (out.errors.empty()) out.plan = std::move(plan);
+  if (out.errors.empty()) {
+    rank_jobs(plan);
+    out.plan = std::move(plan);
+  }
   return out;
 }
 

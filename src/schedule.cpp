@@ -28,10 +28,81 @@ GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& ope
   return closed;
 }
 
-ReadySet::ReadySet(const Plan& plan, double backfill_max_hours) : plan_(&plan), limit_(backfill_max_hours) {
+bool RankSet::insert(size_t r) {
+  if (lv_.empty()) {
+    size_t m = n_;
+    do {
+      m = (m + 63) / 64;
+      lv_.emplace_back(std::max<size_t>(m, 1), 0);
+    } while (m > 1);
+  }
+  if (contains(r)) return false;
+  for (size_t k = 0; k < lv_.size(); ++k, r >>= 6) {
+    std::uint64_t& w = lv_[k][r >> 6];
+    bool was_empty = w == 0;
+    w |= std::uint64_t{1} << (r & 63);
+    if (!was_empty) break;
+  }
+  ++size_;
+  return true;
+}
+
+bool RankSet::erase(size_t r) {
+  if (!contains(r)) return false;
+  for (size_t k = 0; k < lv_.size(); ++k, r >>= 6) {
+    std::uint64_t& w = lv_[k][r >> 6];
+    w &= ~(std::uint64_t{1} << (r & 63));
+    if (w != 0) break;
+  }
+  --size_;
+  return true;
+}
+
+size_t RankSet::next(size_t r) const {
+  if (size_ == 0) return npos;
+  size_t k = 0;
+  // Up: the first level with a member at or after r (r becomes a word index one level up).
+  while (true) {
+    if (k == lv_.size()) return npos;
+    size_t i = r >> 6;
+    if (i >= lv_[k].size()) return npos;
+    std::uint64_t w = lv_[k][i] & (~std::uint64_t{0} << (r & 63));
+    if (w) {
+      r = (i << 6) | static_cast<size_t>(std::countr_zero(w));
+      break;
+    }
+    r = i + 1;
+    ++k;
+  }
+  // Down: the first member under that bit.
+  while (k > 0) {
+    --k;
+    r = (r << 6) | static_cast<size_t>(std::countr_zero(lv_[k][r]));
+  }
+  return r;
+}
+
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
+    : plan_(&plan), limit_(backfill_max_hours), all_(plan.jobs.size()) {
+  if (plan.rank_of.size() == plan.jobs.size()) {
+    rank_of_ = plan.rank_of.data();
+    by_rank_ = plan.by_rank.data();
+  } else {  // a plan made by hand, not by parse_plan
+    Plan ranked;
+    ranked.jobs = plan.jobs;
+    rank_jobs(ranked);
+    own_rank_of_ = std::move(ranked.rank_of);
+    own_by_rank_ = std::move(ranked.by_rank);
+    rank_of_ = own_rank_of_.data();
+    by_rank_ = own_by_rank_.data();
+  }
   std::map<std::vector<size_t>, int> sigs;
   sig_of_.resize(plan.jobs.size());
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    if (sig0_ >= 0 && plan.reservations_of[j].empty()) {  // most jobs: no map lookup, no copy
+      sig_of_[j] = sig0_;
+      continue;
+    }
     std::vector<size_t> mine = plan.reservations_of[j];
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
@@ -39,7 +110,7 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours) : plan_(&plan), 
     if (fresh) {
       sig_members_.push_back(mine);
       Class c;
-      for (auto& v : c.by_gpus) v.resize(kMaxGpuId + 2);
+      for (auto& v : c.by_gpus) v.assign(kMaxGpuId + 2, RankSet(plan.jobs.size()));
       c.count.resize(kMaxGpuId + 2);
       classes_.push_back(std::move(c));
       if (mine.empty()) sig0_ = it->second;
@@ -53,16 +124,15 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const 
   for (size_t j : jobs) insert(j);
 }
 
-ReadySet::Key ReadySet::key(size_t job) const { return {plan_->jobs[job].priority, job}; }
 
 bool ReadySet::is_long(size_t job) const { return plan_->jobs[job].est_hours > limit_; }
 
-std::set<ReadySet::Key>& ReadySet::slot(size_t job) {
+RankSet& ReadySet::slot(size_t job) {
   return classes_[sig_of_[job]].by_gpus[is_long(job)][plan_->jobs[job].gpus];
 }
 
 void ReadySet::insert(size_t job) {
-  if (!all_.insert(key(job)).second) return;
+  if (!all_.insert(key(job))) return;
   slot(job).insert(key(job));
   Class& c = classes_[sig_of_[job]];
   int g = plan_->jobs[job].gpus;
@@ -77,12 +147,12 @@ void ReadySet::erase(size_t job) {
   if (--c.count[g] == 0 && g > 0) c.present &= ~(std::uint64_t{1} << (g - 1));
 }
 
-bool ReadySet::contains(size_t job) const { return all_.count(key(job)) > 0; }
+bool ReadySet::contains(size_t job) const { return all_.contains(key(job)); }
 
 std::vector<size_t> ReadySet::in_order() const {
   std::vector<size_t> out;
   out.reserve(all_.size());
-  for (const Key& k : all_) out.push_back(k.second);
+  for (size_t k = all_.next(0); k != RankSet::npos; k = all_.next(k + 1)) out.push_back(job_at(k));
   return out;
 }
 
@@ -110,9 +180,9 @@ struct PassRunner {
 
   GpuMask closed_to(size_t job) const { return closed[rs.sig_of_[job]]; }
 
-  static void first_after(const std::set<Key>& s, const std::optional<Key>& p, std::optional<Key>& best) {
-    auto it = p ? s.upper_bound(*p) : s.begin();
-    if (it != s.end() && (!best || *it < *best)) best = *it;
+  static void first_after(const RankSet& s, const std::optional<Key>& p, std::optional<Key>& best) {
+    size_t k = s.next(p ? *p + 1 : 0);
+    if (k != RankSet::npos && (!best || k < *best)) best = k;
   }
 
   PassResult run(bool lift_limit) const {
@@ -136,12 +206,12 @@ struct PassRunner {
       }
       if (fail && (!best || *fail < *best)) {
         head = fail;  // a job in no reservation cannot get GPUs: from here on, only short jobs
-        out.waiting_head = fail->second;
+        out.waiting_head = rs.job_at(*fail);
         p = fail;
         continue;
       }
       if (!best) break;
-      size_t j = best->second;
+      size_t j = rs.job_at(*best);
       auto gpus = pick_gpus(plan.jobs[j].gpus, free & ~closed[rs.sig_of_[j]]);
       free &= ~mask_of(*gpus);
       out.starts.push_back({j, std::move(*gpus)});
@@ -156,8 +226,8 @@ struct PassRunner {
     size_t next = 0;
     std::optional<Key> head;
     if (out.waiting_head) head = rs.key(*out.waiting_head);
-    for (const Key& k : rs.all_) {
-      size_t j = k.second;
+    for (Key k = rs.all_.next(0); k != RankSet::npos; k = rs.all_.next(k + 1)) {
+      size_t j = rs.job_at(k);
       if (next < out.starts.size() && out.starts[next].job == j) {
         free &= ~mask_of(out.starts[next++].gpus);
         continue;

@@ -58,6 +58,8 @@ struct Plan {
   IdIndex index;  ///< id -> position (of the jobs with a good, first-seen id)
   /// For each job, the reservations that list it.
   std::vector<std::vector<size_t>> reservations_of;
+  /// Ready order (priority, then position): by_rank[r] is the job of rank r, rank_of its inverse.
+  std::vector<uint32_t> by_rank, rank_of;
 
   const Job* find(std::string_view id) const;
 };
@@ -69,6 +71,9 @@ struct PlanLoad {
   std::vector<std::string> warnings;  ///< same form; the plan is usable
   bool fast_path = false;             ///< the fast reader read the JSON (for tests)
 };
+
+/// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
+void rank_jobs(Plan& plan);
 
 /// Parses and checks plan text. `file` names it in messages; `node_gpus` are
 /// the ids of `--gpus`. Rejects JSON syntax errors (line and column), wrong

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <optional>
-#include <set>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -23,6 +23,28 @@ void sort_ready(const Plan& plan, std::vector<size_t>& jobs);
 /// `open[r]` says whether some job reservation r lists is unfinished.
 GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open);
 
+/// A set of ranks 0..n-1 as a tree of 64-bit words: bit r of level 0 is rank r,
+/// bit i of level k+1 says word i of level k is not zero. Insert, erase and
+/// "first member from r" cost a few word operations, with no allocation once
+/// made; it takes n/8 bytes, allocated at the first insert.
+class RankSet {
+ public:
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  explicit RankSet(size_t n = 0) : n_(n) {}
+  bool insert(size_t r);
+  bool erase(size_t r);
+  bool contains(size_t r) const { return !lv_.empty() && (lv_[0][r >> 6] >> (r & 63) & 1); }
+  /// The smallest member >= r, or npos.
+  size_t next(size_t r) const;
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  size_t n_;
+  size_t size_ = 0;
+  std::vector<std::vector<std::uint64_t>> lv_;
+};
+
 /// The ready jobs, indexed so that a pass finds the next job that can start
 /// in O(log n) instead of walking every ready job: by reservation membership,
 /// GPU count, and whether est_hours is within the backfill limit.
@@ -41,23 +63,28 @@ class ReadySet {
 
  private:
   friend struct PassRunner;
-  using Key = std::pair<double, size_t>;  // (priority, position)
+  // A job's place in ready order (priority, then plan position): Plan::rank_of.
+  using Key = size_t;
   struct Class {
-    std::vector<std::set<Key>> by_gpus[2];  // [long?][gpus] -> jobs
-    std::vector<size_t> count;              // [gpus] -> jobs of either length
-    std::uint64_t present = 0;              // bit g-1 set when some job needs g >= 1 GPUs
+    std::vector<RankSet> by_gpus[2];  // [long?][gpus] -> jobs
+    std::vector<size_t> count;        // [gpus] -> jobs of either length
+    std::uint64_t present = 0;        // bit g-1 set when some job needs g >= 1 GPUs
   };
-  Key key(size_t job) const;
+  Key key(size_t job) const { return rank_of_[job]; }
+  size_t job_at(Key k) const { return by_rank_[k]; }
   bool is_long(size_t job) const;
-  std::set<Key>& slot(size_t job);
+  RankSet& slot(size_t job);
 
   const Plan* plan_;
   double limit_;
+  const std::uint32_t* rank_of_;
+  const std::uint32_t* by_rank_;
+  std::vector<std::uint32_t> own_rank_of_, own_by_rank_;  // when the plan has none (made by hand)
   int sig0_ = -1;                                  // the signature of jobs in no reservation
   std::vector<int> sig_of_;                        // per job: index of its reservation signature
   std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
   std::vector<Class> classes_;                     // per signature
-  std::set<Key> all_;
+  RankSet all_;
 };
 
 /// What the pass sees.
