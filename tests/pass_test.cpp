@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "gpuq/schedule.h"
 #include "test_util.h"
@@ -252,5 +253,30 @@ TEST(Pass, IndexedWalkMatchesTheOriginalsLinearWalkOnRandomInputs) {
       EXPECT_EQ(got.starts[i].gpus, expected[i].second) << "round " << round;
     }
     EXPECT_EQ(got.waiting_head, head) << "round " << round;
+  }
+}
+
+TEST(RankSet, AgreesWithStdSetOnRandomOperations) {
+  for (size_t n : {1u, 63u, 64u, 65u, 4096u, 4097u, 300000u}) {
+    std::mt19937 rng(static_cast<unsigned>(n));
+    gpuq::RankSet s(n);
+    std::set<size_t> ref;
+    for (int op = 0; op < 20000; ++op) {
+      size_t r = rng() % n;
+      switch (rng() % 3) {
+        case 0: EXPECT_EQ(s.insert(r), ref.insert(r).second); break;
+        case 1: EXPECT_EQ(s.erase(r), ref.erase(r) == 1); break;
+        default: {
+          auto it = ref.lower_bound(r);
+          ASSERT_EQ(s.next(r), it == ref.end() ? gpuq::RankSet::npos : *it) << "n " << n << " from " << r;
+        }
+      }
+      ASSERT_EQ(s.size(), ref.size());
+      EXPECT_EQ(s.contains(r), ref.count(r) == 1);
+    }
+    // Walking it from the start gives every member in order.
+    std::vector<size_t> walk;
+    for (size_t k = s.next(0); k != gpuq::RankSet::npos; k = s.next(k + 1)) walk.push_back(k);
+    EXPECT_EQ(walk, std::vector<size_t>(ref.begin(), ref.end()));
   }
 }
