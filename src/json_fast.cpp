@@ -1,6 +1,8 @@
 #include "gpuq/json_fast.h"
 
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace gpuq {
@@ -34,6 +36,16 @@ std::string_view FastJson::string(std::string& scratch) {
   const char* start = p_;
   bool escaped = false;
   while (true) {
+    // Eight plain bytes at a time: none is '"', '\\', a control character or non-ASCII.
+    while (end_ - p_ >= 8) {
+      std::uint64_t x;
+      std::memcpy(&x, p_, 8);
+      constexpr std::uint64_t ones = 0x0101010101010101, highs = 0x8080808080808080;
+      auto zero_byte = [&](std::uint64_t v) { return (v - ones) & ~v & highs; };
+      if (zero_byte(x ^ (ones * '"')) | zero_byte(x ^ (ones * '\\')) | ((x - ones * 0x20) & ~x & highs) | (x & highs))
+        break;
+      p_ += 8;
+    }
     if (p_ >= end_) throw FastJsonFail{};
     auto c = static_cast<unsigned char>(*p_);
     if (c == '"') break;

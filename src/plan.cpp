@@ -142,7 +142,8 @@ void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Pl
           std::string_view id = r.string(scratch);
           if (!valid_job_id(id)) fail();
           job.id = id;
-          if (plan.find(id)) fail();
+          auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
+          if (plan.index.find_or_insert(id, i, id_of) != IdIndex::npos) fail();  // a duplicate
         } else if (key == "script") {
           once(2);
           std::string_view v = r.string(scratch);
@@ -191,7 +192,6 @@ void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Pl
     }
     if (!(seen & 1) || !(seen & 2) || job.gpus > static_cast<int>(node_gpus.size())) fail();
     plan.jobs.push_back(std::move(job));
-    plan.index.insert(plan.jobs.back().id, i);
   };
   auto read_jobs = [&] {
     r.expect('[');

@@ -25,6 +25,19 @@ class IdIndex {
     return npos;
   }
 
+  /// The position of `id` if it is recorded; else records it at `pos` and returns npos.
+  template <typename Key>
+  size_t find_or_insert(std::string_view id, size_t pos, const Key& key) {
+    if ((count_ + 1) * 4 > slots_.size() * 3) grow(count_ + 1);
+    uint32_t h = hash(id);
+    size_t s = h & mask();
+    for (; slots_[s].pos1; s = (s + 1) & mask())
+      if (slots_[s].hash == h && key(slots_[s].pos1 - 1) == id) return slots_[s].pos1 - 1;
+    slots_[s] = {static_cast<uint32_t>(pos + 1), h};
+    ++count_;
+    return npos;
+  }
+
   /// Records that `id` (not yet recorded) is at position `pos`.
   void insert(std::string_view id, size_t pos) {
     if ((count_ + 1) * 4 > slots_.size() * 3) grow(count_ + 1);
