@@ -147,8 +147,22 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   } else {
     for (size_t i = 0; i < n; ++i) explain.push_back(i);
   }
+  // The tick explains only pending jobs that wait for nothing else: no dep failed or
+  // unfinished, no file missing (the reasons below give those first).
+  auto waits_for_nothing = [&](size_t i) {
+    for (const Dep& d : plan.jobs[i].deps) {
+      if (d.kind == Dep::Kind::File) {
+        if (!file_exists(expand_path(d.target))) return false;
+      } else if (d.kind == Dep::Kind::Done) {
+        if (state.status_of(plan, d.job) != Status::Done) return false;
+      } else if (!finished(state.of(plan, d.job), opt.max_retries)) {
+        return false;
+      }
+    }
+    return true;
+  };
   bool need_tick = false;
-  for (size_t i : explain) need_tick |= state.status_of(plan, i) == Status::Pending;
+  for (size_t i : explain) need_tick = need_tick || (state.status_of(plan, i) == Status::Pending && waits_for_nothing(i));
 
   // Why each job waits: the next tick's decisions, explained.
   bool any_running = false;

@@ -342,12 +342,14 @@ TEST(StatusWhy, TextExplainsItsFirstRowsAsJsonExplainsEveryJob) {
   ASSERT_EQ(text.status, 0) << text.err;
   auto shown = rows(text.out);
   ASSERT_EQ(shown.size(), 30u);
-  int with_reason = 0;
+  int with_reason = 0, from_tick = 0;
   for (auto& [id, text_why] : shown) {
     EXPECT_EQ(text_why, why[id]) << id;
     with_reason += !text_why.empty();
+    from_tick += text_why.rfind("ready", 0) == 0 || text_why.rfind("needs", 0) == 0;
   }
   EXPECT_GT(with_reason, 10);
+  EXPECT_GT(from_tick, 2);  // reasons that need the explained tick are among them
   auto every = rows(q.gpuq({"status", "--all"}).out);
   EXPECT_EQ(every.size(), 45u);
   for (auto& [id, text_why] : every) EXPECT_EQ(text_why, why[id]) << id;
