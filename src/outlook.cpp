@@ -142,8 +142,8 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   // and the reasons cost more than everything else at 100,000 jobs).
   std::vector<size_t> explain;
   if (explain_first) {
-    explain = predicted_order(o);
-    if (explain.size() > *explain_first) explain.resize(*explain_first);
+    o.order = predicted_order(o);
+    explain.assign(o.order.begin(), o.order.begin() + std::min(o.order.size(), *explain_first));
   } else {
     for (size_t i = 0; i < n; ++i) explain.push_back(i);
   }
@@ -275,7 +275,7 @@ std::vector<size_t> predicted_order(const Outlook& o) {
 
 std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit) {
   std::vector<const JobView*> open;
-  for (size_t i : predicted_order(o)) open.push_back(&o.jobs[i]);
+  for (size_t i : o.order.empty() ? predicted_order(o) : o.order) open.push_back(&o.jobs[i]);
   std::string out;
   if (open.empty()) return "nothing left to run\n";
   out += fmt::format("{:<45} {:<8} {:<25} {}\n", "job", "status", "predicted", "why");

@@ -39,6 +39,7 @@ struct Outlook {
   std::optional<double> finish;         ///< when the last job is predicted to end (unix seconds)
   std::vector<size_t> never;            ///< jobs predicted never to start
   Simulation sim;                       ///< the prediction, hours from now
+  std::vector<size_t> order;            ///< predicted_order(*this), when make_outlook needed it
 };
 
 /// The live state as a simulation's starting point.
