@@ -87,7 +87,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   const size_t n = plan.jobs.size();
   // Each path is looked at once: live_start, the tick and the reasons all ask.
   std::unordered_map<std::string, bool> seen_files;
-  auto file_exists = [&](const std::string& p) {
+  const std::function<bool(const std::string&)> file_exists = [&](const std::string& p) {
     auto [it, fresh] = seen_files.emplace(p, false);
     if (fresh) it->second = file_exists_uncached(p);
     return it->second;
@@ -147,22 +147,11 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   } else {
     for (size_t i = 0; i < n; ++i) explain.push_back(i);
   }
-  // The tick explains only pending jobs that wait for nothing else: no dep failed or
-  // unfinished, no file missing (the reasons below give those first).
-  auto waits_for_nothing = [&](size_t i) {
-    for (const Dep& d : plan.jobs[i].deps) {
-      if (d.kind == Dep::Kind::File) {
-        if (!file_exists(expand_path(d.target))) return false;
-      } else if (d.kind == Dep::Kind::Done) {
-        if (state.status_of(plan, d.job) != Status::Done) return false;
-      } else if (!finished(state.of(plan, d.job), opt.max_retries)) {
-        return false;
-      }
-    }
-    return true;
-  };
+  // The tick explains only pending jobs whose deps are met (the reasons below give
+  // failed or unfinished deps and missing files first).
   bool need_tick = false;
-  for (size_t i : explain) need_tick = need_tick || (state.status_of(plan, i) == Status::Pending && waits_for_nothing(i));
+  for (size_t i : explain) need_tick = need_tick || (state.status_of(plan, i) == Status::Pending &&
+                                                    deps_met(plan, plan.jobs[i], state, opt.max_retries, file_exists));
 
   // Why each job waits: the next tick's decisions, explained.
   bool any_running = false;

@@ -127,108 +127,78 @@ void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Pl
     size_t i = plan.jobs.size();
     Job job;
     raw_producer.emplace_back();
-    r.expect('{');
-    unsigned seen = 0;  // known keys met, to leave duplicates to the full parser
-    auto once = [&](unsigned bit) {
-      if (seen & bit) fail();
-      seen |= bit;
-    };
-    if (!r.consume('}')) {
-      do {
-        std::string_view key = r.string(scratch);
-        r.expect(':');
-        if (key == "id") {
-          once(1);
-          std::string_view id = r.string(scratch);
-          if (!valid_job_id(id)) fail();
-          job.id = id;
-          auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
-          if (plan.index.find_or_insert(id, i, id_of) != IdIndex::npos) fail();  // a duplicate
-        } else if (key == "script") {
-          once(2);
-          std::string_view v = r.string(scratch);
-          if (v.empty()) fail();
-          job.script = v;
-        } else if (key == "gpus") {
-          once(4);
-          FastNumber n = r.number();
-          if (!n.integer() || n.as_double() < 0 || n.as_double() > 64) fail();
-          job.gpus = static_cast<int>(n.kind == FastNumber::Kind::Int ? n.i : static_cast<long long>(n.u));
-        } else if (key == "priority") {
-          once(8);
-          job.priority = r.number().as_double();
-        } else if (key == "est_hours") {
-          once(16);
-          job.est_hours = non_negative(r.number());
-          job.est_given = true;
-        } else if (key == "deps") {
-          once(32);
-          r.expect('[');
-          if (!r.consume(']')) {
-            do job.deps.push_back(parse_dep(r.string(scratch)));
-            while (r.consume(','));
-            r.expect(']');
-          }
-        } else if (key == "produced_by") {
-          once(64);
-          if (r.peek() == 'n')
-            r.null();
-          else
-            raw_producer[i] = std::string(r.string(scratch));
-        } else if (key == "produced_at_frac") {
-          once(128);
-          job.produced_at_frac = non_negative(r.number());
-        } else if (key == "first_look_frac") {
-          once(256);
-          if (r.peek() == 'n')
-            r.null();
-          else
-            job.first_look_frac = non_negative(r.number());
-        } else {
-          r.skip_value();
-        }
-      } while (r.consume(','));
-      r.expect('}');
-    }
-    if (!(seen & 1) || !(seen & 2) || job.gpus > static_cast<int>(node_gpus.size())) fail();
+    KeysSeen seen;
+    r.object(scratch, [&](std::string_view key) {
+      if (key == "id") {
+        seen.once(1);
+        std::string_view id = r.string(scratch);
+        if (!valid_job_id(id)) fail();
+        job.id = id;
+        auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
+        if (plan.index.find_or_insert(id, i, id_of) != IdIndex::npos) fail();  // a duplicate
+      } else if (key == "script") {
+        seen.once(2);
+        std::string_view v = r.string(scratch);
+        if (v.empty()) fail();
+        job.script = v;
+      } else if (key == "gpus") {
+        seen.once(4);
+        FastNumber n = r.number();
+        if (!n.integer() || n.as_double() < 0 || n.as_double() > 64) fail();
+        job.gpus = static_cast<int>(n.as_double());
+      } else if (key == "priority") {
+        seen.once(8);
+        job.priority = r.number().as_double();
+      } else if (key == "est_hours") {
+        seen.once(16);
+        job.est_hours = non_negative(r.number());
+        job.est_given = true;
+      } else if (key == "deps") {
+        seen.once(32);
+        r.array([&] { job.deps.push_back(parse_dep(r.string(scratch))); });
+      } else if (key == "produced_by") {
+        seen.once(64);
+        if (r.peek() == 'n')
+          r.null();
+        else
+          raw_producer[i] = std::string(r.string(scratch));
+      } else if (key == "produced_at_frac") {
+        seen.once(128);
+        job.produced_at_frac = non_negative(r.number());
+      } else if (key == "first_look_frac") {
+        seen.once(256);
+        if (r.peek() == 'n')
+          r.null();
+        else
+          job.first_look_frac = non_negative(r.number());
+      } else {
+        r.skip_value();
+      }
+    });
+    if (!seen.has(1) || !seen.has(2) || job.gpus > static_cast<int>(node_gpus.size())) fail();
     plan.jobs.push_back(std::move(job));
-  };
-  auto read_jobs = [&] {
-    r.expect('[');
-    if (r.consume(']')) return;
-    do read_job();
-    while (r.consume(','));
-    r.expect(']');
   };
 
   if (r.peek() == '[') {
-    read_jobs();
+    r.array(read_job);
   } else {
-    r.expect('{');
-    bool jobs = false, res = false;
-    if (!r.consume('}')) {
-      do {
-        std::string_view key = r.string(scratch);
-        r.expect(':');
-        if (key == "jobs") {
-          if (jobs) fail();
-          jobs = true;
-          read_jobs();
-        } else if (key == "reservations") {
-          if (res) fail();
-          res = true;
-          try {
-            reservations = json::parse(r.skip_value());
-          } catch (const json::exception&) {
-            fail();
-          }
-        } else {
-          r.skip_value();
+    KeysSeen seen;
+    r.object(scratch, [&](std::string_view key) {
+      if (key == "jobs") {
+        seen.once(1);
+        r.array(read_job);
+      } else if (key == "reservations") {
+        seen.once(2);
+        try {
+          reservations = json::parse(r.skip_value());
+        } catch (const json::exception&) {
+          fail();
         }
-      } while (r.consume(','));
-      r.expect('}');
-    }
-    if (!jobs || !(reservations.is_null() || reservations.is_array())) fail();
+      } else {
+        r.skip_value();
+      }
+    });
+    if (!seen.has(1) || !(reservations.is_null() || reservations.is_array())) fail();
   }
   r.finish();
 }

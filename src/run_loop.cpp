@@ -302,20 +302,13 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       waker.watch(state_path.parent_path().string(), state_path.filename().string());
       // Only jobs that wait for files alone: any other wait ends with a job's exit, which wakes
       // run anyway (and watching every pending job's folder would run into inotify's limit).
-      auto waits_for_files_alone = [&](size_t i) {
-        bool files = false;
-        for (const Dep& d : plan.jobs[i].deps) {
-          if (d.kind == Dep::Kind::File)
-            files = true;
-          else if (d.kind == Dep::Kind::Done ? state.status_of(plan, d.job) != Status::Done
-                                             : !finished(state.of(plan, d.job), opt.max_retries))
-            return false;
-        }
-        return files;
-      };
+      const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
       for (size_t i = 0; i < plan.jobs.size(); ++i) {
-        if (state.status_of(plan, i) != Status::Pending || !waits_for_files_alone(i)) continue;
-        for (const Dep& d : plan.jobs[i].deps) {
+        const Job& j = plan.jobs[i];
+        if (state.status_of(plan, i) != Status::Pending || !j.has_file_dep() ||
+            !deps_met(plan, j, state, opt.max_retries, every_file))
+          continue;
+        for (const Dep& d : j.deps) {
           if (d.kind != Dep::Kind::File) continue;
           fs::path p(expand_path(d.target));
           fs::path dir = p.parent_path();

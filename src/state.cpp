@@ -154,85 +154,65 @@ State read_state_fast(std::string_view text) {
     if (n.kind == FastNumber::Kind::Uint && n.u > static_cast<unsigned long long>(LLONG_MAX)) fail();
     return n.kind == FastNumber::Kind::Int ? n.i : static_cast<long long>(n.u);
   };
-  r.expect('{');
-  if (!r.consume('}')) {
-    do {
-      std::string id(r.string(key_scratch));
-      r.expect(':');
-      JobState s;
-      r.expect('{');
-      unsigned seen = 0;
-      auto once = [&](unsigned bit) {
-        if (seen & bit) fail();
-        seen |= bit;
-      };
-      if (!r.consume('}')) {
-        do {
-          std::string_view key = r.string(scratch);
-          r.expect(':');
-          bool null = r.peek() == 'n';
-          if (key == "status") {
-            once(1);
-            auto st = parse_status(r.string(scratch));
-            if (!st) fail();
-            s.status = *st;
-            continue;
-          }
-          int bit = key == "gpus" ? 2 : key == "pid" ? 4 : key == "exit" ? 8 : key == "attempts" ? 16 : key == "start" ? 32
-                  : key == "end" ? 64 : key == "kill_sent" ? 128 : key == "pid_start" ? 256 : 0;
-          if (bit) {
-            once(bit);
-            if (null) {
-              r.null();
-              continue;
-            }
-          }
-          switch (bit) {
-            case 2: {
-              std::vector<int> g;
-              r.expect('[');
-              if (!r.consume(']')) {
-                do {
-                  long long x = whole(r.number());
-                  if (x < 0 || x > 63) fail();
-                  g.push_back(static_cast<int>(x));
-                } while (r.consume(','));
-                r.expect(']');
-              }
-              s.gpus = std::move(g);
-              break;
-            }
-            case 4: s.pid = whole(r.number()); break;
-            case 8: s.exit = whole(r.number()); break;
-            case 16: s.attempts = whole(r.number()); break;
-            case 32: s.start = r.number().as_double(); break;
-            case 64: s.end = r.number().as_double(); break;
-            case 128: s.kill_sent = r.number().as_double(); break;
-            case 256: {
-              FastNumber n = r.number();
-              if (n.kind != FastNumber::Kind::Uint) fail();
-              s.pid_start = n.u;
-              break;
-            }
-            default: {
-              std::string k(key);  // `key` may live in `scratch`, which skip_value does not touch
-              std::string_view raw = r.skip_value();
-              if (s.extra.is_object() && s.extra.contains(k)) fail();
-              try {
-                s.extra[k] = ojson::parse(raw);
-              } catch (const ojson::exception&) {
-                fail();
-              }
-            }
-          }
-        } while (r.consume(','));
-        r.expect('}');
+  r.object(key_scratch, [&](std::string_view entry_id) {
+    std::string id(entry_id);
+    JobState s;
+    KeysSeen seen;
+    r.object(scratch, [&](std::string_view key) {
+      if (key == "status") {
+        seen.once(1);
+        auto st = parse_status(r.string(scratch));
+        if (!st) fail();
+        s.status = *st;
+        return;
       }
-      if (!(seen & 1) || (s.status == Status::Running && !s.pid)) fail();
-      state.set(id, std::move(s));
-    } while (r.consume(','));
-    r.expect('}');
-  }
+      int bit = key == "gpus" ? 2 : key == "pid" ? 4 : key == "exit" ? 8 : key == "attempts" ? 16 : key == "start" ? 32
+              : key == "end" ? 64 : key == "kill_sent" ? 128 : key == "pid_start" ? 256 : 0;
+      if (bit) {
+        seen.once(bit);
+        if (r.peek() == 'n') {  // a known field that is null is as good as absent
+          r.null();
+          return;
+        }
+      }
+      switch (bit) {
+        case 2: {
+          std::vector<int> g;
+          r.array([&] {
+            long long x = whole(r.number());
+            if (x < 0 || x > 63) fail();
+            g.push_back(static_cast<int>(x));
+          });
+          s.gpus = std::move(g);
+          break;
+        }
+        case 4: s.pid = whole(r.number()); break;
+        case 8: s.exit = whole(r.number()); break;
+        case 16: s.attempts = whole(r.number()); break;
+        case 32: s.start = r.number().as_double(); break;
+        case 64: s.end = r.number().as_double(); break;
+        case 128: s.kill_sent = r.number().as_double(); break;
+        case 256: {
+          FastNumber n = r.number();
+          if (n.kind != FastNumber::Kind::Uint) fail();
+          s.pid_start = n.u;
+          break;
+        }
+        default: {
+          std::string k(key);
+          std::string_view raw = r.skip_value();
+          if (s.extra.is_object() && s.extra.contains(k)) fail();
+          try {
+            s.extra[k] = ojson::parse(raw);
+          } catch (const ojson::exception&) {
+            fail();
+          }
+        }
+      }
+    });
+    if (!seen.has(1) || (s.status == Status::Running && !s.pid)) fail();
+    state.set(id, std::move(s));
+  });
   r.finish();
   return state;
 }

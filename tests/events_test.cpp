@@ -25,6 +25,16 @@ struct Slow {
   std::unique_ptr<Background> run() const {
     return start_gpuq({"run", "--plan", "plan.json", "--poll", "3600"}, d.path(), env);
   }
+  // With `run` going and `id` pending for want of the file `path` alone (in a folder that
+  // exists), creating the file must start the job at once, and the plan then ends.
+  void file_appears_and_starts(Background& run, const std::string& id, const std::string& path) const {
+    usleep(300 * 1000);
+    EXPECT_EQ(status_of(id), "pending");
+    d.write(path, "");
+    auto r = run.wait(20);
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(status_of(id), "done");
+  }
   std::string status_of(const std::string& id) const {
     std::string text = d.read("plan.state.json");
     if (text.empty()) return "none";
@@ -82,12 +92,7 @@ TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {
   q.d.write("plan.json", R"([{"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["file:ckpt/READY"]}])");
   auto run = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("eval") == "pending"; }));  // run has made its first tick
-  usleep(300 * 1000);
-  EXPECT_EQ(q.status_of("eval"), "pending");
-  q.d.write("ckpt/READY", "");
-  auto r = run->wait(20);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(q.status_of("eval"), "done");
+  q.file_appears_and_starts(*run, "eval", "ckpt/READY");
 }
 
 TEST(Events, AFileDepOfAJobWhoseOtherDepJustFinishedStartsItAtOnce) {
@@ -99,10 +104,5 @@ TEST(Events, AFileDepOfAJobWhoseOtherDepJustFinishedStartsItAtOnce) {
     {"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["train", "file:ckpt/READY"]}])");
   auto run = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("train") == "done"; }));
-  usleep(300 * 1000);
-  EXPECT_EQ(q.status_of("eval"), "pending");
-  q.d.write("ckpt/READY", "");
-  auto r = run->wait(20);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(q.status_of("eval"), "done");
+  q.file_appears_and_starts(*run, "eval", "ckpt/READY");
 }

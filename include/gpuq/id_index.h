@@ -19,10 +19,8 @@ class IdIndex {
   template <typename Key>
   size_t find(std::string_view id, const Key& key) const {
     if (slots_.empty()) return npos;
-    uint32_t h = hash(id);
-    for (size_t s = h & mask(); slots_[s].pos1; s = (s + 1) & mask())
-      if (slots_[s].hash == h && key(slots_[s].pos1 - 1) == id) return slots_[s].pos1 - 1;
-    return npos;
+    const Slot& x = slots_[slot(id, hash(id), key)];
+    return x.pos1 ? x.pos1 - 1 : npos;
   }
 
   /// The position of `id` if it is recorded; else records it at `pos` and returns npos.
@@ -30,10 +28,9 @@ class IdIndex {
   size_t find_or_insert(std::string_view id, size_t pos, const Key& key) {
     if ((count_ + 1) * 4 > slots_.size() * 3) grow(count_ + 1);
     uint32_t h = hash(id);
-    size_t s = h & mask();
-    for (; slots_[s].pos1; s = (s + 1) & mask())
-      if (slots_[s].hash == h && key(slots_[s].pos1 - 1) == id) return slots_[s].pos1 - 1;
-    slots_[s] = {static_cast<uint32_t>(pos + 1), h};
+    Slot& x = slots_[slot(id, h, key)];
+    if (x.pos1) return x.pos1 - 1;
+    x = {static_cast<uint32_t>(pos + 1), h};
     ++count_;
     return npos;
   }
@@ -58,6 +55,13 @@ class IdIndex {
   };
   static uint32_t hash(std::string_view id) { return static_cast<uint32_t>(std::hash<std::string_view>{}(id)); }
   size_t mask() const { return slots_.size() - 1; }
+  // The slot holding `id`, or the empty slot where it would go.
+  template <typename Key>
+  size_t slot(std::string_view id, uint32_t h, const Key& key) const {
+    size_t s = h & mask();
+    while (slots_[s].pos1 && !(slots_[s].hash == h && key(slots_[s].pos1 - 1) == id)) s = (s + 1) & mask();
+    return s;
+  }
   void place(Slot x) {
     size_t s = x.hash & mask();
     while (slots_[s].pos1) s = (s + 1) & mask();

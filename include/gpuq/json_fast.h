@@ -31,6 +31,20 @@ struct FastNumber {
   }
 };
 
+/// The known keys met in one object, one bit each. nlohmann/json keeps the last
+/// of a repeated key (even a null one): such objects go to the full parser.
+class KeysSeen {
+ public:
+  void once(unsigned bit) {
+    if (seen_ & bit) throw FastJsonFail{};
+    seen_ |= bit;
+  }
+  bool has(unsigned bit) const { return seen_ & bit; }
+
+ private:
+  unsigned seen_ = 0;
+};
+
 class FastJson {
  public:
   explicit FastJson(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
@@ -48,6 +62,28 @@ class FastJson {
   }
   void expect(char c) {
     if (!consume(c)) throw FastJsonFail{};
+  }
+  /// An object: `each(key)` for each member, with the reader at the member's
+  /// value. `key` may point into `scratch`: compare it before reading strings into it.
+  template <typename Each>
+  void object(std::string& scratch, Each&& each) {
+    expect('{');
+    if (consume('}')) return;
+    do {
+      std::string_view key = string(scratch);
+      expect(':');
+      each(key);
+    } while (consume(','));
+    expect('}');
+  }
+  /// A list: `each()` for each element, with the reader at it.
+  template <typename Each>
+  void array(Each&& each) {
+    expect('[');
+    if (consume(']')) return;
+    do each();
+    while (consume(','));
+    expect(']');
   }
   /// A string; the view points into the text or into `scratch` (when it had escapes).
   std::string_view string(std::string& scratch);
