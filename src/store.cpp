@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+
+#include "gpuq/proc.h"
 
 namespace gpuq {
 
@@ -83,17 +88,45 @@ RunGuard::RunGuard(const PlanPaths& paths) {
       throw StoreError(fmt::format("{} is a symbolic link; refusing to use it", paths.run_lock), StoreError::Kind::Content);
     fail("cannot open", paths.run_lock);
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  // A run killed with SIGKILL can leave the lock held for a moment after it is gone: a job it was
+  // spawning (posix_spawn's child, between clone and exec) holds a copy of the descriptor until its
+  // exec closes it. So while the pid that took the lock is dead, the holder is such a child, and we
+  // wait for it, up to kLockGrace. A live holder is refused at once.
+  constexpr auto kLockGrace = std::chrono::seconds(5);
+  const auto deadline = std::chrono::steady_clock::now() + kLockGrace;
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      int e = errno;
+      ::close(fd_);
+      fd_ = -1;
+      errno = e;
+      fail("cannot lock", paths.run_lock);
+    }
     char buf[32] = {0};
     ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    long long holder = 0;
+    auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), holder);
+    bool parsed = ec == std::errc() && end == pid.data() + pid.size() && holder > 0;
+    // An empty file: the holder has locked it and is about to write its pid; wait for that too.
+    bool dead = (parsed && !process_alive(holder, std::nullopt)) || pid.empty();
+    if (dead && std::chrono::steady_clock::now() < deadline) {
+      ::usleep(10000);
+      continue;
+    }
     ::close(fd_);
     fd_ = -1;
-    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    if (dead && parsed)
+      throw StoreError(fmt::format("{} is locked by a process other than the `gpuq run` that took it (pid {}, which "
+                                   "has exited), and was not let go in {} s. Find the holder with `fuser {}`",
+                                   paths.run_lock, pid, kLockGrace.count(), paths.run_lock),
+                       StoreError::Kind::Content);
+    std::string_view shown = pid.empty() ? std::string_view("?") : std::string_view(pid);
     throw StoreError(fmt::format("another `gpuq run` (pid {}) is already running {}; two queues would fight over the "
                                  "same GPUs. Stop it first (Ctrl-C or kill {}); its jobs keep running and this run "
                                  "will adopt them",
-                                 pid, paths.plan, pid),
+                                 shown, paths.plan, shown),
                      StoreError::Kind::Content);
   }
   // The pid, through a second descriptor: closing it leaves the flock (held by fd_) in place.

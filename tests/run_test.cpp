@@ -1,6 +1,10 @@
 // `gpuq run` and the control commands against real bash jobs and a fake nvidia-smi.
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -381,4 +385,63 @@ TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
   EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
   // Once the first has ended, a new run may start.
   EXPECT_EQ(q.gpuq({"run", "--poll", "1"}).status, 0);
+}
+
+namespace {
+
+// A pid that no process has: a child that has exited and been reaped.
+long long dead_pid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+
+// Holds PLAN.run.lock the way a job caught between posix_spawn's clone and its exec does, after the
+// run that took the lock (whose pid the file names) was killed.
+struct LeftoverLock {
+  int fd;
+  explicit LeftoverLock(const TempDir& d, const std::string& recorded) {
+    d.write("plan.run.lock", recorded);
+    fd = ::open((d.path() + "/plan.run.lock").c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  }
+  void release() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~LeftoverLock() { release(); }
+};
+
+}  // namespace
+
+// CI found this: a run started right after a SIGKILLed one was refused, the lock still held by the
+// killed run's job that was being spawned. A run whose recorded holder is dead waits for the lock.
+TEST(Run, ALockHeldAfterItsRunDiedIsWaitedForNotRefused) {
+  for (bool empty : {false, true}) {  // empty: the holder has locked but not yet written its pid
+    Queue q;
+    q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
+    LeftoverLock lock(q.dir, empty ? "" : std::to_string(dead_pid()) + "\n");
+    auto run = q.start();
+    usleep(500000);
+    EXPECT_TRUE(run->running()) << empty << ": " << run->wait(0).err;
+    EXPECT_EQ(q.status_of("a"), "none") << "it must not schedule before it holds the lock";
+    lock.release();
+    auto r = run->wait(30);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
+  }
+}
+
+TEST(Run, ALockNeverLetGoAfterItsRunDiedIsReportedWithTheRecordedPid) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
+  long long pid = dead_pid();
+  LeftoverLock lock(q.dir, std::to_string(pid) + "\n");
+  auto r = q.gpuq({"run", "--poll", "1"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("plan.run.lock is locked by a process other than the `gpuq run` that took it (pid " +
+                               std::to_string(pid) + ", which has exited)"));
+  EXPECT_THAT(r.err, HasSubstr("fuser"));
+  EXPECT_TRUE(q.trace().empty());
 }
