@@ -49,10 +49,32 @@ JobState& State::at(const std::string& id) {
 }
 
 void State::rebind(const Plan& plan) const {
-  slot_.assign(plan.jobs.size(), -1);
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    size_t p = position(plan.jobs[i].id);
-    if (p != IdIndex::npos) slot_[i] = static_cast<long>(p);
+  const size_t n = plan.jobs.size();
+  slot_.assign(n, -1);
+  if (plan.index.size() == n && entries_.size() < n) {
+    // Fewer entries than jobs (a plan part done): each entry finds its job. A state written
+    // by gpuq or the original lists them mostly in plan order, so the job after the last
+    // one found is tried first, and the plan's index only when that guess is wrong.
+    size_t guess = 0;
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      const std::string& id = entries_[k].first;
+      const Job* j = guess < n && plan.jobs[guess].id == id ? &plan.jobs[guess] : plan.find(id);
+      if (!j) continue;  // a job the plan no longer has
+      size_t p = static_cast<size_t>(j - plan.jobs.data());
+      slot_[p] = static_cast<long>(k);
+      guess = p + 1;
+    }
+  } else {
+    // Each job finds its entry, the same way round.
+    size_t guess = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& id = plan.jobs[i].id;
+      size_t p = guess < entries_.size() && entries_[guess].first == id ? guess : position(id);
+      if (p != IdIndex::npos) {
+        slot_[i] = static_cast<long>(p);
+        guess = p + 1;
+      }
+    }
   }
   bound_ = &plan;
   bound_serial_ = plan.serial;

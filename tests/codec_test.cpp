@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -268,6 +270,76 @@ TEST(Codec, PlanFastReaderAgreesWithTheFullParser) {
   EXPECT_GT(fast_taken, 700);
 }
 
+// Plans past kPlanSplitBytes are read on two threads, the second from a guessed job
+// boundary past the middle. A guess inside a string or a nested value must be ignored,
+// and a problem in either half must still reach the full parser.
+TEST(Codec, PlanReadOnTwoThreadsAgreesWithTheFullParser) {
+  struct Case {
+    std::string name;
+    bool loads, split;  // split: the second thread's jobs were taken
+  };
+  // A job of the big plan; `pad` makes the plan long with few jobs.
+  auto job = [](size_t k, const std::string& extra = "") {
+    return fmt::format(R"({{"id": "j{}", "script": "run.sh", "gpus": {}, "priority": {}, "est_hours": {}, "deps": [{}]{}}})",
+                       k, k % 3, k % 7, 0.5 + k % 4, k > 3 ? fmt::format(R"("j{}", "after:j{}", "file:out/j{}")", k - 1, k - 3, k - 2) : "",
+                       extra);
+  };
+  const size_t n = 600;
+  const std::string pad(size_t{6} << 10, 'p');
+  auto plan_text = [&](const std::function<std::string(size_t)>& extra, bool object, const std::string& tail) {
+    std::string t = object ? "{\"jobs\": [\n" : "[\n";
+    for (size_t k = 0; k < n; ++k) t += (k ? ",\n " : " ") + job(k, extra(k));
+    t += "\n]";
+    if (object) t += tail + "}";
+    return t;
+  };
+  auto padded = [&](size_t) { return ", \"pad\": \"" + pad + "\""; };
+  // Strings that look like job boundaries all along: the first "}," past the middle is in one.
+  std::string ghost;
+  while (ghost.size() < pad.size()) ghost += R"(}, {\"id\": \"ghost\", \"script\": \"s\"}])";
+  auto ghostly = [&](size_t) { return ", \"note\": \"" + ghost + "\""; };
+  std::string nested_value = "[";
+  for (int k = 0; k < 200; ++k)
+    nested_value += std::string(k ? ", " : "") + (k % 2 ? R"({"id": "g", "script": "s"})" : R"({"a": 1, "b": [{"c": 2}, {"d": 3}]})");
+  nested_value += "]";
+  auto nested = [&](size_t) { return ", \"extra\": " + nested_value; };
+
+  std::vector<std::pair<Case, std::string>> cases{
+      {{"clean list", true, true}, plan_text(padded, false, "")},
+      {{"clean object with reservations after", true, true},
+       plan_text(padded, true, R"(, "reservations": [{"gpus": [6, 7], "jobs": ["j590", "j3"]}])")},
+      // Wrong guesses: the second thread fails, or reads ghost jobs up to a nested ']', and is ignored.
+      {{"boundaries inside strings", true, false}, plan_text(ghostly, false, "")},
+      {{"boundaries inside nested values", true, false}, plan_text(nested, false, "")},
+      {{"a duplicate id in the second half", false, false},
+       plan_text([&](size_t k) { return padded(k) + (k == 550 ? R"(, "id": "j5")" : ""); }, false, "")},
+      {{"a wrong type in the second half", false, false},
+       plan_text([&](size_t k) { return padded(k) + (k == 500 ? R"(, "gpuz": 1, "priority": "high")" : ""); }, false, "")},
+      {{"a \\u escape in the second half (fast reader refuses)", true, false},
+       plan_text([&](size_t k) { return padded(k) + (k == 520 ? R"(, "note": "\u00e9")" : ""); }, false, "")},
+      {{"an unknown producer in the second half (found after both halves)", false, true},
+       plan_text([&](size_t k) { return padded(k) + (k == 580 ? R"(, "produced_by": "nobody")" : ""); }, false, "")},
+  };
+  // The whole text before the list: a big unknown member full of objects, so the guess falls in it.
+  {
+    std::string t = "{\"about\": [";
+    // (Few big objects: nlohmann's callback parser is quadratic in the length of a kept list of objects.)
+    for (size_t k = 0; k < 2000; ++k) t += std::string(k ? ", " : "") + R"({"x": ")" + pad.substr(0, 1100) + "\"}";
+    t += "], \"jobs\": [" + job(0) + ", " + job(1) + "]}";
+    cases.push_back({{"the guess falls before the list", true, false}, t});
+  }
+  for (const auto& [c, text] : cases) {
+    ASSERT_GE(text.size(), kPlanSplitBytes) << c.name;
+    std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+    PlanLoad fast = parse_plan(text, "p.json", gpus, true), full = parse_plan(text, "p.json", gpus, false);
+    EXPECT_EQ(describe(fast), describe(full)) << c.name;
+    EXPECT_EQ(fast.plan.has_value(), c.loads) << c.name << "\n" << describe(full).substr(0, 500);
+    EXPECT_EQ(fast.split, c.split) << c.name;
+    EXPECT_FALSE(full.split);
+    if (c.split) EXPECT_TRUE(fast.fast_path) << c.name;
+  }
+}
+
 TEST(Codec, PlanDuplicateFieldsAndJobsKeysReadAsNlohmannReadsThem) {
   for (std::string text : {R"([{"id": "a", "script": "s", "gpus": "x", "gpus": 2}])",
                            R"([{"id": "a", "script": "s", "deps": ["b"], "deps": []}, {"id": "b", "script": "s"}])",
@@ -308,12 +380,6 @@ TEST(Codec, FastReaderRefusesWhatItCannotReadExactly) {
   EXPECT_TRUE(refuses(std::string(100000, '[')));  // deep nesting: refused, not a stack overflow
 }
 
-}  // namespace
-}  // namespace gpuq
-
-namespace gpuq {
-namespace {
-
 TEST(StateByPosition, FollowsNewEntriesAndOtherPlans) {
   Plan plan = *parse_plan(R"([{"id": "a", "script": "s"}, {"id": "b", "script": "s"}, {"id": "c", "script": "s"}])",
                           "p.json", {0}).plan;
@@ -340,6 +406,32 @@ TEST(StateByPosition, FollowsNewEntriesAndOtherPlans) {
   EXPECT_EQ(copy.status_of(plan, 1), Status::Done);
   EXPECT_EQ(copy.of(plan, 1), copy.find("b"));  // the copy's own entry, not the original's
   EXPECT_NE(copy.of(plan, 1), st.of(plan, 1));
+}
+
+// The binding of state entries to plan positions, both ways round (fewer entries than
+// jobs, or not), against a lookup by id: entries in plan order, shuffled, with gaps and
+// with ids the plan does not have.
+TEST(StateByPosition, AgreesWithLookupByIdOnRandomStates) {
+  Gen g(11);
+  for (int round = 0; round < 300; ++round) {
+    size_t n = g.below(60) + 1;
+    std::string plan_text = "[";
+    for (size_t k = 0; k < n; ++k) plan_text += fmt::format(R"({}{{"id": "j{}", "script": "s"}})", k ? "," : "", k);
+    plan_text += "]";
+    Plan plan = *parse_plan(plan_text, "p.json", {0}).plan;
+    std::vector<std::string> ids;
+    for (size_t k = 0; k < n; ++k)
+      if (g.coin(round % 2 ? 90 : 40)) ids.push_back(fmt::format("j{}", k));
+    for (size_t k = 0; k < g.below(4); ++k) ids.push_back(fmt::format("gone{}", k));
+    if (g.coin(30)) std::shuffle(ids.begin(), ids.end(), g.rng);
+    else if (g.coin(30) && ids.size() > 2) std::swap(ids[0], ids[ids.size() - 1]);
+    std::string state_text = "{";
+    for (size_t k = 0; k < ids.size(); ++k) state_text += fmt::format(R"({}"{}": {{"status": "done"}})", k ? "," : "", ids[k]);
+    state_text += "}";
+    State st = *parse_state(state_text, "s.json").state;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(st.of(plan, i), st.find(plan.jobs[i].id)) << round << " job " << i << " " << state_text;
+  }
 }
 
 }  // namespace

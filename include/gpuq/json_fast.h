@@ -91,6 +91,9 @@ class FastJson {
   void null();
   /// Any value, checked and skipped; returns its text.
   std::string_view skip_value();
+  /// Where the reader is; seek() goes back or on to such a place in the same text.
+  const char* pos() const { return p_; }
+  void seek(const char* p) { p_ = p; }
   /// The whole text was one value followed by whitespace only.
   void finish() {
     if (peek() != 0) throw FastJsonFail{};

@@ -70,10 +70,15 @@ struct PlanLoad {
   std::vector<std::string> errors;    ///< each "FILE: where: problem"
   std::vector<std::string> warnings;  ///< same form; the plan is usable
   bool fast_path = false;             ///< the fast reader read the JSON (for tests)
+  bool split = false;                 ///< ...on two threads (kPlanSplitBytes; for tests)
 };
 
 /// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
 void rank_jobs(Plan& plan);
+
+/// Plan texts this long are read on two cores: the fast reader reads the second half
+/// of the job list on another thread (below it, a thread costs more than it saves).
+inline constexpr size_t kPlanSplitBytes = size_t{2} << 20;
 
 /// Parses and checks plan text. `file` names it in messages; `node_gpus` are
 /// the ids of `--gpus`. Rejects JSON syntax errors (line and column), wrong
