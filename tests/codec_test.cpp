@@ -336,8 +336,28 @@ TEST(Codec, PlanReadOnTwoThreadsAgreesWithTheFullParser) {
     EXPECT_EQ(fast.plan.has_value(), c.loads) << c.name << "\n" << describe(full).substr(0, 500);
     EXPECT_EQ(fast.split, c.split) << c.name;
     EXPECT_FALSE(full.split);
-    if (c.split) EXPECT_TRUE(fast.fast_path) << c.name;
+    if (c.split) {
+      EXPECT_TRUE(fast.fast_path) << c.name;
+    }
   }
+}
+
+// Members gpuq does not read are dropped as the full parser meets them (kept, long lists of
+// objects in them made it quadratic: 8 s for 100,000). What it reads is unchanged.
+TEST(Codec, FullParserDropsUnreadMembersAndStillReportsEverything) {
+  std::string many = "[";
+  for (int k = 0; k < 60000; ++k) many += std::string(k ? ", " : "") + R"({"x": [{"y": 1}]})";
+  many += "]";
+  std::string text = R"({"about": )" + many + R"(, "jobs": [{"id": "a", "script": "s", "gpus": "two", "extra": )" + many +
+                     R"(}, {"id": "b", "script": "s", "deps": [{"not": "a string"}], "note": )" + many +
+                     R"(}], "reservations": [{"gpus": [0], "jobs": ["b", 7]}]})";
+  PlanLoad l = parse_plan(text, "p.json", {0, 1});
+  EXPECT_FALSE(l.fast_path);
+  std::vector<std::string> expected{
+      R"(p.json: job 'a': "gpus" must be a whole number, not a string ("two"))",
+      R"(p.json: job 'b': deps[0] must be a string, not an object ({"not":"a string"}))",
+      R"(p.json: reservation #1: job 7 is not in the plan)"};
+  EXPECT_EQ(l.errors, expected);
 }
 
 TEST(Codec, PlanDuplicateFieldsAndJobsKeysReadAsNlohmannReadsThem) {
