@@ -18,6 +18,7 @@
 #include "gpuq/launcher.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
+#include "gpuq/plan_cache.h"
 #include "gpuq/probe.h"
 #include "gpuq/queue.h"
 #include "gpuq/simulate.h"
@@ -95,8 +96,8 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
 }
 
 /// Loads and checks the plan, or prints every problem.
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus) {
-  PlanLoad load = load_plan(f.plan, gpus);
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false) {
+  PlanLoad load = cached ? load_plan_cached(f.plan, gpus) : load_plan(f.plan, gpus);
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
@@ -140,10 +141,11 @@ struct Loaded {
 };
 
 /// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
-std::optional<Loaded> load_command(const Flags& f) {
+/// `cached`: through the plan cache (status and simulate only; see plan_cache.h).
+std::optional<Loaded> load_command(const Flags& f, bool cached = false) {
   auto gpus = node_gpus(f);
   if (!gpus) return std::nullopt;
-  auto plan = load_or_report(f, *gpus);
+  auto plan = load_or_report(f, *gpus, cached);
   if (!plan) return std::nullopt;
   return Loaded{std::move(*gpus), std::move(*plan)};
 }
@@ -201,7 +203,7 @@ void huge_page_heap() {
 
 int cmd_simulate(const Flags& f) {
   huge_page_heap();
-  auto loaded = load_command(f);
+  auto loaded = load_command(f, true);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
@@ -319,7 +321,7 @@ int cmd_status(const Flags& f) {
   // the plan's (get() rethrows them), so a bad plan is still reported first and alone.
   std::future<State> state;
   if (f.watch <= 0) state = std::async(std::launch::async, [paths = paths_for(f.plan)] { return read_state(paths); });
-  auto loaded = load_command(f);
+  auto loaded = load_command(f, true);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;

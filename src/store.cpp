@@ -151,12 +151,15 @@ std::optional<std::string> read_file(const std::string& path, bool nofollow) {
       throw StoreError(fmt::format("{} is a symbolic link; refusing to follow it", path), StoreError::Kind::Content);
     fail("cannot open", path);
   }
+  // Straight into one buffer of the file's size (a byte more, to see the end at once):
+  // no second copy. A file that grows meanwhile is read to its end all the same.
   std::string out;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));  // one buffer, no regrowth
-  char buf[65536];
+  out.resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 65536);
+  size_t len = 0;
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (len == out.size()) out.resize(out.size() * 2);
+    ssize_t n = ::read(fd, out.data() + len, out.size() - len);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
@@ -165,9 +168,10 @@ std::optional<std::string> read_file(const std::string& path, bool nofollow) {
       fail("cannot read", path);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    len += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(len);
   return out;
 }
 

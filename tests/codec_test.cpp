@@ -13,6 +13,7 @@
 
 #include "gpuq/json_fast.h"
 #include "gpuq/plan.h"
+#include "gpuq/plan_cache.h"
 #include "gpuq/state.h"
 
 namespace gpuq {
@@ -358,6 +359,72 @@ TEST(Codec, FullParserDropsUnreadMembersAndStillReportsEverything) {
       R"(p.json: job 'b': deps[0] must be a string, not an object ({"not":"a string"}))",
       R"(p.json: reservation #1: job 7 is not in the plan)"};
   EXPECT_EQ(l.errors, expected);
+}
+
+// What a plan's cache must give back: the load as parse_plan made it, ranks, index and all.
+std::string describe_whole(const PlanLoad& l) {
+  std::string s = describe(l);
+  if (!l.plan) return s;
+  const Plan& p = *l.plan;
+  s += fmt::format("ranks {} / {}\n", fmt::join(p.by_rank, ","), fmt::join(p.rank_of, ","));
+  for (size_t i = 0; i < p.jobs.size(); ++i) {
+    s += fmt::format("res_of {} [{}] ", i, fmt::join(p.reservations_of[i], ","));
+    s += p.find(p.jobs[i].id) == &p.jobs[i] ? "indexed\n" : "NOT INDEXED\n";
+  }
+  return s;
+}
+
+TEST(PlanCache, GivesBackExactlyWhatTheParserMade) {
+  Gen g(5);
+  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  int checked = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::string text = random_plan(g);
+    PlanLoad load = parse_plan(text, "p.json", gpus);
+    if (!load.plan) continue;
+    ++checked;
+    std::string blob = encode_plan_cache(load, text, gpus);
+    auto back = decode_plan_cache(blob, text, gpus);
+    ASSERT_TRUE(back) << text;
+    ASSERT_EQ(describe_whole(*back), describe_whole(load)) << text;
+  }
+  EXPECT_GT(checked, 500);
+  // A plan with warnings and reservations (GPUs 8 and 9 are not among --gpus).
+  std::string text = R"({"jobs": [{"id": "a", "script": "s", "gpus": 2, "priority": 3}, {"id": "b", "script": "s",
+      "deps": ["a", "after:a", "file:~/x"], "produced_by": "a", "first_look_frac": 0.5}],
+      "reservations": [{"gpus": [6, 7, 8, 9], "jobs": ["b"]}, {"gpus": [0], "jobs": ["a", "b"]}]})";
+  PlanLoad load = parse_plan(text, "p.json", gpus);
+  ASSERT_TRUE(load.plan);
+  ASSERT_EQ(load.warnings.size(), 1u);
+  auto back = decode_plan_cache(encode_plan_cache(load, text, gpus), text, gpus);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(describe_whole(*back), describe_whole(load));
+  EXPECT_EQ(back->warnings, load.warnings);
+}
+
+TEST(PlanCache, IsRefusedForAnotherTextOtherGpusOrAnyDamage) {
+  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  std::string text = R"([{"id": "a", "script": "s", "gpus": 2, "priority": 3}, {"id": "b", "script": "s", "deps": ["a"]}])";
+  PlanLoad load = parse_plan(text, "p.json", gpus);
+  ASSERT_TRUE(load.plan);
+  std::string blob = encode_plan_cache(load, text, gpus);
+  ASSERT_TRUE(decode_plan_cache(blob, text, gpus));
+  // The same length, one character changed (a priority 3 -> 4): another plan.
+  std::string edited = text;
+  edited[edited.find("\"priority\": 3") + 12] = '4';
+  ASSERT_EQ(edited.size(), text.size());
+  EXPECT_FALSE(decode_plan_cache(blob, edited, gpus));
+  EXPECT_FALSE(decode_plan_cache(blob, text, {0, 1, 2, 3}));
+  EXPECT_FALSE(decode_plan_cache(blob, text, {0, 1, 2, 3, 4, 5, 6, 8}));
+  // Every truncation, and every byte flipped in turn: refused, never a crash or a wrong plan.
+  for (size_t k = 0; k < blob.size(); ++k) EXPECT_FALSE(decode_plan_cache(blob.substr(0, k), text, gpus)) << k;
+  for (size_t k = 0; k < blob.size(); ++k) {
+    std::string bad = blob;
+    bad[k] = static_cast<char>(bad[k] ^ 0x10);
+    EXPECT_FALSE(decode_plan_cache(bad, text, gpus)) << k;
+  }
+  EXPECT_FALSE(decode_plan_cache(blob + "x", text, gpus));
+  EXPECT_FALSE(decode_plan_cache("", text, gpus));
 }
 
 TEST(Codec, PlanDuplicateFieldsAndJobsKeysReadAsNlohmannReadsThem) {

@@ -1,0 +1,330 @@
+#include "gpuq/plan_cache.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "gpuq/store.h"
+
+namespace gpuq {
+
+namespace {
+
+// Bump whenever the file's layout or what parse_plan makes of a text changes.
+constexpr uint32_t kVersion = 1;  // (no release has written another)
+constexpr std::string_view kMagic = "gpuq plan cache\n";
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) { raw(&v, sizeof v); }
+  void u64(uint64_t v) { raw(&v, sizeof v); }
+  void i32(int32_t v) { raw(&v, sizeof v); }
+  void f64(double v) { raw(&v, sizeof v); }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads what Writer wrote; any overrun or bad value makes it fail, and the cache is ignored.
+class Reader {
+ public:
+  explicit Reader(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+  bool ok() const { return ok_; }
+  bool at_end() const { return p_ == end_; }
+  uint8_t u8() {
+    uint8_t v = 0;
+    raw(&v, 1);
+    return v;
+  }
+  uint32_t u32() {
+    uint32_t v = 0;
+    raw(&v, sizeof v);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    raw(&v, sizeof v);
+    return v;
+  }
+  int32_t i32() {
+    int32_t v = 0;
+    raw(&v, sizeof v);
+    return v;
+  }
+  double f64() {
+    double v = 0;
+    raw(&v, sizeof v);
+    return v;
+  }
+  std::string_view str() {
+    uint32_t n = u32();
+    if (!ok_ || static_cast<size_t>(end_ - p_) < n) return fail();
+    std::string_view s(p_, n);
+    p_ += n;
+    return s;
+  }
+  /// A count of items each at least `min_bytes` long: more than the rest could hold is damage.
+  size_t count(size_t min_bytes) {
+    uint64_t n = u64();
+    if (!ok_ || n > static_cast<uint64_t>(end_ - p_) / min_bytes) {
+      fail();
+      return 0;
+    }
+    return static_cast<size_t>(n);
+  }
+  std::string_view fail() {
+    ok_ = false;
+    p_ = end_;
+    return {};
+  }
+
+ private:
+  void raw(void* v, size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) {
+      fail();
+      return;
+    }
+    std::memcpy(v, p_, n);
+    p_ += n;
+  }
+  const char* p_;
+  const char* end_;
+  bool ok_ = true;
+};
+
+// The cache keeps the files of the kCacheFiles plans written last (plans in temporary
+// folders would otherwise pile up, a few MB each).
+constexpr size_t kCacheFiles = 16;
+
+void prune_cache(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("plan-", 0) != 0 || !e.is_regular_file(ec)) continue;
+    files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  if (files.size() <= kCacheFiles) return;
+  std::sort(files.begin(), files.end());
+  for (size_t k = 0; k + kCacheFiles < files.size(); ++k) fs::remove(files[k].second, ec);
+}
+
+void write_gpus(Writer& w, const std::vector<int>& gpus) {
+  w.u64(gpus.size());
+  for (int g : gpus) w.i32(g);
+}
+
+}  // namespace
+
+uint64_t text_hash(std::string_view text) {
+  // Eight bytes at a time through a multiply-xorshift mix (about 5 GB/s); the length goes in too.
+  constexpr uint64_t k = 0x9E3779B97F4A7C15ull;
+  uint64_t h = text.size() * k ^ 0x2545F4914F6CDD1Dull;
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    h = (h ^ w) * k;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, text.data() + i, text.size() - i);
+  h = (h ^ tail) * k;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+std::string encode_plan_cache(const PlanLoad& load, std::string_view text, const std::vector<int>& gpus) {
+  const Plan& plan = *load.plan;
+  Writer w;
+  w.raw(kMagic.data(), kMagic.size());
+  w.u32(kVersion);
+  w.u64(text.size());
+  w.u64(text_hash(text));
+  write_gpus(w, gpus);
+  w.u64(load.warnings.size());
+  for (const auto& x : load.warnings) w.str(x);
+  w.u64(plan.jobs.size());
+  for (const Job& j : plan.jobs) {
+    w.str(j.id);
+    w.str(j.script);
+    w.i32(j.gpus);
+    w.f64(j.priority);
+    w.f64(j.est_hours);
+    w.u8(j.est_given);
+    w.u64(j.deps.size());
+    for (const Dep& d : j.deps) {
+      w.u8(static_cast<uint8_t>(d.kind));
+      w.str(d.target);
+      w.u64(d.job);
+    }
+    w.u64(j.produced_by ? *j.produced_by : ~uint64_t{0});
+    w.f64(j.produced_at_frac);
+    w.u8(j.first_look_frac.has_value());
+    w.f64(j.first_look_frac.value_or(0));
+  }
+  w.u64(plan.reservations.size());
+  for (const Reservation& r : plan.reservations) {
+    w.u64(r.gpus);
+    write_gpus(w, r.gpu_list);
+    w.u64(r.jobs.size());
+    for (size_t m : r.jobs) w.u64(m);
+  }
+  w.u64(plan.by_rank.size());  // the ready order, to spare the sort
+  for (uint32_t j : plan.by_rank) w.u32(j);
+  w.u64(text_hash(w.out()));  // the file's own checksum, over everything before it
+  return std::move(w.out());
+}
+
+std::optional<PlanLoad> decode_plan_cache(std::string_view blob, std::string_view text, const std::vector<int>& gpus) {
+  if (blob.size() < kMagic.size() + 8 || blob.substr(0, kMagic.size()) != kMagic) return std::nullopt;
+  std::string_view body = blob.substr(0, blob.size() - 8);
+  uint64_t sum;
+  std::memcpy(&sum, blob.data() + body.size(), 8);
+  if (sum != text_hash(body)) return std::nullopt;
+  Reader r(body.substr(kMagic.size()));
+  if (r.u32() != kVersion || r.u64() != text.size() || r.u64() != text_hash(text)) return std::nullopt;
+  size_t ngpus = r.count(4);
+  if (ngpus != gpus.size()) return std::nullopt;
+  for (int g : gpus)
+    if (r.i32() != g) return std::nullopt;
+  PlanLoad out;
+  out.warnings.resize(r.count(4));
+  for (auto& x : out.warnings) x = r.str();
+  Plan plan;
+  size_t n = r.count(40);
+  plan.jobs.resize(n);
+  plan.index.reserve(n);
+  auto job_ref = [&](uint64_t k) {
+    if (k >= n) r.fail();
+    return static_cast<size_t>(k);
+  };
+  for (size_t i = 0; i < n && r.ok(); ++i) {
+    Job& j = plan.jobs[i];
+    j.id = r.str();
+    j.script = r.str();
+    j.gpus = r.i32();
+    j.priority = r.f64();
+    j.est_hours = r.f64();
+    j.est_given = r.u8() != 0;
+    j.deps.resize(r.count(13));
+    for (Dep& d : j.deps) {
+      uint8_t kind = r.u8();
+      if (kind > static_cast<uint8_t>(Dep::Kind::File)) r.fail();
+      d.kind = static_cast<Dep::Kind>(kind);
+      d.target = r.str();
+      d.job = r.u64();
+      if (d.kind != Dep::Kind::File) job_ref(d.job);
+    }
+    uint64_t producer = r.u64();
+    if (producer != ~uint64_t{0}) j.produced_by = job_ref(producer);
+    j.produced_at_frac = r.f64();
+    bool has_first = r.u8() != 0;
+    double first = r.f64();
+    if (has_first) j.first_look_frac = first;
+    if (!r.ok() || !valid_job_id(j.id) || j.gpus < 0 || j.gpus > static_cast<int>(gpus.size())) return std::nullopt;
+    auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
+    if (plan.index.find_or_insert(j.id, i, id_of) != IdIndex::npos) return std::nullopt;
+  }
+  plan.reservations.resize(r.count(24));
+  plan.reservations_of.assign(n, {});
+  for (size_t k = 0; k < plan.reservations.size() && r.ok(); ++k) {
+    Reservation& res = plan.reservations[k];
+    res.gpus = r.u64();
+    res.gpu_list.resize(r.count(4));
+    for (int& g : res.gpu_list) g = r.i32();
+    res.jobs.resize(r.count(8));
+    for (size_t& m : res.jobs) {
+      m = job_ref(r.u64());
+      if (r.ok()) plan.reservations_of[m].push_back(k);
+    }
+  }
+  if (r.count(4) != n) return std::nullopt;
+  plan.by_rank.resize(n);
+  plan.rank_of.assign(n, UINT32_MAX);
+  for (size_t k = 0; k < n && r.ok(); ++k) {
+    uint32_t j = r.u32();
+    if (j >= n || plan.rank_of[j] != UINT32_MAX) return std::nullopt;  // not a permutation
+    plan.by_rank[k] = j;
+    plan.rank_of[j] = static_cast<uint32_t>(k);
+  }
+  if (!r.ok() || !r.at_end()) return std::nullopt;
+  out.plan = std::move(plan);
+  return out;
+}
+
+std::string plan_cache_path(const std::string& plan_path) {
+  std::string dir;
+  if (const char* d = std::getenv("GPUQ_CACHE_DIR")) {
+    if (!*d) return "";  // set and empty: no cache
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') {
+    dir = std::string(x) + "/gpuq";
+  } else if (const char* h = std::getenv("HOME"); h && *h == '/') {
+    dir = std::string(h) + "/.cache/gpuq";
+  } else {
+    return "";
+  }
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(plan_path, ec);
+  if (ec) return "";
+  std::string name = abs.lexically_normal().string();
+  return fmt::format("{}/plan-{:016x}.bin", dir, text_hash(name));
+}
+
+PlanLoad load_plan_cached(const std::string& path, const std::vector<int>& node_gpus) {
+  std::optional<std::string> text;
+  try {
+    text = read_file(path);
+  } catch (const StoreError&) {
+    return load_plan(path, node_gpus);  // it words the error
+  }
+  if (!text) return load_plan(path, node_gpus);
+  std::string cache = text->size() >= kPlanCacheBytes ? plan_cache_path(path) : "";
+  if (!cache.empty()) {
+    try {
+      if (auto blob = read_file(cache, true))
+        if (auto hit = decode_plan_cache(*blob, *text, node_gpus)) return std::move(*hit);
+    } catch (const StoreError&) {
+      // unreadable or a symbolic link: not ours to use
+    }
+  }
+  PlanLoad load = parse_plan(*text, path, node_gpus);
+  if (!cache.empty() && load.plan) {
+    // Written beside, then renamed over: a reader sees the old file or the new, never half.
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cache).parent_path(), ec);
+    std::string tmp = fmt::format("{}.tmp.{}", cache, ::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      std::string blob = encode_plan_cache(load, *text, node_gpus);
+      size_t off = 0;
+      while (off < blob.size()) {
+        ssize_t k = ::write(fd, blob.data() + off, blob.size() - off);
+        if (k <= 0) break;
+        off += static_cast<size_t>(k);
+      }
+      bool ok = ::close(fd) == 0 && off == blob.size();
+      if (!ok || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
+      prune_cache(std::filesystem::path(cache).parent_path());
+    }
+  }
+  return load;
+}
+
+}  // namespace gpuq
