@@ -259,11 +259,11 @@ int cmd_run(const Flags& f) {
 }
 
 /// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
-GpuMask free_now(const State& state, const RunOptions& opt) {
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt) {
   GpuMask busy = 0;
   for (const auto& [id, s] : state.entries())
     if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
-  GpuReading reading = probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
   if (reading.used_mib)
     for (auto& [g, mib] : *reading.used_mib)
       if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
@@ -290,7 +290,8 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
   return bars;
 }
 
-int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, State state) {
+int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, State state,
+                std::optional<GpuReading> probed = std::nullopt) {
   PlanPaths paths = paths_for(f.plan);
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
@@ -298,7 +299,7 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, 
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   // Text without --all shows the first rows only: only they need their reasons worked out.
-  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt), file_exists,
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), file_exists,
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
   phase("outlook");
   if (!f.svg.empty() &&
@@ -320,16 +321,25 @@ int cmd_status(const Flags& f) {
   // that is 30 to 50 ms of a command users type again and again. Its errors wait for
   // the plan's (get() rethrows them), so a bad plan is still reported first and alone.
   std::future<State> state;
-  if (f.watch <= 0) state = std::async(std::launch::async, [paths = paths_for(f.plan)] { return read_state(paths); });
+  std::future<GpuReading> probe;
+  if (f.watch <= 0) {
+    state = std::async(std::launch::async, [paths = paths_for(f.plan)] { return read_state(paths); });
+    // nvidia-smi takes 50 to 500 ms on a real node: it runs meanwhile too.
+    RunOptions opt = run_options(f, {});
+    probe = std::async(std::launch::async, probe_gpus, opt.nvidia_smi, opt.nvidia_smi_timeout);
+  }
   auto loaded = load_command(f, true);
-  if (!loaded) return kExitBadInput;
+  if (!loaded) {
+    if (f.watch <= 0) exit_now(kExitBadInput);  // not waiting for nvidia-smi to say what no one will read
+    return kExitBadInput;
+  }
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
   phase("load plan");
   if (f.watch <= 0) {
     State s = state.get();
     phase("read state (the rest of it)");
-    return status_once(f, *plan, *gpus, std::move(s));
+    return status_once(f, *plan, *gpus, std::move(s), probe.get());
   }
   // Redraw until Ctrl-C, for a tmux pane.
   while (true) {

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <future>
 
 #include "gpuq/store.h"
 
@@ -17,7 +19,7 @@ namespace gpuq {
 namespace {
 
 // Bump whenever the file's layout or what parse_plan makes of a text changes.
-constexpr uint32_t kVersion = 1;  // (no release has written another)
+constexpr uint32_t kVersion = 2;
 constexpr std::string_view kMagic = "gpuq plan cache\n";
 
 class Writer {
@@ -85,6 +87,12 @@ class Reader {
     }
     return static_cast<size_t>(n);
   }
+  const char* pos() const { return p_; }
+  /// Goes on to `p`, which must lie between here and the end.
+  void seek(const char* p) {
+    if (p < p_ || p > end_) fail();
+    else p_ = p;
+  }
   std::string_view fail() {
     ok_ = false;
     p_ = end_;
@@ -121,6 +129,45 @@ void prune_cache(const std::filesystem::path& dir) {
   if (files.size() <= kCacheFiles) return;
   std::sort(files.begin(), files.end());
   for (size_t k = 0; k + kCacheFiles < files.size(); ++k) fs::remove(files[k].second, ec);
+}
+
+void patch(Writer& w, size_t at, uint64_t v) { std::memcpy(w.out().data() + at, &v, sizeof v); }
+
+// One job as encode_plan_cache wrote it; false when it is not one (n jobs, node_size GPUs).
+bool decode_job(Reader& r, Job& j, size_t n, size_t node_size) {
+  auto job_ref = [&](uint64_t k) {
+    if (k >= n) r.fail();
+    return static_cast<size_t>(k);
+  };
+  j.id = r.str();
+  j.script = r.str();
+  j.gpus = r.i32();
+  j.priority = r.f64();
+  j.est_hours = r.f64();
+  j.est_given = r.u8() != 0;
+  j.deps.resize(r.count(13));
+  for (Dep& d : j.deps) {
+    uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(Dep::Kind::File)) r.fail();
+    d.kind = static_cast<Dep::Kind>(kind);
+    d.target = r.str();
+    d.job = r.u64();
+    if (d.kind != Dep::Kind::File) job_ref(d.job);
+  }
+  uint64_t producer = r.u64();
+  if (producer != ~uint64_t{0}) j.produced_by = job_ref(producer);
+  j.produced_at_frac = r.f64();
+  bool has_first = r.u8() != 0;
+  double first = r.f64();
+  if (has_first) j.first_look_frac = first;
+  return r.ok() && valid_job_id(j.id) && j.gpus >= 0 && j.gpus <= static_cast<int>(node_size);
+}
+
+// Jobs [from, to) of `plan`, decoded from exactly the bytes of `r`.
+bool decode_jobs(Reader r, Plan& plan, size_t from, size_t to, size_t node_size) {
+  for (size_t i = from; i < to; ++i)
+    if (!decode_job(r, plan.jobs[i], plan.jobs.size(), node_size)) return false;
+  return r.ok() && r.at_end();
 }
 
 void write_gpus(Writer& w, const std::vector<int>& gpus) {
@@ -160,7 +207,14 @@ std::string encode_plan_cache(const PlanLoad& load, std::string_view text, const
   w.u64(load.warnings.size());
   for (const auto& x : load.warnings) w.str(x);
   w.u64(plan.jobs.size());
-  for (const Job& j : plan.jobs) {
+  // Where the second half of the jobs starts and where the jobs end (filled in below): the
+  // reader decodes the halves on two cores.
+  size_t halves_at = w.out().size();
+  w.u64(0);
+  w.u64(0);
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    if (i == plan.jobs.size() / 2) patch(w, halves_at, w.out().size());
+    const Job& j = plan.jobs[i];
     w.str(j.id);
     w.str(j.script);
     w.i32(j.gpus);
@@ -178,6 +232,8 @@ std::string encode_plan_cache(const PlanLoad& load, std::string_view text, const
     w.u8(j.first_look_frac.has_value());
     w.f64(j.first_look_frac.value_or(0));
   }
+  if (plan.jobs.empty()) patch(w, halves_at, w.out().size());
+  patch(w, halves_at + 8, w.out().size());
   w.u64(plan.reservations.size());
   for (const Reservation& r : plan.reservations) {
     w.u64(r.gpus);
@@ -208,39 +264,27 @@ std::optional<PlanLoad> decode_plan_cache(std::string_view blob, std::string_vie
   for (auto& x : out.warnings) x = r.str();
   Plan plan;
   size_t n = r.count(40);
+  uint64_t mid = r.u64(), end = r.u64();
+  const char* jobs_at = r.pos();
+  if (!r.ok() || mid < static_cast<uint64_t>(jobs_at - blob.data()) || mid > end || end > body.size()) return std::nullopt;
   plan.jobs.resize(n);
+  // The second half on another core; each half must fill its bytes exactly.
+  const size_t half = n / 2;
+  auto second = std::async(std::launch::async, decode_jobs, Reader(body.substr(mid, end - mid)), std::ref(plan), half,
+                           n, gpus.size());
+  bool first_ok = decode_jobs(Reader(std::string_view(jobs_at, blob.data() + mid - jobs_at)), plan, 0, half, gpus.size());
+  auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
   plan.index.reserve(n);
+  for (size_t i = 0; i < half && first_ok; ++i)
+    if (plan.index.find_or_insert(plan.jobs[i].id, i, id_of) != IdIndex::npos) first_ok = false;
+  if (!second.get() || !first_ok) return std::nullopt;
+  for (size_t i = half; i < n; ++i)
+    if (plan.index.find_or_insert(plan.jobs[i].id, i, id_of) != IdIndex::npos) return std::nullopt;
+  r.seek(blob.data() + end);
   auto job_ref = [&](uint64_t k) {
     if (k >= n) r.fail();
     return static_cast<size_t>(k);
   };
-  for (size_t i = 0; i < n && r.ok(); ++i) {
-    Job& j = plan.jobs[i];
-    j.id = r.str();
-    j.script = r.str();
-    j.gpus = r.i32();
-    j.priority = r.f64();
-    j.est_hours = r.f64();
-    j.est_given = r.u8() != 0;
-    j.deps.resize(r.count(13));
-    for (Dep& d : j.deps) {
-      uint8_t kind = r.u8();
-      if (kind > static_cast<uint8_t>(Dep::Kind::File)) r.fail();
-      d.kind = static_cast<Dep::Kind>(kind);
-      d.target = r.str();
-      d.job = r.u64();
-      if (d.kind != Dep::Kind::File) job_ref(d.job);
-    }
-    uint64_t producer = r.u64();
-    if (producer != ~uint64_t{0}) j.produced_by = job_ref(producer);
-    j.produced_at_frac = r.f64();
-    bool has_first = r.u8() != 0;
-    double first = r.f64();
-    if (has_first) j.first_look_frac = first;
-    if (!r.ok() || !valid_job_id(j.id) || j.gpus < 0 || j.gpus > static_cast<int>(gpus.size())) return std::nullopt;
-    auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
-    if (plan.index.find_or_insert(j.id, i, id_of) != IdIndex::npos) return std::nullopt;
-  }
   plan.reservations.resize(r.count(24));
   plan.reservations_of.assign(n, {});
   for (size_t k = 0; k < plan.reservations.size() && r.ok(); ++k) {
@@ -300,8 +344,8 @@ PlanLoad load_plan_cached(const std::string& path, const std::vector<int>& node_
     try {
       if (auto blob = read_file(cache, true))
         if (auto hit = decode_plan_cache(*blob, *text, node_gpus)) return std::move(*hit);
-    } catch (const StoreError&) {
-      // unreadable or a symbolic link: not ours to use
+    } catch (const std::exception&) {
+      // unreadable, a symbolic link, or no thread to decode it with: parse the plan instead
     }
   }
   PlanLoad load = parse_plan(*text, path, node_gpus);
