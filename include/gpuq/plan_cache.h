@@ -8,7 +8,7 @@
 // hashes to what it was made from, with the same --gpus, by this format version,
 // and its own checksum holds; anything else (a stale, damaged or foreign file)
 // is ignored and the plan is parsed as usual. Only `status` and `simulate` use
-// it: `run` and `check` always read the plan itself.
+// it: `run`, `validate` and the control commands always read the plan itself.
 #pragma once
 
 #include <optional>
