@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpuq/phase.h"
+#include "gpuq/async.h"
 #include "gpuq/launcher.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
@@ -323,10 +324,10 @@ int cmd_status(const Flags& f) {
   std::future<State> state;
   std::future<GpuReading> probe;
   if (f.watch <= 0) {
-    state = std::async(std::launch::async, [paths = paths_for(f.plan)] { return read_state(paths); });
+    state = on_another_core([paths = paths_for(f.plan)] { return read_state(paths); });
     // nvidia-smi takes 50 to 500 ms on a real node: it runs meanwhile too.
     RunOptions opt = run_options(f, {});
-    probe = std::async(std::launch::async, probe_gpus, opt.nvidia_smi, opt.nvidia_smi_timeout);
+    probe = on_another_core([opt] { return probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout); });
   }
   auto loaded = load_command(f, true);
   if (!loaded) {

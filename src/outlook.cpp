@@ -1,4 +1,5 @@
 #include "gpuq/phase.h"
+#include "gpuq/async.h"
 #include "gpuq/outlook.h"
 
 #include <fmt/format.h>
@@ -103,7 +104,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
   // state to the plan), and the worker reads the file memo without adding to it.
   bool any_running = false;
   TickDecision tick;
-  auto worker = std::async(std::launch::async, [&] {
+  auto worker = on_another_core([&] {
     o.jobs.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       const Job& j = plan.jobs[i];

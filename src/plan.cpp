@@ -1,4 +1,5 @@
 #include "gpuq/plan.h"
+#include "gpuq/async.h"
 
 #include "gpuq/json_error.h"
 #include "gpuq/json_fast.h"
@@ -242,7 +243,7 @@ void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Pl
   // A long plan: the second half is read on another core while this one reads the first.
   const char* split = text.size() >= kPlanSplitBytes ? split_point(text) : nullptr;
   std::future<JobsPart> second;
-  if (split) second = std::async(std::launch::async, read_jobs_part, text, split, node_gpus.size());
+  if (split) second = on_another_core([text, split, size = node_gpus.size()] { return read_jobs_part(text, split, size); });
   auto read_jobs = [&] {
     r.expect('[');
     if (r.consume(']')) return;

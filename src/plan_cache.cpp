@@ -1,4 +1,5 @@
 #include "gpuq/plan_cache.h"
+#include "gpuq/async.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -270,8 +271,9 @@ std::optional<PlanLoad> decode_plan_cache(std::string_view blob, std::string_vie
   plan.jobs.resize(n);
   // The second half on another core; each half must fill its bytes exactly.
   const size_t half = n / 2;
-  auto second = std::async(std::launch::async, decode_jobs, Reader(body.substr(mid, end - mid)), std::ref(plan), half,
-                           n, gpus.size());
+  auto second = on_another_core([&plan, r2 = Reader(body.substr(mid, end - mid)), half, n, size = gpus.size()] {
+    return decode_jobs(r2, plan, half, n, size);
+  });
   bool first_ok = decode_jobs(Reader(std::string_view(jobs_at, blob.data() + mid - jobs_at)), plan, 0, half, gpus.size());
   auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
   plan.index.reserve(n);
