@@ -47,31 +47,11 @@ class Reader {
   explicit Reader(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
   bool ok() const { return ok_; }
   bool at_end() const { return p_ == end_; }
-  uint8_t u8() {
-    uint8_t v = 0;
-    raw(&v, 1);
-    return v;
-  }
-  uint32_t u32() {
-    uint32_t v = 0;
-    raw(&v, sizeof v);
-    return v;
-  }
-  uint64_t u64() {
-    uint64_t v = 0;
-    raw(&v, sizeof v);
-    return v;
-  }
-  int32_t i32() {
-    int32_t v = 0;
-    raw(&v, sizeof v);
-    return v;
-  }
-  double f64() {
-    double v = 0;
-    raw(&v, sizeof v);
-    return v;
-  }
+  uint8_t u8() { return get<uint8_t>(); }
+  uint32_t u32() { return get<uint32_t>(); }
+  uint64_t u64() { return get<uint64_t>(); }
+  int32_t i32() { return get<int32_t>(); }
+  double f64() { return get<double>(); }
   std::string_view str() {
     uint32_t n = u32();
     if (!ok_ || static_cast<size_t>(end_ - p_) < n) return fail();
@@ -101,13 +81,17 @@ class Reader {
   }
 
  private:
-  void raw(void* v, size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) {
+  // A value as Writer laid it out (the machine's own byte order: the cache never leaves it).
+  template <typename T>
+  T get() {
+    T v{};
+    if (static_cast<size_t>(end_ - p_) < sizeof v) {
       fail();
-      return;
+      return v;
     }
-    std::memcpy(v, p_, n);
-    p_ += n;
+    std::memcpy(&v, p_, sizeof v);
+    p_ += sizeof v;
+    return v;
   }
   const char* p_;
   const char* end_;
