@@ -338,7 +338,14 @@ int cmd_status(const Flags& f) {
   const Plan* plan = &loaded->plan;
   phase("load plan");
   if (f.watch <= 0) {
-    State s = state.get();
+    State s;
+    try {
+      s = state.get();
+    } catch (const std::exception& e) {
+      // Reported now, as main would, not once nvidia-smi (which may hang until its timeout) is done.
+      fmt::print(stderr, "gpuq: {}\n", e.what());
+      exit_now(kExitFailure);
+    }
     phase("read state (the rest of it)");
     return status_once(f, *plan, *gpus, std::move(s), probe.get());
   }

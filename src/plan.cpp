@@ -115,10 +115,7 @@ std::string check_number(const json& v, bool integer, bool non_negative) {
   return "";
 }
 
-// The fast path: reads the jobs straight from the text with FastJson. It takes
-// only plans with nothing to report; at the first problem or anything unusual it
-// throws FastJsonFail and parse_plan reads the text again with nlohmann/json,
-// which finds every problem and words it. Both readers fill the same fields.
+// The fields of a job that gpuq reads (the full parser drops the others as it meets them).
 bool known_job_key(std::string_view k) {
   for (std::string_view known : {"id", "script", "gpus", "priority", "est_hours", "deps", "produced_by",
                                  "produced_at_frac", "first_look_frac"})

@@ -342,14 +342,13 @@ PlanLoad load_plan_cached(const std::string& path, const std::vector<int>& node_
     std::string tmp = fmt::format("{}.tmp.{}", cache, ::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      std::string blob = encode_plan_cache(load, *text, node_gpus);
-      size_t off = 0;
-      while (off < blob.size()) {
-        ssize_t k = ::write(fd, blob.data() + off, blob.size() - off);
-        if (k <= 0) break;
-        off += static_cast<size_t>(k);
+      bool ok = true;
+      try {
+        write_all(fd, encode_plan_cache(load, *text, node_gpus), tmp);
+      } catch (const StoreError&) {
+        ok = false;  // a full disk, say: no cache this time
       }
-      bool ok = ::close(fd) == 0 && off == blob.size();
+      ok = ::close(fd) == 0 && ok;
       if (!ok || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
       prune_cache(std::filesystem::path(cache).parent_path());
     }

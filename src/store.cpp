@@ -32,6 +32,9 @@ std::string with_suffix(const fs::path& p, const std::string& suffix) {
   throw StoreError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
 }
 
+
+}  // namespace
+
 void write_all(int fd, const std::string& data, const std::string& path) {
   size_t off = 0;
   while (off < data.size()) {
@@ -43,8 +46,6 @@ void write_all(int fd, const std::string& data, const std::string& path) {
     off += static_cast<size_t>(n);
   }
 }
-
-}  // namespace
 
 PlanPaths paths_for(const std::string& plan) {
   PlanPaths p;

@@ -59,6 +59,10 @@ class RunGuard {
   int fd_ = -1;
 };
 
+/// Writes all of `data` to `fd` (retrying short writes and EINTR), or throws
+/// StoreError naming `path`.
+void write_all(int fd, const std::string& data, const std::string& path);
+
 /// Reads the state: empty when the file does not exist; StoreError (naming the
 /// file and the place) when it cannot be read or decoded.
 State read_state(const PlanPaths& paths);
