@@ -129,8 +129,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
       auto it = seen_files.find(p);
       return it != seen_files.end() ? it->second : file_exists_uncached(p);
     };
-    State after = state;
-    tick = decide_tick(plan, after, opt, now, free, any_running, file_exists_read_only, true);
+    tick = preview_tick(plan, state, opt, now, free, any_running, file_exists_read_only);
   });
   SimOptions so;
   so.node_gpus = opt.node_gpus;

@@ -27,37 +27,121 @@ std::string clock_stamp(double t) {
   return fmt::format("[{}]", buf);
 }
 
-bool finished(const JobState* s, long long max_retries) {
-  if (!s) return false;
-  if (s->status == Status::Done || s->status == Status::Blocked) return true;
-  return s->status == Status::Failed && (s->exit == -15 || s->attempts_or0() >= max_retries);
+namespace {
+
+// finished() for a job whose status is `st`, which a tick may have changed from the
+// entry's: the entry's other fields are read only for a failed job, and a tick never
+// changes an entry into a failed one.
+bool finished_as(Status st, const JobState* s, long long max_retries) {
+  if (st == Status::Done || st == Status::Blocked) return true;
+  return st == Status::Failed && (s->exit == -15 || s->attempts_or0() >= max_retries);
 }
 
-bool deps_met(const Plan& plan, const Job& job, const State& state, long long max_retries,
-              const std::function<bool(const std::string&)>& file_exists) {
+template <class StatusOf>
+bool deps_met_by(const Plan& plan, const Job& job, const State& state, const StatusOf& status_of, long long max_retries,
+                 const std::function<bool(const std::string&)>& file_exists) {
   for (const Dep& d : job.deps) {
     switch (d.kind) {
       case Dep::Kind::File:
         if (!file_exists(expand_path(d.target))) return false;
         break;
       case Dep::Kind::After:
-        if (!finished(state.of(plan, d.job), max_retries)) return false;
+        if (!finished_as(status_of(d.job), state.of(plan, d.job), max_retries)) return false;
         break;
       case Dep::Kind::Done:
-        if (state.status_of(plan, d.job) != Status::Done) return false;
+        if (status_of(d.job) != Status::Done) return false;
         break;
     }
   }
   return true;
 }
 
-bool deps_failed(const Plan& plan, const Job& job, const State& state) {
+template <class StatusOf>
+bool deps_failed_by(const Job& job, const StatusOf& status_of) {
   for (const Dep& d : job.deps) {
     if (d.kind != Dep::Kind::Done) continue;
-    const JobState* s = state.of(plan, d.job);
-    if (s && (s->status == Status::Failed || s->status == Status::Blocked)) return true;
+    Status st = status_of(d.job);
+    if (st == Status::Failed || st == Status::Blocked) return true;
   }
   return false;
+}
+
+// What a tick changes in the state, in the order the original makes the changes.
+struct TickChanges {
+  std::vector<std::pair<size_t, long long>> retried;  // job, its attempts from now on
+  bool unblock = false;                               // every blocked entry becomes pending
+  std::vector<size_t> blocked;                        // pending jobs that become blocked
+};
+
+// decide_tick over a state it does not change: the jobs' statuses as the tick changes
+// them are kept in an array of their own (a copy of the state at 100,000 jobs costs tens
+// of MB), and the changes are listed for decide_tick to make.
+TickDecision decide(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
+                    bool any_running, const std::function<bool(const std::string&)>& file_exists, bool explain,
+                    TickChanges& changes) {
+  TickDecision tick;
+  const size_t n = plan.jobs.size();
+  std::vector<Status> st(n);
+  for (size_t i = 0; i < n; ++i) st[i] = state.status_of(plan, i);
+  for (size_t i = 0; i < n; ++i) {
+    const Job& j = plan.jobs[i];
+    const JobState* s = state.of(plan, i);
+    if (retryable(s, opt, now)) {
+      long long attempts = s->attempts_or0() + 1;
+      changes.retried.push_back({i, attempts});
+      st[i] = Status::Pending;
+      // The original unblocks every blocked job at each retry; after the first, none is left.
+      if (!changes.unblock)
+        for (Status& x : st)
+          if (x == Status::Blocked) x = Status::Pending;
+      changes.unblock = true;
+      tick.retried.push_back({j.id, attempts});
+    } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries && s->end) {
+      tick.next_retry_in = std::min(tick.next_retry_in, *s->end + opt.retry_after - now);
+    }
+  }
+
+  auto status_of = [&](size_t k) { return st[k]; };
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < n; ++i) {
+    const Job& j = plan.jobs[i];
+    if (st[i] != Status::Pending) continue;
+    if (deps_failed_by(j, status_of)) {
+      st[i] = Status::Blocked;
+      changes.blocked.push_back(i);
+      continue;
+    }
+    if (deps_met_by(plan, j, state, status_of, opt.max_retries, file_exists)) ready.push_back(i);
+  }
+  PassInput in;
+  in.free = free;
+  in.node = mask_of(opt.node_gpus);
+  in.open.resize(plan.reservations.size());
+  // The original's `finished` for reservations: done, failed or blocked.
+  for (size_t r = 0; r < plan.reservations.size(); ++r) {
+    for (size_t m : plan.reservations[r].jobs) {
+      if (st[m] != Status::Done && st[m] != Status::Failed && st[m] != Status::Blocked) in.open[r] = true;
+    }
+  }
+  in.nothing_running = !any_running;
+  in.explain = explain;
+  tick.pass = schedule_pass(plan, ReadySet(plan, opt.backfill_max_hours, ready), in);
+  return tick;
+}
+
+}  // namespace
+
+bool finished(const JobState* s, long long max_retries) {
+  return s && finished_as(s->status, s, max_retries);
+}
+
+bool deps_met(const Plan& plan, const Job& job, const State& state, long long max_retries,
+              const std::function<bool(const std::string&)>& file_exists) {
+  return deps_met_by(plan, job, state, [&](size_t k) { return state.status_of(plan, k); }, max_retries, file_exists);
+}
+
+bool deps_failed(const Plan& plan, const Job& job, const State& state) {
+  return deps_failed_by(job, [&](size_t k) { return state.status_of(plan, k); });
 }
 
 bool retryable(const JobState* s, const RunOptions& opt, double now) {
@@ -71,55 +155,29 @@ bool retryable(const JobState* s, const RunOptions& opt, double now) {
 TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, double now, GpuMask free,
                          bool any_running, const std::function<bool(const std::string&)>& file_exists,
                          bool explain) {
-  TickDecision tick;
-  bool unblocked = false;
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    const Job& j = plan.jobs[i];
-    const JobState* s = state.of(plan, i);
-    if (retryable(s, opt, now)) {
-      long long n = s->attempts_or0() + 1;
-      JobState fresh;
-      fresh.status = Status::Pending;
-      fresh.attempts = n;
-      state.set(plan, i, fresh);
-      // The original unblocks every blocked job at each retry; after the first, none is left.
-      if (!unblocked)
-        for (auto& [other, os] : state.entries())
-          if (os.status == Status::Blocked) os.status = Status::Pending;
-      unblocked = true;
-      tick.retried.push_back({j.id, n});
-    } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries && s->end) {
-      tick.next_retry_in = std::min(tick.next_retry_in, *s->end + opt.retry_after - now);
-    }
+  TickChanges changes;
+  TickDecision tick = decide(plan, state, opt, now, free, any_running, file_exists, explain, changes);
+  for (auto [i, attempts] : changes.retried) {
+    JobState fresh;
+    fresh.status = Status::Pending;
+    fresh.attempts = attempts;
+    state.set(plan, i, fresh);
   }
-
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    const Job& j = plan.jobs[i];
-    if (state.status_of(plan, i) != Status::Pending) continue;
-    if (deps_failed(plan, j, state)) {
-      JobState blocked;
-      blocked.status = Status::Blocked;
-      state.set(plan, i, blocked);
-      continue;
-    }
-    if (deps_met(plan, j, state, opt.max_retries, file_exists)) ready.push_back(i);
+  if (changes.unblock)
+    for (auto& [id, s] : state.entries())
+      if (s.status == Status::Blocked) s.status = Status::Pending;
+  for (size_t i : changes.blocked) {
+    JobState blocked;
+    blocked.status = Status::Blocked;
+    state.set(plan, i, blocked);
   }
-  PassInput in;
-  in.free = free;
-  in.node = mask_of(opt.node_gpus);
-  in.open.resize(plan.reservations.size());
-  // The original's `finished` for reservations: done, failed or blocked.
-  for (size_t r = 0; r < plan.reservations.size(); ++r) {
-    for (size_t m : plan.reservations[r].jobs) {
-      Status st = state.status_of(plan, m);
-      if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
-    }
-  }
-  in.nothing_running = !any_running;
-  in.explain = explain;
-  tick.pass = schedule_pass(plan, ReadySet(plan, opt.backfill_max_hours, ready), in);
   return tick;
+}
+
+TickDecision preview_tick(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
+                          bool any_running, const std::function<bool(const std::string&)>& file_exists) {
+  TickChanges changes;
+  return decide(plan, state, opt, now, free, any_running, file_exists, true, changes);
 }
 
 Observed observe(const PlanPaths& paths, const std::string& id, const JobState& s) {

@@ -50,6 +50,7 @@ std::string job_list(const Plan& plan, const std::vector<size_t>& jobs) {
 Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from) {
   const size_t n = plan.jobs.size();
   Simulation sim;
+  sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
   GpuMask node = mask_of(opt.node_gpus);
 
   std::vector<double> start(n, 0), end(n, 0);

@@ -57,6 +57,11 @@ TickDecision decide_tick(const Plan& plan, State& state, const RunOptions& opt, 
                          bool any_running, const std::function<bool(const std::string&)>& file_exists,
                          bool explain = false);
 
+/// The same decisions, explained, over a state it leaves as it is (`status` shows
+/// what the next tick would do).
+TickDecision preview_tick(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
+                          bool any_running, const std::function<bool(const std::string&)>& file_exists);
+
 /// How a running job's process looks from outside.
 struct Observed {
   enum class Kind { Running, Exited, Vanished, Aborted } kind = Kind::Running;
