@@ -21,8 +21,6 @@ std::vector<int> ids_of(GpuMask mask) {
   return out;
 }
 
-int count(GpuMask mask) { return std::popcount(mask); }
-
 std::optional<std::vector<int>> parse_gpu_list(std::string_view text, std::string* err) {
   std::vector<int> ids;
   GpuMask seen = 0;

@@ -84,23 +84,26 @@ size_t RankSet::next(size_t r) const {
 
 ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
     : plan_(&plan), limit_(backfill_max_hours), all_(plan.jobs.size()) {
-  if (plan.rank_of.size() == plan.jobs.size()) {
+  const size_t n = plan.jobs.size();
+  if (plan.rank_of.size() == n) {
     rank_of_ = plan.rank_of.data();
-    by_rank_ = plan.by_rank.data();
   } else {  // a plan made by hand, not by parse_plan
     Plan ranked;
     ranked.jobs = plan.jobs;
     rank_jobs(ranked);
     own_rank_of_ = std::move(ranked.rank_of);
-    own_by_rank_ = std::move(ranked.by_rank);
     rank_of_ = own_rank_of_.data();
-    by_rank_ = own_by_rank_.data();
   }
   std::map<std::vector<size_t>, int> sigs;
-  sig_of_.resize(plan.jobs.size());
-  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+  at_rank_.resize(n);
+  for (size_t j = 0; j < n; ++j) {  // the jobs in plan order, each written to its rank
+    const Job& job = plan.jobs[j];
+    AtRank& a = at_rank_[rank_of_[j]];
+    a.job = static_cast<std::uint32_t>(j);
+    a.gpus = static_cast<std::uint8_t>(job.gpus);
+    a.is_long = job.est_hours > limit_;
     if (sig0_ >= 0 && plan.reservations_of[j].empty()) {  // most jobs: no map lookup, no copy
-      sig_of_[j] = sig0_;
+      a.sig = static_cast<std::uint32_t>(sig0_);
       continue;
     }
     std::vector<size_t> mine = plan.reservations_of[j];
@@ -110,12 +113,12 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
     if (fresh) {
       sig_members_.push_back(mine);
       Class c;
-      for (auto& v : c.by_gpus) v.assign(kMaxGpuId + 2, RankSet(plan.jobs.size()));
+      for (auto& v : c.by_gpus) v.assign(kMaxGpuId + 2, RankSet(n));
       c.count.resize(kMaxGpuId + 2);
       classes_.push_back(std::move(c));
       if (mine.empty()) sig0_ = it->second;
     }
-    sig_of_[j] = it->second;
+    a.sig = static_cast<std::uint32_t>(it->second);
   }
 }
 
@@ -125,26 +128,27 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const 
 }
 
 
-bool ReadySet::is_long(size_t job) const { return plan_->jobs[job].est_hours > limit_; }
-
-RankSet& ReadySet::slot(size_t job) {
-  return classes_[sig_of_[job]].by_gpus[is_long(job)][plan_->jobs[job].gpus];
+RankSet& ReadySet::slot(Key k) {
+  const AtRank& a = at_rank_[k];
+  return classes_[a.sig].by_gpus[a.is_long][a.gpus];
 }
 
 void ReadySet::insert(size_t job) {
-  if (!all_.insert(key(job))) return;
-  slot(job).insert(key(job));
-  Class& c = classes_[sig_of_[job]];
-  int g = plan_->jobs[job].gpus;
-  if (c.count[g]++ == 0 && g > 0) c.present |= std::uint64_t{1} << (g - 1);
+  Key k = key(job);
+  if (!all_.insert(k)) return;
+  slot(k).insert(k);
+  const AtRank& a = at_rank_[k];
+  Class& c = classes_[a.sig];
+  if (c.count[a.gpus]++ == 0 && a.gpus > 0) c.present |= std::uint64_t{1} << (a.gpus - 1);
 }
 
 void ReadySet::erase(size_t job) {
-  if (!all_.erase(key(job))) return;
-  slot(job).erase(key(job));
-  Class& c = classes_[sig_of_[job]];
-  int g = plan_->jobs[job].gpus;
-  if (--c.count[g] == 0 && g > 0) c.present &= ~(std::uint64_t{1} << (g - 1));
+  Key k = key(job);
+  if (!all_.erase(k)) return;
+  slot(k).erase(k);
+  const AtRank& a = at_rank_[k];
+  Class& c = classes_[a.sig];
+  if (--c.count[a.gpus] == 0 && a.gpus > 0) c.present &= ~(std::uint64_t{1} << (a.gpus - 1));
 }
 
 bool ReadySet::contains(size_t job) const { return all_.contains(key(job)); }
@@ -178,7 +182,7 @@ struct PassRunner {
 
   using Key = ReadySet::Key;
 
-  GpuMask closed_to(size_t job) const { return closed[rs.sig_of_[job]]; }
+  GpuMask closed_to(size_t job) const { return closed[rs.at_rank_[rs.key(job)].sig]; }
 
   static void first_after(const RankSet& s, const std::optional<Key>& p, std::optional<Key>& best) {
     size_t k = s.next(p ? *p + 1 : 0);
@@ -211,8 +215,9 @@ struct PassRunner {
         continue;
       }
       if (!best) break;
-      size_t j = rs.job_at(*best);
-      auto gpus = pick_gpus(plan.jobs[j].gpus, free & ~closed[rs.sig_of_[j]]);
+      const ReadySet::AtRank& a = rs.at_rank_[*best];
+      size_t j = a.job;
+      auto gpus = pick_gpus(a.gpus, free & ~closed[a.sig]);
       free &= ~mask_of(*gpus);
       out.starts.push_back({j, std::move(*gpus)});
       p = best;
@@ -227,15 +232,16 @@ struct PassRunner {
     std::optional<Key> head;
     if (out.waiting_head) head = rs.key(*out.waiting_head);
     for (Key k = rs.all_.next(0); k != RankSet::npos; k = rs.all_.next(k + 1)) {
-      size_t j = rs.job_at(k);
+      const ReadySet::AtRank& a = rs.at_rank_[k];
+      size_t j = a.job;
       if (next < out.starts.size() && out.starts[next].job == j) {
         free &= ~mask_of(out.starts[next++].gpus);
         continue;
       }
-      if (head && k > *head && rs.is_long(j) && !lift_limit) {
+      if (head && k > *head && a.is_long && !lift_limit) {
         out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
       } else {
-        GpuMask c = closed[rs.sig_of_[j]];
+        GpuMask c = closed[a.sig];
         out.held.push_back({j, Held::Why::Gpus, count(free & ~c), free & c, 0});
       }
     }

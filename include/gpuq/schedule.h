@@ -70,18 +70,25 @@ class ReadySet {
     std::vector<size_t> count;        // [gpus] -> jobs of either length
     std::uint64_t present = 0;        // bit g-1 set when some job needs g >= 1 GPUs
   };
+  // What a pass asks of the job of each rank, in rank order: a pass meets jobs in that
+  // order, so these share cache lines where the plan's jobs (and a vector per job) would
+  // cost a cache miss each at 100,000 jobs.
+  struct AtRank {
+    std::uint32_t job;
+    std::uint32_t sig;    // index of its reservation signature
+    std::uint8_t gpus;
+    std::uint8_t is_long;  // est_hours over the backfill limit
+  };
   Key key(size_t job) const { return rank_of_[job]; }
-  size_t job_at(Key k) const { return by_rank_[k]; }
-  bool is_long(size_t job) const;
-  RankSet& slot(size_t job);
+  size_t job_at(Key k) const { return at_rank_[k].job; }
+  RankSet& slot(Key k);
 
   const Plan* plan_;
   double limit_;
   const std::uint32_t* rank_of_;
-  const std::uint32_t* by_rank_;
-  std::vector<std::uint32_t> own_rank_of_, own_by_rank_;  // when the plan has none (made by hand)
+  std::vector<std::uint32_t> own_rank_of_;         // when the plan has none (made by hand)
   int sig0_ = -1;                                  // the signature of jobs in no reservation
-  std::vector<int> sig_of_;                        // per job: index of its reservation signature
+  std::vector<AtRank> at_rank_;
   std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
   std::vector<Class> classes_;                     // per signature
   RankSet all_;
