@@ -94,6 +94,11 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
     if (fresh) it->second = file_exists_uncached(p);
     return it->second;
   };
+  SimOptions so;
+  so.node_gpus = opt.node_gpus;
+  so.backfill_max_hours = opt.backfill_max_hours;
+  // The simulation's model of the plan on a second core, while this one reads the state.
+  auto model = on_another_core([&] { return SimModel(plan, so); });
   SimStart start = live_start(plan, state, opt, now, file_exists);
   phase("live start");
 
@@ -131,10 +136,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
     };
     tick = preview_tick(plan, state, opt, now, free, any_running, file_exists_read_only);
   });
-  SimOptions so;
-  so.node_gpus = opt.node_gpus;
-  so.backfill_max_hours = opt.backfill_max_hours;
-  o.sim = simulate(plan, so, &start);
+  o.sim = simulate(plan, so, model.get(), &start);
   phase("simulate");
   worker.get();
   phase("views, explained tick (the rest of them)");

@@ -1,6 +1,7 @@
 #include "gpuq/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 #include <map>
@@ -169,10 +170,19 @@ struct PassRunner {
   const Plan& plan;
   const ReadySet& rs;
   const PassInput& in;
-  std::vector<GpuMask> closed;  // per signature
+  // Per signature: the GPUs closed to its jobs. In place for the usual few signatures (a
+  // pass per event of a simulation made one allocation each).
+  std::array<GpuMask, 8> closed_here{};
+  std::vector<GpuMask> closed_more;
+  GpuMask* closed;
 
   PassRunner(const Plan& p, const ReadySet& r, const PassInput& i) : plan(p), rs(r), in(i) {
-    closed.assign(rs.sig_members_.size(), 0);
+    if (rs.sig_members_.size() <= closed_here.size()) {
+      closed = closed_here.data();
+    } else {
+      closed_more.assign(rs.sig_members_.size(), 0);
+      closed = closed_more.data();
+    }
     for (size_t s = 0; s < rs.sig_members_.size(); ++s) {
       const auto& mine = rs.sig_members_[s];
       for (size_t r = 0; r < plan.reservations.size(); ++r)
@@ -189,8 +199,11 @@ struct PassRunner {
     if (k != RankSet::npos && (!best || k < *best)) best = k;
   }
 
-  PassResult run(bool lift_limit) const {
-    PassResult out;
+  void run(bool lift_limit, PassResult& out) const {
+    out.starts.clear();
+    out.held.clear();
+    out.waiting_head.reset();
+    out.stall_broken = false;
     GpuMask free = in.free;
     std::optional<Key> p, head;
     while (true) {
@@ -222,7 +235,6 @@ struct PassRunner {
       out.starts.push_back({j, std::move(*gpus)});
       p = best;
     }
-    return out;
   }
 
   // Why each ready job that did not start waits, replaying the walk in order.
@@ -249,8 +261,14 @@ struct PassRunner {
 };
 
 PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in) {
+  PassResult out;
+  schedule_pass(plan, ready, in, out);
+  return out;
+}
+
+void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in, PassResult& out) {
   PassRunner runner(plan, ready, in);
-  PassResult out = runner.run(false);
+  runner.run(false, out);
   bool stalled = out.starts.empty() && in.nothing_running && out.waiting_head;
   if (stalled) {
     size_t head = *out.waiting_head;
@@ -259,15 +277,15 @@ PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInpu
   }
   if (!stalled) {
     if (in.explain) runner.explain(out, false);
-    return out;
+    return;
   }
   // The limit can only be waited out by GPUs that will never free up: lift it. If even that
   // starts nothing, its reasons (GPUs, not the limit) are the true ones.
-  PassResult unlimited = runner.run(true);
-  unlimited.stall_broken = !unlimited.starts.empty();
-  unlimited.waiting_head = out.waiting_head;
-  if (in.explain) runner.explain(unlimited, true);
-  return unlimited;
+  std::optional<size_t> head = out.waiting_head;
+  runner.run(true, out);
+  out.stall_broken = !out.starts.empty();
+  out.waiting_head = head;
+  if (in.explain) runner.explain(out, true);
 }
 
 }  // namespace gpuq

@@ -15,27 +15,6 @@ namespace {
 
 constexpr double kEps = 1e-9;  // the original's tolerance on times
 
-// Lists of jobs per job in two flat arrays (compressed rows): at 100,000 jobs a
-// vector per job cost a cache miss on its header at every event.
-class JobLists {
- public:
-  explicit JobLists(size_t n) : first_(n + 2, 0) {}
-  /// First pass: count an item for `j`; then fill() once; then add() the items in the same order.
-  void count(size_t j) { ++first_[j + 2]; }
-  void fill() {
-    for (size_t j = 2; j < first_.size(); ++j) first_[j] += first_[j - 1];
-    items_.resize(first_.back());
-  }
-  void add(size_t j, size_t item) { items_[first_[j + 1]++] = static_cast<uint32_t>(item); }
-  std::span<const uint32_t> operator[](size_t j) const {
-    return {items_.data() + first_[j], items_.data() + first_[j + 1]};
-  }
-
- private:
-  std::vector<uint32_t> first_;  // after fill and add: items of j are [first_[j], first_[j + 1])
-  std::vector<uint32_t> items_;
-};
-
 template <class T>
 using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<T>>;
 
@@ -47,7 +26,56 @@ std::string job_list(const Plan& plan, const std::vector<size_t>& jobs) {
 
 }  // namespace
 
+void SimModel::JobLists::fill() {
+  for (size_t j = 2; j < first_.size(); ++j) first_[j] += first_[j - 1];
+  items_.resize(first_.back());
+}
+
+SimModel::SimModel(const Plan& plan, const SimOptions& opt)
+    : job_(plan.jobs.size()),
+      unmet_(plan.jobs.size(), 0),
+      dependents_(plan.jobs.size()),
+      after_dependents_(plan.jobs.size()),  // through after: deps only
+      produced_for_(plan.jobs.size()),
+      ready_(plan, opt.backfill_max_hours) {
+  const size_t n = plan.jobs.size();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t j = 0; j < n; ++j) {
+      const Job& job = plan.jobs[j];
+      for (const Dep& d : job.deps) {
+        if (d.kind == Dep::Kind::File) {
+          job_[j].file_dep = 1;
+          continue;
+        }
+        if (pass == 0) {
+          ++unmet_[j];
+          dependents_.count(d.job);
+          if (d.kind == Dep::Kind::After) after_dependents_.count(d.job);
+        } else {
+          dependents_.add(d.job, j);
+          if (d.kind == Dep::Kind::After) after_dependents_.add(d.job, j);
+        }
+      }
+      if (const auto& p = job.produced_by) pass == 0 ? produced_for_.count(*p) : produced_for_.add(*p, j);
+      if (pass == 0) {
+        job_[j].est_hours = job.est_hours;
+        job_[j].produced_at_frac = job.produced_at_frac;
+        job_[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
+      }
+    }
+    if (pass == 0) {
+      dependents_.fill();
+      produced_for_.fill();
+      after_dependents_.fill();
+    }
+  }
+}
+
 Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from) {
+  return simulate(plan, opt, SimModel(plan, opt), from);
+}
+
+Simulation simulate(const Plan& plan, const SimOptions& opt, SimModel model, const SimStart* from) {
   const size_t n = plan.jobs.size();
   Simulation sim;
   sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
@@ -55,30 +83,12 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
 
   std::vector<double> start(n, 0), end(n, 0);
   std::vector<char> started(n, 0), done(n, 0);
-  std::vector<size_t> unmet(n, 0);
-  JobLists dependents(n), produced_for(n);
-  JobLists after_dependents(n);  // through after: deps only
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t j = 0; j < n; ++j) {
-      for (const Dep& d : plan.jobs[j].deps) {
-        if (d.kind == Dep::Kind::File) continue;
-        if (pass == 0) {
-          ++unmet[j];
-          dependents.count(d.job);
-          if (d.kind == Dep::Kind::After) after_dependents.count(d.job);
-        } else {
-          dependents.add(d.job, j);
-          if (d.kind == Dep::Kind::After) after_dependents.add(d.job, j);
-        }
-      }
-      if (const auto& p = plan.jobs[j].produced_by) pass == 0 ? produced_for.count(*p) : produced_for.add(*p, j);
-    }
-    if (pass == 0) {
-      dependents.fill();
-      produced_for.fill();
-      after_dependents.fill();
-    }
-  }
+  const auto& pk = model.job_;
+  constexpr uint32_t kNone = SimModel::kNone;
+  std::vector<uint32_t>& unmet = model.unmet_;
+  const auto& dependents = model.dependents_;
+  const auto& after_dependents = model.after_dependents_;
+  const auto& produced_for = model.produced_for_;
   const bool reservations = !plan.reservations.empty();
   std::vector<size_t> res_unfinished(plan.reservations.size());
   for (size_t r = 0; r < plan.reservations.size(); ++r) res_unfinished[r] = plan.reservations[r].jobs.size();
@@ -86,31 +96,33 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
   // A job whose job deps are done is ready once its file: deps exist: at once when no job of
   // the plan produces them, else when its producer reaches produced_at_frac of its run.
   auto produced_at = [&](size_t j) {
-    size_t src = *plan.jobs[j].produced_by;
-    return start[src] + plan.jobs[j].produced_at_frac * plan.jobs[src].est_hours;
+    uint32_t src = pk[j].producer;
+    return start[src] + pk[j].produced_at_frac * pk[src].est_hours;
   };
   using Kind = SimStart::Kind;
   auto kind = [&](size_t j) { return from ? from->kind[j] : Kind::Pending; };
   // Live: a missing file appears only through a producer that has yet to reach it.
   auto file_never = [&](size_t j) {
-    if (!from || from->files_present[j] || !plan.jobs[j].has_file_dep()) return false;
-    const auto& src = plan.jobs[j].produced_by;
-    return !src || (kind(*src) != Kind::Pending && kind(*src) != Kind::Running);
+    if (!from || from->files_present[j] || !pk[j].file_dep) return false;
+    uint32_t src = pk[j].producer;
+    return src == kNone || (kind(src) != Kind::Pending && kind(src) != Kind::Running);
+  };
+  // Its files wait for a producer to reach them (else they exist, or never will).
+  auto waits_for_producer = [&](size_t j) {
+    return pk[j].producer != kNone && pk[j].file_dep && !(from && from->files_present[j]);
   };
   auto files_ok = [&](size_t j, double t) {
-    const Job& job = plan.jobs[j];
-    if (!job.produced_by || !job.has_file_dep() || (from && from->files_present[j])) return !file_never(j);
-    return !file_never(j) && started[*job.produced_by] && !(produced_at(j) > t + kEps);
+    if (!waits_for_producer(j)) return !file_never(j);
+    return !file_never(j) && started[pk[j].producer] && !(produced_at(j) > t + kEps);
   };
-  ReadySet ready(plan, opt.backfill_max_hours);
+  ReadySet& ready = model.ready_;
   MinHeap<std::pair<double, size_t>> file_wait;        // (when its files appear, job)
   std::vector<char> waits_producer(n, 0);              // jobs waiting for their producer to start
   auto deps_done = [&](size_t j) {
-    const Job& job = plan.jobs[j];
     if (file_never(j)) return;
-    if (!job.produced_by || !job.has_file_dep() || (from && from->files_present[j]))
+    if (!waits_for_producer(j))
       ready.insert(j);
-    else if (started[*job.produced_by])
+    else if (started[pk[j].producer])
       file_wait.push({produced_at(j), j});
     else
       waits_producer[j] = 1;
@@ -129,7 +141,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
       --pending;
       if (k == Kind::Running) {
         start[j] = -from->elapsed[j];
-        end[j] = std::max(plan.jobs[j].est_hours - from->elapsed[j], 0.0);
+        end[j] = std::max(pk[j].est_hours - from->elapsed[j], 0.0);
         for (int g : from->gpus[j]) gpu_free_at[g] = end[j];
         running.push({end[j], j});
         sim.rows.push_back({j, start[j], end[j], from->gpus[j]});
@@ -176,7 +188,7 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
         ready.insert(file_wait.top().second);
         file_wait.pop();
       }
-      last = schedule_pass(plan, ready, pass_input(free, false));
+      schedule_pass(plan, ready, pass_input(free, false), last);  // into last: its lists' room is kept
       if (last.stall_broken)
         sim.notes.push_back(fmt::format(
             "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
@@ -184,9 +196,8 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* fro
             t, plan.jobs[*last.waiting_head].id, opt.backfill_max_hours));
       for (Start& s : last.starts) {
         size_t j = s.job;
-        const Job& job = plan.jobs[j];
         start[j] = t;
-        end[j] = t + job.est_hours;
+        end[j] = t + pk[j].est_hours;
         started[j] = 1;
         for (int g : s.gpus) gpu_free_at[g] = end[j];
         free &= ~mask_of(s.gpus);

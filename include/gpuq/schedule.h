@@ -139,5 +139,7 @@ struct PassResult {
 /// runs again without the limit and says so in `stall_broken`; if that starts
 /// nothing either, its reasons (GPUs) are returned.
 PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in);
+/// The same into `out`, whose lists keep their room (the simulator runs a pass per event).
+void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in, PassResult& out);
 
 }  // namespace gpuq
