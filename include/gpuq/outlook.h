@@ -50,6 +50,7 @@ SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt,
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
 /// With `explain_first`, only that many jobs get their `why`: the first not
 /// done in predicted order, the rows `status` prints without --all.
+/// `file_exists` is called from two threads at once.
 Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
                      const std::function<bool(const std::string&)>& file_exists,
                      std::optional<size_t> explain_first = std::nullopt);
