@@ -65,6 +65,7 @@ bool signal_group(long long pgid, int sig) {
 }
 
 std::string expand_path(const std::string& s) {
+  if ((s.empty() || s[0] != '~') && s.find('$') == std::string::npos) return s;  // most paths
   std::string p = s;
   if (!p.empty() && p[0] == '~') {
     size_t slash = p.find('/');
@@ -84,8 +85,13 @@ std::string expand_path(const std::string& s) {
     }
   }
   std::string out;
+  out.reserve(p.size());
   for (size_t i = 0; i < p.size();) {
-    if (p[i] == '$' && i + 1 < p.size()) {
+    if (p[i] != '$') {  // up to the next $ in one piece
+      size_t d = std::min(p.find('$', i), p.size());
+      out.append(p, i, d - i);
+      i = d;
+    } else if (i + 1 < p.size()) {
       size_t j;
       std::string name;
       if (p[i + 1] == '{') {
@@ -108,7 +114,7 @@ std::string expand_path(const std::string& s) {
         out += p.substr(i, j - i);
       i = j;
     } else {
-      out += p[i++];
+      out += p[i++];  // a $ that ends the path
     }
   }
   return out;

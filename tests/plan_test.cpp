@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "gpuq/plan.h"
+#include "gpuq/proc.h"
 #include "test_util.h"
 
 using namespace gpuq;
@@ -212,4 +213,28 @@ TEST(GpuList, ParsesAndRejects) {
 
 TEST(PlanLoader, NumberTooLargeIsInvalidJsonNotACrash) {
   EXPECT_THAT(only_error(R"([{"id": "a", "script": "x", "est_hours": 1e999}])"), HasSubstr("invalid JSON"));
+}
+
+// file: deps and scripts are expanded as the original's os.path.expandvars(os.path.expanduser(s)):
+// the table is what Python 3 makes of each, with HOME=/home/u and GPUQ_T=v.
+TEST(ExpandPath, AsTheOriginalExpandsUserThenVariables) {
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  ::setenv("HOME", "/home/u", 1);
+  ::setenv("GPUQ_T", "v", 1);
+  ::unsetenv("GPUQ_UNSET");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"plain/path", "plain/path"},  {"~", "/home/u"},
+      {"~/a/b", "/home/u/a/b"},      {"~/", "/home/u/"},
+      {"$GPUQ_T/x", "v/x"},          {"${GPUQ_T}/x", "v/x"},
+      {"a$GPUQ_T", "av"},            {"$GPUQ_UNSET/x", "$GPUQ_UNSET/x"},
+      {"${GPUQ_UNSET}", "${GPUQ_UNSET}"}, {"${GPUQ_T", "${GPUQ_T"},
+      {"a$", "a$"},                  {"$", "$"},
+      {"$$GPUQ_T", "$v"},            {"a$GPUQ_T$GPUQ_T.b", "avv.b"},
+      {"~$GPUQ_T", "~v"},            {"x~/a", "x~/a"},
+      {"$GPUQ_T-1", "v-1"},          {"${}x", "${}x"},
+      {"~nosuchuser_zz/a", "~nosuchuser_zz/a"},
+  };
+  for (const auto& [in, out] : cases) EXPECT_EQ(expand_path(in), out) << in;
+  ::unsetenv("GPUQ_T");
+  ::setenv("HOME", home.c_str(), 1);
 }
