@@ -11,6 +11,7 @@
 // it: `run`, `validate` and the control commands always read the plan itself.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,15 +24,30 @@ namespace gpuq {
 /// Plans shorter than this are parsed each time (it takes under 20 ms).
 inline constexpr size_t kPlanCacheBytes = size_t{2} << 20;
 
-/// The cache file's contents for a plan that loaded (`load.plan` set) from `text` with `gpus`.
-std::string encode_plan_cache(const PlanLoad& load, std::string_view text, const std::vector<int>& gpus);
+/// A 64-bit hash of `text` (for telling texts apart, not against an adversary).
+uint64_t text_hash(std::string_view text);
+
+/// What a cache file knows of the plan text it was made from.
+struct TextId {
+  uint64_t size = 0;
+  uint64_t hash = 0;  ///< text_hash
+  bool operator==(const TextId&) const = default;
+};
+inline TextId text_id(std::string_view text) { return {text.size(), text_hash(text)}; }
+
+/// The cache file's contents for a plan that loaded (`load.plan` set) from a text with `gpus`.
+std::string encode_plan_cache(const PlanLoad& load, TextId text, const std::vector<int>& gpus);
+inline std::string encode_plan_cache(const PlanLoad& load, std::string_view text, const std::vector<int>& gpus) {
+  return encode_plan_cache(load, text_id(text), gpus);
+}
 
 /// The load that `encode_plan_cache` recorded, or nullopt when `blob` is not a
 /// cache of exactly this text and these GPUs (or is damaged in any way).
-std::optional<PlanLoad> decode_plan_cache(std::string_view blob, std::string_view text, const std::vector<int>& gpus);
-
-/// A 64-bit hash of `text` (for telling texts apart, not against an adversary).
-uint64_t text_hash(std::string_view text);
+std::optional<PlanLoad> decode_plan_cache(std::string_view blob, TextId text, const std::vector<int>& gpus);
+inline std::optional<PlanLoad> decode_plan_cache(std::string_view blob, std::string_view text,
+                                                 const std::vector<int>& gpus) {
+  return decode_plan_cache(blob, text_id(text), gpus);
+}
 
 /// Where the cache of the plan at `plan_path` lives, or "" when there is no cache folder.
 std::string plan_cache_path(const std::string& plan_path);
