@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <cmath>
 #include <ctime>
 #include <limits>
@@ -259,17 +260,16 @@ std::vector<std::pair<std::string, std::string>> refresh(const PlanPaths& paths,
 
 std::string format_status(const Plan& plan, const State& state, double now, bool all) {
   std::string out;
-  std::vector<std::pair<std::string, int>> counts;  // insertion order, like the original's dict
+  // Per status, its count, and the statuses in the order first met, like the original's dict.
+  constexpr size_t kStatuses = static_cast<size_t>(Status::Held) + 1;
+  std::array<size_t, kStatuses> count{};
+  std::vector<Status> met;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const Job& j = plan.jobs[i];
     const JobState* s = state.of(plan, i);
     Status st = s ? s->status : Status::Pending;
     const char* name = status_name(st);
-    auto it = std::find_if(counts.begin(), counts.end(), [&](auto& c) { return c.first == name; });
-    if (it == counts.end())
-      counts.push_back({name, 1});
-    else
-      ++it->second;
+    if (count[static_cast<size_t>(st)]++ == 0) met.push_back(st);
     if (st == Status::Running || st == Status::Failed || st == Status::Blocked || st == Status::Held || all) {
       double el = 0;
       if (s && s->start) {
@@ -282,7 +282,8 @@ std::string format_status(const Plan& plan, const State& state, double now, bool
     }
   }
   out += "{";
-  for (size_t i = 0; i < counts.size(); ++i) out += fmt::format("{}'{}': {}", i ? ", " : "", counts[i].first, counts[i].second);
+  for (size_t i = 0; i < met.size(); ++i)
+    out += fmt::format("{}'{}': {}", i ? ", " : "", status_name(met[i]), count[static_cast<size_t>(met[i])]);
   out += "}\n";
   return out;
 }

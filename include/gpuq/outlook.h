@@ -39,7 +39,8 @@ struct Outlook {
   std::optional<double> finish;         ///< when the last job is predicted to end (unix seconds)
   std::vector<size_t> never;            ///< jobs predicted never to start
   Simulation sim;                       ///< the prediction, hours from now
-  std::vector<size_t> order;            ///< predicted_order(*this), when make_outlook needed it
+  std::vector<size_t> order;            ///< predicted_order(*this, explain_first), when make_outlook needed it
+  size_t order_sorted = 0;              ///< how many of `order` are in order
 };
 
 /// The live state as a simulation's starting point.
@@ -56,8 +57,9 @@ Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt
                      std::optional<size_t> explain_first = std::nullopt);
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
-/// the order `status` lists them in.
-std::vector<size_t> predicted_order(const Outlook& o);
+/// the order `status` lists them in. With `first`, only the first `first` of
+/// them are in that order, and the rest follow in no order (a partial sort).
+std::vector<size_t> predicted_order(const Outlook& o, size_t first = static_cast<size_t>(-1));
 
 /// The lines `status` prints below the original's rows: each job not done, in
 /// predicted order, with its prediction and why it waits; then the plan's finish.
