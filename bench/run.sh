@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${1:-}; [[ $quick == full ]] && quick=
 G=$PWD/build/gpuq GEN=$PWD/build/gen_plan
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d)
+# Jobs of an interrupted run go on (a later run adopts them) and may still write to their logs.
+trap 'for i in 1 2 3 4 5 6; do rm -rf "$work" 2>/dev/null && break; sleep 0.5; done' EXIT
 printf '#!/bin/sh\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/nvidia-smi"
 chmod +x "$work/nvidia-smi"
 export GPUQ_NVIDIA_SMI=$work/nvidia-smi
