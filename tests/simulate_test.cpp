@@ -43,6 +43,21 @@ TEST(Simulate, FileDepWaitsForItsProducerFraction) {
   EXPECT_EQ(row(plan, sim, "uses_input").start, 0);  // produced by no job: present from the start
 }
 
+// A file its producer makes as it starts (produced_at_frac 0) lets its job start at that
+// same instant: the pass right after the one that started the producer must run.
+TEST(Simulate, FileMadeAtTheStartOfItsProducerStartsItsJobAtOnce) {
+  Plan plan = plan_of(R"([
+    {"id": "train", "script": "x", "gpus": 1, "est_hours": 10},
+    {"id": "watch", "script": "x", "gpus": 1, "est_hours": 1, "deps": ["file:ck/started"],
+     "produced_by": "train", "produced_at_frac": 0},
+    {"id": "later", "script": "x", "gpus": 4, "est_hours": 1, "deps": ["file:ck/half"],
+     "produced_by": "train", "produced_at_frac": 0.5}
+  ])");
+  Simulation sim = simulate(plan, {});
+  EXPECT_EQ(row(plan, sim, "watch").start, 0);
+  EXPECT_EQ(row(plan, sim, "later").start, 5);
+}
+
 TEST(Simulate, UsesTheGpuIdsGiven) {
   Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 2}, {"id": "b", "script": "x", "gpus": 1}])",
                       {4, 5, 6, 7});
