@@ -160,6 +160,11 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   auto file_exists = [](const std::string& p) { return path_exists(p); };
   std::optional<State> cached;  // what the last tick wrote, with the file's identity when it did
   struct stat cached_stat {};
+  // The jobs with a file: dep, found once: each tick looks at them for folders to watch
+  // (walking every job's deps each tick cost 20 ms at 100,000 jobs).
+  std::vector<size_t> with_file_deps;
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    if (plan.jobs[i].has_file_dep()) with_file_deps.push_back(i);
 
   while (true) {
     phase("tick: wait");
@@ -303,10 +308,9 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       // Only jobs that wait for files alone: any other wait ends with a job's exit, which wakes
       // run anyway (and watching every pending job's folder would run into inotify's limit).
       const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
-      for (size_t i = 0; i < plan.jobs.size(); ++i) {
+      for (size_t i : with_file_deps) {
         const Job& j = plan.jobs[i];
-        if (state.status_of(plan, i) != Status::Pending || !j.has_file_dep() ||
-            !deps_met(plan, j, state, opt.max_retries, every_file))
+        if (state.status_of(plan, i) != Status::Pending || !deps_met(plan, j, state, opt.max_retries, every_file))
           continue;
         for (const Dep& d : j.deps) {
           if (d.kind != Dep::Kind::File) continue;
