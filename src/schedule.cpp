@@ -84,7 +84,7 @@ size_t RankSet::next(size_t r) const {
 }
 
 ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
-    : plan_(&plan), limit_(backfill_max_hours), all_(plan.jobs.size()) {
+    : all_(plan.jobs.size()) {
   const size_t n = plan.jobs.size();
   if (plan.rank_of.size() == n) {
     rank_of_ = plan.rank_of.data();
@@ -102,7 +102,7 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
     AtRank& a = at_rank_[rank_of_[j]];
     a.job = static_cast<std::uint32_t>(j);
     a.gpus = static_cast<std::uint8_t>(job.gpus);
-    a.is_long = job.est_hours > limit_;
+    a.is_long = job.est_hours > backfill_max_hours;
     if (sig0_ >= 0 && plan.reservations_of[j].empty()) {  // most jobs: no map lookup, no copy
       a.sig = static_cast<std::uint32_t>(sig0_);
       continue;
@@ -176,6 +176,8 @@ struct PassRunner {
   std::vector<GpuMask> closed_more;
   GpuMask* closed;
 
+  PassRunner(const PassRunner&) = delete;  // `closed` may point into this object
+  PassRunner& operator=(const PassRunner&) = delete;
   PassRunner(const Plan& p, const ReadySet& r, const PassInput& i) : plan(p), rs(r), in(i) {
     if (rs.sig_members_.size() <= closed_here.size()) {
       closed = closed_here.data();

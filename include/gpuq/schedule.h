@@ -83,8 +83,6 @@ class ReadySet {
   size_t job_at(Key k) const { return at_rank_[k].job; }
   RankSet& slot(Key k);
 
-  const Plan* plan_;
-  double limit_;
   const std::uint32_t* rank_of_;
   std::vector<std::uint32_t> own_rank_of_;         // when the plan has none (made by hand)
   int sig0_ = -1;                                  // the signature of jobs in no reservation
