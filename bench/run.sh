@@ -3,10 +3,11 @@
 # (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
+# GPUQ_BIN and GPUQ_GEN name another build's gpuq and gen_plan (to measure a change before and after in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${1:-}; [[ $quick == full ]] && quick=
-G=$PWD/build/gpuq GEN=$PWD/build/gen_plan
+G=${GPUQ_BIN:-$PWD/build/gpuq} GEN=${GPUQ_GEN:-$PWD/build/gen_plan}
 work=$(mktemp -d)
 # Jobs of an interrupted run go on (a later run adopts them) and may still write to their logs.
 trap 'for i in 1 2 3 4 5 6; do rm -rf "$work" 2>/dev/null && break; sleep 0.5; done' EXIT
