@@ -17,6 +17,7 @@
 #include "gpuq/phase.h"
 #include "gpuq/async.h"
 #include "gpuq/launcher.h"
+#include "gpuq/local_files.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
 #include "gpuq/plan_cache.h"
@@ -202,6 +203,18 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt) {
+  GpuMask busy = 0;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
+  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  if (reading.used_mib)
+    for (auto& [g, mib] : *reading.used_mib)
+      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  return mask_of(opt.node_gpus) & ~busy;
+}
+
 int cmd_simulate(const Flags& f) {
   huge_page_heap();
   auto loaded = load_command(f, true);
@@ -217,7 +230,8 @@ int cmd_simulate(const Flags& f) {
     State state = read_state(paths);
     double now = unix_now();
     refresh(paths, state, now);
-    from = live_start(*plan, state, run_options(f, *gpus), now, file_exists);
+    RunOptions ro = run_options(f, *gpus);
+    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}), LocalFiles());
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
@@ -259,18 +273,6 @@ int cmd_run(const Flags& f) {
   return run_queue(*plan, paths, opt, stdout);
 }
 
-/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt) {
-  GpuMask busy = 0;
-  for (const auto& [id, s] : state.entries())
-    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
-  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
-  if (reading.used_mib)
-    for (auto& [g, mib] : *reading.used_mib)
-      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
-  return mask_of(opt.node_gpus) & ~busy;
-}
-
 /// The Gantt bars of a live queue: what ran (hours before now) and what is predicted.
 std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
   std::vector<Bar> bars;
@@ -300,7 +302,7 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, 
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   // Text without --all shows the first rows only: only they need their reasons worked out.
-  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), file_exists,
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), LocalFiles(),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
   phase("outlook");
   if (!f.svg.empty() &&

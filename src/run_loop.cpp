@@ -19,6 +19,7 @@
 
 #include "gpuq/phase.h"
 #include "gpuq/launcher.h"
+#include "gpuq/local_files.h"
 #include "gpuq/probe.h"
 #include "gpuq/proc.h"
 #include "gpuq/queue.h"
@@ -157,7 +158,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   const GpuMask node = mask_of(opt.node_gpus);
   std::string last_probe_problem;
   std::string last_save_problem;
-  auto file_exists = [](const std::string& p) { return path_exists(p); };
+  const LocalFiles files;
   std::optional<State> cached;  // what the last tick wrote, with the file's identity when it did
   struct stat cached_stat {};
   // The jobs with a file: dep, found once: each tick looks at them for folders to watch
@@ -240,7 +241,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       GpuMask free = node & ~busy;
       phase("tick: refresh, probe");
 
-      TickDecision tick = decide_tick(plan, state, opt, now, free, any_running, file_exists);
+      TickDecision tick = decide_tick(plan, state, opt, now, free, any_running, files);
       phase("tick: decide");
       for (auto& [id, n] : tick.retried) say(out, fmt::format("{} auto-retry {} (retry {})", clock_stamp(now), id, n));
       next_wake = std::min(next_wake, tick.next_retry_in);
@@ -307,7 +308,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       waker.watch(state_path.parent_path().string(), state_path.filename().string());
       // Only jobs that wait for files alone: any other wait ends with a job's exit, which wakes
       // run anyway (and watching every pending job's folder would run into inotify's limit).
-      const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
+      const FileTable every_file([](const std::string&) { return true; });
       for (size_t i : with_file_deps) {
         const Job& j = plan.jobs[i];
         if (state.status_of(plan, i) != Status::Pending || !deps_met(plan, j, state, opt.max_retries, every_file))
@@ -328,7 +329,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         Status st = s ? s->status : Status::Pending;
         // A killed job still finishing (within --kill-grace) is not finished either.
         if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
-            retryable(s, opt, std::numeric_limits<double>::infinity())) {
+            retry_due(s, opt, std::numeric_limits<double>::infinity())) {
           all_finished = false;
           break;
         }
