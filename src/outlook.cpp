@@ -270,10 +270,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   // One tick's rules, for both the prediction's starting point and the reasons.
   TickPlan tick = plan_tick(plan, state, p, now, free, any_running(state), files, true);
   SimStart start = live_start(plan, state, tick, p, now, files);
-  SimOptions so;
-  so.node_gpus = p.node_gpus;
-  so.backfill_max_hours = p.backfill_max_hours;
-  o.sim = simulate(plan, so, &start);
+  o.sim = simulate(plan, p, &start);
   o.jobs = views_of(plan, state, now);
 
   double last_end = 0;

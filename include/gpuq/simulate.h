@@ -7,15 +7,13 @@
 #include <vector>
 
 #include "gpuq/plan.h"
+#include "gpuq/rules.h"
 #include "gpuq/schedule.h"
 
 namespace gpuq {
 
-/// Settings of a simulation (the `simulate` flags).
-struct SimOptions {
-  std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
-  double backfill_max_hours = 0.5;
-};
+/// Settings of a simulation: the rules' (the simulator reads the node's GPUs and the backfill limit).
+using SimOptions = Policy;
 
 /// Where a simulation starts from when it predicts a live queue (`status`,
 /// `simulate --from-state`): per job, where the rule book says it stands now
