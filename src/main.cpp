@@ -96,8 +96,10 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
   return ids;
 }
 
-/// Loads and checks the plan, or prints every problem.
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false) {
+/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
+/// or to `warnings` when given (validate reports them as its own findings).
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false,
+                                   std::vector<std::string>* warnings = nullptr) {
   PlanLoad load = cached ? load_plan_cached(f.plan, gpus) : load_plan(f.plan, gpus);
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
@@ -105,7 +107,10 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
     return std::nullopt;
   }
-  for (const auto& w : load.warnings) fmt::print(stderr, "gpuq: warning: {}\n", w);
+  if (warnings)
+    *warnings = load.warnings;
+  else
+    for (const auto& w : load.warnings) fmt::print(stderr, "gpuq: warning: {}\n", w);
   return std::move(load.plan);
 }
 
@@ -364,15 +369,19 @@ int cmd_status(const Flags& f) {
 }
 
 int cmd_validate(const Flags& f) {
-  auto loaded = load_command(f);
-  if (!loaded) return kExitBadInput;
-  const std::vector<int>* gpus = &loaded->gpus;
-  const Plan* plan = &loaded->plan;
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  std::vector<std::string> loader_warnings;
+  auto plan = load_or_report(f, *gpus, false, &loader_warnings);
+  if (!plan) return kExitBadInput;
   auto readable = [](const std::string& p) {
     struct stat st;
     return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
   };
-  auto findings = validate_plan(*plan, *gpus, f.backfill_max_hours, readable, file_exists);
+  // The loader's warnings first (its checks come first), counted and printed as validate's own.
+  std::vector<Finding> findings = loader_findings(loader_warnings);
+  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, readable, file_exists))
+    findings.push_back(std::move(x));
   size_t errors = 0, warnings = 0;
   for (const Finding& x : findings) {
     (x.error ? errors : warnings)++;

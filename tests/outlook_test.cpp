@@ -126,6 +126,37 @@ TEST(Validate, CommandExitStatusesAndStrict) {
   EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 0);
 }
 
+// The loader's own warnings (here a reserved GPU outside --gpus) are validate's findings
+// too: printed once, in the same form, counted, and failing --strict.
+TEST(Validate, TheLoadersWarningsAreCountedAndPrintedOnce) {
+  Live q;
+  const std::string loader =
+      "warning: plan.json: reservation #1: GPUs [6] are not among --gpus [0, 1, 2, 3]; the reservation ignores them\n";
+  q.d.write("plan.json", R"({"jobs": [{"id": "a", "script": "job.sh", "gpus": 1}],
+                            "reservations": [{"gpus": [1, 6], "jobs": ["a"]}]})");
+  auto r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, loader +
+                       "warning: job 'a': has no est_hours: simulate and the backfill rule take 1.0; give it an estimate\n"
+                       "plan.json: 1 job(s), 0 error(s), 2 warning(s)\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 1);
+  // The loader's warning alone.
+  q.d.write("plan.json", R"({"jobs": [{"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 1}],
+                            "reservations": [{"gpus": [1, 6], "jobs": ["a"]}]})");
+  r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, loader + "plan.json: 1 job(s), 0 error(s), 1 warning(s)\n");
+  EXPECT_EQ(r.err, "");
+  auto strict = q.gpuq({"validate", "--strict"});
+  EXPECT_EQ(strict.status, 1);
+  EXPECT_EQ(strict.out, r.out);
+  // The other commands still say it on stderr.
+  auto sim = q.gpuq({"simulate"});
+  EXPECT_EQ(sim.status, 0);
+  EXPECT_THAT(sim.err, HasSubstr("gpuq: " + loader));
+}
+
 TEST(StatusWhy, EachReasonIsGiven) {
   Live q("0, 0\n1, 0\n2, 0\n3, 9000\n");  // GPU 3 holds someone else's memory
   q.d.write("plan.json", R"({"jobs": [
