@@ -16,6 +16,7 @@
 
 #include "gpuq/phase.h"
 #include "gpuq/async.h"
+#include "gpuq/follow.h"
 #include "gpuq/launcher.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
@@ -402,46 +403,23 @@ int cmd_logs(const Flags& f) {
   }
   const std::string& id = f.jobs[0];
   PlanPaths paths = paths_for(f.plan);
-  std::string path = paths.log(id);
-  auto text = read_file(path, true);
-  if (!text && !f.follow) {
-    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, path);
+  if (f.follow) {
+    // The longest wait without an inotify event (tests set it long, so that a missed event shows).
+    double safety_s = 5;
+    if (const char* env = std::getenv("GPUQ_FOLLOW_SAFETY_NET_S"); env && *env) {
+      char* end = nullptr;
+      double v = std::strtod(env, &end);
+      if (*end == '\0' && v > 0 && v < 86400) safety_s = v;
+    }
+    Status st = follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000));
+    fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
+    return 0;
+  }
+  if (!print_tail(paths.log(id), f.lines, stdout)) {
+    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, paths.log(id));
     return kExitFailure;
   }
-  std::string all = text.value_or("");
-  // The last N lines.
-  size_t pos = all.size();
-  long lines = 0;
-  if (!all.empty() && all.back() == '\n') --pos;
-  while (pos > 0 && lines < f.lines) {
-    if (all[pos - 1] == '\n' && ++lines == f.lines) break;
-    --pos;
-  }
-  if (f.lines <= 0) pos = all.size();
-  std::fwrite(all.data() + pos, 1, all.size() - pos, stdout);
-  std::fflush(stdout);
-  if (!f.follow) return 0;
-  // Follow until the job is no longer running (or has not started and is not pending).
-  size_t offset = all.size();
-  while (true) {
-    auto now_text = read_file(path, true).value_or("");
-    if (now_text.size() < offset) offset = 0;  // truncated
-    if (now_text.size() > offset) {
-      std::fwrite(now_text.data() + offset, 1, now_text.size() - offset, stdout);
-      std::fflush(stdout);
-      offset = now_text.size();
-    }
-    State state = read_state(paths);
-    refresh(paths, state, unix_now());
-    Status st = state.status_of(id);
-    if (st != Status::Running && st != Status::Pending) {
-      auto last = read_file(path, true).value_or("");
-      if (last.size() > offset) std::fwrite(last.data() + offset, 1, last.size() - offset, stdout);
-      fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  return 0;
 }
 
 int cmd_control(const Flags& f, const std::string& action) {

@@ -308,24 +308,6 @@ TEST(Svg, SimulateAndStatusWriteWellFormedSvg) {
   EXPECT_LT(q.d.read("status.svg").size(), 20000u);  // a time axis of a few ticks, even over a long past
 }
 
-TEST(Logs, TailAndFollow) {
-  Live q;
-  q.d.write("talk.sh", "for i in $(seq 1 30); do echo line $i; done\nsleep 2\necho last words\n");
-  q.d.write("plan.json", R"([{"id": "talk", "script": "talk.sh", "gpus": 0}])");
-  auto none = q.gpuq({"logs", "talk"});
-  EXPECT_EQ(none.status, 1);
-  EXPECT_THAT(none.err, HasSubstr("talk has no log yet"));
-  EXPECT_EQ(q.gpuq({"logs", "nobody"}).status, 2);
-  auto run_bg = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, q.d.path(), q.env);
-  ASSERT_TRUE(eventually([&] { return q.d.read("logs/talk.log").find("line 30") != std::string::npos; }));
-  auto follow = q.gpuq({"logs", "talk", "-n", "2", "-f"});
-  EXPECT_EQ(follow.status, 0);
-  EXPECT_EQ(follow.out, "line 29\nline 30\nlast words\n");
-  EXPECT_THAT(follow.err, HasSubstr("talk is done"));
-  run_bg->wait(20);
-  EXPECT_EQ(q.gpuq({"logs", "talk", "-n", "1"}).out, "last words\n");
-}
-
 TEST(Watch, RedrawsUntilInterrupted) {
   Live q;
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
