@@ -1,4 +1,4 @@
-// validate's findings, status's reasons and predictions, the JSON schema, logs, SVG.
+// validate's findings, status's reasons and predictions, the JSON schema, SVG (logs: follow_test.cpp).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -170,7 +170,7 @@ TEST(StatusWhy, EachReasonIsGiven) {
     {"id": "child", "script": "job.sh", "deps": ["broken"]},
     {"id": "member", "script": "job.sh", "gpus": 1, "deps": ["runner"]}
   ], "reservations": [{"gpus": [2], "jobs": ["member"]}]})");
-  Background runner({"sleep", "30"}, q.d.path());
+  Background runner({"sleep", "3600"}, q.d.path());  // alive for the whole test (killed at its end)
   q.d.write("plan.state.json", R"({"runner": {"status": "running", "gpus": [0, 1], "pid": )" +
                                    std::to_string(runner.pid()) + R"(, "start": 1.0, "attempts": 0},
     "held_one": {"status": "held"},
@@ -217,7 +217,8 @@ TEST(StatusPredict, RunningJobsFinishTheirEstimateAndOverdueOnesAreMarked) {
     {"id": "late", "script": "job.sh", "gpus": 1, "est_hours": 1},
     {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 1, "deps": ["a"]}
   ])");
-  Background pa({"sleep", "30"}, q.d.path()), pl({"sleep", "30"}, q.d.path());
+  // Alive for the whole test (killed at its end): a job that ended would not be predicted.
+  Background pa({"sleep", "3600"}, q.d.path()), pl({"sleep", "3600"}, q.d.path());
   double now = static_cast<double>(time(nullptr));
   q.d.write("plan.state.json", fmt::format(R"({{"a": {{"status": "running", "gpus": [0], "pid": {}, "start": {}}},
       "late": {{"status": "running", "gpus": [1], "pid": {}, "start": {}}}}})",
@@ -316,9 +317,9 @@ TEST(Watch, RedrawsUntilInterrupted) {
     std::string out = w->out();
     size_t first = out.find("{'pending': 1}");
     return first != std::string::npos && out.find("{'pending': 1}", first + 1) != std::string::npos;
-  }, 10));
+  }, kPatience));
   w->signal(SIGINT);
-  EXPECT_EQ(w->wait(5).status, 128 + SIGINT);
+  EXPECT_EQ(w->wait(kPatience).status, 128 + SIGINT);
 }
 
 TEST(StatusWhy, TextExplainsItsFirstRowsAsJsonExplainsEveryJob) {
@@ -440,18 +441,22 @@ TEST(PlanCacheCli, StatusAndSimulateUseItOnlyForTheTextItWasMadeFrom) {
 }
 
 // status asks nvidia-smi while it reads the plan and the state; a damaged state is reported at
-// once, not after nvidia-smi (here one that hangs for five minutes) has answered.
+// once, not after nvidia-smi (here one that hangs far past gpuq's 30 s timeout) has answered.
 TEST(StatusErrors, ADamagedStateIsReportedWithoutWaitingForNvidiaSmi) {
   Live q;
-  q.d.write("nvidia-smi", "#!/bin/sh\necho $$ > smi.pid\nexec sleep 60\n", 0755);  // past the 15 s below
+  q.d.write("nvidia-smi", "#!/bin/sh\necho $$ > smi.pid.tmp && mv smi.pid.tmp smi.pid\nexec sleep 120\n", 0755);
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
   q.d.write("plan.state.json", "{\"a\": {\"status\": ");
   std::vector<std::string> args{"status", "--plan", "plan.json", "--gpus", "0,1,2,3"};
-  auto r = start_gpuq(args, q.d.path(), q.env)->wait(15);  // nvidia-smi is given 30 s before it is killed
-  // status may be done before its probe thread has even started nvidia-smi: when it was
-  // started, it is stopped here, not left to sleep.
-  if (eventually([&] { return !q.d.read("smi.pid").empty(); }, 1.0)) ::kill(std::stoi(q.d.read("smi.pid")), SIGKILL);
-  EXPECT_EQ(r.status, 1) << "still waiting after 15 s";
+  auto r = start_gpuq(args, q.d.path(), q.env)->wait(kPatience);
+  // No race with a clock: a status that waited for nvidia-smi would have had to kill it
+  // (at its 30 s timeout) before it could end. So when status is done, nvidia-smi is either
+  // not started yet or still sleeping; either way it is stopped here, not left to sleep.
+  std::string pid = q.d.read("smi.pid");
+  bool smi_alive = pid.empty() || pid_alive(std::stoll(pid));
+  if (eventually([&] { return !q.d.read("smi.pid").empty(); }, 2.0)) ::kill(std::stoi(q.d.read("smi.pid")), SIGKILL);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(smi_alive) << "status waited for nvidia-smi, which it killed at its timeout";
   EXPECT_THAT(r.err, HasSubstr("plan.state.json: line 1"));
   EXPECT_THAT(r.err, HasSubstr("will not overwrite it"));
 }
