@@ -16,6 +16,7 @@
 #include "gpuq/plan_cache.h"
 #include "gpuq/queue.h"
 #include "gpuq/state.h"
+#include "test_util.h"
 
 namespace gpuq {
 namespace {
@@ -138,7 +139,9 @@ struct Gen {
 std::string show(const StateLoad& l) { return l.state ? dump_state(*l.state) : "error: " + l.error; }
 
 TEST(Codec, DirectStateWriterWritesWhatNlohmannDumpWrote) {
-  Gen g(1);
+  const uint64_t seed = test::test_seed(1);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   for (int i = 0; i < 3000; ++i) {
     State st = g.state();
     ASSERT_EQ(dump_state(st), reference_dump(st)) << "case " << i;
@@ -146,7 +149,9 @@ TEST(Codec, DirectStateWriterWritesWhatNlohmannDumpWrote) {
 }
 
 TEST(Codec, StateFastReaderAgreesWithTheFullParser) {
-  Gen g(2);
+  const uint64_t seed = test::test_seed(2);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   int loaded = 0, fast_taken = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string text = dump_state(g.state());
@@ -250,7 +255,9 @@ std::string random_plan(Gen& g) {
 }
 
 TEST(Codec, PlanFastReaderAgreesWithTheFullParser) {
-  Gen g(3);
+  const uint64_t seed = test::test_seed(3);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   int loaded = 0, fast_taken = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string text = random_plan(g);
@@ -376,7 +383,9 @@ std::string describe_whole(const PlanLoad& l) {
 }
 
 TEST(PlanCache, GivesBackExactlyWhatTheParserMade) {
-  Gen g(5);
+  const uint64_t seed = test::test_seed(5);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
   int checked = 0;
   for (int i = 0; i < 1500; ++i) {
@@ -523,7 +532,9 @@ TEST(StateByPosition, FollowsNewEntriesAndOtherPlans) {
 // jobs, or not), against a lookup by id: entries in plan order, shuffled, with gaps and
 // with ids the plan does not have.
 TEST(StateByPosition, AgreesWithLookupByIdOnRandomStates) {
-  Gen g(11);
+  const uint64_t seed = test::test_seed(11);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   for (int round = 0; round < 300; ++round) {
     size_t n = g.below(60) + 1;
     std::string plan_text = "[";

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <random>
 #include <set>
 
@@ -18,19 +17,12 @@ namespace {
 
 using test::plan_of;
 
-// The seed of a random test: GPUQ_TEST_SEED when set (to replay a failure), else `fixed`.
-uint64_t seed(uint64_t fixed) {
-  const char* env = std::getenv("GPUQ_TEST_SEED");
-  return env && *env ? std::strtoull(env, nullptr, 10) : fixed;
-}
-
 struct Gen {
   uint64_t seed;
   std::mt19937_64 rng;
   explicit Gen(uint64_t s) : seed(s), rng(s) {}
   size_t below(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
   bool coin(int percent = 50) { return below(100) < static_cast<size_t>(percent); }
-  std::string trace() const { return fmt::format("seed {} (replay with GPUQ_TEST_SEED={})", seed, seed); }
 };
 
 TEST(Rules, OutcomesFromTheStateFilesCodes) {
@@ -150,8 +142,8 @@ TEST(PreviewTick, DecidesAsRunsTickAndLeavesTheStateAlone) {
     EXPECT_EQ(shown.retried, (std::vector<std::pair<std::string, long long>>{{"b", 1}}));
     EXPECT_EQ(state.find("a")->status, Status::Blocked);
   }
-  Gen g(seed(23));
-  SCOPED_TRACE(g.trace());
+  Gen g(test::test_seed(23));
+  SCOPED_TRACE(test::seed_note(g.seed));
   size_t released = 0;  // rounds where a retry released a blocked job that then started
   const char* statuses[] = {"pending", "running", "done", "failed", "blocked", "held"};
   for (int round = 0; round < 400; ++round) {
@@ -342,8 +334,8 @@ LiveCase random_live_case(Gen& g) {
 // prediction starts at time 0 (and their GPUs) are exactly the jobs the next tick of run
 // starts, and every job status calls "ready: starts at the next tick" is predicted to start now.
 TEST(Outlook, PredictionStartsNowExactlyWhatTheNextTickStarts) {
-  Gen g(seed(20261201));
-  SCOPED_TRACE(g.trace());
+  Gen g(test::test_seed(20261201));
+  SCOPED_TRACE(test::seed_note(g.seed));
   Policy p;
   const double now = 2000;
   size_t rounds_with_starts = 0, retried = 0, ready_said = 0;
