@@ -461,13 +461,16 @@ void find_cycles(Build& b) {
   }
 }
 
+// `owner`, when given, holds the text: it is freed once parsed (the parser holds copies of
+// its strings), so that a long plan's text and its parsed form are not kept together for long.
 PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& file,
-                         const std::vector<int>& node_gpus) {
+                         const std::vector<int>& node_gpus, std::unique_ptr<char[]>* owner = nullptr) {
   PlanLoad out;
   Build b{file, node_gpus, out, Plan(), {}};
   {
     simdjson::dom::parser parser;  // the parsed text, freed once the plan is built from it
     JsonText json = parse_json(parser, text, padded);
+    if (owner) owner->reset();
     if (!json.ok()) {
       b.add(json.where, json.why == "the file is empty" ? json.why : "invalid JSON: " + json.why);
       return out;
@@ -508,7 +511,7 @@ PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
   in.read(buffer.get(), static_cast<std::streamsize>(n));
   n = static_cast<size_t>(in.gcount());
   std::memset(buffer.get() + n, 0, simdjson::SIMDJSON_PADDING);
-  return parse_plan_text(std::string_view(buffer.get(), n), true, path, node_gpus);
+  return parse_plan_text(std::string_view(buffer.get(), n), true, path, node_gpus, &buffer);
 }
 
 }  // namespace gpuq
