@@ -89,26 +89,16 @@ std::string show(element v) {
   return s;
 }
 
-bool is_integer(element v) { return v.type() == element_type::INT64 || v.type() == element_type::UINT64; }
-bool is_number(element v) { return is_integer(v) || v.type() == element_type::DOUBLE; }
-double as_double(element v) {
-  switch (v.type()) {
-    case element_type::INT64: return static_cast<double>(int64_t(v));
-    case element_type::UINT64: return static_cast<double>(uint64_t(v));
-    default: return double(v);
-  }
-}
-
 // Returns the problem with a numeric field, or "".
 std::string check_number(element v, bool integer, bool non_negative) {
-  if (!is_number(v) || (integer && !is_integer(v)))
+  if (!json_is_number(v) || (integer && !json_is_integer(v)))
     return fmt::format("must be {}, not {} ({})", integer ? "a whole number" : "a number", type_name(v), show(v));
-  if (non_negative && as_double(v) < 0) return fmt::format("must not be negative (got {})", show(v));
+  if (non_negative && json_as_double(v) < 0) return fmt::format("must not be negative (got {})", show(v));
   return "";
 }
 
 // The last member named `name` of an object (a repeated name keeps its last value, as
-// Python's json and nlohmann/json keep it), or nullptr.
+// Python's json and nlohmann/json keep it), or nothing.
 std::optional<element> member(simdjson::dom::object o, std::string_view name) {
   std::optional<element> found;
   for (auto [key, value] : o)
@@ -191,13 +181,13 @@ void read_numbers(Build& b, const JobFields& f, Job& job, const Where& w) {
     if (auto p = check_number(*v, false, false); !p.empty())
       b.add(w(), "\"priority\" " + p);
     else
-      job.priority = as_double(*v);
+      job.priority = json_as_double(*v);
   }
   if (const element* v = f.find(JobFields::kEstHours)) {
     if (auto p = check_number(*v, false, true); !p.empty()) {
       b.add(w(), "\"est_hours\" " + p);
     } else {
-      job.est_hours = as_double(*v);
+      job.est_hours = json_as_double(*v);
       job.est_given = true;
     }
   }
@@ -210,13 +200,13 @@ void read_fractions(Build& b, const JobFields& f, Job& job, const Where& w) {
     if (auto p = check_number(*v, false, true); !p.empty())
       b.add(w(), "\"produced_at_frac\" " + p);
     else
-      job.produced_at_frac = as_double(*v);
+      job.produced_at_frac = json_as_double(*v);
   }
   if (const element* v = f.find_set(JobFields::kFirstLook)) {
     if (auto p = check_number(*v, false, true); !p.empty())
       b.add(w(), "\"first_look_frac\" " + p);
     else
-      job.first_look_frac = as_double(*v);
+      job.first_look_frac = json_as_double(*v);
   }
 }
 
@@ -361,7 +351,7 @@ void read_reservation_gpus(Build& b, const std::string& rw, std::optional<elemen
     return;
   }
   for (element x : simdjson::dom::array(*g)) {
-    if (!is_integer(x)) {
+    if (!json_is_integer(x)) {
       b.add(rw, fmt::format("GPU {} is not a GPU id", show(x)));
     } else if (x.type() == element_type::UINT64 || int64_t(x) < 0 || int64_t(x) > kMaxGpuId) {
       b.add(rw, fmt::format("GPU {} is not a GPU id (0..{})", show(x), kMaxGpuId));

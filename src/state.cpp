@@ -112,25 +112,17 @@ using Members = std::vector<std::pair<std::string_view, element>>;
 // first appeared (as nlohmann/json's ordered_json and Python's dict keep a repeated name).
 void members(simdjson::dom::object o, Members& out) {
   out.clear();
-  for (auto [key, value] : o) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const auto& m) { return m.first == key; });
+  for (simdjson::dom::key_value_pair m : o) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& seen) { return seen.first == m.key; });
     if (same != out.end())
-      same->second = value;
+      same->second = m.value;
     else
-      out.emplace_back(key, value);
+      out.emplace_back(m.key, m.value);
   }
 }
 
-bool is_integer(element v) { return v.type() == element_type::INT64 || v.type() == element_type::UINT64; }
 long long as_integer(element v) {
   return v.type() == element_type::INT64 ? int64_t(v) : static_cast<long long>(uint64_t(v));
-}
-double as_double(element v) {
-  switch (v.type()) {
-    case element_type::INT64: return static_cast<double>(int64_t(v));
-    case element_type::UINT64: return static_cast<double>(uint64_t(v));
-    default: return double(v);
-  }
 }
 
 // The fields gpuq knows besides "status"; null in one of them is as good as absent.
@@ -156,18 +148,18 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
     if (!val.is_array()) throw bad(fmt::format("\"gpus\" must be a list of GPU ids, not {}", kind));
     std::vector<int> g;
     for (element x : simdjson::dom::array(val)) {
-      if (!is_integer(x) || as_integer(x) < 0 || as_integer(x) > 63)
+      if (!json_is_integer(x) || as_integer(x) < 0 || as_integer(x) > 63)
         throw bad(fmt::format("\"gpus\" holds {}, not a GPU id", to_ordered_json(x).dump()));
       g.push_back(static_cast<int>(as_integer(x)));
     }
     s.gpus = std::move(g);
   } else if (key == "pid" || key == "exit" || key == "attempts") {
-    if (!is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
+    if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
     (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
   } else if (key == "start" || key == "end" || key == "kill_sent") {
-    if (!is_integer(val) && val.type() != element_type::DOUBLE)
+    if (!json_is_number(val))
       throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
-    (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = as_double(val);
+    (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = json_as_double(val);
   } else if (key == "pid_start") {
     bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
     if (!whole) throw bad(fmt::format("\"pid_start\" must be a whole number, not {}", kind));

@@ -29,6 +29,22 @@ JsonText parse_json(simdjson::dom::parser& parser, std::string_view text, bool p
 /// `tell_fractions`, "a fractional number" for one with a fraction or exponent).
 const char* json_kind(simdjson::dom::element v, bool tell_fractions);
 
+/// A whole number (simdjson's int64 or uint64; an integer past 64 bits is fractional).
+inline bool json_is_integer(simdjson::dom::element v) {
+  return v.type() == simdjson::dom::element_type::INT64 || v.type() == simdjson::dom::element_type::UINT64;
+}
+inline bool json_is_number(simdjson::dom::element v) {
+  return json_is_integer(v) || v.type() == simdjson::dom::element_type::DOUBLE;
+}
+/// A number as a double (as nlohmann/json's get<double>() gives it).
+inline double json_as_double(simdjson::dom::element v) {
+  switch (v.type()) {
+    case simdjson::dom::element_type::INT64: return static_cast<double>(int64_t(v));
+    case simdjson::dom::element_type::UINT64: return static_cast<double>(uint64_t(v));
+    default: return double(v);
+  }
+}
+
 /// The value as nlohmann/json would hold it had it parsed the text (a repeated
 /// key keeps its last value; non-negative integers are unsigned).
 nlohmann::json to_nlohmann(simdjson::dom::element v);
