@@ -14,18 +14,17 @@ trap 'for i in 1 2 3 4 5 6; do rm -rf "$work" 2>/dev/null && break; sleep 0.5; d
 printf '#!/bin/sh\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/nvidia-smi"
 chmod +x "$work/nvidia-smi"
 export GPUQ_NVIDIA_SMI=$work/nvidia-smi
-export GPUQ_CACHE_DIR=$work/cache  # the plan cache of status and simulate, not the user's
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 pct() { sort -g | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if(i<1)i=1; print a[i]}'; }
 
 section=${2:-all}
 if [[ $section == all || $section == simulate ]]; then
-echo "== simulate: wall time (median of 3) and peak memory (uncached: the plan parsed each time)"
+echo "== simulate: wall time (median of 3) and peak memory"
 sizes="1000 10000 100000 1000000"; [[ $quick ]] && sizes="1000 10000 100000"
 for n in $sizes; do
   "$GEN" "$n" > "$work/p.json"
-  for i in 1 2 3; do GPUQ_CACHE_DIR= /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all >/dev/null; cat "$work/t"; done > "$work/times"
+  for i in 1 2 3; do /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all >/dev/null; cat "$work/t"; done > "$work/times"
   printf '  %8d jobs: %6.2f s, %7.1f MB\n' "$n" "$(cut -d' ' -f1 "$work/times" | median)" \
     "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
 done
@@ -33,24 +32,19 @@ done
 fi
 if [[ $section == all || $section == status ]]; then
 echo "== status (the whole command: plan and state read), median of 7"
-echo "   (uncached: GPUQ_CACHE_DIR empty, the plan parsed each time; cached: the plan cache of plan_cache.h,"
-echo "    which the first status of a plan over 2 MB writes)"
 for n in 10000 100000; do
   "$GEN" "$n" 1 --state "$work/s.state.json" > "$work/s.json"
-  GPUQ_CACHE_DIR= "$G" status --plan "$work/s.json" >/dev/null  # the files in the page cache, as when typed again
-  for mode in uncached cached; do
-    dir=$work/cache; [[ $mode == uncached ]] && dir=
-    for i in 1 2 3 4 5 6 7; do  # wall time to the millisecond (time's %e has 10 ms steps), peak memory
-      s=$(date +%s%N)
-      GPUQ_CACHE_DIR=$dir /usr/bin/time -f "%M" -o "$work/t" "$G" status --plan "$work/s.json" >/dev/null
-      echo "$(( ($(date +%s%N) - s) / 1000000 )) $(cat "$work/t")"
-    done > "$work/times"
-    printf '  status   %6d jobs, %-8s: %4d ms (%d to %d), %6.1f MB\n' "$n" "$mode" "$(cut -d' ' -f1 "$work/times" | median)" \
-      "$(cut -d' ' -f1 "$work/times" | sort -n | head -1)" "$(cut -d' ' -f1 "$work/times" | sort -n | tail -1)" \
-      "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
-  done
+  "$G" status --plan "$work/s.json" >/dev/null  # the files in the page cache, as when typed again
+  for i in 1 2 3 4 5 6 7; do  # wall time to the millisecond (time's %e has 10 ms steps), peak memory
+    s=$(date +%s%N)
+    /usr/bin/time -f "%M" -o "$work/t" "$G" status --plan "$work/s.json" >/dev/null
+    echo "$(( ($(date +%s%N) - s) / 1000000 )) $(cat "$work/t")"
+  done > "$work/times"
+  printf '  status   %6d jobs: %4d ms (%d to %d), %6.1f MB\n' "$n" "$(cut -d' ' -f1 "$work/times" | median)" \
+    "$(cut -d' ' -f1 "$work/times" | sort -n | head -1)" "$(cut -d' ' -f1 "$work/times" | sort -n | tail -1)" \
+    "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
 done
-echo "   where a cached status spends it at 100000 jobs (GPUQ_PHASES=1, median of 5, ms):"
+echo "   where status spends it at 100000 jobs (GPUQ_PHASES=1, median of 5, ms):"
 for i in 1 2 3 4 5; do GPUQ_PHASES=1 "$G" status --plan "$work/s.json" 2>&1 >/dev/null | grep '^gpuq phase'; done |
   awk '{v=$(NF-1); k=$3; for (i=4; i<NF-1; i++) k=k" "$i; a[k]=a[k]" "v} END {for (k in a) print k":"a[k]}' |
   while IFS=: read -r k vals; do printf '     %-16s %7.1f\n' "$k" "$(tr ' ' '\n' <<<"$vals" | grep . | median)"; done

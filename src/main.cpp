@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <system_error>
 #include <thread>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -21,7 +22,6 @@
 #include "gpuq/local_files.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
-#include "gpuq/plan_cache.h"
 #include "gpuq/probe.h"
 #include "gpuq/queue.h"
 #include "gpuq/simulate.h"
@@ -100,9 +100,9 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
 
 /// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings).
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false,
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
                                    std::vector<std::string>* warnings = nullptr) {
-  PlanLoad load = cached ? load_plan_cached(f.plan, gpus) : load_plan(f.plan, gpus);
+  PlanLoad load = load_plan(f.plan, gpus);
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
@@ -149,11 +149,10 @@ struct Loaded {
 };
 
 /// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
-/// `cached`: through the plan cache (status and simulate only; see plan_cache.h).
-std::optional<Loaded> load_command(const Flags& f, bool cached = false) {
+std::optional<Loaded> load_command(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return std::nullopt;
-  auto plan = load_or_report(f, *gpus, cached);
+  auto plan = load_or_report(f, *gpus);
   if (!plan) return std::nullopt;
   return Loaded{std::move(*gpus), std::move(*plan)};
 }
@@ -179,19 +178,11 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
                paths.state, n, paths.plan, list, n > 10 ? ", ..." : "");
 }
 
-// Ends a read-only command once its output is out. Freeing a plan of 100,000
-// jobs, its state and its prediction takes longer than printing them, and the
-// process is ending: nothing is left to flush or save.
-[[noreturn]] void exit_now(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(code);
-}
-
-// Short commands that read a big plan spend a third of their time in page faults (150 MB
-// at 100,000 jobs, 4 KB at a time). This gives them one heap of transparent huge pages:
-// every thread allocates from the main arena, which is grown once, untouched, and marked
-// MADV_HUGEPAGE, so that it fills 2 MB at a time. Where the kernel has no THP it is a no-op.
+// Short commands that read a big plan spend much of their time in page faults, 4 KB at
+// a time (bench/run.sh measures status with and without this; README has the figures).
+// This gives them one heap of transparent huge pages: every thread allocates from the
+// main arena, which is grown once, untouched, and marked MADV_HUGEPAGE, so that it fills
+// 2 MB at a time. Where the kernel has no THP it is a no-op.
 void huge_page_heap() {
   constexpr size_t kHeap = size_t{256} << 20;
   mallopt(M_ARENA_MAX, 1);
@@ -223,7 +214,7 @@ GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuRea
 
 int cmd_simulate(const Flags& f) {
   huge_page_heap();
-  auto loaded = load_command(f, true);
+  auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
@@ -251,7 +242,7 @@ int cmd_simulate(const Flags& f) {
   if (f.json) {
     std::string out = simulation_json(*plan, f.plan, sim, opt);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    exit_now(sim.stuck.empty() || from ? 0 : kExitFailure);
+    return sim.stuck.empty() || from ? 0 : kExitFailure;
   }
   if (from && !sim.stuck.empty()) {
     fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
@@ -264,7 +255,7 @@ int cmd_simulate(const Flags& f) {
   }
   std::string out = format_timeline(*plan, sim, opt, f.all);
   std::fwrite(out.data(), 1, out.size(), stdout);
-  exit_now(0);
+  return 0;
 }
 
 int cmd_run(const Flags& f) {
@@ -319,41 +310,46 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, 
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
-  if (f.watch <= 0) exit_now(0);
   return 0;
+}
+
+/// nvidia-smi, asked on a thread of its own (it takes 0.1 to 0.5 s on a real node, or hangs
+/// until its timeout) while this one loads the plan and the state. The thread is detached:
+/// a command that fails before it needs the reading exits without waiting for it. It uses
+/// nothing but its copy of the command (no object that exit destroys). Where no thread can
+/// be had, nvidia-smi is asked when the reading is wanted.
+std::future<GpuReading> probe_meanwhile(const RunOptions& opt) {
+  auto ask = [command = opt.nvidia_smi, timeout = opt.nvidia_smi_timeout] { return probe_gpus(command, timeout); };
+  std::packaged_task<GpuReading()> task(ask);
+  std::future<GpuReading> reading = task.get_future();
+  try {
+    std::thread(std::move(task)).detach();
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, ask);
+  }
+  return reading;
 }
 
 int cmd_status(const Flags& f) {
   huge_page_heap();
   phase("start");
-  // The state is read on a second core while this one reads the plan: at 100,000 jobs
-  // that is 30 to 50 ms of a command users type again and again. Its errors wait for
-  // the plan's (get() rethrows them), so a bad plan is still reported first and alone.
+  // The state is read on a second core while this one reads the plan (bench/run.sh
+  // measured the difference). It touches nothing but its copy of the paths; its errors
+  // wait for the plan's (get() rethrows them), so a bad plan is still reported first
+  // and alone, and a damaged state is reported by main (exit 1).
   std::future<State> state;
   std::future<GpuReading> probe;
   if (f.watch <= 0) {
+    probe = probe_meanwhile(run_options(f, {}));
     state = on_another_core([paths = paths_for(f.plan)] { return read_state(paths); });
-    // nvidia-smi takes 50 to 500 ms on a real node: it runs meanwhile too.
-    RunOptions opt = run_options(f, {});
-    probe = on_another_core([opt] { return probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout); });
   }
-  auto loaded = load_command(f, true);
-  if (!loaded) {
-    if (f.watch <= 0) exit_now(kExitBadInput);  // not waiting for nvidia-smi to say what no one will read
-    return kExitBadInput;
-  }
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
   phase("load plan");
   if (f.watch <= 0) {
-    State s;
-    try {
-      s = state.get();
-    } catch (const std::exception& e) {
-      // Reported now, as main would, not once nvidia-smi (which may hang until its timeout) is done.
-      fmt::print(stderr, "gpuq: {}\n", e.what());
-      exit_now(kExitFailure);
-    }
+    State s = state.get();
     phase("read state (the rest of it)");
     return status_once(f, *plan, *gpus, std::move(s), probe.get());
   }
@@ -375,7 +371,7 @@ int cmd_validate(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
   std::vector<std::string> loader_warnings;
-  auto plan = load_or_report(f, *gpus, false, &loader_warnings);
+  auto plan = load_or_report(f, *gpus, &loader_warnings);
   if (!plan) return kExitBadInput;
   auto readable = [](const std::string& p) {
     struct stat st;

@@ -1,23 +1,22 @@
 #include "gpuq/plan.h"
-#include "gpuq/async.h"
 
 #include "gpuq/json_error.h"
-#include "gpuq/json_fast.h"
+#include "gpuq/json_read.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <future>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <memory>
+#include <optional>
 
 namespace gpuq {
 
-using nlohmann::json;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
 
 bool Job::has_file_dep() const {
   for (const Dep& d : deps)
@@ -33,7 +32,7 @@ uint64_t new_plan_serial() {
 void rank_jobs(Plan& plan) {
   size_t n = plan.jobs.size();
   // By priority, ties by position. The keys sit beside the positions: comparing through
-  // plan.jobs missed the cache at every step (12 ms of the load at 100,000 jobs).
+  // plan.jobs misses the cache at every step.
   std::vector<std::pair<double, uint32_t>> keyed(n);
   for (size_t i = 0; i < n; ++i) keyed[i] = {plan.jobs[i].priority, static_cast<uint32_t>(i)};
   std::sort(keyed.begin(), keyed.end());  // (priority, position): the same order as a stable sort by priority
@@ -81,419 +80,249 @@ std::string dep_text(const Dep& d) {
   return (d.kind == Dep::Kind::File ? "file:" : d.kind == Dep::Kind::After ? "after:" : "") + d.target;
 }
 
-std::string type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "a list";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a fractional number";
-    default: return "a number";
-  }
-}
+std::string type_name(element v) { return json_kind(v, true); }
 
-std::string show(const json& v) {
-  std::string s = v.dump();
+// A value as messages quote it: nlohmann/json's compact form, cut at 40 characters.
+std::string show(element v) {
+  std::string s = to_nlohmann(v).dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
 
-bool is_number(const json& v) { return v.is_number(); }  // booleans are not numbers in nlohmann
-
-struct Checker {
-  const std::string& file;
-  std::vector<std::string>& errors;
-  void add(const std::string& where, const std::string& what) { errors.push_back(fmt::format("{}: {}: {}", file, where, what)); }
-};
-
 // Returns the problem with a numeric field, or "".
-std::string check_number(const json& v, bool integer, bool non_negative) {
-  if (!is_number(v) || (integer && !v.is_number_integer()))
+std::string check_number(element v, bool integer, bool non_negative) {
+  if (!json_is_number(v) || (integer && !json_is_integer(v)))
     return fmt::format("must be {}, not {} ({})", integer ? "a whole number" : "a number", type_name(v), show(v));
-  if (non_negative && v.get<double>() < 0) return fmt::format("must not be negative (got {})", show(v));
+  if (non_negative && json_as_double(v) < 0) return fmt::format("must not be negative (got {})", show(v));
   return "";
 }
 
-// The fields of a job that gpuq reads (the full parser drops the others as it meets them).
-bool known_job_key(std::string_view k) {
-  for (std::string_view known : {"id", "script", "gpus", "priority", "est_hours", "deps", "produced_by",
-                                 "produced_at_frac", "first_look_frac"})
-    if (k == known) return true;
-  return false;
+// The last member named `name` of an object (a repeated name keeps its last value, as
+// Python's json and nlohmann/json keep it), or nothing.
+std::optional<element> member(simdjson::dom::object o, std::string_view name) {
+  std::optional<element> found;
+  for (auto [key, value] : o)
+    if (key == name) found = value;
+  return found;
 }
 
-// One job of the fast path, read into `job` and `producer` (its raw produced_by).
-void read_job_fast(FastJson& r, std::string& scratch, size_t node_size, Job& job,
-                   std::optional<std::string>& producer) {
-  auto fail = [] { throw FastJsonFail{}; };
-  auto non_negative = [&](const FastNumber& n) {
-    if (n.as_double() < 0) fail();
-    return n.as_double();
-  };
-  KeysSeen seen;
-  r.object(scratch, [&](std::string_view key) {
-    if (key == "id") {
-      seen.once(1);
-      std::string_view id = r.string(scratch);
-      if (!valid_job_id(id)) fail();
-      job.id = id;
-    } else if (key == "script") {
-      seen.once(2);
-      std::string_view v = r.string(scratch);
-      if (v.empty()) fail();
-      job.script = v;
-    } else if (key == "gpus") {
-      seen.once(4);
-      FastNumber n = r.number();
-      if (!n.integer() || n.as_double() < 0 || n.as_double() > 64) fail();
-      job.gpus = static_cast<int>(n.as_double());
-    } else if (key == "priority") {
-      seen.once(8);
-      job.priority = r.number().as_double();
-    } else if (key == "est_hours") {
-      seen.once(16);
-      job.est_hours = non_negative(r.number());
-      job.est_given = true;
-    } else if (key == "deps") {
-      seen.once(32);
-      r.array([&] { job.deps.push_back(parse_dep(r.string(scratch))); });
-    } else if (key == "produced_by") {
-      seen.once(64);
-      if (r.peek() == 'n')
-        r.null();
-      else
-        producer = std::string(r.string(scratch));
-    } else if (key == "produced_at_frac") {
-      seen.once(128);
-      job.produced_at_frac = non_negative(r.number());
-    } else if (key == "first_look_frac") {
-      seen.once(256);
-      if (r.peek() == 'n')
-        r.null();
-      else
-        job.first_look_frac = non_negative(r.number());
-    } else {
-      r.skip_value();
+// The members of a job that gpuq reads, each the last of its name. Others are ignored.
+struct JobFields {
+  enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook, kCount };
+  element at[kCount];
+  bool given[kCount] = {};
+
+  explicit JobFields(simdjson::dom::object job) {
+    for (auto [key, value] : job) {
+      int n = key == "id" ? kId : key == "script" ? kScript : key == "gpus" ? kGpus : key == "priority" ? kPriority
+            : key == "est_hours" ? kEstHours : key == "deps" ? kDeps : key == "produced_by" ? kProducedBy
+            : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook : kCount;
+      if (n == kCount) continue;
+      at[n] = value;
+      given[n] = true;
     }
-  });
-  if (!seen.has(1) || !seen.has(2) || job.gpus > static_cast<int>(node_size)) fail();
-}
-
-// The jobs of the second half of the list, read on another core: from `from`, which
-// should be the '{' of a job, to the ']' that closes the list.
-struct JobsPart {
-  std::vector<Job> jobs;
-  std::vector<std::optional<std::string>> producers;
-  const char* end = nullptr;  ///< just past the closing ']'
+  }
+  const element* find(Name n) const { return given[n] ? &at[n] : nullptr; }
+  // Present and not null (for the fields where null means absent).
+  const element* find_set(Name n) const { return given[n] && !at[n].is_null() ? &at[n] : nullptr; }
 };
 
-JobsPart read_jobs_part(std::string_view text, const char* from, size_t node_size) {
-  JobsPart part;
-  FastJson r(text);
-  r.seek(from);
-  std::string scratch;
-  size_t expect = static_cast<size_t>(text.data() + text.size() - from) / 100 + 16;
-  part.jobs.reserve(expect);
-  part.producers.reserve(expect);
-  do {
-    part.jobs.emplace_back();
-    part.producers.emplace_back();
-    read_job_fast(r, scratch, node_size, part.jobs.back(), part.producers.back());
-  } while (r.consume(','));
-  r.expect(']');
-  part.end = r.pos();
-  return part;
-}
-
-// A place to cut a long list of jobs in two: the '{' of an element that follows
-// "}," past the middle of the text. It is only a guess (the bytes could lie inside a
-// string); the reader of the first half takes the second half's jobs only if it meets
-// an element starting exactly there, which makes the guess right.
-const char* split_point(std::string_view text) {
-  size_t k = text.find("},", text.size() / 2);
-  while (k != std::string_view::npos) {
-    size_t q = k + 2;
-    while (q < text.size() && (text[q] == ' ' || text[q] == '\n' || text[q] == '\r' || text[q] == '\t')) ++q;
-    if (q < text.size() && text[q] == '{') return text.data() + q;
-    k = text.find("},", k + 2);
-  }
-  return nullptr;
-}
-
-// The fast path: reads the jobs straight from the text with FastJson. It takes
-// only plans with nothing to report; at the first problem or anything unusual it
-// throws FastJsonFail and parse_plan reads the text again with nlohmann/json,
-// which finds every problem and words it. Both readers fill the same fields.
-void read_jobs_fast(std::string_view text, const std::vector<int>& node_gpus, Plan& plan,
-                    std::vector<std::optional<std::string>>& raw_producer, json& reservations, bool& split_used) {
-  FastJson r(text);
-  std::string scratch;
-  auto fail = [] { throw FastJsonFail{}; };
-  auto id_of = [&](size_t k) -> const std::string& { return plan.jobs[k].id; };
-  auto add = [&](Job&& job, std::optional<std::string>&& producer) {
-    size_t i = plan.jobs.size();
-    if (plan.index.find_or_insert(job.id, i, id_of) != IdIndex::npos) fail();  // a duplicate
-    plan.jobs.push_back(std::move(job));
-    raw_producer.push_back(std::move(producer));
-  };
-  // A long plan: the second half is read on another core while this one reads the first.
-  const char* split = text.size() >= kPlanSplitBytes ? split_point(text) : nullptr;
-  std::future<JobsPart> second;
-  if (split) second = on_another_core([text, split, size = node_gpus.size()] { return read_jobs_part(text, split, size); });
-  auto read_jobs = [&] {
-    r.expect('[');
-    if (r.consume(']')) return;
-    do {
-      if (split && r.peek() == '{' && r.pos() == split) {
-        JobsPart part = second.get();  // its FastJsonFail is this text's
-        for (size_t k = 0; k < part.jobs.size(); ++k) add(std::move(part.jobs[k]), std::move(part.producers[k]));
-        r.seek(part.end);
-        split = nullptr;
-        split_used = true;
-        return;
-      }
-      Job job;
-      std::optional<std::string> producer;
-      read_job_fast(r, scratch, node_gpus.size(), job, producer);
-      add(std::move(job), std::move(producer));
-    } while (r.consume(','));
-    r.expect(']');
-  };
-
-  if (r.peek() == '[') {
-    read_jobs();
-  } else {
-    KeysSeen seen;
-    r.object(scratch, [&](std::string_view key) {
-      if (key == "jobs") {
-        seen.once(1);
-        read_jobs();
-      } else if (key == "reservations") {
-        seen.once(2);
-        try {
-          reservations = json::parse(r.skip_value());
-        } catch (const json::exception&) {
-          fail();
-        }
-      } else {
-        r.skip_value();
-      }
-    });
-    if (!seen.has(1) || !(reservations.is_null() || reservations.is_array())) fail();
-  }
-  r.finish();
-}
-
-}  // namespace
-
-PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus, bool fast) {
-  PlanLoad out;
-  Checker c{file, out.errors};
+// A plan being read: what parse_plan has so far.
+struct Build {
+  const std::string& file;
+  const std::vector<int>& node_gpus;
+  PlanLoad& out;
   Plan plan;
-  // A job takes 100+ bytes of JSON: room for them all at once, no moves as they arrive.
-  size_t expect_jobs = text.size() / 100 + 16;
-  plan.index.reserve(expect_jobs);
-  plan.jobs.reserve(expect_jobs);
   // produced_by kept until every id is known (deps keep their target, and find their job then too).
   std::vector<std::optional<std::string>> raw_producer;
-  raw_producer.reserve(expect_jobs);
+
+  void add(const std::string& where, const std::string& what) {
+    out.errors.push_back(fmt::format("{}: {}: {}", file, where, what));
+  }
   // How messages name job i: by id once it has a good one, else by position.
-  auto where = [&](size_t i) {
+  std::string where(size_t i) const {
     return plan.jobs.size() > i && !plan.jobs[i].id.empty() ? fmt::format("job '{}'", plan.jobs[i].id)
                                                            : fmt::format("job #{}", i + 1);
-  };
+  }
+};
 
-  // Each job is checked as soon as it is parsed, then dropped from the document,
-  // so a plan of a million jobs never exists twice in memory.
-  auto take_job = [&](const json& jj) {
-    size_t i = plan.jobs.size();
-    Job job;
-    raw_producer.emplace_back();
-    bool index_it = false;
-    if (!jj.is_object()) {
-      c.add(where(i), "must be an object, not " + type_name(jj));
-      plan.jobs.push_back(std::move(job));
-      return;
-    }
-    auto id = jj.find("id");
-    if (id == jj.end()) {
-      c.add(where(i), "has no \"id\"");
-    } else if (!id->is_string()) {
-      c.add(where(i), fmt::format("\"id\" must be a string, not {} ({})", type_name(*id), show(*id)));
-    } else if (!valid_job_id(id->get<std::string>())) {
-      c.add(where(i), fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
+// The job's id, indexed at position i when it is good and new.
+void read_id(Build& b, const JobFields& f, Job& job, size_t i) {
+  const element* id = f.find(JobFields::kId);
+  if (!id) {
+    b.add(b.where(i), "has no \"id\"");
+  } else if (!id->is_string()) {
+    b.add(b.where(i), fmt::format("\"id\" must be a string, not {} ({})", type_name(*id), show(*id)));
+  } else if (!valid_job_id(std::string_view(*id))) {
+    b.add(b.where(i), fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
                                   "not starting with '.' (it names logs/ID.log)",
                                   show(*id)));
-    } else {
-      job.id = id->get<std::string>();
-      if (const Job* first = plan.find(job.id))
-        c.add(fmt::format("job '{}'", job.id),
-              fmt::format("duplicate id (job #{} and job #{})", first - plan.jobs.data() + 1, i + 1));
-      else
-        index_it = true;
-    }
-    // Named only when there is something to say: formatting it for every job costs at 100k jobs.
-    auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
+  } else {
+    job.id = std::string_view(*id);
+    auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
+    size_t first = b.plan.index.find_or_insert(job.id, i, id_of);  // indexed here unless a duplicate
+    if (first != IdIndex::npos)
+      b.add(fmt::format("job '{}'", job.id), fmt::format("duplicate id (job #{} and job #{})", first + 1, i + 1));
+  }
+}
 
-    auto script = jj.find("script");
-    if (script == jj.end())
-      c.add(w(), "has no \"script\"");
-    else if (!script->is_string())
-      c.add(w(), fmt::format("\"script\" must be a string, not {}", type_name(*script)));
-    else if (script->get<std::string>().empty())
-      c.add(w(), "\"script\" is empty");
+// The numbers of a job before its deps; `w` names it.
+template <typename Where>
+void read_numbers(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find(JobFields::kGpus)) {
+    if (auto p = check_number(*v, true, true); !p.empty())
+      b.add(w(), "\"gpus\" " + p);
+    else if (v->type() == element_type::UINT64 || int64_t(*v) > 64)
+      b.add(w(), fmt::format("\"gpus\" is {}, more than any node has", show(*v)));
     else
-      job.script = script->get<std::string>();
-
-    if (auto v = jj.find("gpus"); v != jj.end()) {
-      if (auto p = check_number(*v, true, true); !p.empty())
-        c.add(w(), "\"gpus\" " + p);
-      else if (v->get<long long>() > 64)
-        c.add(w(), fmt::format("\"gpus\" is {}, more than any node has", show(*v)));
-      else
-        job.gpus = v->get<int>();
-    }
-    if (auto v = jj.find("priority"); v != jj.end()) {
-      if (auto p = check_number(*v, false, false); !p.empty())
-        c.add(w(), "\"priority\" " + p);
-      else
-        job.priority = v->get<double>();
-    }
-    if (auto v = jj.find("est_hours"); v != jj.end()) {
-      if (auto p = check_number(*v, false, true); !p.empty()) {
-        c.add(w(), "\"est_hours\" " + p);
-      } else {
-        job.est_hours = v->get<double>();
-        job.est_given = true;
-      }
-    }
-    if (auto v = jj.find("deps"); v != jj.end()) {
-      if (!v->is_array()) {
-        c.add(w(), fmt::format("\"deps\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
-      } else {
-        for (size_t k = 0; k < v->size(); ++k) {
-          const json& d = (*v)[k];
-          if (!d.is_string())
-            c.add(w(), fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
-          else
-            job.deps.push_back(parse_dep(d.get<std::string>()));
-        }
-      }
-    }
-    if (auto v = jj.find("produced_by"); v != jj.end() && !v->is_null()) {
-      if (!v->is_string())
-        c.add(w(), fmt::format("\"produced_by\" must be a job id, not {}", type_name(*v)));
-      else
-        raw_producer[i] = v->get<std::string>();
-    }
-    if (auto v = jj.find("produced_at_frac"); v != jj.end()) {
-      if (auto p = check_number(*v, false, true); !p.empty())
-        c.add(w(), "\"produced_at_frac\" " + p);
-      else
-        job.produced_at_frac = v->get<double>();
-    }
-    if (auto v = jj.find("first_look_frac"); v != jj.end() && !v->is_null()) {
-      if (auto p = check_number(*v, false, true); !p.empty())
-        c.add(w(), "\"first_look_frac\" " + p);
-      else
-        job.first_look_frac = v->get<double>();
-    }
-    if (job.gpus > static_cast<int>(node_gpus.size()))
-      c.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, node_gpus.size(),
-                           py_list(node_gpus)));
-    plan.jobs.push_back(std::move(job));
-    if (index_it) plan.index.insert(plan.jobs.back().id, i);
-  };
-
-  json doc, res_fast;
-  const json* res_json = nullptr;
-  try {
-    if (!fast) throw FastJsonFail{};
-    read_jobs_fast(text, node_gpus, plan, raw_producer, res_fast, out.split);
-    if (res_fast.is_array()) res_json = &res_fast;
-    out.fast_path = true;
-  } catch (const FastJsonFail&) {
-    fast = false;
-    out.split = false;
+      job.gpus = static_cast<int>(int64_t(*v));
   }
-  if (!fast) {
-    // Start again with the full parser, which reports every problem.
-    plan = Plan();
-    plan.index.reserve(expect_jobs);
-    plan.jobs.reserve(expect_jobs);
-    raw_producer.clear();
-    bool top_is_array = false, top_is_object = false, in_jobs = false;
-    std::string top_key, job_key;
-    json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-      using E = json::parse_event_t;
-      if (depth == 0 && event == E::array_start) top_is_array = in_jobs = true;
-      if (depth == 0 && event == E::object_start) top_is_object = true;
-      if (depth == 1 && event == E::key && top_is_object) top_key = parsed.get<std::string>();
-      if (depth == 1 && event == E::array_start && top_is_object && top_key == "jobs") in_jobs = true;
-      int job_depth = top_is_array ? 1 : 2;
-      if (in_jobs && depth == job_depth + 1 && event == E::key) job_key = parsed.get<std::string>();
-      // What nobody reads (a member of the plan or of a job with a name gpuq does not know)
-      // is dropped piece by piece as it is parsed. Kept, a list of objects in it cost
-      // nlohmann/json's callback parser a scan of the whole list at the end of each object:
-      // 8 s for 100,000 of them.
-      bool unread = (top_is_object && !in_jobs && depth >= 2 && top_key != "jobs" && top_key != "reservations") ||
-                    (in_jobs && depth >= job_depth + 2 && !known_job_key(job_key));
-      if (unread && (event == E::object_end || event == E::array_end || event == E::value)) return false;
-      if (in_jobs && depth == job_depth &&
-          (event == E::object_end || event == E::array_end || event == E::value)) {
-        take_job(parsed);
-        return false;  // drop it from the document
-      }
-      if (in_jobs && depth == job_depth - 1 && event == E::array_end) in_jobs = false;
-      return true;
-    };
-    try {
-      doc = json::parse(text.begin(), text.end(), cb);
-    } catch (const json::exception& e) {
-      JsonErrorPlace place = describe_json_error(text, e);
-      out.errors.clear();  // problems of jobs read before the syntax error would only confuse
-      c.add(place.where, place.why == "the file is empty" ? place.why : "invalid JSON: " + place.why);
-      return out;
+  if (const element* v = f.find(JobFields::kPriority)) {
+    if (auto p = check_number(*v, false, false); !p.empty())
+      b.add(w(), "\"priority\" " + p);
+    else
+      job.priority = json_as_double(*v);
+  }
+  if (const element* v = f.find(JobFields::kEstHours)) {
+    if (auto p = check_number(*v, false, true); !p.empty()) {
+      b.add(w(), "\"est_hours\" " + p);
+    } else {
+      job.est_hours = json_as_double(*v);
+      job.est_given = true;
     }
+  }
+}
 
-    if (doc.is_object()) {
-      auto it = doc.find("jobs");
-      if (it == doc.end()) {
-        c.add("top level", "an object plan needs a \"jobs\" list");
-        return out;
-      }
-      if (!it->is_array()) {
-        c.add("\"jobs\"", "must be a list of jobs, not " + type_name(*it));
-        return out;
-      }
-      auto r = doc.find("reservations");
-      if (r != doc.end() && !r->is_null()) {
-        if (!r->is_array())
-          c.add("\"reservations\"", "must be a list, not " + type_name(*r));
+// The numbers of a job after its deps.
+template <typename Where>
+void read_fractions(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find(JobFields::kProducedAt)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"produced_at_frac\" " + p);
+    else
+      job.produced_at_frac = json_as_double(*v);
+  }
+  if (const element* v = f.find_set(JobFields::kFirstLook)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"first_look_frac\" " + p);
+    else
+      job.first_look_frac = json_as_double(*v);
+  }
+}
+
+// One element of the job list, checked and added to the plan (a bad one too, so
+// that positions stay right).
+void read_job(Build& b, element jj) {
+  size_t i = b.plan.jobs.size();
+  Job job;
+  b.raw_producer.emplace_back();
+  if (jj.type() != element_type::OBJECT) {
+    b.add(b.where(i), "must be an object, not " + type_name(jj));
+    b.plan.jobs.push_back(std::move(job));
+    return;
+  }
+  JobFields f{simdjson::dom::object(jj)};
+  read_id(b, f, job, i);
+  // Formatted only when there is something to say: most jobs have nothing.
+  auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
+  const element* script = f.find(JobFields::kScript);
+  if (!script)
+    b.add(w(), "has no \"script\"");
+  else if (!script->is_string())
+    b.add(w(), fmt::format("\"script\" must be a string, not {}", type_name(*script)));
+  else if (std::string_view(*script).empty())
+    b.add(w(), "\"script\" is empty");
+  else
+    job.script = std::string_view(*script);
+  read_numbers(b, f, job, w);
+  if (const element* v = f.find(JobFields::kDeps)) {
+    if (!v->is_array()) {
+      b.add(w(), fmt::format("\"deps\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
+    } else {
+      size_t k = 0;
+      for (element d : simdjson::dom::array(*v)) {
+        if (!d.is_string())
+          b.add(w(), fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
         else
-          res_json = &*r;
+          job.deps.push_back(parse_dep(std::string_view(d)));
+        ++k;
       }
-    } else if (!doc.is_array()) {
-      c.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(doc));
-      return out;
     }
   }
+  if (const element* v = f.find_set(JobFields::kProducedBy)) {
+    if (!v->is_string())
+      b.add(w(), fmt::format("\"produced_by\" must be a job id, not {}", type_name(*v)));
+    else
+      b.raw_producer[i] = std::string(std::string_view(*v));
+  }
+  read_fractions(b, f, job, w);
+  if (job.gpus > static_cast<int>(b.node_gpus.size()))
+    b.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, b.node_gpus.size(),
+                           py_list(b.node_gpus)));
+  b.plan.jobs.push_back(std::move(job));
+}
 
-  // Deps and producers, now that every id is known.
+void read_jobs(Build& b, simdjson::dom::array jobs) {
+  b.plan.jobs.reserve(b.plan.jobs.size() + jobs.size());
+  b.raw_producer.reserve(b.plan.jobs.size() + jobs.size());
+  b.plan.index.reserve(b.plan.jobs.size() + jobs.size());
+  for (element jj : jobs) read_job(b, jj);
+}
+
+// The top level: a list of jobs, or an object with "jobs" (and "reservations"). False
+// when its shape is wrong (then nothing else is checked). Every "jobs" list of an object
+// is read, and the last "jobs" must be a list, as gpuq has always read such a plan.
+bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reservations) {
+  if (root.is_array()) {
+    read_jobs(b, simdjson::dom::array(root));
+    return true;
+  }
+  if (!root.is_object()) {
+    b.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(root));
+    return false;
+  }
+  std::optional<element> jobs, res;
+  for (auto [key, value] : simdjson::dom::object(root)) {
+    if (key == "jobs") {
+      jobs = value;
+      if (value.is_array()) read_jobs(b, simdjson::dom::array(value));
+    } else if (key == "reservations") {
+      res = value;
+    }
+  }
+  if (!jobs) {
+    b.add("top level", "an object plan needs a \"jobs\" list");
+    return false;
+  }
+  if (!jobs->is_array()) {
+    b.add("\"jobs\"", "must be a list of jobs, not " + type_name(*jobs));
+    return false;
+  }
+  if (res && !res->is_null()) {
+    if (!res->is_array())
+      b.add("\"reservations\"", "must be a list, not " + type_name(*res));
+    else
+      reservations = simdjson::dom::array(*res);
+  }
+  return true;
+}
+
+// Deps and producers, now that every id is known.
+void link_jobs(Build& b) {
+  Plan& plan = b.plan;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job& job = plan.jobs[i];
     size_t kept = 0;
     for (Dep& dep : job.deps) {
       if (dep.kind == Dep::Kind::File) {
         if (dep.target.empty()) {
-          c.add(where(i), fmt::format("dep \"{}\" names no path", dep_text(dep)));
+          b.add(b.where(i), fmt::format("dep \"{}\" names no path", dep_text(dep)));
           continue;
         }
       } else {
         const Job* target = plan.find(dep.target);
         if (!target) {
-          c.add(where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
+          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
           continue;
         }
         dep.job = static_cast<size_t>(target - plan.jobs.data());
@@ -502,124 +331,158 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
       ++kept;
     }
     job.deps.resize(kept);
-    if (raw_producer[i]) {
-      const Job* p = plan.find(*raw_producer[i]);
+    if (b.raw_producer[i]) {
+      const Job* p = plan.find(*b.raw_producer[i]);
       if (!p)
-        c.add(where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *raw_producer[i]));
+        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *b.raw_producer[i]));
       else if (p == &job)
-        c.add(where(i), "\"produced_by\" names the job itself: it would wait for its own output");
+        b.add(b.where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
         job.produced_by = static_cast<size_t>(p - plan.jobs.data());
     }
   }
+}
 
-  // Reservations.
-  plan.reservations_of.assign(plan.jobs.size(), {});
-  GpuMask node = mask_of(node_gpus);
-  if (res_json) {
-    for (size_t r = 0; r < res_json->size(); ++r) {
-      const json& rj = (*res_json)[r];
-      std::string rw = fmt::format("reservation #{}", r + 1);
-      if (!rj.is_object()) {
-        c.add(rw, "must be an object with \"gpus\" and \"jobs\", not " + type_name(rj));
-        continue;
-      }
-      Reservation res;
-      std::vector<int> outside;
-      auto g = rj.find("gpus");
-      if (g == rj.end() || !g->is_array()) {
-        c.add(rw, "needs \"gpus\", a list of GPU ids");
-      } else {
-        for (const json& x : *g) {
-          if (!x.is_number_integer()) {
-            c.add(rw, fmt::format("GPU {} is not a GPU id", show(x)));
-          } else if (long long id = x.get<long long>(); id < 0 || id > kMaxGpuId) {
-            c.add(rw, fmt::format("GPU {} is not a GPU id (0..{})", id, kMaxGpuId));
-          } else if (!(node & (GpuMask{1} << id))) {
-            outside.push_back(static_cast<int>(id));
-          } else {
-            res.gpus |= GpuMask{1} << id;
-            res.gpu_list.push_back(static_cast<int>(id));
-          }
-        }
-      }
-      auto js = rj.find("jobs");
-      if (js == rj.end() || !js->is_array()) {
-        c.add(rw, "needs \"jobs\", a list of job ids");
-      } else {
-        for (const json& x : *js) {
-          const Job* member = x.is_string() ? plan.find(x.get<std::string>()) : nullptr;
-          if (!member) {
-            c.add(rw, fmt::format("job {} is not in the plan", show(x)));
-          } else {
-            size_t m = static_cast<size_t>(member - plan.jobs.data());
-            res.jobs.push_back(m);
-            plan.reservations_of[m].push_back(r);
-          }
-        }
-      }
-      // A plan written for the whole node may be run on part of it: such GPUs do not exist here.
-      if (!outside.empty())
-        out.warnings.push_back(fmt::format("{}: {}: GPUs {} are not among --gpus {}; the reservation ignores them",
-                                           file, rw, py_list(outside), py_list(node_gpus)));
-      plan.reservations.push_back(std::move(res));
+// One reservation's GPUs, into `res` (those outside --gpus into `outside`).
+void read_reservation_gpus(Build& b, const std::string& rw, std::optional<element> g, GpuMask node, Reservation& res,
+                           std::vector<int>& outside) {
+  if (!g || !g->is_array()) {
+    b.add(rw, "needs \"gpus\", a list of GPU ids");
+    return;
+  }
+  for (element x : simdjson::dom::array(*g)) {
+    if (!json_is_integer(x)) {
+      b.add(rw, fmt::format("GPU {} is not a GPU id", show(x)));
+    } else if (x.type() == element_type::UINT64 || int64_t(x) < 0 || int64_t(x) > kMaxGpuId) {
+      b.add(rw, fmt::format("GPU {} is not a GPU id (0..{})", show(x), kMaxGpuId));
+    } else if (int id = static_cast<int>(int64_t(x)); !(node & (GpuMask{1} << id))) {
+      outside.push_back(id);
+    } else {
+      res.gpus |= GpuMask{1} << id;
+      res.gpu_list.push_back(id);
     }
   }
+}
 
-  // Cycles through deps (and produced_by, for jobs that wait on files).
-  if (out.errors.empty()) {
-    size_t n = plan.jobs.size();
-    // The edges of job v, by number: its deps on jobs, then its producer if it waits on files.
-    auto edge = [&](size_t v, size_t e, size_t& to) {
-      const Job& j = plan.jobs[v];
-      for (; e < j.deps.size(); ++e)
-        if (j.deps[e].kind != Dep::Kind::File) {
-          to = j.deps[e].job;
-          return e + 1;
+void read_reservations(Build& b, simdjson::dom::array list) {
+  GpuMask node = mask_of(b.node_gpus);
+  size_t r = 0;
+  for (element rj : list) {
+    std::string rw = fmt::format("reservation #{}", r + 1);
+    if (!rj.is_object()) {
+      b.add(rw, "must be an object with \"gpus\" and \"jobs\", not " + type_name(rj));
+      ++r;
+      continue;
+    }
+    Reservation res;
+    std::vector<int> outside;
+    read_reservation_gpus(b, rw, member(simdjson::dom::object(rj), "gpus"), node, res, outside);
+    std::optional<element> js = member(simdjson::dom::object(rj), "jobs");
+    if (!js || !js->is_array()) {
+      b.add(rw, "needs \"jobs\", a list of job ids");
+    } else {
+      for (element x : simdjson::dom::array(*js)) {
+        const Job* m = x.is_string() ? b.plan.find(std::string_view(x)) : nullptr;
+        if (!m) {
+          b.add(rw, fmt::format("job {} is not in the plan", show(x)));
+        } else {
+          size_t k = static_cast<size_t>(m - b.plan.jobs.data());
+          res.jobs.push_back(k);
+          b.plan.reservations_of[k].push_back(r);
         }
-      if (e == j.deps.size() && j.produced_by && j.has_file_dep()) {
-        to = *j.produced_by;
+      }
+    }
+    // A plan written for the whole node may be run on part of it: such GPUs do not exist here.
+    if (!outside.empty())
+      b.out.warnings.push_back(fmt::format("{}: {}: GPUs {} are not among --gpus {}; the reservation ignores them",
+                                           b.file, rw, py_list(outside), py_list(b.node_gpus)));
+    b.plan.reservations.push_back(std::move(res));
+    ++r;
+  }
+}
+
+// Cycles through deps (and produced_by, for jobs that wait on files): at most 20 reported.
+void find_cycles(Build& b) {
+  const Plan& plan = b.plan;
+  size_t n = plan.jobs.size();
+  // The edges of job v, by number: its deps on jobs, then its producer if it waits on files.
+  auto edge = [&](size_t v, size_t e, size_t& to) {
+    const Job& j = plan.jobs[v];
+    for (; e < j.deps.size(); ++e)
+      if (j.deps[e].kind != Dep::Kind::File) {
+        to = j.deps[e].job;
         return e + 1;
       }
-      return size_t{0};  // no more
-    };
-    std::vector<char> color(n, 0);  // 0 new, 1 on stack, 2 done
-    std::vector<std::pair<size_t, size_t>> stack;  // (node, next edge)
-    int cycles = 0;
-    for (size_t root = 0; root < n && cycles < 20; ++root) {
-      if (color[root]) continue;
-      stack.push_back({root, 0});
-      color[root] = 1;
-      while (!stack.empty()) {
-        auto& [v, e] = stack.back();
-        size_t w = 0, next = edge(v, e, w);
-        if (!next) {
-          color[v] = 2;
-          stack.pop_back();
-          continue;
-        }
-        e = next;
-        if (color[w] == 0) {
-          color[w] = 1;
-          stack.push_back({w, 0});
-        } else if (color[w] == 1 && cycles < 20) {
-          std::string path;
-          size_t k = stack.size();
-          while (stack[k - 1].first != w) --k;
-          for (size_t s = k - 1; s < stack.size(); ++s) path += plan.jobs[stack[s].first].id + " -> ";
-          path += plan.jobs[w].id;
-          c.add(fmt::format("job '{}'", plan.jobs[w].id), "dependency cycle: " + path);
-          ++cycles;
-        }
+    if (e == j.deps.size() && j.produced_by && j.has_file_dep()) {
+      to = *j.produced_by;
+      return e + 1;
+    }
+    return size_t{0};  // no more
+  };
+  std::vector<char> color(n, 0);  // 0 new, 1 on stack, 2 done
+  std::vector<std::pair<size_t, size_t>> stack;  // (node, next edge)
+  int cycles = 0;
+  for (size_t root = 0; root < n && cycles < 20; ++root) {
+    if (color[root]) continue;
+    stack.push_back({root, 0});
+    color[root] = 1;
+    while (!stack.empty()) {
+      auto& [v, e] = stack.back();
+      size_t w = 0, next = edge(v, e, w);
+      if (!next) {
+        color[v] = 2;
+        stack.pop_back();
+        continue;
+      }
+      e = next;
+      if (color[w] == 0) {
+        color[w] = 1;
+        stack.push_back({w, 0});
+      } else if (color[w] == 1 && cycles < 20) {
+        std::string path;
+        size_t k = stack.size();
+        while (stack[k - 1].first != w) --k;
+        for (size_t s = k - 1; s < stack.size(); ++s) path += plan.jobs[stack[s].first].id + " -> ";
+        path += plan.jobs[w].id;
+        b.add(fmt::format("job '{}'", plan.jobs[w].id), "dependency cycle: " + path);
+        ++cycles;
       }
     }
   }
+}
 
+// `owner`, when given, holds the text: it is freed once parsed (the parser holds copies of
+// its strings), so that a long plan's text and its parsed form are not kept together for long.
+PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& file,
+                         const std::vector<int>& node_gpus, std::unique_ptr<char[]>* owner = nullptr) {
+  PlanLoad out;
+  Build b{file, node_gpus, out, Plan(), {}};
+  {
+    simdjson::dom::parser parser;  // the parsed text, freed once the plan is built from it
+    JsonText json = parse_json(parser, text, padded);
+    if (owner) owner->reset();
+    if (!json.ok()) {
+      b.add(json.where, json.why == "the file is empty" ? json.why : "invalid JSON: " + json.why);
+      return out;
+    }
+    std::optional<simdjson::dom::array> reservations;
+    if (!read_top(b, json.root, reservations)) return out;
+    link_jobs(b);
+    b.plan.reservations_of.assign(b.plan.jobs.size(), {});
+    if (reservations) read_reservations(b, *reservations);
+  }
+  if (out.errors.empty()) find_cycles(b);
   if (out.errors.empty()) {
-    rank_jobs(plan);
-    out.plan = std::move(plan);
+    rank_jobs(b.plan);
+    out.plan = std::move(b.plan);
   }
   return out;
+}
+
+}  // namespace
+
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus) {
+  return parse_plan_text(text, false, file, node_gpus);
 }
 
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
@@ -629,17 +492,16 @@ PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
     out.errors.push_back(fmt::format("{}: cannot read the plan: {}", path, std::strerror(errno)));
     return out;
   }
-  // One buffer of the file's size: a plan of a million jobs is 150 MB of text.
-  std::string text;
+  // One buffer of the file's size, with the padding simdjson reads past the end: no copy of it.
   in.seekg(0, std::ios::end);
   auto size = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (size > 0) {
-    text.resize(static_cast<size_t>(size));
-    in.read(text.data(), size);
-    text.resize(static_cast<size_t>(in.gcount()));
-  }
-  return parse_plan(text, path, node_gpus);
+  size_t n = size > 0 ? static_cast<size_t>(size) : 0;
+  std::unique_ptr<char[]> buffer(new char[n + simdjson::SIMDJSON_PADDING]);
+  in.read(buffer.get(), static_cast<std::streamsize>(n));
+  n = static_cast<size_t>(in.gcount());
+  std::memset(buffer.get() + n, 0, simdjson::SIMDJSON_PADDING);
+  return parse_plan_text(std::string_view(buffer.get(), n), true, path, node_gpus, &buffer);
 }
 
 }  // namespace gpuq

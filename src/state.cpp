@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "gpuq/json_error.h"
-#include "gpuq/json_fast.h"
+#include "gpuq/json_read.h"
 
+#include <algorithm>
 #include <charconv>
-#include <climits>
 #include <cmath>
 
 namespace gpuq {
@@ -100,188 +99,116 @@ Status State::status_of(const std::string& id) const {
 
 namespace {
 
-std::string kind(const ojson& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "a list";
-  if (v.is_object()) return "an object";
-  return "a number";
-}
-
-}  // namespace
-
-namespace {
+using simdjson::dom::element;
+using simdjson::dom::element_type;
 
 struct EntryError {
   std::string what;
 };
 
-// One entry of the state, or EntryError.
-JobState decode_entry(const std::string& id, const ojson& v) {
-  auto bad = [&](const std::string& what) { return EntryError{fmt::format("job '{}': {}", id, what)}; };
-  if (!v.is_object()) throw bad("the entry must be an object, not " + kind(v));
-  JobState s;
-  for (auto& [key, val] : v.items()) {
-    if (key == "status") {
-      if (!val.is_string()) throw bad("\"status\" must be a string, not " + kind(val));
-      auto st = parse_status(val.get<std::string>());
-      if (!st)
-        throw bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
-                              val.get<std::string>()));
-      s.status = *st;
-    } else if (val.is_null() && key != "status") {
-      if (key != "gpus" && key != "pid" && key != "exit" && key != "attempts" && key != "start" && key != "end" &&
-          key != "kill_sent" && key != "pid_start")
-        s.extra[key] = val;
-    } else if (key == "gpus") {
-      if (!val.is_array()) throw bad("\"gpus\" must be a list of GPU ids, not " + kind(val));
-      std::vector<int> g;
-      for (const auto& x : val) {
-        if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() > 63)
-          throw bad(fmt::format("\"gpus\" holds {}, not a GPU id", x.dump()));
-        g.push_back(x.get<int>());
-      }
-      s.gpus = std::move(g);
-    } else if (key == "pid" || key == "exit" || key == "attempts") {
-      if (!val.is_number_integer()) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind(val)));
-      (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = val.get<long long>();
-    } else if (key == "start" || key == "end" || key == "kill_sent") {
-      if (!val.is_number()) throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind(val)));
-      (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = val.get<double>();
-    } else if (key == "pid_start") {
-      if (!val.is_number_unsigned()) throw bad("\"pid_start\" must be a whole number, not " + kind(val));
-      s.pid_start = val.get<unsigned long long>();
-    } else {
-      s.extra[key] = val;
-    }
+using Members = std::vector<std::pair<std::string_view, element>>;
+
+// The members of an entry into `out`, each name once with its last value, where the name
+// first appeared (as nlohmann/json's ordered_json and Python's dict keep a repeated name).
+void members(simdjson::dom::object o, Members& out) {
+  out.clear();
+  for (simdjson::dom::key_value_pair m : o) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& seen) { return seen.first == m.key; });
+    if (same != out.end())
+      same->second = m.value;
+    else
+      out.emplace_back(m.key, m.value);
   }
-  if (!v.contains("status")) throw bad("the entry has no \"status\"");
+}
+
+long long as_integer(element v) {
+  return v.type() == element_type::INT64 ? int64_t(v) : static_cast<long long>(uint64_t(v));
+}
+
+// The fields gpuq knows besides "status"; null in one of them is as good as absent.
+bool known_field(std::string_view key) {
+  return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
+         key == "kill_sent" || key == "pid_start";
+}
+
+// One field of an entry into `s`, or EntryError (`bad` words it).
+template <typename Bad>
+void decode_field(std::string_view key, element val, JobState& s, const Bad& bad) {
+  const char* kind = json_kind(val, false);
+  if (key == "status") {
+    if (!val.is_string()) throw bad(fmt::format("\"status\" must be a string, not {}", kind));
+    auto st = parse_status(std::string_view(val));
+    if (!st)
+      throw bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
+                            std::string_view(val)));
+    s.status = *st;
+  } else if (val.is_null() && known_field(key)) {
+    // absent
+  } else if (key == "gpus") {
+    if (!val.is_array()) throw bad(fmt::format("\"gpus\" must be a list of GPU ids, not {}", kind));
+    std::vector<int> g;
+    for (element x : simdjson::dom::array(val)) {
+      if (!json_is_integer(x) || as_integer(x) < 0 || as_integer(x) > 63)
+        throw bad(fmt::format("\"gpus\" holds {}, not a GPU id", to_ordered_json(x).dump()));
+      g.push_back(static_cast<int>(as_integer(x)));
+    }
+    s.gpus = std::move(g);
+  } else if (key == "pid" || key == "exit" || key == "attempts") {
+    if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
+    (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
+  } else if (key == "start" || key == "end" || key == "kill_sent") {
+    if (!json_is_number(val))
+      throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
+    (key == "start" ? s.start : key == "end" ? s.end : s.kill_sent) = json_as_double(val);
+  } else if (key == "pid_start") {
+    bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
+    if (!whole) throw bad(fmt::format("\"pid_start\" must be a whole number, not {}", kind));
+    s.pid_start = val.type() == element_type::UINT64 ? uint64_t(val) : static_cast<uint64_t>(int64_t(val));
+  } else {
+    s.extra[std::string(key)] = to_ordered_json(val);  // kept as found, written back
+  }
+}
+
+// One entry of the state, or EntryError. `scratch` holds its members.
+JobState decode_entry(std::string_view id, element v, Members& scratch) {
+  auto bad = [&](const std::string& what) { return EntryError{fmt::format("job '{}': {}", id, what)}; };
+  if (!v.is_object()) throw bad(fmt::format("the entry must be an object, not {}", json_kind(v, false)));
+  JobState s;
+  bool has_status = false;
+  members(simdjson::dom::object(v), scratch);
+  for (const auto& [key, val] : scratch) {
+    decode_field(key, val, s, bad);
+    has_status = has_status || key == "status";
+  }
+  if (!has_status) throw bad("the entry has no \"status\"");
   if (s.status == Status::Running && !s.pid) throw bad("a running entry needs a \"pid\"");
   return s;
 }
 
-// The fast path of parse_state (see gpuq/json_fast.h): it takes only states with
-// nothing to report and reads them as decode_entry does. At the first problem or
-// anything unusual (duplicate fields, \u escapes) it throws FastJsonFail and the
-// full parser reads the text again and words the problem.
-State read_state_fast(std::string_view text) {
-  FastJson r(text);
-  State state;
-  state.reserve(text.size() / 48 + 16);  // an entry takes 48+ bytes as the state is written
-  std::string key_scratch, scratch;
-  auto fail = [] { throw FastJsonFail{}; };
-  auto whole = [&](const FastNumber& n) {
-    if (n.kind == FastNumber::Kind::Float) fail();
-    if (n.kind == FastNumber::Kind::Uint && n.u > static_cast<unsigned long long>(LLONG_MAX)) fail();
-    return n.kind == FastNumber::Kind::Int ? n.i : static_cast<long long>(n.u);
-  };
-  r.object(key_scratch, [&](std::string_view entry_id) {
-    std::string id(entry_id);
-    JobState s;
-    KeysSeen seen;
-    r.object(scratch, [&](std::string_view key) {
-      if (key == "status") {
-        seen.once(1);
-        auto st = parse_status(r.string(scratch));
-        if (!st) fail();
-        s.status = *st;
-        return;
-      }
-      int bit = key == "gpus" ? 2 : key == "pid" ? 4 : key == "exit" ? 8 : key == "attempts" ? 16 : key == "start" ? 32
-              : key == "end" ? 64 : key == "kill_sent" ? 128 : key == "pid_start" ? 256 : 0;
-      if (bit) {
-        seen.once(bit);
-        if (r.peek() == 'n') {  // a known field that is null is as good as absent
-          r.null();
-          return;
-        }
-      }
-      switch (bit) {
-        case 2: {
-          std::vector<int> g;
-          r.array([&] {
-            long long x = whole(r.number());
-            if (x < 0 || x > 63) fail();
-            g.push_back(static_cast<int>(x));
-          });
-          s.gpus = std::move(g);
-          break;
-        }
-        case 4: s.pid = whole(r.number()); break;
-        case 8: s.exit = whole(r.number()); break;
-        case 16: s.attempts = whole(r.number()); break;
-        case 32: s.start = r.number().as_double(); break;
-        case 64: s.end = r.number().as_double(); break;
-        case 128: s.kill_sent = r.number().as_double(); break;
-        case 256: {
-          FastNumber n = r.number();
-          if (n.kind != FastNumber::Kind::Uint) fail();
-          s.pid_start = n.u;
-          break;
-        }
-        default: {
-          std::string k(key);
-          std::string_view raw = r.skip_value();
-          if (s.extra.is_object() && s.extra.contains(k)) fail();
-          try {
-            s.extra[k] = ojson::parse(raw);
-          } catch (const ojson::exception&) {
-            fail();
-          }
-        }
-      }
-    });
-    if (!seen.has(1) || (s.status == Status::Running && !s.pid)) fail();
-    state.set(id, std::move(s));
-  });
-  r.finish();
-  return state;
-}
-
 }  // namespace
 
-StateLoad parse_state(std::string_view text, const std::string& file, bool fast) {
+StateLoad parse_state(std::string_view text, const std::string& file) {
   StateLoad out;
-  try {
-    if (fast) {
-      out.state = read_state_fast(text);
-      out.fast_path = true;
-      return out;
-    }
-  } catch (const FastJsonFail&) {
-    // read it again with the full parser, for the message
+  // One parser per thread, kept: `run` reads the state at every tick, into the same buffers.
+  thread_local simdjson::dom::parser parser;
+  JsonText json = parse_json(parser, text);
+  if (!json.ok()) {
+    out.error = json.why == "the file is empty" ? fmt::format("{}: the file is empty", file)
+                                                : fmt::format("{}: {}: not valid JSON ({})", file, json.where, json.why);
+    return out;
   }
+  if (!json.root.is_object()) {
+    out.error = fmt::format("{}: the state is an object keyed by job id, not {}", file, json_kind(json.root, false));
+    return out;
+  }
+  simdjson::dom::object entries(json.root);
   State state;
-  // Entries are decoded as they are parsed and dropped from the document: an object
-  // of 100,000 entries is never built (ordered_json's lookups would make that quadratic).
-  bool top_object = false;
-  std::string key;
-  ojson::parser_callback_t cb = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
-    using E = ojson::parse_event_t;
-    if (depth == 0 && event == E::object_start) top_object = true;
-    if (!top_object) return true;
-    if (depth == 1 && event == E::key) key = parsed.get<std::string>();
-    if (depth == 1 && (event == E::object_end || event == E::array_end || event == E::value)) {
-      state.set(key, decode_entry(key, parsed));
-      return false;
-    }
-    return true;
-  };
-  ojson doc;
+  state.reserve(entries.size());
+  Members scratch;
   try {
-    doc = ojson::parse(text.begin(), text.end(), cb);
+    for (auto [id, entry] : entries) state.set(std::string(id), decode_entry(id, entry, scratch));
   } catch (const EntryError& e) {
     out.error = fmt::format("{}: {}", file, e.what);
-    return out;
-  } catch (const ojson::exception& e) {
-    JsonErrorPlace place = describe_json_error(text, e);
-    out.error = place.why == "the file is empty" ? fmt::format("{}: the file is empty", file)
-                                                 : fmt::format("{}: {}: not valid JSON ({})", file, place.where, place.why);
-    return out;
-  }
-  if (!doc.is_object()) {
-    out.error = fmt::format("{}: the state is an object keyed by job id, not {}", file, kind(doc));
     return out;
   }
   out.state = std::move(state);
@@ -309,15 +236,31 @@ void put_string(std::string& out, std::string_view v) {
   out += '"';
 }
 
-void put_double(std::string& out, double d) {
-  if (!std::isfinite(d)) {
-    out += "null";  // as nlohmann/json writes it
-    return;
+// The doubles of a state as nlohmann/json's dump writes them (the codec test compares
+// dump_state with it), in the order dump_state writes them: one dump of a list of them
+// all, through its public API, is one serializer instead of one per number.
+class DoubleTexts {
+ public:
+  explicit DoubleTexts(const State& state) {
+    nlohmann::json list = nlohmann::json::array();
+    auto& values = list.get_ref<nlohmann::json::array_t&>();
+    values.reserve(state.entries().size() * 2);
+    for (const auto& [id, s] : state.entries())
+      for (const auto* d : {&s.start, &s.end, &s.kill_sent})
+        if (*d) values.emplace_back(**d);
+    text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
-  char buf[64];
-  char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, d);
-  out.append(buf, end);
-}
+  /// Appends the next double's text to `out`.
+  void put_next(std::string& out) {
+    size_t end = text_.find_first_of(",]", pos_);
+    out.append(text_, pos_, end - pos_);
+    pos_ = end + 1;
+  }
+
+ private:
+  std::string text_;
+  size_t pos_ = 1;
+};
 
 template <typename T>
 void put_integer(std::string& out, T v) {
@@ -330,8 +273,9 @@ void put_integer(std::string& out, T v) {
 
 std::string dump_state(const State& state) {
   // The original's layout (json.dumps(state, indent=1)): what nlohmann/json's
-  // dump(1) writes, entry by entry, written here directly (4x faster than
-  // building a value per entry; the codec test compares the two).
+  // dump(1) writes, entry by entry, written here directly rather than through a
+  // value per entry (the codec test compares the two).
+  DoubleTexts doubles(state);
   std::string out = "{";
   out.reserve(state.entries().size() * 140 + 4);
   bool first = true;
@@ -361,12 +305,12 @@ std::string dump_state(const State& state) {
       }
     }
     if (s.pid) field("pid"), put_integer(out, *s.pid);
-    if (s.start) field("start"), put_double(out, *s.start);
-    if (s.end) field("end"), put_double(out, *s.end);
+    if (s.start) field("start"), doubles.put_next(out);
+    if (s.end) field("end"), doubles.put_next(out);
     if (s.exit) field("exit"), put_integer(out, *s.exit);
     if (s.attempts) field("attempts"), put_integer(out, *s.attempts);
     if (s.pid_start) field("pid_start"), put_integer(out, *s.pid_start);
-    if (s.kill_sent) field("kill_sent"), put_double(out, *s.kill_sent);
+    if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
     for (auto& [k, v] : s.extra.items()) {
       out += ",\n  ";
       put_string(out, k);

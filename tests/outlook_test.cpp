@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gpuq/plan_cache.h"
 #include "gpuq/validate.h"
 #include "test_util.h"
 
@@ -368,76 +367,6 @@ TEST(StatusWhy, TextExplainsItsFirstRowsAsJsonExplainsEveryJob) {
   auto every = rows(q.gpuq({"status", "--all"}).out);
   EXPECT_EQ(every.size(), 45u);
   for (auto& [id, text_why] : every) EXPECT_EQ(text_why, why[id]) << id;
-}
-
-// status and simulate keep long plans parsed in a cache (plan_cache.h): used while the
-// plan's text is what it was made from, and ignored when it changed or is damaged.
-TEST(PlanCacheCli, StatusAndSimulateUseItOnlyForTheTextItWasMadeFrom) {
-  Live q;
-  std::string dir = q.d.path() + "/cache";
-  q.env["GPUQ_CACHE_DIR"] = dir;
-  // Over kPlanCacheBytes with few jobs: each carries a long field gpuq does not read.
-  auto plan_text = [](double first_hours, int jobs) {
-    std::string pad(8000, 'p'), t = "[";
-    for (int k = 0; k < jobs; ++k)
-      t += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": {}, "est_hours": {:.1f}, "pad": "{}"{}}})",
-                       k ? ",\n" : "", k, 1 + k % 2, k ? 1.0 + k % 3 : first_hours, pad,
-                       k % 5 == 4 ? fmt::format(R"(, "deps": ["j{}"])", k - 1) : "");
-    return t + "]";
-  };
-  std::string a = plan_text(1.0, 300);
-  ASSERT_GE(a.size(), kPlanCacheBytes);
-  q.d.write("plan.json", a);
-  auto no_cache = [&](std::vector<std::string> args) {
-    auto env = q.env;
-    env["GPUQ_CACHE_DIR"] = "";
-    args.insert(args.begin() + 1, {"--plan", "plan.json", "--gpus", "0,1,2,3"});
-    return run_gpuq(args, q.d.path(), env);
-  };
-  auto first = q.gpuq({"simulate", "--all"});
-  ASSERT_EQ(first.status, 0) << first.err;
-  EXPECT_EQ(first.out, no_cache({"simulate", "--all"}).out);
-  setenv("GPUQ_CACHE_DIR", dir.c_str(), 1);  // for plan_cache_path here
-  std::string cache_file = plan_cache_path(q.d.path() + "/plan.json");
-  unsetenv("GPUQ_CACHE_DIR");
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().string());
-  EXPECT_EQ(files, std::vector<std::string>{cache_file});
-
-  // The CLI reads the cache: one that claims this text but holds another plan is believed.
-  std::string other_text = plan_text(7.0, 300);
-  PlanLoad other = parse_plan(other_text, "plan.json", {0, 1, 2, 3});
-  ASSERT_TRUE(other.plan);
-  std::ofstream(cache_file, std::ios::binary) << encode_plan_cache(other, a, {0, 1, 2, 3});
-  q.d.write("other.json", other_text);
-  auto believed = q.gpuq({"simulate", "--all"});
-  EXPECT_NE(believed.out, first.out);
-  EXPECT_EQ(believed.out, run_gpuq({"simulate", "--plan", "other.json", "--gpus", "0,1,2,3", "--all"}, q.d.path(),
-                                   {{"GPUQ_CACHE_DIR", ""}}).out);
-
-  // The same length with one figure changed (est_hours 1.0 -> 9.0): the cache is not used.
-  std::string b = plan_text(9.0, 300);
-  ASSERT_EQ(b.size(), a.size());
-  q.d.write("plan.json", b);
-  auto edited = q.gpuq({"simulate", "--all"});
-  EXPECT_EQ(edited.out, no_cache({"simulate", "--all"}).out);
-  EXPECT_NE(edited.out, first.out);
-  // status says the same with the cache (now rewritten for b) and without it.
-  auto status_cached = q.gpuq({"status", "--all"}), status_plain = no_cache({"status", "--all"});
-  EXPECT_EQ(status_cached.status, 0) << status_cached.err;
-  EXPECT_EQ(status_cached.out.substr(0, status_cached.out.find("predicted")),
-            status_plain.out.substr(0, status_plain.out.find("predicted")));
-
-  // A damaged cache file is ignored; so is a cache folder that cannot be made.
-  std::ofstream(cache_file, std::ios::binary) << "garbage";
-  auto damaged = q.gpuq({"simulate", "--all"});
-  EXPECT_EQ(damaged.status, 0);
-  EXPECT_EQ(damaged.out, edited.out);
-  q.d.write("afile", "x");
-  q.env["GPUQ_CACHE_DIR"] = q.d.path() + "/afile/cache";
-  auto nowhere = q.gpuq({"simulate", "--all"});
-  EXPECT_EQ(nowhere.status, 0) << nowhere.err;
-  EXPECT_EQ(nowhere.out, edited.out);
 }
 
 // status asks nvidia-smi while it reads the plan and the state; a damaged state is reported at

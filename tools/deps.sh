@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing gpuq needs, where it is missing (Debian 12).
 set -euo pipefail
-pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc)
+pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

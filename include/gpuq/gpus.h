@@ -1,6 +1,7 @@
 // GPU sets and the original's GPU choice (NVLink pairs, then lowest ids).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,14 +22,8 @@ GpuMask mask_of(const std::vector<int>& ids);
 /// The ids in the mask, ascending.
 std::vector<int> ids_of(GpuMask mask);
 
-/// Number of GPUs in the mask. Inline, and without the popcnt instruction (which the
-/// x86-64 baseline lacks, so std::popcount is a library call): passes count often.
-inline int count(GpuMask m) {
-  m -= (m >> 1) & 0x5555555555555555ull;
-  m = (m & 0x3333333333333333ull) + ((m >> 2) & 0x3333333333333333ull);
-  m = (m + (m >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  return static_cast<int>((m * 0x0101010101010101ull) >> 56);
-}
+/// Number of GPUs in the mask.
+inline int count(GpuMask m) { return std::popcount(m); }
 
 /// Parses a `--gpus` value such as "0,1,2,3": ids in the order given.
 /// Returns nullopt and fills `err` on an empty list, a non-number, an id

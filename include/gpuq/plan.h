@@ -69,16 +69,10 @@ struct PlanLoad {
   std::optional<Plan> plan;
   std::vector<std::string> errors;    ///< each "FILE: where: problem"
   std::vector<std::string> warnings;  ///< same form; the plan is usable
-  bool fast_path = false;             ///< the fast reader read the JSON (for tests)
-  bool split = false;                 ///< ...on two threads (kPlanSplitBytes; for tests)
 };
 
 /// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
 void rank_jobs(Plan& plan);
-
-/// Plan texts this long are read on two cores: the fast reader reads the second half
-/// of the job list on another thread (below it, a thread costs more than it saves).
-inline constexpr size_t kPlanSplitBytes = size_t{2} << 20;
 
 /// Parses and checks plan text. `file` names it in messages; `node_gpus` are
 /// the ids of `--gpus`. Rejects JSON syntax errors (line and column), wrong
@@ -86,11 +80,11 @@ inline constexpr size_t kPlanSplitBytes = size_t{2} << 20;
 /// numbers, reservations naming unknown jobs or GPU ids that cannot exist,
 /// `produced_by` naming an unknown job, and jobs wider than the node.
 /// Reservation GPUs outside `node_gpus` are a warning (a plan written for the
-/// whole node, simulated on part of it) and are ignored.
-/// `fast` = false skips the fast reader and uses nlohmann/json alone (the
-/// differential tests compare the two).
-PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus,
-                    bool fast = true);
+/// whole node, simulated on part of it) and are ignored. Members of a job or of
+/// the plan that gpuq does not read are ignored; a repeated member keeps its
+/// last value. The JSON is read as Python's json and nlohmann/json read it (a
+/// byte order mark is skipped; an integer past 64 bits is a fractional number).
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
 
 /// Reads `path` and calls parse_plan; an unreadable file is one error.
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);

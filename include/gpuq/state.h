@@ -99,14 +99,13 @@ class State {
 struct StateLoad {
   std::optional<State> state;
   std::string error;  ///< "FILE: where: problem" when state is empty
-  bool fast_path = false;  ///< the fast reader took it (for tests)
 };
 
 /// Decodes state text. `file` names it in messages. Empty text is an error
-/// (a missing file is not: the caller treats that as an empty state).
-/// `fast` = false skips the fast reader and uses nlohmann/json alone (the
-/// differential tests compare the two).
-StateLoad parse_state(std::string_view text, const std::string& file, bool fast = true);
+/// (a missing file is not: the caller treats that as an empty state). A
+/// repeated entry or field keeps its last value, where it first appeared (as
+/// the original's dicts do); unknown fields go to `extra`.
+StateLoad parse_state(std::string_view text, const std::string& file);
 
 /// Encodes the state as the original does (json.dumps(state, indent=1)).
 std::string dump_state(const State& state);

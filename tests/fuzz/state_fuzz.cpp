@@ -1,5 +1,5 @@
-// libFuzzer target: the state codec. Whatever it accepts must encode and decode back to the same text,
-// and the fast reader must read every text exactly as nlohmann/json alone does.
+// libFuzzer target: the state codec. Whatever it accepts must encode and decode back to the
+// same text; whatever it refuses must be refused with the file named.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,10 +10,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   gpuq::StateLoad load = gpuq::parse_state(text, "fuzz.state.json");
-  gpuq::StateLoad full = gpuq::parse_state(text, "fuzz.state.json", false);
-  if (load.error != full.error || load.state.has_value() != full.state.has_value()) std::abort();
-  if (load.state && gpuq::dump_state(*load.state) != gpuq::dump_state(*full.state)) std::abort();
-  if (!load.state) return 0;
+  if (!load.state) {
+    if (load.error.rfind("fuzz.state.json: ", 0) != 0) std::abort();
+    return 0;
+  }
   std::string once = gpuq::dump_state(*load.state);
   gpuq::StateLoad again = gpuq::parse_state(once, "again");
   if (!again.state) std::abort();  // gpuq wrote a state it cannot read
