@@ -1,6 +1,8 @@
 #include "gpuq/proc.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -36,6 +38,17 @@ bool read_stat(long long pid, char* state, unsigned long long* start) {
 }
 
 }  // namespace
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+bool PathChecks::exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 std::optional<unsigned long long> process_start_time(long long pid) {
   char state;
