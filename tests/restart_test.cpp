@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "test_util.h"
@@ -70,7 +72,12 @@ TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
   auto env = fake_smi(d);
   const int n = 100;
   write_marker_plan(d, n);
-  std::mt19937 rng(std::random_device{}());
+  // GPUQ_TEST_SEED repeats a run's delays.
+  const char* given = std::getenv("GPUQ_TEST_SEED");
+  const unsigned seed = given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
+  std::printf("ExactlyOnceUnderRepeatedSigkill: seed %u (GPUQ_TEST_SEED=%u repeats it)\n", seed, seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(5, 120);
   int kills = 0;
   for (; kills < 30; ++kills) {
