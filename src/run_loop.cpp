@@ -209,21 +209,23 @@ void RunLoop::release_started(Tick& t) {
 void RunLoop::watch(Tick& t) {
   os_.waker.drain();  // our own write, before the lock lets a control command in
   os_.waker.watch_jobs(t.running);
-  std::unordered_set<std::string> waited;
-  const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
-  for (size_t i : with_file_deps_) {
-    const Job& j = plan_.jobs[i];
-    if (t.state.status_of(plan_, i) != Status::Pending || !deps_met(plan_, j, t.state, opt_.max_retries, every_file))
-      continue;
-    for (const Dep& d : j.deps)
-      if (d.kind == Dep::Kind::File) waited.insert(expand_path(d.target));
-  }
   std::vector<std::string> files;
-  for (std::string& p : t.missing_files)
-    if (waited.erase(p)) files.push_back(std::move(p));
-  os_.waker.watch_files(files);
+  if (!t.missing_files.empty()) {
+    std::unordered_set<std::string> waited;
+    const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
+    for (size_t i : with_file_deps_) {
+      const Job& j = plan_.jobs[i];
+      if (t.state.status_of(plan_, i) != Status::Pending ||
+          !deps_met(plan_, j, t.state, opt_.max_retries, every_file))
+        continue;
+      for (const Dep& d : j.deps)
+        if (d.kind == Dep::Kind::File) waited.insert(expand_path(d.target));
+    }
+    for (std::string& p : t.missing_files)
+      if (waited.erase(p)) files.push_back(std::move(p));
+  }
   // A file made between decide's look and its watch has no event: look once more.
-  for (const std::string& p : files)
+  for (const std::string& p : os_.waker.watch_files(files))
     if (os_.files.exists(p)) t.wake_in = 0;
 }
 

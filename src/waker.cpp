@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <set>
+#include <unordered_map>
 
 #include "gpuq/proc.h"
 
@@ -50,20 +50,30 @@ PosixWaker::~PosixWaker() {
   if (inotify_ >= 0) ::close(inotify_);
 }
 
-void PosixWaker::watch(const std::string& path) {
-  if (inotify_ < 0) return;
-  std::filesystem::path p(path);
-  std::string dir = p.parent_path().string();
-  int wd = inotify_add_watch(inotify_, dir.empty() ? "." : dir.c_str(),
-                             IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB);
-  if (wd >= 0) names_[wd].insert(p.filename().string());
+int PosixWaker::watch_folder(const std::string& dir) {
+  if (inotify_ < 0) return -1;
+  return inotify_add_watch(inotify_, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB);
 }
 
-void PosixWaker::watch_files(const std::vector<std::string>& paths) {
+std::vector<std::string> PosixWaker::watch_files(const std::vector<std::string>& paths) {
   for (auto& [wd, _] : names_) inotify_rm_watch(inotify_, wd);
   names_.clear();
-  watch(state_file_);
-  for (const std::string& p : paths) watch(p);
+  std::vector<std::string> watched;
+  // Folder -> its watch (-1: none: it does not exist), so that files sharing a folder cost one call.
+  std::unordered_map<std::string, int> folders;
+  auto add = [&](const std::string& path) {
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    auto [it, fresh] = folders.try_emplace(std::move(dir), -1);
+    if (fresh) it->second = watch_folder(it->first);
+    if (it->second < 0) return false;
+    names_[it->second].insert(slash == std::string::npos ? path : path.substr(slash + 1));
+    return true;
+  };
+  add(state_file_);
+  for (const std::string& p : paths)
+    if (add(p)) watched.push_back(p);
+  return watched;
 }
 
 void PosixWaker::watch_jobs(const std::vector<long long>& pids) {

@@ -231,9 +231,10 @@ class FakeWaker : public Waker {
   std::function<void()> on_watch_files;  ///< runs after the watches are set
 
   void watch_jobs(const std::vector<long long>& pids) override { jobs = pids; }
-  void watch_files(const std::vector<std::string>& paths) override {
+  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override {
     files = paths;
     if (on_watch_files) on_watch_files();
+    return paths;
   }
   void drain() override { ++drains; }
   Wake wait(double timeout_s) override {

@@ -146,8 +146,10 @@ class Waker {
   /// Wakes the wait when one of these jobs (pids of Launched) ends. Replaces the last set.
   virtual void watch_jobs(const std::vector<long long>& pids) = 0;
   /// Wakes the wait when one of these files appears (a replaced state file
-  /// wakes it too, always). Replaces the last set.
-  virtual void watch_files(const std::vector<std::string>& paths) = 0;
+  /// wakes it too, always). Replaces the last set. Returns the paths it could
+  /// watch (a backend may watch only some, e.g. those in folders that exist):
+  /// the caller looks once more at those, for a file made just before its watch.
+  virtual std::vector<std::string> watch_files(const std::vector<std::string>& paths) = 0;
   /// Forgets the events so far (those of this process's own writes).
   virtual void drain() = 0;
   /// Returns after `timeout_s` seconds, at the first event above, or at a stop signal.

@@ -24,12 +24,13 @@ class PosixWaker : public Waker {
 
   /// A pid that is already gone (no pidfd can be had) makes the next wait return at once.
   void watch_jobs(const std::vector<long long>& pids) override;
-  void watch_files(const std::vector<std::string>& paths) override;
+  /// Watches the folders that exist, once each; returns the paths in them.
+  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override;
   void drain() override;
   Wake wait(double timeout_s) override;
 
  private:
-  void watch(const std::string& path);
+  int watch_folder(const std::string& dir);
   bool read_inotify();
 
   std::string state_file_;
