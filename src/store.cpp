@@ -254,10 +254,10 @@ void FileStore::sync() { sync_state_folder(paths_); }
 
 bool FileStore::unchanged_since_write() { return written_ && identity() == written_; }
 
-std::optional<FileStore::Identity> FileStore::identity() const {
+std::optional<FileStore::FileId> FileStore::identity() const {
   struct stat st;
   if (::lstat(paths_.state.c_str(), &st) != 0) return std::nullopt;
-  return Identity{static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size),
+  return FileId{static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size),
                   static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec)};
 }
 

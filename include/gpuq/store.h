@@ -100,16 +100,16 @@ class FileStore : public Store {
   bool unchanged_since_write() override;
 
  private:
-  struct Identity {
+  struct FileId {
     unsigned long long ino = 0;
     long long size = 0, mtime_s = 0, mtime_ns = 0;
-    bool operator==(const Identity&) const = default;
+    bool operator==(const FileId&) const = default;
   };
-  std::optional<Identity> identity() const;
+  std::optional<FileId> identity() const;
 
   PlanPaths paths_;
   std::unique_ptr<StateLock> lock_;
-  std::optional<Identity> written_;
+  std::optional<FileId> written_;
 };
 
 }  // namespace gpuq
