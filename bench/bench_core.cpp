@@ -60,7 +60,7 @@ void BM_DecideTick(benchmark::State& st) {
   RunOptions opt;
   for (auto _ : st) {
     State s = f.state;
-    benchmark::DoNotOptimize(decide_tick(f.plan, s, opt, 1e9, 0xff, true, [](const std::string&) { return true; }));
+    benchmark::DoNotOptimize(decide_tick(f.plan, s, opt, 1e9, 0xff, true, FileTable([](const std::string&) { return true; })));
   }
 }
 BENCHMARK(BM_DecideTick)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
@@ -88,14 +88,14 @@ void BM_Outlook(benchmark::State& st) {
   const Fixture& f = fixture(st.range(0));
   RunOptions opt;
   for (auto _ : st)
-    benchmark::DoNotOptimize(make_outlook(f.plan, f.state, opt, 1e9, 0xff, [](const std::string&) { return false; }));
+    benchmark::DoNotOptimize(make_outlook(f.plan, f.state, opt, 1e9, 0xff, FileTable([](const std::string&) { return false; })));
 }
 BENCHMARK(BM_Outlook)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 void BM_LiveSimulate(benchmark::State& st) {
   const Fixture& f = fixture(st.range(0));
   RunOptions opt;
-  SimStart start = live_start(f.plan, f.state, opt, 1e9, [](const std::string&) { return false; });
+  SimStart start = live_start(f.plan, f.state, opt, 1e9, 0xff, FileTable([](const std::string&) { return false; }));
   for (auto _ : st) benchmark::DoNotOptimize(simulate(f.plan, {}, &start));
 }
 BENCHMARK(BM_LiveSimulate)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);

@@ -38,7 +38,7 @@ std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
         break;
       case Observed::Kind::Vanished:
         s.status = Status::Failed;
-        s.exit = -1;
+        s.exit = kLostExit;
         s.end = now;
         ended.push_back({id, fmt::format("failed {} (its process is gone without an exit code)", id)});
         break;

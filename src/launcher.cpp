@@ -161,7 +161,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   if (alive) return o;
   struct stat st;
   o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
-  o.exit = -1;
+  o.exit = kLostExit;
   return o;
 }
 

@@ -16,7 +16,9 @@
 
 #include "gpuq/phase.h"
 #include "gpuq/async.h"
+#include "gpuq/follow.h"
 #include "gpuq/launcher.h"
+#include "gpuq/local_files.h"
 #include "gpuq/outlook.h"
 #include "gpuq/plan.h"
 #include "gpuq/plan_cache.h"
@@ -97,8 +99,10 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
   return ids;
 }
 
-/// Loads and checks the plan, or prints every problem.
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false) {
+/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
+/// or to `warnings` when given (validate reports them as its own findings).
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus, bool cached = false,
+                                   std::vector<std::string>* warnings = nullptr) {
   PlanLoad load = cached ? load_plan_cached(f.plan, gpus) : load_plan(f.plan, gpus);
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
@@ -106,7 +110,10 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
     return std::nullopt;
   }
-  for (const auto& w : load.warnings) fmt::print(stderr, "gpuq: warning: {}\n", w);
+  if (warnings)
+    *warnings = load.warnings;
+  else
+    for (const auto& w : load.warnings) fmt::print(stderr, "gpuq: warning: {}\n", w);
   return std::move(load.plan);
 }
 
@@ -203,6 +210,18 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt) {
+  GpuMask busy = 0;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
+  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  if (reading.used_mib)
+    for (auto& [g, mib] : *reading.used_mib)
+      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  return mask_of(opt.node_gpus) & ~busy;
+}
+
 int cmd_simulate(const Flags& f) {
   huge_page_heap();
   auto loaded = load_command(f, true);
@@ -218,7 +237,8 @@ int cmd_simulate(const Flags& f) {
     State state = read_state(paths);
     double now = unix_now();
     refresh(paths, state, now);
-    from = live_start(*plan, state, run_options(f, *gpus), now, file_exists);
+    RunOptions ro = run_options(f, *gpus);
+    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}), LocalFiles());
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
@@ -260,18 +280,6 @@ int cmd_run(const Flags& f) {
   return run_queue(*plan, paths, opt, stdout);
 }
 
-/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt) {
-  GpuMask busy = 0;
-  for (const auto& [id, s] : state.entries())
-    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
-  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
-  if (reading.used_mib)
-    for (auto& [g, mib] : *reading.used_mib)
-      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
-  return mask_of(opt.node_gpus) & ~busy;
-}
-
 /// The Gantt bars of a live queue: what ran (hours before now) and what is predicted.
 std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
   std::vector<Bar> bars;
@@ -301,7 +309,7 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, 
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   // Text without --all shows the first rows only: only they need their reasons worked out.
-  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), file_exists,
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), LocalFiles(),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
   phase("outlook");
   if (!f.svg.empty() &&
@@ -365,15 +373,19 @@ int cmd_status(const Flags& f) {
 }
 
 int cmd_validate(const Flags& f) {
-  auto loaded = load_command(f);
-  if (!loaded) return kExitBadInput;
-  const std::vector<int>* gpus = &loaded->gpus;
-  const Plan* plan = &loaded->plan;
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  std::vector<std::string> loader_warnings;
+  auto plan = load_or_report(f, *gpus, false, &loader_warnings);
+  if (!plan) return kExitBadInput;
   auto readable = [](const std::string& p) {
     struct stat st;
     return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
   };
-  auto findings = validate_plan(*plan, *gpus, f.backfill_max_hours, readable, file_exists);
+  // The loader's warnings first (its checks come first), counted and printed as validate's own.
+  std::vector<Finding> findings = loader_findings(loader_warnings);
+  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, readable, file_exists))
+    findings.push_back(std::move(x));
   size_t errors = 0, warnings = 0;
   for (const Finding& x : findings) {
     (x.error ? errors : warnings)++;
@@ -394,46 +406,23 @@ int cmd_logs(const Flags& f) {
   }
   const std::string& id = f.jobs[0];
   PlanPaths paths = paths_for(f.plan);
-  std::string path = paths.log(id);
-  auto text = read_file(path, true);
-  if (!text && !f.follow) {
-    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, path);
+  if (f.follow) {
+    // The longest wait without an inotify event (tests set it long, so that a missed event shows).
+    double safety_s = 5;
+    if (const char* env = std::getenv("GPUQ_FOLLOW_SAFETY_NET_S"); env && *env) {
+      char* end = nullptr;
+      double v = std::strtod(env, &end);
+      if (*end == '\0' && v > 0 && v < 86400) safety_s = v;
+    }
+    Status st = follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000));
+    fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
+    return 0;
+  }
+  if (!print_tail(paths.log(id), f.lines, stdout)) {
+    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, paths.log(id));
     return kExitFailure;
   }
-  std::string all = text.value_or("");
-  // The last N lines.
-  size_t pos = all.size();
-  long lines = 0;
-  if (!all.empty() && all.back() == '\n') --pos;
-  while (pos > 0 && lines < f.lines) {
-    if (all[pos - 1] == '\n' && ++lines == f.lines) break;
-    --pos;
-  }
-  if (f.lines <= 0) pos = all.size();
-  std::fwrite(all.data() + pos, 1, all.size() - pos, stdout);
-  std::fflush(stdout);
-  if (!f.follow) return 0;
-  // Follow until the job is no longer running (or has not started and is not pending).
-  size_t offset = all.size();
-  while (true) {
-    auto now_text = read_file(path, true).value_or("");
-    if (now_text.size() < offset) offset = 0;  // truncated
-    if (now_text.size() > offset) {
-      std::fwrite(now_text.data() + offset, 1, now_text.size() - offset, stdout);
-      std::fflush(stdout);
-      offset = now_text.size();
-    }
-    State state = read_state(paths);
-    refresh(paths, state, unix_now());
-    Status st = state.status_of(id);
-    if (st != Status::Running && st != Status::Pending) {
-      auto last = read_file(path, true).value_or("");
-      if (last.size() > offset) std::fwrite(last.data() + offset, 1, last.size() - offset, stdout);
-      fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  return 0;
 }
 
 int cmd_control(const Flags& f, const std::string& action) {

@@ -1,7 +1,6 @@
 #include "gpuq/proc.h"
 
 #include <pwd.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <spawn.h>
 #include <signal.h>
@@ -43,11 +42,6 @@ double unix_now() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-}
-
-bool PathChecks::exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
 }
 
 std::optional<unsigned long long> process_start_time(long long pid) {

@@ -131,14 +131,30 @@ void RunLoop::probe(Tick& t) {
   }
 }
 
-void RunLoop::decide(Tick& t) {
-  auto file_exists = [&](const std::string& p) {
-    bool there = os_.files.exists(p);
-    if (!there) t.missing_files.push_back(p);
+namespace {
+
+/// The file checks, noting each file found missing (the watch step watches those).
+class NotingFiles : public FileChecks {
+ public:
+  NotingFiles(const FileChecks& files, std::vector<std::string>& missing) : files_(files), missing_(missing) {}
+  std::string expand(const std::string& written) const override { return files_.expand(written); }
+  bool exists(const std::string& path) const override {
+    bool there = files_.exists(path);
+    if (!there) missing_.push_back(path);
     return there;
-  };
+  }
+
+ private:
+  const FileChecks& files_;
+  std::vector<std::string>& missing_;
+};
+
+}  // namespace
+
+void RunLoop::decide(Tick& t) {
   GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
-  TickDecision d = decide_tick(plan_, t.state, opt_, t.now, free, t.any_running, file_exists);
+  const NotingFiles files(os_.files, t.missing_files);
+  TickDecision d = decide_tick(plan_, t.state, opt_, t.now, free, t.any_running, files);
   for (auto& [id, n] : d.retried) say(t.now, fmt::format("auto-retry {} (retry {})", id, n));
   t.wake_in = std::min(t.wake_in, d.next_retry_in);
   if (d.pass.stall_broken)
@@ -148,7 +164,7 @@ void RunLoop::decide(Tick& t) {
   t.starts = std::move(d.pass.starts);
 }
 
-// The chosen jobs, launched held at their start lines; a launch that fails fails its job (exit -1).
+// The chosen jobs, launched held at their start lines; a launch that fails fails its job (kLostExit).
 void RunLoop::start(Tick& t) {
   for (const Start& s : t.starts) {
     const Job& j = plan_.jobs[s.job];
@@ -166,7 +182,7 @@ void RunLoop::start(Tick& t) {
       t.running.push_back(l.pid);
     } catch (const std::exception& e) {
       entry.status = Status::Failed;
-      entry.exit = -1;
+      entry.exit = kLostExit;
       entry.end = t.now;
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
@@ -212,14 +228,14 @@ void RunLoop::watch(Tick& t) {
   std::vector<std::string> files;
   if (!t.missing_files.empty()) {
     std::unordered_set<std::string> waited;
-    const std::function<bool(const std::string&)> every_file = [](const std::string&) { return true; };
+    const FileTable every_file([](const std::string&) { return true; });
     for (size_t i : with_file_deps_) {
       const Job& j = plan_.jobs[i];
       if (t.state.status_of(plan_, i) != Status::Pending ||
           !deps_met(plan_, j, t.state, opt_.max_retries, every_file))
         continue;
       for (const Dep& d : j.deps)
-        if (d.kind == Dep::Kind::File) waited.insert(expand_path(d.target));
+        if (d.kind == Dep::Kind::File) waited.insert(os_.files.expand(d.target));
     }
     for (std::string& p : t.missing_files)
       if (waited.erase(p)) files.push_back(std::move(p));
@@ -236,7 +252,7 @@ bool RunLoop::all_finished(const Tick& t) const {
     Status st = s ? s->status : Status::Pending;
     // A killed job still finishing (within --kill-grace) is not finished either.
     if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
-        retryable(s, opt_, std::numeric_limits<double>::infinity()))
+        retry_due(s, opt_, std::numeric_limits<double>::infinity()))
       return false;
   }
   return true;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "gpuq/launcher.h"
+#include "gpuq/local_files.h"
 #include "gpuq/probe.h"
 #include "gpuq/proc.h"
 #include "gpuq/run_loop.h"
@@ -21,7 +22,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   PosixLauncher launcher(paths);
   NvidiaSmiProbe probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
   FileStore store(paths);
-  PathChecks files;
+  LocalFiles files;
   PosixWaker waker(paths.state);
   RunLoop loop(
       plan, opt, {clock, launcher, probe, store, files, waker},

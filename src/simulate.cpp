@@ -1,8 +1,11 @@
+// The est_hours simulator: an event loop of named steps over the same pass as `run`.
 #include "gpuq/simulate.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <queue>
 #include <span>
 
@@ -13,6 +16,8 @@ namespace gpuq {
 namespace {
 
 constexpr double kEps = 1e-9;  // the original's tolerance on times
+constexpr double kNever = std::numeric_limits<double>::infinity();
+constexpr uint32_t kNone = UINT32_MAX;
 
 template <class T>
 using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<T>>;
@@ -23,314 +28,435 @@ std::string job_list(const Plan& plan, const std::vector<size_t>& jobs) {
   return s;
 }
 
-}  // namespace
+// Lists of jobs per job in two flat arrays (compressed rows).
+class JobLists {
+ public:
+  explicit JobLists(size_t n) : first_(n + 2, 0) {}
+  /// First pass: count an item for `j`; then fill() once; then add() the items in the same order.
+  void count(size_t j) { ++first_[j + 2]; }
+  void fill() {
+    for (size_t j = 2; j < first_.size(); ++j) first_[j] += first_[j - 1];
+    items_.resize(first_.back());
+  }
+  void add(size_t j, size_t item) { items_[first_[j + 1]++] = static_cast<uint32_t>(item); }
+  std::span<const uint32_t> operator[](size_t j) const {
+    return {items_.data() + first_[j], items_.data() + first_[j + 1]};
+  }
 
-void SimModel::JobLists::fill() {
-  for (size_t j = 2; j < first_.size(); ++j) first_[j] += first_[j - 1];
-  items_.resize(first_.back());
+ private:
+  std::vector<uint32_t> first_;  // after fill and add: items of j are [first_[j], first_[j + 1])
+  std::vector<uint32_t> items_;
+};
+
+// The simulation of one plan: the world it predicts, and the steps that move it on.
+class Simulator {
+ public:
+  Simulator(const Plan& plan, const SimOptions& opt, const SimStart* from);
+  Simulation run();
+
+ private:
+  using Kind = SimStart::Kind;
+  struct Packed {  // what the loop reads of a job at every event, packed together
+    double est_hours;
+    double produced_at_frac;
+    uint32_t producer;  // kNone when no job produces its files
+    uint8_t file_dep;   // it has a file: dep
+  };
+
+  void index_deps();
+  void take_live_state();
+  void deps_done(size_t j);
+  void passes_at_instant();
+  void start(Start& s);
+  double next_event() ;
+  void finish_due();
+  void retries_due();
+  void unblock();
+  void tell_after_dependents(size_t j);
+  void explain_stuck();
+  std::string why_stuck(size_t j) const;
+  const PassInput& pass_input(GpuMask free, bool explain);
+  GpuMask free_now() const;
+
+  Kind kind(size_t j) const { return from_ ? from_->kind[j] : Kind::Pending; }
+  double produced_at(size_t j) const {
+    uint32_t src = pk_[j].producer;
+    return start_[src] + pk_[j].produced_at_frac * pk_[src].est_hours;
+  }
+  double file_time(size_t j) const;
+  bool file_never(size_t j) const;
+  bool waits_for_producer(size_t j) const {
+    return pk_[j].producer != kNone && pk_[j].file_dep && !(from_ && from_->files_present[j]);
+  }
+  bool files_ok(size_t j, double t) const {
+    if (!waits_for_producer(j)) return !file_never(j);
+    return !file_never(j) && started_[pk_[j].producer] && !(file_time(j) > t + kEps);
+  }
+  void leave_reservations(size_t j, int by) {
+    if (!plan_.reservations.empty())
+      for (size_t r : plan_.reservations_of[j]) res_unfinished_[r] -= by;
+  }
+
+  const Plan& plan_;
+  const SimOptions& opt_;
+  const SimStart* from_;
+  const size_t n_;
+  Simulation sim_;
+  double t_ = 0;
+  size_t pending_;
+  std::vector<Packed> pk_;
+  std::vector<uint32_t> unmet_;  // job deps (done: and after:) not yet met
+  JobLists plain_dependents_, after_dependents_, produced_for_;
+  std::vector<double> start_, end_;
+  std::vector<char> started_, done_, waits_producer_, awaits_retry_;
+  std::vector<char> awaits_unblock_;  // Kind::Blocked, until the first retry
+  std::vector<char> after_met_;       // its after: dependents were told it finished
+  bool unblocked_ = false;            // a retry has made every blocked job pending
+  std::vector<long> res_unfinished_;
+  std::vector<double> gpu_free_at_;
+  ReadySet ready_;
+  MinHeap<std::pair<double, size_t>> file_wait_;  // (when its files appear, job)
+  MinHeap<std::pair<double, size_t>> running_;    // (end, job): jobs ending together all finish at once
+  MinHeap<std::pair<double, size_t>> produce_;    // (time a pending job's file appears, job)
+  MinHeap<std::pair<double, size_t>> retry_;      // (time a failed job is retried, job)
+  double busy_until_ = 0;                         // from_->busy are free from then
+  PassResult last_;
+  PassInput in_;
+};
+
+Simulator::Simulator(const Plan& plan, const SimOptions& opt, const SimStart* from)
+    : plan_(plan),
+      opt_(opt),
+      from_(from),
+      n_(plan.jobs.size()),
+      pending_(n_),
+      pk_(n_),
+      unmet_(n_, 0),
+      plain_dependents_(n_),
+      after_dependents_(n_),
+      produced_for_(n_),
+      start_(n_, 0),
+      end_(n_, 0),
+      started_(n_, 0),
+      done_(n_, 0),
+      waits_producer_(n_, 0),
+      awaits_retry_(n_, 0),
+      awaits_unblock_(n_, 0),
+      after_met_(n_, 0),
+      res_unfinished_(plan.reservations.size()),
+      gpu_free_at_(kMaxGpuId + 1, 0.0),
+      ready_(plan, opt.backfill_max_hours) {
+  sim_.rows.reserve(n_);  // a row per job that runs: no copies as it grows
+  for (size_t r = 0; r < plan.reservations.size(); ++r)
+    res_unfinished_[r] = static_cast<long>(plan.reservations[r].jobs.size());
+  in_.node = mask_of(opt.node_gpus);
+  index_deps();
 }
 
-SimModel::SimModel(const Plan& plan, const SimOptions& opt)
-    : job_(plan.jobs.size()),
-      unmet_(plan.jobs.size(), 0),
-      dependents_(plan.jobs.size()),
-      after_dependents_(plan.jobs.size()),  // through after: deps only
-      produced_for_(plan.jobs.size()),
-      ready_(plan, opt.backfill_max_hours) {
-  const size_t n = plan.jobs.size();
+// Each job's deps turned around (who waits for it), and the packed fields.
+void Simulator::index_deps() {
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t j = 0; j < n; ++j) {
-      const Job& job = plan.jobs[j];
+    for (size_t j = 0; j < n_; ++j) {
+      const Job& job = plan_.jobs[j];
       for (const Dep& d : job.deps) {
         if (d.kind == Dep::Kind::File) {
-          job_[j].file_dep = 1;
+          pk_[j].file_dep = 1;
           continue;
         }
+        JobLists& list = d.kind == Dep::Kind::After ? after_dependents_ : plain_dependents_;
         if (pass == 0) {
           ++unmet_[j];
-          dependents_.count(d.job);
-          if (d.kind == Dep::Kind::After) after_dependents_.count(d.job);
+          list.count(d.job);
         } else {
-          dependents_.add(d.job, j);
-          if (d.kind == Dep::Kind::After) after_dependents_.add(d.job, j);
+          list.add(d.job, j);
         }
       }
       if (const auto& p = job.produced_by) pass == 0 ? produced_for_.count(*p) : produced_for_.add(*p, j);
       if (pass == 0) {
-        job_[j].est_hours = job.est_hours;
-        job_[j].produced_at_frac = job.produced_at_frac;
-        job_[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
+        pk_[j].est_hours = job.est_hours;
+        pk_[j].produced_at_frac = job.produced_at_frac;
+        pk_[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
       }
     }
     if (pass == 0) {
-      dependents_.fill();
+      plain_dependents_.fill();
       produced_for_.fill();
       after_dependents_.fill();
     }
   }
 }
 
-Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from) {
-  return simulate(plan, opt, SimModel(plan, opt), from);
+// When job j's files appear: when its producer reaches produced_at_frac of its run. From a
+// live state a file missing now appears no sooner than kSoon, and one its running producer
+// should already have written, when the producer ends.
+double Simulator::file_time(size_t j) const {
+  double at = produced_at(j);
+  if (!from_) return at;
+  if (at <= 0 && kind(pk_[j].producer) == Kind::Running) at = end_[pk_[j].producer];
+  return std::max(at, kSoon);
 }
 
-Simulation simulate(const Plan& plan, const SimOptions& opt, SimModel model, const SimStart* from) {
-  const size_t n = plan.jobs.size();
-  Simulation sim;
-  sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
-  GpuMask node = mask_of(opt.node_gpus);
+// Live: a missing file appears only through a producer that has yet to reach it.
+bool Simulator::file_never(size_t j) const {
+  if (!from_ || from_->files_present[j] || !pk_[j].file_dep) return false;
+  uint32_t src = pk_[j].producer;
+  if (src == kNone) return true;
+  Kind k = kind(src);
+  return k == Kind::Done || k == Kind::Finished || k == Kind::Held;
+}
 
-  std::vector<double> start(n, 0), end(n, 0);
-  std::vector<char> started(n, 0), done(n, 0);
-  const auto& pk = model.job_;
-  constexpr uint32_t kNone = SimModel::kNone;
-  std::vector<uint32_t>& unmet = model.unmet_;
-  const auto& dependents = model.dependents_;
-  const auto& after_dependents = model.after_dependents_;
-  const auto& produced_for = model.produced_for_;
-  const bool reservations = !plan.reservations.empty();
-  std::vector<size_t> res_unfinished(plan.reservations.size());
-  for (size_t r = 0; r < plan.reservations.size(); ++r) res_unfinished[r] = plan.reservations[r].jobs.size();
-
-  // A job whose job deps are done is ready once its file: deps exist: at once when no job of
-  // the plan produces them, else when its producer reaches produced_at_frac of its run.
-  auto produced_at = [&](size_t j) {
-    uint32_t src = pk[j].producer;
-    return start[src] + pk[j].produced_at_frac * pk[src].est_hours;
-  };
-  using Kind = SimStart::Kind;
-  auto kind = [&](size_t j) { return from ? from->kind[j] : Kind::Pending; };
-  // Live: a missing file appears only through a producer that has yet to reach it.
-  auto file_never = [&](size_t j) {
-    if (!from || from->files_present[j] || !pk[j].file_dep) return false;
-    uint32_t src = pk[j].producer;
-    return src == kNone || (kind(src) != Kind::Pending && kind(src) != Kind::Running);
-  };
-  // Its files wait for a producer to reach them (else they exist, or never will).
-  auto waits_for_producer = [&](size_t j) {
-    return pk[j].producer != kNone && pk[j].file_dep && !(from && from->files_present[j]);
-  };
-  auto files_ok = [&](size_t j, double t) {
-    if (!waits_for_producer(j)) return !file_never(j);
-    return !file_never(j) && started[pk[j].producer] && !(produced_at(j) > t + kEps);
-  };
-  ReadySet& ready = model.ready_;
-  MinHeap<std::pair<double, size_t>> file_wait;        // (when its files appear, job)
-  std::vector<char> waits_producer(n, 0);              // jobs waiting for their producer to start
-  auto deps_done = [&](size_t j) {
-    if (file_never(j)) return;
-    if (!waits_for_producer(j))
-      ready.insert(j);
-    else if (started[pk[j].producer])
-      file_wait.push({produced_at(j), j});
-    else
-      waits_producer[j] = 1;
-  };
-  std::vector<double> gpu_free_at(kMaxGpuId + 1, 0.0);
-  MinHeap<std::pair<double, size_t>> running;  // (end, job): jobs ending together all finish at once
-  MinHeap<std::pair<double, size_t>> produce;       // (time a pending job's file appears, job)
-  size_t pending = n;
-
-  if (from) {
-    // The live state: jobs already done, finished or held are out; running ones hold their GPUs.
-    for (size_t j = 0; j < n; ++j) {
-      Kind k = kind(j);
-      if (k == Kind::Pending) continue;
-      started[j] = 1;
-      --pending;
-      if (k == Kind::Running) {
-        start[j] = -from->elapsed[j];
-        end[j] = std::max(pk[j].est_hours - from->elapsed[j], 0.0);
-        for (int g : from->gpus[j]) gpu_free_at[g] = end[j];
-        running.push({end[j], j});
-        sim.rows.push_back({j, start[j], end[j], from->gpus[j]});
-      } else if (k == Kind::Done || k == Kind::Finished) {
-        done[j] = 1;
-        for (size_t d : k == Kind::Done ? dependents[j] : after_dependents[j]) --unmet[d];
-        if (reservations)
-          for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
-      }
+// The live state: jobs done, finished or held are out; running ones hold their GPUs; failed
+// ones to be retried wait for their retry, out of their reservations until then.
+void Simulator::take_live_state() {
+  for (size_t j = 0; j < n_; ++j) {
+    Kind k = kind(j);
+    if (k == Kind::Pending) continue;
+    if (k == Kind::Retry) {
+      awaits_retry_[j] = 1;
+      leave_reservations(j, 1);
+      if (from_->retry_in[j] < kNever) retry_.push({std::max(from_->retry_in[j], kSoon), j});
+      continue;
+    }
+    if (k == Kind::Blocked) {
+      awaits_unblock_[j] = 1;
+      leave_reservations(j, 1);
+      tell_after_dependents(j);
+      continue;
+    }
+    started_[j] = 1;
+    --pending_;
+    if (k == Kind::Running) {
+      start_[j] = -from_->elapsed[j];
+      end_[j] = std::max(pk_[j].est_hours - from_->elapsed[j], kSoon);
+      for (int g : from_->gpus[j]) gpu_free_at_[g] = end_[j];
+      running_.push({end_[j], j});
+      sim_.rows.push_back({j, start_[j], end_[j], from_->gpus[j]});
+    } else if (k == Kind::Done || k == Kind::Finished) {
+      done_[j] = 1;
+      if (k == Kind::Done)
+        for (size_t d : plain_dependents_[j]) --unmet_[d];
+      tell_after_dependents(j);
+      leave_reservations(j, 1);
     }
   }
-  for (size_t j = 0; j < n; ++j)
-    if (unmet[j] == 0 && !started[j]) deps_done(j);
-  for (size_t j = 0; j < n; ++j)  // producers already running: their files appear on schedule
-    if (started[j] && kind(j) == Kind::Running)
-      for (size_t k : produced_for[j])
-        if (!started[k]) produce.push({produced_at(k), k});
+  for (int g : ids_of(from_->busy))
+    if (g <= kMaxGpuId) gpu_free_at_[g] = std::max(gpu_free_at_[g], kSoon);
+  if (from_->busy) busy_until_ = kSoon;
+}
 
-  double t = 0;
-  PassResult last;
-  PassInput in;
-  in.node = node;
-  auto pass_input = [&](GpuMask free, bool explain) -> const PassInput& {
-    in.free = free;
-    in.open.resize(plan.reservations.size());
-    for (size_t r = 0; r < plan.reservations.size(); ++r) in.open[r] = res_unfinished[r] > 0;
-    in.nothing_running = running.empty();
-    in.explain = explain;
-    return in;
-  };
+// A job whose job deps are met is ready once its file: deps exist: at once when no job of
+// the plan produces them, else when its producer reaches produced_at_frac of its run.
+void Simulator::deps_done(size_t j) {
+  if (file_never(j) || awaits_retry_[j] || awaits_unblock_[j]) return;
+  if (!waits_for_producer(j))
+    ready_.insert(j);
+  else if (started_[pk_[j].producer])
+    file_wait_.push({file_time(j), j});
+  else
+    waits_producer_[j] = 1;
+}
 
-  auto free_now = [&] {
-    GpuMask free = 0;
-    for (int g : opt.node_gpus)
-      if (gpu_free_at[g] <= t + kEps) free |= GpuMask{1} << g;
-    return free;
-  };
-  while (pending || !running.empty()) {
-    GpuMask free = free_now();
-    bool progressed = true, first = true;
-    while (progressed) {
-      progressed = false;
-      bool newly_ready = false;
-      while (!file_wait.empty() && !(file_wait.top().first > t + kEps)) {
-        ready.insert(file_wait.top().second);
-        file_wait.pop();
-        newly_ready = true;
-      }
-      // After a pass that started jobs, another with no job newly ready would start none: a
-      // job it passed over did not fit with more GPUs free, or was held by the backfill
-      // limit behind a head that still waits (and nothing ends, so no reservation opens).
-      // Skipping it saves a third of the passes.
-      if (!first && !newly_ready) break;
-      first = false;
-      schedule_pass(plan, ready, pass_input(free, false), last);  // into last: its lists' room is kept
-      if (last.stall_broken)
-        sim.notes.push_back(fmt::format(
-            "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
-            "those reservations are longer than --backfill-max-hours {}; started them without the limit",
-            t, plan.jobs[*last.waiting_head].id, opt.backfill_max_hours));
-      for (Start& s : last.starts) {
-        size_t j = s.job;
-        start[j] = t;
-        end[j] = t + pk[j].est_hours;
-        started[j] = 1;
-        for (int g : s.gpus) gpu_free_at[g] = end[j];
-        free &= ~mask_of(s.gpus);
-        running.push({end[j], j});
-        ready.erase(j);
-        --pending;
-        for (size_t k : produced_for[j]) {
-          if (waits_producer[k]) file_wait.push({produced_at(k), k});
-          waits_producer[k] = 0;
-          if (!started[k]) produce.push({produced_at(k), k});
-        }
-        sim.rows.push_back({j, start[j], end[j], std::move(s.gpus)});
-        progressed = true;
-      }
+const PassInput& Simulator::pass_input(GpuMask free, bool explain) {
+  in_.free = free;
+  in_.open.resize(plan_.reservations.size());
+  for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_unfinished_[r] > 0;
+  // Now, as the next tick sees it: any running entry of the state counts.
+  in_.nothing_running = running_.empty() && !(from_ && t_ < kSoon && from_->any_running);
+  in_.explain = explain;
+  return in_;
+}
+
+GpuMask Simulator::free_now() const {
+  GpuMask free = 0;
+  for (int g : opt_.node_gpus)
+    if (gpu_free_at_[g] <= t_ + kEps) free |= GpuMask{1} << g;
+  return free;
+}
+
+void Simulator::start(Start& s) {
+  size_t j = s.job;
+  start_[j] = t_;
+  // From a live state a job takes some time, however short its estimate: one started now
+  // does not end before the next tick.
+  end_[j] = t_ + (from_ ? std::max(pk_[j].est_hours, kSoon) : pk_[j].est_hours);
+  started_[j] = 1;
+  for (int g : s.gpus) gpu_free_at_[g] = end_[j];
+  running_.push({end_[j], j});
+  ready_.erase(j);
+  --pending_;
+  for (size_t k : produced_for_[j]) {
+    if (waits_producer_[k]) file_wait_.push({file_time(k), k});
+    waits_producer_[k] = 0;
+    if (!started_[k]) produce_.push({file_time(k), k});
+  }
+  sim_.rows.push_back({j, start_[j], end_[j], std::move(s.gpus)});
+}
+
+// Passes at this instant until one starts nothing. After a pass that started jobs, another
+// with no job newly ready would start none: a job it passed over did not fit with more GPUs
+// free, or was held by the backfill limit behind a head that still waits (and nothing ends,
+// so no reservation opens).
+void Simulator::passes_at_instant() {
+  GpuMask free = free_now();
+  bool progressed = true, first = true;
+  while (progressed) {
+    progressed = false;
+    bool newly_ready = false;
+    while (!file_wait_.empty() && !(file_wait_.top().first > t_ + kEps)) {
+      ready_.insert(file_wait_.top().second);
+      file_wait_.pop();
+      newly_ready = true;
     }
-    if (running.empty()) {
-      if (pending) {
-        sim.stuck_at = t;
-        last = schedule_pass(plan, ready, pass_input(free_now(), true));
-        for (size_t j = 0; j < n; ++j) {
-          if (started[j]) continue;
-          const Job& job = plan.jobs[j];
-          std::string why;
-          if (unmet[j]) {
-            std::vector<size_t> waits;
-            for (const Dep& d : job.deps)
-              if (d.kind != Dep::Kind::File && !done[d.job]) waits.push_back(d.job);
-            why = "waits for " + job_list(plan, waits) + ", which never ran";
-          } else if (file_never(j) && !job.produced_by) {
-            why = "waits for a file: dep that does not exist, and no job of the plan produces it";
-          } else if (file_never(j)) {
-            why = fmt::format("waits for a file: dep that does not exist, and {} (its producer) will not run again",
-                              plan.jobs[*job.produced_by].id);
-          } else if (!files_ok(j, t)) {
-            why = fmt::format("waits for the file: dep that {} produces, and {} never ran",
-                              plan.jobs[*job.produced_by].id, plan.jobs[*job.produced_by].id);
-          } else {
-            auto h = std::find_if(last.held.begin(), last.held.end(), [&](const Held& x) { return x.job == j; });
-            if (h != last.held.end() && h->why == Held::Why::Backfill) {
-              why = fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs",
-                                job.est_hours, opt.backfill_max_hours, plan.jobs[h->head].id);
-            } else {
-              std::vector<bool> open(plan.reservations.size());
-              for (size_t r = 0; r < open.size(); ++r) open[r] = res_unfinished[r] > 0;
-              why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus,
-                                count(node & ~reserved_gpus(plan, j, open)), count(node));
-              const auto& mine = plan.reservations_of[j];
-              for (size_t r = 0; r < plan.reservations.size(); ++r) {
-                if (!open[r] || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
-                std::vector<size_t> waiting;
-                for (size_t m : plan.reservations[r].jobs)
-                  if (!done[m]) waiting.push_back(m);
-                why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1,
-                                   py_list(plan.reservations[r].gpu_list), job_list(plan, waiting),
-                                   waiting.size() == 1 ? "finishes" : "finish");
-              }
-            }
-          }
-          sim.stuck.push_back({j, why});
-        }
-      }
+    if (!first && !newly_ready) break;
+    first = false;
+    schedule_pass(plan_, ready_, pass_input(free, false), last_);  // into last_: its lists' room is kept
+    if (last_.stall_broken)
+      sim_.notes.push_back(fmt::format(
+          "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
+          "those reservations are longer than --backfill-max-hours {}; started them without the limit",
+          t_, plan_.jobs[*last_.waiting_head].id, opt_.backfill_max_hours));
+    for (Start& s : last_.starts) {
+      free &= ~mask_of(s.gpus);
+      start(s);
+      progressed = true;
+    }
+  }
+}
+
+// The time of the next event, or kNever when nothing is left to happen. Running jobs end,
+// files appear (only while something runs, as the original), retries fall due, GPUs busy
+// now become free.
+double Simulator::next_event() {
+  double nxt = running_.empty() ? kNever : running_.top().first;
+  if (!running_.empty()) {
+    while (!produce_.empty() && (started_[produce_.top().second] || produce_.top().first <= t_ + kEps)) produce_.pop();
+    if (!produce_.empty() && produce_.top().first < nxt) nxt = produce_.top().first;
+    if (!(nxt > t_ + kEps)) nxt = running_.top().first;
+  }
+  if (!retry_.empty()) nxt = std::min(nxt, retry_.top().first);
+  if (busy_until_ > t_ + kEps) nxt = std::min(nxt, busy_until_);
+  return nxt;
+}
+
+// Jobs ending now: their dependents and reservations.
+void Simulator::finish_due() {
+  while (!running_.empty() && running_.top().first <= t_ + kEps) {
+    size_t j = running_.top().second;
+    running_.pop();
+    done_[j] = 1;
+    for (size_t k : plain_dependents_[j])
+      if (--unmet_[k] == 0 && !started_[k]) deps_done(k);
+    if (!after_met_[j]) {
+      after_met_[j] = 1;
+      for (size_t k : after_dependents_[j])
+        if (--unmet_[k] == 0 && !started_[k]) deps_done(k);
+    }
+    leave_reservations(j, 1);
+  }
+}
+
+// At the start: job j counts as finished for its after: dependents (done, or finished as run
+// counts it), once.
+void Simulator::tell_after_dependents(size_t j) {
+  if (after_met_[j]) return;
+  after_met_[j] = 1;
+  for (size_t d : after_dependents_[j]) --unmet_[d];
+}
+
+// Failed jobs whose automatic retry falls due now: pending again, back in their reservations.
+void Simulator::retries_due() {
+  while (!retry_.empty() && retry_.top().first <= t_ + kEps) {
+    size_t j = retry_.top().second;
+    retry_.pop();
+    awaits_retry_[j] = 0;
+    leave_reservations(j, -1);
+    if (unmet_[j] == 0) deps_done(j);
+    if (!unblocked_) unblock();
+  }
+}
+
+// The first retry makes every blocked job pending (those that revive: see SimStart::Kind::Blocked).
+void Simulator::unblock() {
+  unblocked_ = true;
+  for (size_t j = 0; j < n_; ++j) {
+    if (!awaits_unblock_[j]) continue;
+    awaits_unblock_[j] = 0;
+    leave_reservations(j, -1);
+    if (unmet_[j] == 0) deps_done(j);
+  }
+}
+
+Simulation Simulator::run() {
+  if (from_) take_live_state();
+  for (size_t j = 0; j < n_; ++j)
+    if (unmet_[j] == 0 && !started_[j]) deps_done(j);
+  for (size_t j = 0; j < n_; ++j)  // producers already running: their files appear on schedule
+    if (started_[j] && kind(j) == Kind::Running)
+      for (size_t k : produced_for_[j])
+        if (!started_[k]) produce_.push({file_time(k), k});
+  while (pending_ || !running_.empty()) {
+    passes_at_instant();
+    double nxt = next_event();
+    if (nxt == kNever) {
+      if (pending_) explain_stuck();
       break;
     }
-    double nxt = running.top().first;
-    while (!produce.empty() && (started[produce.top().second] || produce.top().first <= t + kEps)) produce.pop();
-    if (!produce.empty() && produce.top().first < nxt) nxt = produce.top().first;
-    if (!(nxt > t + kEps)) nxt = running.top().first;
-    t = nxt;
-    while (!running.empty() && running.top().first <= t + kEps) {
-      size_t j = running.top().second;
-      running.pop();
-      done[j] = 1;
-      for (size_t k : dependents[j])
-        if (--unmet[k] == 0 && !started[k]) deps_done(k);
-      if (reservations)
-        for (size_t r : plan.reservations_of[j]) --res_unfinished[r];
-    }
+    t_ = nxt;
+    finish_due();
+    retries_due();
   }
-  return sim;
+  return std::move(sim_);
 }
 
-std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOptions& opt, bool all) {
-  std::string out;
-  std::vector<const SimRow*> rows;
-  for (const SimRow& r : sim.rows) rows.push_back(&r);
-  std::sort(rows.begin(), rows.end(), [&](const SimRow* a, const SimRow* b) {
-    if (a->start != b->start) return a->start < b->start;
-    return plan.jobs[a->job].id < plan.jobs[b->job].id;
-  });
-  for (const SimRow* r : rows) {
-    const std::string& id = plan.jobs[r->job].id;
-    if (!all && id.rfind("eval_", 0) == 0) continue;
-    out += fmt::format("{:6.2f}h -> {:6.2f}h gpus={:<8} {}\n", r->start, r->end, py_list(r->gpus), id);
-  }
-  double makespan = 0, busy = 0;
-  for (const SimRow& r : sim.rows) {
-    makespan = std::max(makespan, r.end);
-    busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
-  }
-  if (makespan != 0)
-    out += fmt::format("makespan {:.1f}h, GPU utilization {:.1f}%\n", makespan,
-                       busy / (static_cast<double>(opt.node_gpus.size()) * makespan) * 100);
-  else
-    out += "empty plan\n";
-  std::vector<double> started_at(plan.jobs.size(), -1);
-  for (const SimRow& r : sim.rows) started_at[r.job] = r.start;
-  bool any = false;
-  double lo = 0, hi = 0;
-  for (size_t j = 0; j < plan.jobs.size(); ++j) {
-    const Job& job = plan.jobs[j];
-    if (!job.first_look_frac || started_at[j] < 0) continue;
-    double mark = started_at[j] + *job.first_look_frac * job.est_hours;
-    if (!any || mark < lo) lo = mark;
-    if (!any || mark > hi) hi = mark;
-    any = true;
-  }
-  if (any)
-    out += fmt::format("round-100 in-loop eval of the first-wave arms: earliest ~{:.1f}h, all ~{:.1f}h\n", lo, hi);
-  return out;
+void Simulator::explain_stuck() {
+  sim_.stuck_at = t_;
+  last_ = schedule_pass(plan_, ready_, pass_input(free_now(), true));
+  for (size_t j = 0; j < n_; ++j)
+    if (!started_[j]) sim_.stuck.push_back({j, why_stuck(j)});
 }
 
-std::string format_stuck(const Plan& plan, const Simulation& sim) {
-  std::string out = fmt::format("the plan cannot be scheduled: at {:.2f}h nothing runs and {} job(s) can never start:\n",
-                                sim.stuck_at, sim.stuck.size());
-  for (const Stuck& s : sim.stuck) out += fmt::format("  {}: {}\n", plan.jobs[s.job].id, s.why);
-  return out;
+std::string Simulator::why_stuck(size_t j) const {
+  const Job& job = plan_.jobs[j];
+  if (awaits_retry_[j]) return "failed; no automatic retry will come (its entry has no end time)";
+  if (awaits_unblock_[j]) return "blocked, and no automatic retry will come to release it";
+  if (unmet_[j]) {
+    std::vector<size_t> waits;
+    for (const Dep& d : job.deps)
+      if (d.kind != Dep::Kind::File && !done_[d.job]) waits.push_back(d.job);
+    return "waits for " + job_list(plan_, waits) + ", which never ran";
+  }
+  if (file_never(j) && !job.produced_by)
+    return "waits for a file: dep that does not exist, and no job of the plan produces it";
+  if (file_never(j))
+    return fmt::format("waits for a file: dep that does not exist, and {} (its producer) will not run again",
+                       plan_.jobs[*job.produced_by].id);
+  if (!files_ok(j, t_))
+    return fmt::format("waits for the file: dep that {} produces, and {} never ran", plan_.jobs[*job.produced_by].id,
+                       plan_.jobs[*job.produced_by].id);
+  auto h = std::find_if(last_.held.begin(), last_.held.end(), [&](const Held& x) { return x.job == j; });
+  if (h != last_.held.end() && h->why == Held::Why::Backfill)
+    return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs", job.est_hours,
+                       opt_.backfill_max_hours, plan_.jobs[h->head].id);
+  std::vector<bool> open(plan_.reservations.size());
+  for (size_t r = 0; r < open.size(); ++r) open[r] = res_unfinished_[r] > 0;
+  std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus,
+                                count(in_.node & ~reserved_gpus(plan_, j, open)), count(in_.node));
+  const auto& mine = plan_.reservations_of[j];
+  for (size_t r = 0; r < plan_.reservations.size(); ++r) {
+    if (!open[r] || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
+    std::vector<size_t> waiting;
+    for (size_t m : plan_.reservations[r].jobs)
+      if (!done_[m]) waiting.push_back(m);
+    why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1, py_list(plan_.reservations[r].gpu_list),
+                       job_list(plan_, waiting), waiting.size() == 1 ? "finishes" : "finish");
+  }
+  return why;
+}
+
+}  // namespace
+
+Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from) {
+  return Simulator(plan, opt, from).run();
 }
 
 }  // namespace gpuq

@@ -7,6 +7,12 @@
 
 namespace gpuq {
 
+std::vector<Finding> loader_findings(const std::vector<std::string>& warnings) {
+  std::vector<Finding> out;
+  for (const std::string& w : warnings) out.push_back({false, "", w});
+  return out;
+}
+
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
                                    const std::function<bool(const std::string&)>& readable,
                                    const std::function<bool(const std::string&)>& exists) {

@@ -16,6 +16,7 @@
 #include "gpuq/plan_cache.h"
 #include "gpuq/queue.h"
 #include "gpuq/state.h"
+#include "test_util.h"
 
 namespace gpuq {
 namespace {
@@ -138,7 +139,9 @@ struct Gen {
 std::string show(const StateLoad& l) { return l.state ? dump_state(*l.state) : "error: " + l.error; }
 
 TEST(Codec, DirectStateWriterWritesWhatNlohmannDumpWrote) {
-  Gen g(1);
+  const uint64_t seed = test::test_seed(1);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   for (int i = 0; i < 3000; ++i) {
     State st = g.state();
     ASSERT_EQ(dump_state(st), reference_dump(st)) << "case " << i;
@@ -146,7 +149,9 @@ TEST(Codec, DirectStateWriterWritesWhatNlohmannDumpWrote) {
 }
 
 TEST(Codec, StateFastReaderAgreesWithTheFullParser) {
-  Gen g(2);
+  const uint64_t seed = test::test_seed(2);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   int loaded = 0, fast_taken = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string text = dump_state(g.state());
@@ -250,7 +255,9 @@ std::string random_plan(Gen& g) {
 }
 
 TEST(Codec, PlanFastReaderAgreesWithTheFullParser) {
-  Gen g(3);
+  const uint64_t seed = test::test_seed(3);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   int loaded = 0, fast_taken = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string text = random_plan(g);
@@ -376,7 +383,9 @@ std::string describe_whole(const PlanLoad& l) {
 }
 
 TEST(PlanCache, GivesBackExactlyWhatTheParserMade) {
-  Gen g(5);
+  const uint64_t seed = test::test_seed(5);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
   int checked = 0;
   for (int i = 0; i < 1500; ++i) {
@@ -523,7 +532,9 @@ TEST(StateByPosition, FollowsNewEntriesAndOtherPlans) {
 // jobs, or not), against a lookup by id: entries in plan order, shuffled, with gaps and
 // with ids the plan does not have.
 TEST(StateByPosition, AgreesWithLookupByIdOnRandomStates) {
-  Gen g(11);
+  const uint64_t seed = test::test_seed(11);
+  SCOPED_TRACE(test::seed_note(seed));
+  Gen g(seed);
   for (int round = 0; round < 300; ++round) {
     size_t n = g.below(60) + 1;
     std::string plan_text = "[";
@@ -543,141 +554,6 @@ TEST(StateByPosition, AgreesWithLookupByIdOnRandomStates) {
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(st.of(plan, i), st.find(plan.jobs[i].id)) << round << " job " << i << " " << state_text;
   }
-}
-
-// The tick as the original words it, changing the state as it goes (gpuq's decide_tick did
-// exactly this before it worked over an array of statuses): the reference for PreviewTick.
-TickDecision reference_tick(const Plan& plan, State& state, const RunOptions& opt, double now, GpuMask free,
-                            bool any_running, const std::function<bool(const std::string&)>& file_exists) {
-  TickDecision tick;
-  bool unblocked = false;
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    const JobState* s = state.find(plan.jobs[i].id);
-    if (retryable(s, opt, now)) {
-      long long n = s->attempts_or0() + 1;
-      JobState fresh;
-      fresh.attempts = n;
-      state.set(plan.jobs[i].id, fresh);
-      if (!unblocked)
-        for (auto& [other, os] : state.entries())
-          if (os.status == Status::Blocked) os.status = Status::Pending;
-      unblocked = true;
-      tick.retried.push_back({plan.jobs[i].id, n});
-    } else if (s && s->status == Status::Failed && s->exit != -15 && s->attempts_or0() < opt.max_retries && s->end) {
-      tick.next_retry_in = std::min(tick.next_retry_in, *s->end + opt.retry_after - now);
-    }
-  }
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    if (state.status_of(plan.jobs[i].id) != Status::Pending) continue;
-    if (deps_failed(plan, plan.jobs[i], state)) {
-      JobState blocked;
-      blocked.status = Status::Blocked;
-      state.set(plan.jobs[i].id, blocked);
-      continue;
-    }
-    if (deps_met(plan, plan.jobs[i], state, opt.max_retries, file_exists)) ready.push_back(i);
-  }
-  PassInput in;
-  in.free = free;
-  in.node = mask_of(opt.node_gpus);
-  in.open.resize(plan.reservations.size());
-  for (size_t r = 0; r < plan.reservations.size(); ++r)
-    for (size_t m : plan.reservations[r].jobs) {
-      Status st = state.status_of(plan.jobs[m].id);
-      if (st != Status::Done && st != Status::Failed && st != Status::Blocked) in.open[r] = true;
-    }
-  in.nothing_running = !any_running;
-  in.explain = true;
-  tick.pass = schedule_pass(plan, ReadySet(plan, opt.backfill_max_hours, ready), in);
-  return tick;
-}
-
-// status shows what the next tick of run would do with preview_tick, which must decide
-// exactly as run's tick does, without changing the state; decide_tick must decide the same
-// and leave the state as the original would: random plans (deps of every kind, a
-// reservation) and states (every status, retries due or not, blocked jobs to be released,
-// held jobs, missing entries), checked against the reference above on a copy.
-TEST(PreviewTick, DecidesAsRunsTickAndLeavesTheStateAlone) {
-  {
-    // The case that matters most: a retry falls due, which releases every blocked job.
-    Plan plan = *parse_plan(R"([{"id": "a", "script": "s"}, {"id": "b", "script": "s"}])", "p.json", {0, 1}).plan;
-    State state = *parse_state(R"({"a": {"status": "blocked"},
-                                   "b": {"status": "failed", "exit": 1, "attempts": 0, "end": 1000}})",
-                               "s.json").state;
-    RunOptions opt;
-    opt.node_gpus = {0, 1};
-    TickDecision shown = preview_tick(plan, state, opt, 2000.0, 0b11, false, [](const std::string&) { return true; });
-    ASSERT_EQ(shown.pass.starts.size(), 2u);  // a is released by b's retry, and both start
-    EXPECT_EQ(shown.retried, (std::vector<std::pair<std::string, long long>>{{"b", 1}}));
-    EXPECT_EQ(state.find("a")->status, Status::Blocked);
-  }
-  Gen g(23);
-  size_t released = 0;  // rounds where a retry released a blocked job that then started
-  const char* statuses[] = {"pending", "running", "done", "failed", "blocked", "held"};
-  for (int round = 0; round < 400; ++round) {
-    size_t n = g.below(30) + 1;
-    std::string plan_text = "{\"jobs\": [";
-    for (size_t k = 0; k < n; ++k) {
-      std::string deps;
-      for (size_t d = 0; d < k && deps.size() < 40; ++d)
-        if (g.coin(15)) deps += fmt::format("{}\"{}j{}\"", deps.empty() ? "" : ", ", g.coin(30) ? "after:" : "", d);
-      if (g.coin(10)) deps += fmt::format("{}\"file:f{}\"", deps.empty() ? "" : ", ", g.below(3));
-      plan_text += fmt::format(R"({}{{"id": "j{}", "script": "s", "gpus": {}, "priority": {}, "est_hours": {}, "deps": [{}]}})",
-                               k ? "," : "", k, g.below(5), g.below(4) * 10, g.coin() ? 0.25 : 2.0, deps);
-    }
-    plan_text += fmt::format(R"(], "reservations": [{{"gpus": [6, 7], "jobs": ["j{}"]}}]}})", g.below(n));
-    PlanLoad load = parse_plan(plan_text, "p.json", {0, 1, 2, 3, 4, 5, 6, 7});
-    ASSERT_TRUE(load.plan) << plan_text;
-    const Plan& plan = *load.plan;
-    std::string state_text = "{";
-    for (size_t k = 0; k < n; ++k) {
-      if (g.coin(20)) continue;  // no entry: pending
-      std::string st = statuses[g.below(6)];
-      std::string more;
-      if (st == "running") more = R"(, "pid": 1, "gpus": [0])";
-      if (st == "failed")
-        more = fmt::format(R"(, "exit": {}, "attempts": {}, "end": {})", g.coin(20) ? -15 : 1, g.below(3),
-                           g.coin() ? 1000.0 : 1900.0);
-      state_text += fmt::format(R"({}"j{}": {{"status": "{}"{}}})", state_text.size() > 1 ? "," : "", k, st, more);
-    }
-    state_text += "}";
-    State state = *parse_state(state_text, "s.json").state;
-    const std::string before = dump_state(state);
-    RunOptions opt;
-    GpuMask free = g.below(256);
-    bool any_running = g.coin();
-    auto files = [](const std::string& p) { return p == "f1"; };
-    State expected = state, copy = state;
-    TickDecision ran = reference_tick(plan, expected, opt, 2000.0, free, any_running, files);
-    TickDecision decided = decide_tick(plan, copy, opt, 2000.0, free, any_running, files, true);
-    TickDecision shown = preview_tick(plan, state, opt, 2000.0, free, any_running, files);
-    SCOPED_TRACE(plan_text + "\n" + state_text);
-    EXPECT_EQ(dump_state(state), before);
-    EXPECT_EQ(dump_state(copy), dump_state(expected));  // run's tick changes the state as the original
-    EXPECT_EQ(decided.pass.starts.size(), ran.pass.starts.size());
-    EXPECT_EQ(decided.retried, ran.retried);
-    EXPECT_EQ(shown.retried, ran.retried);
-    EXPECT_EQ(shown.next_retry_in, ran.next_retry_in);
-    EXPECT_EQ(shown.pass.waiting_head, ran.pass.waiting_head);
-    EXPECT_EQ(shown.pass.stall_broken, ran.pass.stall_broken);
-    ASSERT_EQ(shown.pass.starts.size(), ran.pass.starts.size());
-    for (size_t k = 0; k < ran.pass.starts.size(); ++k) {
-      EXPECT_EQ(shown.pass.starts[k].job, ran.pass.starts[k].job);
-      EXPECT_EQ(shown.pass.starts[k].gpus, ran.pass.starts[k].gpus);
-    }
-    ASSERT_EQ(shown.pass.held.size(), ran.pass.held.size());
-    for (size_t k = 0; k < ran.pass.held.size(); ++k) {
-      EXPECT_EQ(shown.pass.held[k].job, ran.pass.held[k].job);
-      EXPECT_EQ(shown.pass.held[k].why, ran.pass.held[k].why);
-      EXPECT_EQ(shown.pass.held[k].free_for_job, ran.pass.held[k].free_for_job);
-      EXPECT_EQ(shown.pass.held[k].closed, ran.pass.held[k].closed);
-      EXPECT_EQ(shown.pass.held[k].head, ran.pass.held[k].head);
-    }
-    for (const Start& st : ran.pass.starts) released += state.status_of(plan, st.job) == Status::Blocked;
-    if (HasFailure()) return;
-  }
-  EXPECT_GT(released, 10u);  // the rounds test what they are meant to
 }
 
 }  // namespace

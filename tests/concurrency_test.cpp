@@ -13,7 +13,7 @@ TEST(Concurrency, ControlCommandsDuringRunLoseNoUpdate) {
   TempDir d;
   d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
   std::map<std::string, std::string> env{{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}};
-  d.write("quick.sh", "sleep 0.0$((RANDOM % 5))\n");
+  d.write("quick.sh", "sleep 0.0$((${GPUQ_JOB_ID//[!0-9]/} % 5))\n");  // 0 to 40 ms, by the job's number
   const int held = 150, churn = 60;
   json plan = json::array();
   for (int i = 0; i < churn; ++i)  // keep run busy: short jobs ending all the time
@@ -31,7 +31,7 @@ TEST(Concurrency, ControlCommandsDuringRunLoseNoUpdate) {
       batch.push_back(start_gpuq({"status", "--plan", "plan.json"}, d.path(), env));
     }
     for (size_t b = 0; b < batch.size(); ++b) {
-      auto r = batch[b]->wait(30);
+      auto r = batch[b]->wait(kPatience);
       ASSERT_EQ(r.status, 0) << r.out << r.err;  // a torn state file would be a parse error, status 1
       if (b % 2 == 0) {
         EXPECT_THAT(r.out, HasSubstr("held job"));
@@ -56,7 +56,7 @@ TEST(Concurrency, ControlCommandsDuringRunLoseNoUpdate) {
     for (int i = 0; i < churn; ++i)
       if (s.value("churn" + std::to_string(i), json::object()).value("status", "") != "done") return false;
     return true;
-  }));
+  }, kPatience));
   json s = json::parse(d.read("plan.state.json"));
   for (int i = 0; i < held; ++i) EXPECT_EQ(s["job" + std::to_string(i)]["status"], "held") << i;
 
@@ -65,7 +65,7 @@ TEST(Concurrency, ControlCommandsDuringRunLoseNoUpdate) {
   for (int i = 0; i < held; ++i) retry.push_back("job" + std::to_string(i));
   EXPECT_EQ(run_gpuq(retry, d.path(), env).status, 0);
   d.write("gate", "");
-  auto r = run->wait(60);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
   s = json::parse(d.read("plan.state.json"));

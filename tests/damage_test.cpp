@@ -91,8 +91,8 @@ TEST(Damage, EntriesOfJobsNoLongerInThePlanAreWarnedAboutAndKept) {
 
 TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
   Dir q;
-  Background proc({"sleep", "0.1"}, q.d.path());
-  proc.wait(5);
+  Background proc({"true"}, q.d.path());
+  ASSERT_EQ(proc.wait(kPatience).status, 0);  // a pid that ended
   q.d.write("logs/a.exit", "seven\n");
   q.d.write("plan.state.json", R"({"a": {"status": "running", "pid": )" + std::to_string(proc.pid()) +
                                    R"(, "gpus": [], "start": 1.0}})");
@@ -104,14 +104,16 @@ TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
 
 TEST(Damage, PlanEditedIntoNonsenseWhileRunningDoesNotDisturbTheRun) {
   Dir q;
-  q.d.write("slow.sh", "sleep 1\n");
+  q.d.write("slow.sh", "while [ ! -e go ]; do sleep 0.05; done\n");  // runs until the plan is broken
   q.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 0}, {"id": "b", "script": "job.sh", "gpus": 0, "deps": ["a"]}])");
   auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, q.d.path(), q.env);
-  ASSERT_TRUE(eventually([&] { return q.d.read("plan.state.json").find("running") != std::string::npos; }));
+  ASSERT_TRUE(eventually([&] { return q.d.read("plan.state.json").find("running") != std::string::npos; }, kPatience));
   q.d.write("plan.json", "[{\"id\": ");
-  auto r = run->wait(30);
+  q.d.write("go", "");
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));  // run read the plan once, at its start
+  EXPECT_EQ(q.d.read("ran.txt"), "ran\n");             // b, started after the plan was broken
   // Any new command names the broken plan.
   auto s = q.gpuq({"status"});
   EXPECT_EQ(s.status, 2);
@@ -202,8 +204,11 @@ TEST(DiskFull, FailedSaveKeepsThePreviousStateAndIsRetriedNextTick) {
   if (!disk.mounted || !disk.logs_mounted) GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN)";
   TempDir scripts;
   scripts.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-  scripts.write("quick.sh", "sleep 0.5\n");
-  scripts.write("long.sh", "echo $$ > " + scripts.path() + "/long.pid\nsleep 4\n");
+  // Each job runs until the test creates its go file: none ends before the disk is full.
+  auto until = [&](const std::string& go) { return "while [ ! -e " + scripts.path() + "/" + go + " ]; do sleep 0.05; done\n"; };
+  scripts.write("quick.sh", until("quick.go"));
+  scripts.write("long.sh", "echo $$ > " + scripts.path() + "/long.pid.tmp && mv " + scripts.path() + "/long.pid.tmp " +
+                               scripts.path() + "/long.pid\n" + until("long.go"));
   std::ofstream(disk.top + "/plan.json")
       << R"([{"id": "quick", "script": ")" << scripts.path() << R"(/quick.sh", "gpus": 0},
             {"id": "long", "script": ")" << scripts.path() << R"(/long.sh", "gpus": 0}])";
@@ -215,21 +220,28 @@ TEST(DiskFull, FailedSaveKeepsThePreviousStateAndIsRetriedNextTick) {
     ss << f.rdbuf();
     return ss.str();
   };
-  ASSERT_TRUE(eventually([&] { return state_text().find("running") != std::string::npos; }));
+  ASSERT_TRUE(eventually([&] {
+    json s = json::parse(state_text(), nullptr, false);
+    return !s.is_discarded() && s.value("quick", json::object()).value("status", "") == "running" &&
+           s.value("long", json::object()).value("status", "") == "running";
+  }, kPatience)) << state_text();
+  ASSERT_TRUE(eventually([&] { return fs::exists(scripts.path() + "/long.pid"); }, kPatience));
   disk.fill();
   std::string before = state_text();
   // quick ends; its save fails for want of space.
-  ASSERT_TRUE(eventually([&] { return run->out().find("cannot save the state") != std::string::npos; }, 10))
+  std::ofstream(scripts.path() + "/quick.go").close();
+  ASSERT_TRUE(eventually([&] { return run->out().find("cannot save the state") != std::string::npos; }, kPatience))
       << run->out();
   EXPECT_THAT(run->out(), HasSubstr("No space left on device"));
   EXPECT_EQ(state_text(), before);  // the previous state is intact
   long long long_pid = std::stoll(lines_of(scripts.path() + "/long.pid").at(0));
   EXPECT_TRUE(pid_alive(long_pid));  // running jobs are not disturbed
   fs::remove(disk.top + "/filler");
-  ASSERT_TRUE(eventually([&] { return run->out().find("the state is saved again") != std::string::npos; }, 10))
+  ASSERT_TRUE(eventually([&] { return run->out().find("the state is saved again") != std::string::npos; }, kPatience))
       << run->out();
   EXPECT_EQ(json::parse(state_text())["quick"]["status"], "done");
-  auto r = run->wait(30);
+  std::ofstream(scripts.path() + "/long.go").close();
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(json::parse(state_text())["long"]["status"], "done");
 }
@@ -239,17 +251,19 @@ TEST(DiskFull, ReadOnlyFolderIsReportedAndTheQueueCarriesOnWhenWritable) {
   if (!disk.mounted || !disk.logs_mounted) GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN)";
   TempDir scripts;
   scripts.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-  scripts.write("quick.sh", "sleep 0.5\n");
+  // Runs until the test creates go: it cannot end (and run save its end) before the folder is read-only.
+  scripts.write("quick.sh", "while [ ! -e " + scripts.path() + "/go ]; do sleep 0.05; done\n");
   std::ofstream(disk.top + "/plan.json") << R"([{"id": "quick", "script": ")" << scripts.path()
                                           << R"(/quick.sh", "gpus": 0}])";
   auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, disk.top,
                         {{"GPUQ_NVIDIA_SMI", scripts.path() + "/nvidia-smi"}});
-  ASSERT_TRUE(eventually([&] { return fs::exists(disk.top + "/plan.state.json"); }));
+  ASSERT_TRUE(eventually([&] { return fs::exists(disk.top + "/plan.state.json"); }, kPatience));
   ASSERT_EQ(::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0);
-  ASSERT_TRUE(eventually([&] { return run->out().find("Read-only file system") != std::string::npos; }, 10))
+  std::ofstream(scripts.path() + "/go").close();
+  ASSERT_TRUE(eventually([&] { return run->out().find("Read-only file system") != std::string::npos; }, kPatience))
       << run->out();
   ASSERT_EQ(::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT, "size=256k"), 0);
-  auto r = run->wait(30);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("the state is saved again"));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));

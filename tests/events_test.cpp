@@ -34,7 +34,7 @@ struct Slow {
   void file_appears_and_starts(Background& run, const std::string& id, const std::string& path) const {
     EXPECT_EQ(status_of(id), "pending");
     d.write(path, "");
-    auto r = run.wait(20);
+    auto r = run.wait(kPatience);
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(status_of(id), "done");
   }
@@ -53,7 +53,7 @@ TEST(Events, AJobThatExitsWakesRunAtOnce) {
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1},
                              {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
   auto run = q.run();
-  auto r = run->wait(20);  // with only the timer, b would start an hour after a ends
+  auto r = run->wait(kPatience);  // with only the timer, b would start an hour after a ends
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
   EXPECT_EQ(lines_of(q.d.path() + "/started"), (std::vector<std::string>{"a", "b"}));
@@ -67,7 +67,7 @@ TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
   auto first = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
   first->signal(SIGTERM);  // a keeps running; the next run adopts it (it is not that run's child)
-  EXPECT_EQ(first->wait(10).status, 0);
+  EXPECT_EQ(first->wait(kPatience).status, 0);
   auto state_inode = [&] {
     struct stat st;
     return ::stat((q.d.path() + "/plan.state.json").c_str(), &st) == 0 ? st.st_ino : 0;
@@ -77,7 +77,7 @@ TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
   // Once the second run has saved its first tick it has adopted a; then a ends.
   ASSERT_TRUE(eventually([&] { return state_inode() != before; }));
   q.d.write("gate", "");
-  auto r = second->wait(20);
+  auto r = second->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("done a"));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
@@ -91,7 +91,7 @@ TEST(Events, ARetryFromAnotherShellIsActedOnAtOnce) {
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "done"; }));
   EXPECT_EQ(q.status_of("b"), "held");
   ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "b"}, q.d.path(), q.env).status, 0);
-  auto r = run->wait(20);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(q.status_of("b"), "done");
 }

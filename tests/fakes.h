@@ -210,11 +210,12 @@ class FakeProbe : public GpuProbe {
   }
 };
 
-/// Files that exist because the test says so.
+/// Files that exist because the test says so (paths taken as written).
 class FakeFiles : public FileChecks {
  public:
   std::set<std::string> present;
-  bool exists(const std::string& path) override { return present.count(path) > 0; }
+  std::string expand(const std::string& written) const override { return written; }
+  bool exists(const std::string& path) const override { return present.count(path) > 0; }
 };
 
 /// The wait between ticks: by default the time asked for passes on the fake clock

@@ -1,4 +1,4 @@
-// validate's findings, status's reasons and predictions, the JSON schema, logs, SVG.
+// validate's findings, status's reasons and predictions, the JSON schema, SVG (logs: follow_test.cpp).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -126,6 +126,37 @@ TEST(Validate, CommandExitStatusesAndStrict) {
   EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 0);
 }
 
+// The loader's own warnings (here a reserved GPU outside --gpus) are validate's findings
+// too: printed once, in the same form, counted, and failing --strict.
+TEST(Validate, TheLoadersWarningsAreCountedAndPrintedOnce) {
+  Live q;
+  const std::string loader =
+      "warning: plan.json: reservation #1: GPUs [6] are not among --gpus [0, 1, 2, 3]; the reservation ignores them\n";
+  q.d.write("plan.json", R"({"jobs": [{"id": "a", "script": "job.sh", "gpus": 1}],
+                            "reservations": [{"gpus": [1, 6], "jobs": ["a"]}]})");
+  auto r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, loader +
+                       "warning: job 'a': has no est_hours: simulate and the backfill rule take 1.0; give it an estimate\n"
+                       "plan.json: 1 job(s), 0 error(s), 2 warning(s)\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 1);
+  // The loader's warning alone.
+  q.d.write("plan.json", R"({"jobs": [{"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 1}],
+                            "reservations": [{"gpus": [1, 6], "jobs": ["a"]}]})");
+  r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, loader + "plan.json: 1 job(s), 0 error(s), 1 warning(s)\n");
+  EXPECT_EQ(r.err, "");
+  auto strict = q.gpuq({"validate", "--strict"});
+  EXPECT_EQ(strict.status, 1);
+  EXPECT_EQ(strict.out, r.out);
+  // The other commands still say it on stderr.
+  auto sim = q.gpuq({"simulate"});
+  EXPECT_EQ(sim.status, 0);
+  EXPECT_THAT(sim.err, HasSubstr("gpuq: " + loader));
+}
+
 TEST(StatusWhy, EachReasonIsGiven) {
   Live q("0, 0\n1, 0\n2, 0\n3, 9000\n");  // GPU 3 holds someone else's memory
   q.d.write("plan.json", R"({"jobs": [
@@ -139,7 +170,7 @@ TEST(StatusWhy, EachReasonIsGiven) {
     {"id": "child", "script": "job.sh", "deps": ["broken"]},
     {"id": "member", "script": "job.sh", "gpus": 1, "deps": ["runner"]}
   ], "reservations": [{"gpus": [2], "jobs": ["member"]}]})");
-  Background runner({"sleep", "30"}, q.d.path());
+  Background runner({"sleep", "3600"}, q.d.path());  // alive for the whole test (killed at its end)
   q.d.write("plan.state.json", R"({"runner": {"status": "running", "gpus": [0, 1], "pid": )" +
                                    std::to_string(runner.pid()) + R"(, "start": 1.0, "attempts": 0},
     "held_one": {"status": "held"},
@@ -186,7 +217,8 @@ TEST(StatusPredict, RunningJobsFinishTheirEstimateAndOverdueOnesAreMarked) {
     {"id": "late", "script": "job.sh", "gpus": 1, "est_hours": 1},
     {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 1, "deps": ["a"]}
   ])");
-  Background pa({"sleep", "30"}, q.d.path()), pl({"sleep", "30"}, q.d.path());
+  // Alive for the whole test (killed at its end): a job that ended would not be predicted.
+  Background pa({"sleep", "3600"}, q.d.path()), pl({"sleep", "3600"}, q.d.path());
   double now = static_cast<double>(time(nullptr));
   q.d.write("plan.state.json", fmt::format(R"({{"a": {{"status": "running", "gpus": [0], "pid": {}, "start": {}}},
       "late": {{"status": "running", "gpus": [1], "pid": {}, "start": {}}}}})",
@@ -277,24 +309,6 @@ TEST(Svg, SimulateAndStatusWriteWellFormedSvg) {
   EXPECT_LT(q.d.read("status.svg").size(), 20000u);  // a time axis of a few ticks, even over a long past
 }
 
-TEST(Logs, TailAndFollow) {
-  Live q;
-  q.d.write("talk.sh", "for i in $(seq 1 30); do echo line $i; done\nsleep 2\necho last words\n");
-  q.d.write("plan.json", R"([{"id": "talk", "script": "talk.sh", "gpus": 0}])");
-  auto none = q.gpuq({"logs", "talk"});
-  EXPECT_EQ(none.status, 1);
-  EXPECT_THAT(none.err, HasSubstr("talk has no log yet"));
-  EXPECT_EQ(q.gpuq({"logs", "nobody"}).status, 2);
-  auto run_bg = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, q.d.path(), q.env);
-  ASSERT_TRUE(eventually([&] { return q.d.read("logs/talk.log").find("line 30") != std::string::npos; }));
-  auto follow = q.gpuq({"logs", "talk", "-n", "2", "-f"});
-  EXPECT_EQ(follow.status, 0);
-  EXPECT_EQ(follow.out, "line 29\nline 30\nlast words\n");
-  EXPECT_THAT(follow.err, HasSubstr("talk is done"));
-  run_bg->wait(20);
-  EXPECT_EQ(q.gpuq({"logs", "talk", "-n", "1"}).out, "last words\n");
-}
-
 TEST(Watch, RedrawsUntilInterrupted) {
   Live q;
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
@@ -303,9 +317,9 @@ TEST(Watch, RedrawsUntilInterrupted) {
     std::string out = w->out();
     size_t first = out.find("{'pending': 1}");
     return first != std::string::npos && out.find("{'pending': 1}", first + 1) != std::string::npos;
-  }, 10));
+  }, kPatience));
   w->signal(SIGINT);
-  EXPECT_EQ(w->wait(5).status, 128 + SIGINT);
+  EXPECT_EQ(w->wait(kPatience).status, 128 + SIGINT);
 }
 
 TEST(StatusWhy, TextExplainsItsFirstRowsAsJsonExplainsEveryJob) {
@@ -427,18 +441,22 @@ TEST(PlanCacheCli, StatusAndSimulateUseItOnlyForTheTextItWasMadeFrom) {
 }
 
 // status asks nvidia-smi while it reads the plan and the state; a damaged state is reported at
-// once, not after nvidia-smi (here one that hangs for five minutes) has answered.
+// once, not after nvidia-smi (here one that hangs far past gpuq's 30 s timeout) has answered.
 TEST(StatusErrors, ADamagedStateIsReportedWithoutWaitingForNvidiaSmi) {
   Live q;
-  q.d.write("nvidia-smi", "#!/bin/sh\necho $$ > smi.pid\nexec sleep 60\n", 0755);  // past the 15 s below
+  q.d.write("nvidia-smi", "#!/bin/sh\necho $$ > smi.pid.tmp && mv smi.pid.tmp smi.pid\nexec sleep 120\n", 0755);
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
   q.d.write("plan.state.json", "{\"a\": {\"status\": ");
   std::vector<std::string> args{"status", "--plan", "plan.json", "--gpus", "0,1,2,3"};
-  auto r = start_gpuq(args, q.d.path(), q.env)->wait(15);  // nvidia-smi is given 30 s before it is killed
-  // status may be done before its probe thread has even started nvidia-smi: when it was
-  // started, it is stopped here, not left to sleep.
-  if (eventually([&] { return !q.d.read("smi.pid").empty(); }, 1.0)) ::kill(std::stoi(q.d.read("smi.pid")), SIGKILL);
-  EXPECT_EQ(r.status, 1) << "still waiting after 15 s";
+  auto r = start_gpuq(args, q.d.path(), q.env)->wait(kPatience);
+  // No race with a clock: a status that waited for nvidia-smi would have had to kill it
+  // (at its 30 s timeout) before it could end. So when status is done, nvidia-smi is either
+  // not started yet or still sleeping; either way it is stopped here, not left to sleep.
+  std::string pid = q.d.read("smi.pid");
+  bool smi_alive = pid.empty() || pid_alive(std::stoll(pid));
+  if (eventually([&] { return !q.d.read("smi.pid").empty(); }, 2.0)) ::kill(std::stoi(q.d.read("smi.pid")), SIGKILL);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(smi_alive) << "status waited for nvidia-smi, which it killed at its timeout";
   EXPECT_THAT(r.err, HasSubstr("plan.state.json: line 1"));
   EXPECT_THAT(r.err, HasSubstr("will not overwrite it"));
 }

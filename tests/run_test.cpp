@@ -77,7 +77,7 @@ TEST(Run, DepsOfEachKindAreHonoured) {
     {"id": "c", "script": "job.sh", "gpus": 1, "deps": ["after:b"]},
     {"id": "d", "script": "job.sh", "gpus": 1, "deps": ["file:c.gpus"]}
   ])");
-  auto r = q.start()->wait(30);
+  auto r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
   EXPECT_LT(q.index_of("end a"), q.index_of("start b"));
@@ -95,7 +95,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
     {"id": "grandchild", "script": "job.sh", "gpus": 0, "deps": ["child"]},
     {"id": "after_any", "script": "job.sh", "gpus": 0, "deps": ["after:flaky"]}
   ])");
-  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(30);
+  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("auto-retry flaky (retry 1)"));
   EXPECT_EQ(lines_of(q.dir.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
@@ -113,7 +113,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
   EXPECT_THAT(retry.out, HasSubstr("flaky is pending again (was failed)"));
   EXPECT_THAT(retry.out, HasSubstr("child is pending again (was blocked)"));
   EXPECT_EQ(q.status_of("child"), "pending");
-  r = q.start()->wait(30);
+  r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* id : {"flaky", "child", "grandchild"}) EXPECT_EQ(q.status_of(id), "done") << id;
 }
@@ -121,7 +121,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
 TEST(Run, GpuWithForeignMemoryIsBusy) {
   Queue q("0, 30000\n1, 500\n2, 2000\n3, 0\n");
   q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1}])");
-  auto r = q.start({"--gpus", "0,1,2,3", "--max-used-mib", "2500"})->wait(30);
+  auto r = q.start({"--gpus", "0,1,2,3", "--max-used-mib", "2500"})->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out;
   // GPU 0 (30000 MiB) is over --max-used-mib 2500; 1 (500 MiB) and 2 (2000 MiB) are not.
   EXPECT_EQ(q.dir.read("a.gpus"), "1\n");
@@ -162,7 +162,7 @@ TEST(Run, KillEscalatesToSigkillForAJobThatIgnoresSigterm) {
   auto s = q.state();
   EXPECT_EQ(s["stubborn"]["status"], "failed");
   EXPECT_EQ(s["stubborn"]["exit"], -15);
-  auto r = run->wait(30);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("SIGKILL to stubborn"));
   EXPECT_FALSE(pid_alive(pid));
@@ -192,7 +192,7 @@ TEST(Run, LeftoverBackgroundProcessIsReaped) {
   Queue q;
   q.dir.write("leaky.sh", "sleep 300 &\necho $! > leaky.child\nexit 0\n");
   q.plan(R"([{"id": "leaky", "script": "leaky.sh", "gpus": 1}])");
-  auto r = q.start()->wait(30);
+  auto r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out;
   long long child = std::stoll(lines_of(q.dir.path() + "/leaky.child").at(0));
   EXPECT_TRUE(eventually([&] { return !pid_alive(child); }, 5)) << "the background sleep survived";
@@ -202,7 +202,7 @@ TEST(Run, ScriptPathWithSpaceAndSemicolonRunsAsOneArgument) {
   Queue q;
   q.dir.write("my jobs/odd;touch pwned.sh", "echo ran > ran.txt\n");
   q.plan(R"([{"id": "odd", "script": "my jobs/odd;touch pwned.sh", "gpus": 0}])");
-  auto r = q.start()->wait(30);
+  auto r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(q.status_of("odd"), "done");
   EXPECT_EQ(q.dir.read("ran.txt"), "ran\n");
@@ -216,7 +216,7 @@ TEST(Run, ScriptPathExpandsHomeAndVariables) {
   q.env["HOME"] = q.dir.path();
   q.plan(R"([{"id": "v", "script": "$MYJOBS/hello.sh", "gpus": 0},
              {"id": "h", "script": "~/scripts/hello.sh", "gpus": 0, "deps": ["v"]}])");
-  ASSERT_EQ(q.start()->wait(30).status, 0);
+  ASSERT_EQ(q.start()->wait(kPatience).status, 0);
   EXPECT_EQ(q.status_of("v"), "done");
   EXPECT_EQ(q.status_of("h"), "done");
 }
@@ -224,7 +224,7 @@ TEST(Run, ScriptPathExpandsHomeAndVariables) {
 TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   Queue q;
   q.plan(R"([{"id": "gone", "script": "no_such.sh", "gpus": 0}, {"id": "fine", "script": "job.sh", "gpus": 0}])");
-  auto r = q.start({"--max-retries", "0"})->wait(30);
+  auto r = q.start({"--max-retries", "0"})->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
@@ -236,7 +236,7 @@ TEST(Run, JobEnvironmentAndExitFile) {
   Queue q;
   q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
   q.plan(R"([{"id": "e", "script": "env.sh", "gpus": 2}])");
-  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(30).status, 0);
+  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 0);
   EXPECT_EQ(q.dir.read("env.txt"),
             "CUDA_DEVICE_ORDER=PCI_BUS_ID\nCUDA_VISIBLE_DEVICES=4,5\nGPUQ_ATTEMPT=1\nGPUQ_JOB_ID=e\nTDPRM_GPU0=4\n");
   EXPECT_EQ(q.dir.read("logs/e.exit"), "7\n");
@@ -281,7 +281,7 @@ TEST(Run, SigtermStopsTheQueueAndLeavesJobsRunning) {
   auto run = q.start();
   ASSERT_TRUE(eventually([&] { return q.trace().size() == 1; }));
   run->signal(SIGTERM);
-  auto r = run->wait(10);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("stopped by Terminated: the state is saved; 1 job(s) left running: a"));
   long long pid = q.state()["a"]["pid"];
@@ -289,7 +289,7 @@ TEST(Run, SigtermStopsTheQueueAndLeavesJobsRunning) {
   // A new run adopts it and sees it end.
   auto next = q.start();
   q.dir.write("gate", "");
-  auto again = next->wait(30);
+  auto again = next->wait(kPatience);
   EXPECT_EQ(again.status, 0);
   EXPECT_THAT(again.out, Not(HasSubstr("start a")));
   EXPECT_EQ(q.status_of("a"), "done");
@@ -328,7 +328,7 @@ TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
   EXPECT_EQ(second.status, 1);
   EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) + ") is already running plan.json"));
   q.dir.write("gate", "");
-  EXPECT_EQ(first->wait(30).status, 0);
+  EXPECT_EQ(first->wait(kPatience).status, 0);
   EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
   // Once the first has ended, a new run may start.
   EXPECT_EQ(q.gpuq({"run", "--poll", "1"}).status, 0);
@@ -385,7 +385,7 @@ TEST(Run, ALockHeldAfterItsRunDiedIsWaitedForNotRefused) {
     EXPECT_TRUE(run->running()) << empty << ": " << run->wait(0).err;
     EXPECT_EQ(q.status_of("a"), "none") << "it must not schedule before it holds the lock";
     lock.release();
-    auto r = run->wait(30);
+    auto r = run->wait(kPatience);
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
   }

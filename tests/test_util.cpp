@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <sstream>
 
@@ -145,6 +148,32 @@ bool eventually(const std::function<bool()>& cond, double timeout_s) {
     usleep(20000);
   }
   return cond();
+}
+
+uint64_t test_seed(uint64_t fallback) {
+  const char* env = std::getenv("GPUQ_TEST_SEED");
+  if (!env || !*env) return fallback;
+  if (std::string(env) == "random") {
+    uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+    const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::fprintf(stderr, "%s.%s: GPUQ_TEST_SEED=random drew %llu\n", t ? t->test_suite_name() : "?",
+                 t ? t->name() : "?", static_cast<unsigned long long>(seed));
+    return seed;
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long seed = std::strtoull(env, &end, 10);
+  if (errno || end == env || *end) {
+    ADD_FAILURE() << "GPUQ_TEST_SEED=" << env << ": not a whole number nor \"random\"";
+    return fallback;
+  }
+  return seed;
+}
+
+std::string seed_note(uint64_t seed) {
+  const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  return "seed " + std::to_string(seed) + "; replay: GPUQ_TEST_SEED=" + std::to_string(seed) +
+         " gpuq_tests --gtest_filter=" + (t ? std::string(t->test_suite_name()) + "." + t->name() : "...");
 }
 
 std::unique_ptr<Background> start_gpuq(const std::vector<std::string>& args, const std::string& cwd,

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -83,6 +84,19 @@ class Background {
 
 /// Polls `cond` every 20 ms for up to `timeout_s`; returns its last value.
 bool eventually(const std::function<bool()>& cond, double timeout_s = 20);
+
+/// How long a test waits for something that surely happens (a process to exit, a line
+/// to appear) when a timeout is the only signal: enough for a sanitizer build on two
+/// busy cores. Waits return as soon as the thing happens; only a failing test waits this long.
+constexpr double kPatience = 180;
+
+/// The seed of a random test: $GPUQ_TEST_SEED when set (a number; "random" for a new
+/// one each run, printed at once), else `fallback`, so that the suite is the same each run.
+uint64_t test_seed(uint64_t fallback);
+
+/// "seed N; replay: GPUQ_TEST_SEED=N gpuq_tests --gtest_filter=THIS.TEST", for
+/// SCOPED_TRACE(seed_note(seed)): every failure of the test then names its seed.
+std::string seed_note(uint64_t seed);
 
 /// Starts `gpuq ARGS` in the background.
 std::unique_ptr<Background> start_gpuq(const std::vector<std::string>& args, const std::string& cwd,

@@ -9,14 +9,11 @@
 #include "gpuq/plan.h"
 #include "gpuq/ports.h"
 #include "gpuq/proc.h"
+#include "gpuq/rules.h"
 #include "gpuq/state.h"
 #include "gpuq/store.h"
 
 namespace gpuq {
-
-/// The exit code the state records for a job stopped by `gpuq kill` (the
-/// original's -15): such a job is finished and never retried automatically.
-inline constexpr long long kKilledExit = -15;
 
 /// A line of refresh: the job that ended and what to print for it.
 struct Ended {
@@ -25,7 +22,7 @@ struct Ended {
 };
 
 /// The original's refresh over `state` at `now`: running jobs that ended
-/// become done/failed (a vanished one failed with exit -1; one whose launch was
+/// become done/failed (a vanished one failed with kLostExit; one whose launch was
 /// cut short pending again, attempts kept). Signals nothing.
 std::vector<Ended> refresh(Launcher& launcher, State& state, double now);
 

@@ -3,17 +3,20 @@
 // text, JSON and an SVG Gantt chart.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "gpuq/plan.h"
-#include "gpuq/queue.h"
+#include "gpuq/rules.h"
 #include "gpuq/simulate.h"
 #include "gpuq/state.h"
 
 namespace gpuq {
+
+/// Local time of day of `t` (unix seconds) as "14:02", with the weekday
+/// ("Tue 14:02") when it is not the day of `now`.
+std::string local_time(double t, double now);
 
 /// Rows `status` shows below the original's, without --all.
 constexpr size_t kOutlookRows = 30;
@@ -43,18 +46,26 @@ struct Outlook {
   size_t order_sorted = 0;              ///< how many of `order` are in order
 };
 
-/// The live state as a simulation's starting point.
-SimStart live_start(const Plan& plan, const State& state, const RunOptions& opt, double now,
-                    const std::function<bool(const std::string&)>& file_exists);
+/// The live state as a simulation's starting point, where the rule book puts
+/// each job once the next tick's changes (`tick`, from plan_tick) are made: so
+/// the prediction starts at time 0 exactly the jobs that tick starts.
+SimStart live_start(const Plan& plan, const State& state, const TickPlan& tick, const Policy& p, double now,
+                    const FileChecks& files);
+
+/// The same, working out the next tick itself. `free` are the GPUs free now.
+SimStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
+                    const FileChecks& files);
+
+/// Some entry of the state is running (a job of the plan or not).
+bool any_running(const State& state);
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
 /// With `explain_first`, only that many jobs get their `why`: the first not
 /// done in predicted order, the rows `status` prints without --all.
-/// `file_exists` is called from two threads at once.
-Outlook make_outlook(const Plan& plan, const State& state, const RunOptions& opt, double now, GpuMask free,
-                     const std::function<bool(const std::string&)>& file_exists,
-                     std::optional<size_t> explain_first = std::nullopt);
+/// Each file: dep is looked at once.
+Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
+                     const FileChecks& files, std::optional<size_t> explain_first = std::nullopt);
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
 /// the order `status` lists them in. With `first`, only the first `first` of

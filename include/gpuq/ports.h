@@ -1,7 +1,7 @@
 // The OS behind small interfaces: what `run` and the control commands ask of
 // the clock, the job launcher, the GPU probe, the state store, the file system
-// and the event wait. The POSIX implementations are in launcher.h, probe.h,
-// store.h, proc.h and waker.h; the tests have fakes of each (tests/fakes.h).
+// (rules.h's FileChecks) and the event wait. The POSIX implementations are in
+// launcher.h, probe.h, store.h, proc.h, local_files.h and waker.h; the tests have fakes of each (tests/fakes.h).
 // The signatures take plain values (ids, numbers, entries of the state), so that
 // other backends (a Slurm launcher, an NVML probe) fit without reshaping.
 #pragma once
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/rules.h"
 #include "gpuq/state.h"
 
 namespace gpuq {
@@ -40,7 +41,7 @@ struct Launched {
 /// How a running job looks from outside.
 struct Observed {
   enum class Kind { Running, Exited, Vanished, Aborted } kind = Kind::Running;
-  long long exit = 0;         ///< Exited: its exit code; Vanished, Aborted: -1
+  long long exit = 0;         ///< Exited: its exit code; Vanished, Aborted: kLostExit
   std::string note;           ///< a problem with what the job left (for the log line)
 };
 
@@ -125,13 +126,7 @@ class Store {
   };
 };
 
-/// The file checks of `file:` deps.
-class FileChecks {
- public:
-  virtual ~FileChecks() = default;
-  /// True when `path` (already expanded) exists.
-  virtual bool exists(const std::string& path) = 0;
-};
+// The file checks of `file:` deps are the rule book's FileChecks (rules.h).
 
 /// Why a wait ended.
 struct Wake {
@@ -162,7 +157,7 @@ struct Ports {
   Launcher& launcher;
   GpuProbe& probe;
   Store& store;
-  FileChecks& files;
+  const FileChecks& files;
   Waker& waker;
 };
 

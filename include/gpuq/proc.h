@@ -1,5 +1,5 @@
 // Processes: start times from /proc, liveness, process groups, path expansion;
-// the wall clock and the file checks of this machine.
+// the wall clock of this machine.
 #pragma once
 
 #include <optional>
@@ -18,12 +18,6 @@ double unix_now();
 class SystemClock : public Clock {
  public:
   double now() override { return unix_now(); }
-};
-
-/// The FileChecks of this machine: stat(2) follows symlinks, as the original's os.path.exists.
-class PathChecks : public FileChecks {
- public:
-  bool exists(const std::string& path) override;
 };
 
 /// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since

@@ -3,37 +3,50 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "gpuq/plan.h"
+#include "gpuq/rules.h"
 #include "gpuq/schedule.h"
 
 namespace gpuq {
 
-/// Settings of a simulation (the `simulate` flags).
-struct SimOptions {
-  std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
-  double backfill_max_hours = 0.5;
-};
+/// Settings of a simulation: the rules' (the simulator reads the node's GPUs and the backfill limit).
+using SimOptions = Policy;
 
 /// Where a simulation starts from when it predicts a live queue (`status`,
-/// `simulate --from-state`): per job, what the state says now. Times in the
-/// result are then hours from now.
+/// `simulate --from-state`): per job, where the rule book says it stands now
+/// (live_start in outlook.h makes it from the next tick's plan). Times in the
+/// result are then hours from now. At time 0 the prediction starts exactly the
+/// jobs the next tick of `run` starts; whatever is not ready now becomes ready
+/// no earlier than kSoon.
 struct SimStart {
   enum class Kind {
-    Pending,   ///< not started (failed jobs with retries left count as pending)
-    Running,   ///< started `elapsed` hours ago on `gpus`; ends at est_hours, or now if past it
+    Pending,   ///< not started, may start once its deps are met
+    Running,   ///< started `elapsed` hours ago on `gpus`; ends at est_hours, or at kSoon if past it
     Done,      ///< satisfies plain and after: deps
-    Finished,  ///< failed for good or blocked: satisfies after: deps only
+    Finished,  ///< failed for good, killed or blocked: satisfies after: deps only
     Held,      ///< satisfies nothing until released
+    Retry,     ///< failed, retried automatically in `retry_in` hours (infinity: never); until
+               ///< then it leaves its reservations, as `run` counts it
+    Blocked,   ///< blocked, and pending again at the first automatic retry (`run` then unblocks
+               ///< every blocked job), its deps still able to be done; until then it leaves its
+               ///< reservations and counts as finished for after: deps, as `run` counts it
   };
   std::vector<Kind> kind;
   std::vector<double> elapsed;
   std::vector<std::vector<int>> gpus;
+  std::vector<double> retry_in;
   std::vector<char> files_present;  ///< per job: every file: dep exists now
+  GpuMask busy = 0;                 ///< GPUs busy now but not by a running job of the plan (another
+                                    ///< user's memory, a kill in its grace time): free from kSoon
+  bool any_running = false;         ///< some entry of the state is running (the stall breaker's test)
 };
+
+/// The first instant after now: when a prediction from a live state lets happen
+/// what the next tick cannot (an overdue job ends, a late file appears).
+inline constexpr double kSoon = 1e-6;  // hours
 
 /// One job of the predicted timeline.
 struct SimRow {
@@ -57,54 +70,12 @@ struct Simulation {
   double stuck_at = 0;               ///< the time it got stuck
 };
 
-/// What a simulation of a plan needs that does not depend on where it starts
-/// from: each job's deps turned around (who waits for it), and the few fields
-/// of a job the simulation reads at every event, packed together (a Job is 160
-/// bytes, and at 100,000 jobs each read of one was a cache miss). `status` makes
-/// it on a second core while it reads the live state.
-class SimModel {
- public:
-  SimModel(const Plan& plan, const SimOptions& opt);
-
- private:
-  friend Simulation simulate(const Plan&, const SimOptions&, SimModel, const SimStart*);
-  // Lists of jobs per job in two flat arrays (compressed rows).
-  class JobLists {
-   public:
-    explicit JobLists(size_t n) : first_(n + 2, 0) {}
-    /// First pass: count an item for `j`; then fill() once; then add() the items in the same order.
-    void count(size_t j) { ++first_[j + 2]; }
-    void fill();
-    void add(size_t j, size_t item) { items_[first_[j + 1]++] = static_cast<uint32_t>(item); }
-    std::span<const uint32_t> operator[](size_t j) const {
-      return {items_.data() + first_[j], items_.data() + first_[j + 1]};
-    }
-
-   private:
-    std::vector<uint32_t> first_;  // after fill and add: items of j are [first_[j], first_[j + 1])
-    std::vector<uint32_t> items_;
-  };
-  struct Packed {
-    double est_hours;
-    double produced_at_frac;
-    uint32_t producer;  // kNone when no job produces its files
-    uint8_t file_dep;   // it has a file: dep
-  };
-  static constexpr uint32_t kNone = UINT32_MAX;
-  std::vector<Packed> job_;
-  std::vector<uint32_t> unmet_;     // job deps (done: and after:) of each job
-  JobLists dependents_, after_dependents_, produced_for_;
-  ReadySet ready_;                  // empty, indexed for this plan
-};
-
 /// Simulates the plan with the same pass as `run`, each job lasting est_hours.
 /// `file:` deps of a job with `produced_by` wait for that job to reach
 /// produced_at_frac of its run; other `file:` deps count as present.
 /// With `from`, starts from the live state instead of an empty node; a file:
 /// dep then counts only if it exists now or a job yet to reach it produces it.
 Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from = nullptr);
-/// The same with the model made beforehand (SimModel(plan, opt)).
-Simulation simulate(const Plan& plan, const SimOptions& opt, SimModel model, const SimStart* from);
 
 /// The original's output: one row per job (eval_ jobs only with `all`) in
 /// order of (start, id), the makespan and utilization line, and the first-look

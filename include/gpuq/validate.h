@@ -25,4 +25,8 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
                                    const std::function<bool(const std::string&)>& readable,
                                    const std::function<bool(const std::string&)>& exists);
 
+/// The loader's warnings (a reservation's GPUs outside --gpus: the plan is usable)
+/// as validate's warnings about the plan as a whole, in the loader's words.
+std::vector<Finding> loader_findings(const std::vector<std::string>& warnings);
+
 }  // namespace gpuq
