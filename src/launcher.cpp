@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "gpuq/proc.h"
 
@@ -23,9 +24,14 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
-}  // namespace
+/// A job spawned and held at its start line.
+struct Spawned {
+  long long pid = 0;
+  std::optional<unsigned long long> pid_start;
+  int go_fd = -1;  ///< write end of the start line
+};
 
-Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
+Spawned spawn_job(const PlanPaths& paths, const LaunchSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(paths.logs, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message()));
@@ -35,10 +41,15 @@ Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log < 0) fail("cannot open the log " + logf);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0) {
+    ::close(log);
+    fail("open(/dev/null)");
+  }
   int go[2];
   if (::pipe2(go, O_CLOEXEC) != 0) {
     ::close(log);
-    fail("pipe2");
+    ::close(devnull);
+    fail("pipe2 (the start line of " + spec.id + ")");
   }
 
   std::map<std::string, std::string> env;
@@ -79,12 +90,93 @@ Launch launch(const PlanPaths& paths, const LaunchSpec& spec) {
     errno = rc;
     fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
   }
-  Launch l;
-  l.pid = pid;
-  l.pid_start = process_start_time(pid);
-  l.go_fd = go[1];
-  return l;
+  return {pid, process_start_time(pid), go[1]};
 }
+
+/// The code in an exit file, or nullopt when it is empty; garbage counts as 1, with a note.
+std::optional<long long> parse_exit_file(std::string t, const std::string& path, std::string* note) {
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  size_t i = 0;
+  while (i < t.size() && std::isspace(static_cast<unsigned char>(t[i]))) ++i;
+  t = t.substr(i);
+  if (t.empty()) return std::nullopt;
+  char* endp = nullptr;
+  errno = 0;
+  long long code = std::strtoll(t.c_str(), &endp, 10);
+  if (errno || *endp) {
+    *note = fmt::format("{} holds '{}', not an exit code; the job counts as failed (exit 1)", path, t.substr(0, 40));
+    return 1;
+  }
+  return code;
+}
+
+int signal_number(Signal sig) { return sig == Signal::Kill ? SIGKILL : SIGTERM; }
+
+}  // namespace
+
+PosixLauncher::~PosixLauncher() {
+  for (auto& [pid, fd] : start_lines_) ::close(fd);  // EOF on the start line: they end without running
+}
+
+Launched PosixLauncher::launch(const LaunchSpec& spec) {
+  Spawned s = spawn_job(paths_, spec);
+  start_lines_[s.pid] = s.go_fd;
+  return {s.pid, s.pid_start};
+}
+
+void PosixLauncher::release(const Launched& job) {
+  auto it = start_lines_.find(job.pid);
+  if (it == start_lines_.end()) return;
+  // SIGPIPE is blocked or ignored by the caller; a job that died already just gets EPIPE.
+  ssize_t n = ::write(it->second, "go\n", 3);
+  (void)n;
+  ::close(it->second);
+  start_lines_.erase(it);
+}
+
+void PosixLauncher::abandon(const Launched& job) {
+  auto it = start_lines_.find(job.pid);
+  if (it == start_lines_.end()) return;
+  ::close(it->second);
+  start_lines_.erase(it);
+}
+
+Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
+  Observed o;
+  bool alive = s.pid && process_alive(*s.pid, s.pid_start);
+  std::optional<std::string> text;
+  try {
+    text = read_file(paths_.exit(id), true);
+  } catch (const StoreError& e) {
+    o.note = e.what();
+  }
+  if (text) {
+    std::optional<long long> code = parse_exit_file(*text, paths_.exit(id), &o.note);
+    // The original's wrapper writes the file in place: empty may mean "being written".
+    if (!code && alive) return o;
+    o.kind = Observed::Kind::Exited;
+    o.exit = code.value_or(1);
+    return o;
+  }
+  if (alive) return o;
+  struct stat st;
+  o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
+  o.exit = kLostExit;
+  return o;
+}
+
+Identity PosixLauncher::identify(const JobState& s) {
+  if (!s.pid) return Identity::Gone;
+  std::optional<unsigned long long> start = process_start_time(*s.pid);  // zombies too
+  if (start && s.pid_start && *start != *s.pid_start) return Identity::Other;
+  return process_alive(*s.pid, s.pid_start) ? Identity::Same : Identity::Gone;
+}
+
+bool PosixLauncher::signal_group(long long group, Signal sig) { return gpuq::signal_group(group, signal_number(sig)); }
+
+bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(group); }
+
+void PosixLauncher::reap() { reap_children(); }
 
 int job_wrapper(int argc, char** argv) {
   if (argc != 5) {
@@ -140,21 +232,6 @@ int job_wrapper(int argc, char** argv) {
     return 1;
   }
   return 0;
-}
-
-void release(Launch& l) {
-  if (l.go_fd < 0) return;
-  // SIGPIPE is blocked or ignored by the caller; a job that died already just gets EPIPE.
-  ssize_t n = ::write(l.go_fd, "go\n", 3);
-  (void)n;
-  ::close(l.go_fd);
-  l.go_fd = -1;
-}
-
-void abandon(Launch& l) {
-  if (l.go_fd < 0) return;
-  ::close(l.go_fd);
-  l.go_fd = -1;
 }
 
 }  // namespace gpuq

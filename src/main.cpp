@@ -24,6 +24,7 @@
 #include "gpuq/plan.h"
 #include "gpuq/probe.h"
 #include "gpuq/queue.h"
+#include "gpuq/run_loop.h"
 #include "gpuq/simulate.h"
 #include "gpuq/validate.h"
 #include "gpuq/store.h"
@@ -424,7 +425,11 @@ int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const Plan* plan = &loaded->plan;
-  ControlResult r = control(*plan, paths_for(f.plan), action, f.jobs);
+  PlanPaths paths = paths_for(f.plan);
+  FileStore store(paths);
+  PosixLauncher launcher(paths);
+  SystemClock clock;
+  ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs);
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   return r.status;
 }

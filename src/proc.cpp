@@ -1,6 +1,7 @@
 #include "gpuq/proc.h"
 
 #include <pwd.h>
+#include <time.h>
 #include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -36,6 +37,12 @@ bool read_stat(long long pid, char* state, unsigned long long* start) {
 }
 
 }  // namespace
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
 
 std::optional<unsigned long long> process_start_time(long long pid) {
   char state;

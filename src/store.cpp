@@ -235,3 +235,30 @@ void write_state(const PlanPaths& paths, const State& state, bool defer_folder_s
 }
 
 }  // namespace gpuq
+
+namespace gpuq {
+
+void FileStore::lock() { lock_ = std::make_unique<StateLock>(paths_); }
+
+void FileStore::unlock() { lock_.reset(); }
+
+State FileStore::read() { return read_state(paths_); }
+
+void FileStore::write(const State& state, bool defer_sync) {
+  written_.reset();
+  write_state(paths_, state, defer_sync);
+  written_ = identity();
+}
+
+void FileStore::sync() { sync_state_folder(paths_); }
+
+bool FileStore::unchanged_since_write() { return written_ && identity() == written_; }
+
+std::optional<FileStore::FileId> FileStore::identity() const {
+  struct stat st;
+  if (::lstat(paths_.state.c_str(), &st) != 0) return std::nullopt;
+  return FileId{static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size),
+                  static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec)};
+}
+
+}  // namespace gpuq

@@ -2,6 +2,7 @@
 // that happens within seconds happened because of an event.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -20,18 +21,20 @@ struct Slow {
   Slow() {
     d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
     env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
-    d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\nsleep \"${JOB_SECONDS:-0.3}\"\n");
+    // With GATE set, a job goes on only once the test has made that file.
+    d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\n"
+                      "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.01; done; else sleep 0.3; fi\n");
   }
   std::unique_ptr<Background> run() const {
     return start_gpuq({"run", "--plan", "plan.json", "--poll", "3600"}, d.path(), env);
   }
   // With `run` going and `id` pending for want of the file `path` alone (in a folder that
-  // exists), creating the file must start the job at once, and the plan then ends.
+  // exists), creating the file must start the job at once, and the plan then ends. Whenever
+  // the file comes (before run watches the folder or after), run must see it.
   void file_appears_and_starts(Background& run, const std::string& id, const std::string& path) const {
-    usleep(300 * 1000);
     EXPECT_EQ(status_of(id), "pending");
     d.write(path, "");
-    auto r = run.wait(20);
+    auto r = run.wait(kPatience);
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(status_of(id), "done");
   }
@@ -50,7 +53,7 @@ TEST(Events, AJobThatExitsWakesRunAtOnce) {
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1},
                              {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
   auto run = q.run();
-  auto r = run->wait(20);  // with only the timer, b would start an hour after a ends
+  auto r = run->wait(kPatience);  // with only the timer, b would start an hour after a ends
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
   EXPECT_EQ(lines_of(q.d.path() + "/started"), (std::vector<std::string>{"a", "b"}));
@@ -58,16 +61,23 @@ TEST(Events, AJobThatExitsWakesRunAtOnce) {
 
 TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
   Slow q;
-  q.env["JOB_SECONDS"] = "1.5";
+  q.env["GATE"] = "gate";
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1},
                              {"id": "b", "script": "job.sh", "gpus": 1, "deps": ["a"]}])");
   auto first = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
   first->signal(SIGTERM);  // a keeps running; the next run adopts it (it is not that run's child)
-  EXPECT_EQ(first->wait(10).status, 0);
-  q.env["JOB_SECONDS"] = "0.1";
+  EXPECT_EQ(first->wait(kPatience).status, 0);
+  auto state_inode = [&] {
+    struct stat st;
+    return ::stat((q.d.path() + "/plan.state.json").c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  const ino_t before = state_inode();
   auto second = q.run();
-  auto r = second->wait(20);
+  // Once the second run has saved its first tick it has adopted a; then a ends.
+  ASSERT_TRUE(eventually([&] { return state_inode() != before; }));
+  q.d.write("gate", "");
+  auto r = second->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("done a"));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
@@ -81,7 +91,7 @@ TEST(Events, ARetryFromAnotherShellIsActedOnAtOnce) {
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "done"; }));
   EXPECT_EQ(q.status_of("b"), "held");
   ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "b"}, q.d.path(), q.env).status, 0);
-  auto r = run->wait(20);
+  auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(q.status_of("b"), "done");
 }

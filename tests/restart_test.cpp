@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <random>
 
 #include "test_util.h"
@@ -53,12 +54,12 @@ TEST(Restart, KilledRunAdoptsItsRunningJobsAndNoJobRunsTwice) {
   auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
   ASSERT_TRUE(eventually([&] { return d.read("plan.state.json").find("running") != std::string::npos; }));
   run->signal(SIGKILL);
-  run->wait(5);
+  run->wait(kPatience);
   json mid = json::parse(d.read("plan.state.json"));
   int running = 0;
   for (auto& [id, s] : mid.items()) running += s["status"] == "running";
   EXPECT_GT(running, 0);
-  auto again = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env)->wait(60);
+  auto again = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env)->wait(kPatience);
   ASSERT_EQ(again.status, 0) << again.out << again.err;
   EXPECT_THAT(again.out, HasSubstr("all jobs finished"));
   expect_each_marker_once(d, 24);
@@ -70,18 +71,21 @@ TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
   auto env = fake_smi(d);
   const int n = 100;
   write_marker_plan(d, n);
-  std::mt19937 rng(std::random_device{}());
+  const uint64_t seed = test_seed(20240601);  // the moments of the kills (GPUQ_TEST_SEED=random: new ones)
+  std::printf("%s\n", seed_note(seed).c_str());
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> delay_ms(5, 120);
   int kills = 0;
   for (; kills < 30; ++kills) {
     auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
     usleep(delay_ms(rng) * 1000);
     run->signal(SIGKILL);
-    auto r = run->wait(10);
+    auto r = run->wait(kPatience);
     if (r.out.find("all jobs finished") != std::string::npos) break;
   }
   EXPECT_GE(kills, 30) << "the plan finished before 30 kills; make the jobs longer";
-  auto last = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env)->wait(120);
+  auto last = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env)->wait(kPatience);
   ASSERT_EQ(last.status, 0) << last.out << last.err;
   EXPECT_THAT(last.out, HasSubstr("all jobs finished"));
   expect_each_marker_once(d, n);
@@ -127,7 +131,7 @@ TEST(DropIn, GpuqStateHasWhatTheOriginalReads) {
            s.value("c", json::object()).value("status", "") == "blocked";
   }));
   bg->signal(SIGTERM);
-  bg->wait(10);
+  bg->wait(kPatience);
   // The original reads s["status"] of every entry, s["pid"] of running ones, s["start"] when present,
   // s.get("exit") == -15, s.get("attempts", 0) compared with ints, s.get("gpus") as a list of ints.
   json s = json::parse(d.read("plan.state.json"));

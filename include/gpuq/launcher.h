@@ -1,31 +1,14 @@
-// Starting a job: posix_spawn in a new session, output appended to its log,
-// the exit code left in logs/ID.exit by write-then-rename.
+// Starting jobs on this machine: posix_spawn in a new session, output appended to
+// logs/ID.log, the exit code left in logs/ID.exit by write-then-rename.
 #pragma once
 
-#include <optional>
+#include <map>
 #include <string>
-#include <vector>
 
+#include "gpuq/ports.h"
 #include "gpuq/store.h"
 
 namespace gpuq {
-
-/// A job spawned but held at its start line until release(): if gpuq dies
-/// before the state that records it is saved, the job never runs (it leaves
-/// logs/ID.aborted instead), so no job runs twice.
-struct Launch {
-  long long pid = 0;                      ///< the wrapper's pid, also the job's process group
-  std::optional<unsigned long long> pid_start;
-  int go_fd = -1;                         ///< write end of the start-line pipe
-};
-
-/// What to start.
-struct LaunchSpec {
-  std::string id;
-  std::string script;        ///< as written in the plan; ~ and $VARS are expanded here
-  std::vector<int> gpus;
-  long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
-};
 
 /// The argument that makes the gpuq binary act as a job's wrapper.
 inline constexpr const char* kJobWrapperArg = "__job";
@@ -35,17 +18,37 @@ inline constexpr const char* kJobWrapperArg = "__job";
 /// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
 int job_wrapper(int argc, char** argv);
 
-/// Spawns the wrapper (gpuq itself) for SCRIPT in a new session with stdin from
-/// /dev/null and stdout+stderr appended to logs/ID.log. The environment gets
-/// CUDA_VISIBLE_DEVICES, TDPRM_GPU0, CUDA_DEVICE_ORDER=PCI_BUS_ID (unless set),
-/// GPUQ_JOB_ID and GPUQ_ATTEMPT. Removes a stale exit file first. Throws
-/// std::runtime_error naming the call and path on failure.
-Launch launch(const PlanPaths& paths, const LaunchSpec& spec);
+/// The Launcher of this machine. A job is the wrapper (gpuq itself) for its
+/// script, in a session of its own (its pid is its process group) with stdin
+/// from /dev/null and stdout+stderr appended to logs/ID.log; its environment
+/// gets CUDA_VISIBLE_DEVICES, TDPRM_GPU0, CUDA_DEVICE_ORDER=PCI_BUS_ID (unless
+/// set), GPUQ_JOB_ID and GPUQ_ATTEMPT. The start line is a pipe: "go" lets it
+/// run; EOF (abandon, or gpuq's death) makes it leave logs/ID.aborted and exit.
+class PosixLauncher : public Launcher {
+ public:
+  explicit PosixLauncher(PlanPaths paths) : paths_(std::move(paths)) {}
+  /// Abandons the jobs launched and not yet released.
+  ~PosixLauncher() override;
+  PosixLauncher(const PosixLauncher&) = delete;
+  PosixLauncher& operator=(const PosixLauncher&) = delete;
 
-/// Lets a launched job run (after its state was saved). Closes go_fd.
-void release(Launch& l);
+  /// Removes a stale exit file first. Throws std::runtime_error naming the call and path.
+  Launched launch(const LaunchSpec& spec) override;
+  void release(const Launched& job) override;
+  void abandon(const Launched& job) override;
+  /// Reads logs/ID.exit and the process: an exit file gives its code (garbage
+  /// counts as failure, with a note); a dead process without one vanished,
+  /// unless it left logs/ID.aborted (it never started: gpuq died first).
+  Observed observe(const std::string& id, const JobState& s) override;
+  /// From /proc/PID/stat: a zombie is gone; a start time other than the one recorded is Other.
+  Identity identify(const JobState& s) override;
+  bool signal_group(long long group, Signal sig) override;
+  bool group_alive(long long group) override;
+  void reap() override;
 
-/// Abandons a launched job before it runs (its state could not be saved). Closes go_fd.
-void abandon(Launch& l);
+ private:
+  PlanPaths paths_;
+  std::map<long long, int> start_lines_;  // pid -> write end of its start line
+};
 
 }  // namespace gpuq

@@ -1,17 +1,13 @@
-// The GPU probe: memory in use per GPU, from nvidia-smi.
+// The GPU probe of this machine: memory in use per GPU, from nvidia-smi.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 
-namespace gpuq {
+#include "gpuq/ports.h"
 
-/// A reading of nvidia-smi, or why there is none.
-struct GpuReading {
-  std::optional<std::map<int, long long>> used_mib;  ///< GPU index -> MiB in use
-  std::string problem;                               ///< why there is no reading
-};
+namespace gpuq {
 
 /// Runs `COMMAND --query-gpu=index,memory.used --format=csv,noheader,nounits`
 /// (COMMAND found on PATH) and parses "index, MiB" lines. No command, a
@@ -21,5 +17,16 @@ GpuReading probe_gpus(const std::string& command, double timeout_s);
 
 /// Parses nvidia-smi's CSV; nullopt with `problem` set on anything unexpected.
 std::optional<std::map<int, long long>> parse_gpu_memory(const std::string& csv, std::string* problem);
+
+/// The GpuProbe that asks nvidia-smi (probe_gpus).
+class NvidiaSmiProbe : public GpuProbe {
+ public:
+  NvidiaSmiProbe(std::string command, double timeout_s) : command_(std::move(command)), timeout_s_(timeout_s) {}
+  GpuReading read() override { return probe_gpus(command_, timeout_s_); }
+
+ private:
+  std::string command_;
+  double timeout_s_;
+};
 
 }  // namespace gpuq

@@ -1,4 +1,5 @@
-// Processes: start times from /proc, liveness, process groups, path expansion.
+// Processes: start times from /proc, liveness, process groups, path expansion;
+// the wall clock of this machine.
 #pragma once
 
 #include <optional>
@@ -6,7 +7,18 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "gpuq/ports.h"
+
 namespace gpuq {
+
+/// Seconds since the epoch, as a float (CLOCK_REALTIME).
+double unix_now();
+
+/// The Clock of this machine (unix_now).
+class SystemClock : public Clock {
+ public:
+  double now() override { return unix_now(); }
+};
 
 /// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since
 /// boot), or nullopt if there is no such process.

@@ -1,8 +1,12 @@
 // Where a plan's files live, and the state store: flock, atomic replace.
 #pragma once
 
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
+#include "gpuq/ports.h"
 #include "gpuq/state.h"
 
 namespace gpuq {
@@ -80,5 +84,32 @@ void sync_state_folder(const PlanPaths& paths);
 /// The whole content of a file, or nullopt if it does not exist; StoreError on
 /// other failures. Symlinks are not followed when `nofollow`.
 std::optional<std::string> read_file(const std::string& path, bool nofollow = false);
+
+/// The Store of this machine: PLAN.state.json under the flock of PLAN.lock
+/// (read_state, write_state). unchanged_since_write() compares the file's
+/// inode, size and mtime with those right after this store's last write: a
+/// control command or the original replaces the file, which changes the inode.
+class FileStore : public Store {
+ public:
+  explicit FileStore(PlanPaths paths) : paths_(std::move(paths)) {}
+  void lock() override;
+  void unlock() override;
+  State read() override;
+  void write(const State& state, bool defer_sync) override;
+  void sync() override;
+  bool unchanged_since_write() override;
+
+ private:
+  struct FileId {
+    unsigned long long ino = 0;
+    long long size = 0, mtime_s = 0, mtime_ns = 0;
+    bool operator==(const FileId&) const = default;
+  };
+  std::optional<FileId> identity() const;
+
+  PlanPaths paths_;
+  std::unique_ptr<StateLock> lock_;
+  std::optional<FileId> written_;
+};
 
 }  // namespace gpuq

@@ -1,0 +1,483 @@
+// `run`'s loop tick by tick over fakes of the OS (fakes.h): a fake clock moved by hand,
+// jobs that end when the test says, a state in memory. No process, no file, no sleep.
+#include <memory>
+
+#include "fakes.h"
+#include "gpuq/control.h"
+#include "gpuq/run_loop.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+namespace {
+
+/// A RunLoop over fakes, with what it printed.
+struct Loop {
+  Journal journal;
+  FakeClock clock;
+  FakeLauncher launcher{&journal};
+  FakeProbe probe;
+  FakeDisk disk;
+  FakeStore store{disk, &journal};  // run's
+  FakeStore other{disk, &journal};  // the control commands'
+
+  FakeFiles files;
+  FakeWaker waker{clock};
+  Plan plan;
+  RunOptions opt;
+  std::vector<std::string> out, err;
+  std::unique_ptr<RunLoop> loop;
+
+  explicit Loop(const std::string& plan_json, const std::function<void(RunOptions&)>& tweak = {},
+                const std::vector<int>& gpus = {0, 1, 2, 3, 4, 5, 6, 7})
+      : plan(plan_of(plan_json, gpus)) {
+    opt.node_gpus = gpus;
+    opt.poll = 3600;  // so that a shorter wait says why
+    if (tweak) tweak(opt);
+    loop = std::make_unique<RunLoop>(plan, opt, Ports{clock, launcher, probe, store, files, waker},
+                                     [this](const std::string& l) { out.push_back(l); },
+                                     [this](const std::string& l) { err.push_back(l); });
+  }
+  TickResult tick() {
+    out.clear();
+    journal.clear();
+    return loop->tick();
+  }
+  /// A line as run prints it now.
+  std::string line(const std::string& text) const { return clock_stamp(clock.t) + " " + text; }
+  const JobState& entry(const std::string& id) const {
+    const JobState* s = disk.state.find(id);
+    if (!s) throw std::runtime_error("no entry for " + id);
+    return *s;
+  }
+  Status status(const std::string& id) const { return disk.state.status_of(id); }
+  /// The state as another process leaves it: `id` running as `pid` on `gpus`.
+  void adopt(const std::string& id, long long pid, std::vector<int> gpus, long long attempts = 0) {
+    State s = disk.state;
+    JobState run;
+    run.status = Status::Running;
+    run.pid = pid;
+    run.gpus = std::move(gpus);
+    run.start = clock.t - 100;
+    run.attempts = attempts;
+    s.set(id, run);
+    disk.replace(std::move(s));
+  }
+  ControlResult control(const std::string& action, const std::vector<std::string>& ids) {
+    return gpuq::control(plan, "plan.json", other, launcher, clock, action, ids);
+  }
+};
+
+constexpr const char* kOne = R"([{"id": "a", "script": "a.sh", "gpus": 1}])";
+
+}  // namespace
+
+TEST(Tick, AStartedJobIsSavedBeforeItIsReleasedAndItsLineIsPrinted) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 2}])");
+  TickResult r = q.tick();
+  EXPECT_EQ(r.next, TickResult::Next::Wait);
+  EXPECT_EQ(r.wake_in, 3600);
+  // Exactly once: the job runs only once the state that records it is saved.
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "launch a", "save", "release a", "sync", "unlock"));
+  ASSERT_EQ(q.launcher.launches.size(), 1u);
+  EXPECT_EQ(q.launcher.launches[0].id, "a");
+  EXPECT_EQ(q.launcher.launches[0].script, "a.sh");
+  EXPECT_EQ(q.launcher.launches[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(q.launcher.launches[0].attempt, 1);
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0, 1] (pid 1000)")));
+  const JobState& a = q.entry("a");
+  EXPECT_EQ(a.status, Status::Running);
+  EXPECT_EQ(a.pid, 1000);
+  EXPECT_EQ(a.pid_start, 10000u);
+  EXPECT_EQ(a.start, q.clock.t);
+  EXPECT_EQ(a.attempts, 0);
+  EXPECT_THAT(q.waker.jobs, ElementsAre(1000));
+  EXPECT_EQ(q.waker.drains, 1);
+}
+
+TEST(Tick, ExitZeroIsDoneExitThreeIsFailedAndWhatTheyLeftIsKilled) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1}])");
+  q.tick();
+  q.clock.advance(5);
+  q.launcher.exit(1000, 0, true);
+  q.launcher.exit(1001, 3);
+  TickResult r = q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("done a"), q.line("failed b (exit 3)")));
+  EXPECT_EQ(q.status("a"), Status::Done);
+  EXPECT_EQ(q.entry("a").exit, 0);
+  EXPECT_EQ(q.entry("a").end, q.clock.t);
+  EXPECT_EQ(q.status("b"), Status::Failed);
+  EXPECT_EQ(q.entry("b").exit, 3);
+  // The process group of a job that ended is killed (fix 7), whether or not it still holds a process.
+  EXPECT_THAT(q.launcher.signals, ElementsAre(std::pair{1000LL, Signal::Kill}, std::pair{1001LL, Signal::Kill}));
+  EXPECT_EQ(r.wake_in, 300);  // b's retry, at the default --retry-after
+  EXPECT_THAT(q.waker.jobs, IsEmpty());
+}
+
+TEST(Tick, AFailedJobIsRetriedAtRetryAfterNotBefore) {
+  Loop q(kOne, [](RunOptions& o) { o.retry_after = 300; });
+  q.tick();
+  q.clock.advance(10);
+  q.launcher.exit(1000, 3);
+  TickResult r = q.tick();
+  EXPECT_EQ(r.wake_in, 300);
+  const double end = q.clock.t;
+  q.clock.advance(299.5);
+  r = q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+  EXPECT_EQ(q.status("a"), Status::Failed);
+  EXPECT_EQ(q.launcher.launches.size(), 1u);
+  EXPECT_EQ(r.wake_in, 0.5);
+  q.clock.advance(0.5);
+  ASSERT_EQ(q.clock.t - end, 300);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("auto-retry a (retry 1)"), q.line("start a on GPUs [0] (pid 1001)")));
+  ASSERT_EQ(q.launcher.launches.size(), 2u);
+  EXPECT_EQ(q.launcher.launches[1].attempt, 2);
+  EXPECT_EQ(q.entry("a").attempts, 1);
+}
+
+TEST(Tick, RetriesUsedUpLeaveTheJobFailedAndRunFinished) {
+  Loop q(kOne, [](RunOptions& o) {
+    o.max_retries = 1;
+    o.retry_after = 0;
+  });
+  q.tick();
+  q.launcher.exit(1000, 3);
+  q.tick();  // failed, then retried at once (--retry-after 0) and started again
+  EXPECT_EQ(q.launcher.launches.size(), 2u);
+  q.launcher.exit(1001, 3);
+  TickResult r = q.tick();
+  EXPECT_EQ(r.next, TickResult::Next::Finished);
+  EXPECT_EQ(q.entry("a").exit, 3);
+  EXPECT_EQ(q.entry("a").attempts, 1);
+}
+
+TEST(Tick, KillEscalatesToSigkillExactlyAfterTheGraceAndTheGpuWaitsForTheGroup) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "priority": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "priority": 2}])",
+         [](RunOptions& o) { o.kill_grace = 30; }, {0});
+  q.tick();
+  ASSERT_EQ(q.launcher.pid_of("a"), 1000);
+  q.launcher.procs[1000].ignores_term = true;
+  ControlResult k = q.control("kill", {"a"});
+  EXPECT_EQ(k.status, 0);
+  EXPECT_THAT(k.lines, ElementsAre("killed a: sent SIGTERM to process group 1000; `gpuq run` sends SIGKILL if it "
+                                   "outlives --kill-grace"));
+  EXPECT_EQ(q.entry("a").exit, kKilledExit);
+  EXPECT_EQ(q.entry("a").kill_sent, q.clock.t);
+
+  q.clock.advance(29.5);
+  TickResult r = q.tick();
+  EXPECT_THAT(q.out, IsEmpty());  // a's group is alive: GPU 0 is not free, b waits
+  EXPECT_EQ(q.launcher.launches.size(), 1u);
+  EXPECT_EQ(r.next, TickResult::Next::Wait);
+  EXPECT_EQ(r.wake_in, 0.5);
+  q.clock.advance(0.5);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("SIGKILL to a (process group 1000): still alive 30 s after SIGTERM"),
+                                 q.line("start b on GPUs [0] (pid 1001)")));
+  EXPECT_EQ(q.launcher.signals.back(), (std::pair{1000LL, Signal::Kill}));
+  EXPECT_FALSE(q.entry("a").kill_sent);
+}
+
+TEST(Tick, AKilledJobWhoseGroupIsGoneFreesItsGpuWithoutSigkill) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "priority": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "priority": 2}])",
+         [](RunOptions& o) { o.kill_grace = 30; }, {0});
+  q.tick();
+  q.launcher.procs[1000].ignores_term = true;
+  q.control("kill", {"a"});
+  q.tick();
+  EXPECT_EQ(q.launcher.launches.size(), 1u);
+  q.launcher.procs[1000].group = false;  // it exits on its own
+  q.clock.advance(1);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start b on GPUs [0] (pid 1001)")));
+  EXPECT_EQ(q.launcher.signals.back(), (std::pair{1000LL, Signal::Term}));
+  EXPECT_FALSE(q.entry("a").kill_sent);
+}
+
+TEST(Tick, AFailedSaveAbandonsTheLaunchedJobsAndAGoodSaveStartsThemAgain) {
+  Loop q(kOne);
+  const std::string why = "cannot write plan.state.json.tmp.7: No space left on device";
+  q.store.fail_next_write = why;
+  TickResult r = q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "launch a", "save", "abandon a", "unlock"));
+  EXPECT_THAT(q.out, ElementsAre(q.line("cannot save the state (" + why +
+                                        "); the previous state is intact, running jobs are untouched, and the save "
+                                        "is tried again at the next tick")));
+  EXPECT_EQ(r.wake_in, 5);
+  EXPECT_EQ(r.next, TickResult::Next::Wait);
+  EXPECT_EQ(q.disk.state.find("a"), nullptr);
+
+  q.store.fail_next_write = why;  // the same problem again is not said again
+  q.clock.advance(5);
+  q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+
+  q.clock.advance(5);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again"), q.line("start a on GPUs [0] (pid 1002)")));
+  EXPECT_EQ(q.entry("a").pid, 1002);
+  EXPECT_EQ(q.launcher.released, (std::set<long long>{1002}));
+  EXPECT_EQ(q.launcher.abandoned, (std::set<long long>{1000, 1001}));
+  EXPECT_THAT(q.launcher.held, IsEmpty());
+}
+
+TEST(Tick, ALaunchThatFailsFailsItsJob) {
+  Loop q(kOne);
+  q.launcher.fail_next = "posix_spawn(gpuq-job a.sh) failed: Resource temporarily unavailable";
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("cannot start a: posix_spawn(gpuq-job a.sh) failed: Resource temporarily "
+                                        "unavailable")));
+  const JobState& a = q.entry("a");
+  EXPECT_EQ(a.status, Status::Failed);
+  EXPECT_EQ(a.exit, -1);
+  EXPECT_EQ(a.end, q.clock.t);
+  EXPECT_EQ(a.attempts, 0);
+  EXPECT_FALSE(a.pid);
+  EXPECT_THAT(q.launcher.released, IsEmpty());
+}
+
+TEST(Tick, AnAdoptedJobIsWatchedAndItsEndStartsItsDependant) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]},
+             {"id": "c", "script": "c.sh", "gpus": 1}])",
+         {}, {0, 1});
+  q.adopt("a", 4242, {0});
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start c on GPUs [1] (pid 1000)")));  // GPU 0 is a's
+  EXPECT_THAT(q.waker.jobs, ElementsAre(4242, 1000));
+  q.launcher.exit(4242, 0);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("done a"), q.line("start b on GPUs [0] (pid 1001)")));
+  EXPECT_EQ(q.launcher.launches.size(), 2u);  // a was not started again
+}
+
+TEST(Tick, AVanishedJobFailsWithExitMinusOne) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0});
+  q.launcher.vanish(4242);
+  TickResult r = q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("failed a (its process is gone without an exit code)")));
+  EXPECT_EQ(q.status("a"), Status::Failed);
+  EXPECT_EQ(q.entry("a").exit, -1);
+  EXPECT_EQ(r.wake_in, 300);
+}
+
+TEST(Tick, AnAbortedLaunchIsRequeuedWithItsAttemptsAndStartedAgain) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0}, 1);
+  q.launcher.abort(4242);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("requeued a: its launch was cut short before it ran"),
+                                 q.line("start a on GPUs [0] (pid 1000)")));
+  ASSERT_EQ(q.launcher.launches.size(), 1u);
+  EXPECT_EQ(q.launcher.launches[0].attempt, 2);
+  EXPECT_EQ(q.entry("a").attempts, 1);
+  // Nothing of an aborted launch ran: its group is not signalled.
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+}
+
+TEST(Tick, WhatAnEndedJobLeftIsNotKilledWhenItsPidIsAnotherProcessNow) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0});
+  q.launcher.exit(4242, 0);
+  q.launcher.procs[4242].recycled = true;
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("done a")));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+}
+
+TEST(Tick, AGpuOverMaxUsedMibIsNotGiven) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1},
+             {"id": "c", "script": "c.sh", "gpus": 1}])",
+         [](RunOptions& o) { o.max_used_mib = 1024; }, {0, 1, 2});
+  q.probe.reading.used_mib = std::map<int, long long>{{0, 2000}, {1, 1024}, {2, 0}};
+  q.tick();
+  ASSERT_EQ(q.launcher.launches.size(), 2u);
+  EXPECT_EQ(q.launcher.launches[0].gpus, std::vector<int>{1});  // 1024 is not over 1024
+  EXPECT_EQ(q.launcher.launches[1].gpus, std::vector<int>{2});
+  EXPECT_EQ(q.status("c"), Status::Pending);
+}
+
+TEST(Tick, NoReadingIsSaidOnceAndEveryGpuCountsAsFree) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]}])",
+         {}, {0});
+  q.probe.reading = {std::nullopt, "nvidia-smi exited with status 9"};
+  q.tick();
+  const std::string said = "no GPU memory reading (nvidia-smi exited with status 9); every GPU not used by a job "
+                           "counts as free, as the original does";
+  EXPECT_THAT(q.out, ElementsAre(q.line(said), q.line("start a on GPUs [0] (pid 1000)")));
+  q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+  q.probe.reading = {std::map<int, long long>{{0, 0}}, ""};
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("nvidia-smi gives readings again")));
+  q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+  q.probe.reading = {std::nullopt, "nvidia-smi exited with status 9"};
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line(said)));
+  EXPECT_EQ(q.probe.reads, 5);
+}
+
+TEST(Tick, AStateReplacedBetweenTicksIsReadAgainAndOnlyThen) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "deps": ["file:go"]},
+             {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["file:go"]}])");
+  q.tick();
+  q.tick();
+  EXPECT_EQ(q.store.reads, 1);  // the state this loop saved is kept
+  ControlResult h = q.control("hold", {"b"});
+  EXPECT_THAT(h.lines, ElementsAre("held b (was pending); `gpuq retry b` releases it"));
+  q.tick();
+  EXPECT_EQ(q.store.reads, 2);
+  q.files.present.insert("go");
+  q.tick();
+  EXPECT_EQ(q.store.reads, 2);
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0] (pid 1000)")));
+  EXPECT_EQ(q.status("b"), Status::Held);
+}
+
+TEST(Tick, AMissingFileIsWatchedAndOneMadeWhileTheWatchIsSetWakesAtOnce) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "deps": ["file:ckpt/READY"]}])");
+  TickResult r = q.tick();
+  EXPECT_THAT(q.waker.files, ElementsAre("ckpt/READY"));
+  EXPECT_EQ(r.wake_in, 3600);
+  // Made after decide looked and before the watch was set: no event would come.
+  q.waker.on_watch_files = [&] { q.files.present.insert("ckpt/READY"); };
+  r = q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+  EXPECT_EQ(r.wake_in, 0);
+  q.waker.on_watch_files = nullptr;
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0] (pid 1000)")));
+  EXPECT_THAT(q.waker.files, IsEmpty());
+}
+
+TEST(Tick, AJobWithItsFilesWaitingForAGpuWatchesNoFile) {
+  Loop q(R"([{"id": "r", "script": "r.sh", "gpus": 1}, {"id": "a", "script": "a.sh", "gpus": 1, "deps": ["file:x"]}])",
+         {}, {0});
+  q.adopt("r", 4242, {0});
+  q.files.present.insert("x");
+  TickResult r = q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+  EXPECT_THAT(q.waker.files, IsEmpty());
+  EXPECT_EQ(r.wake_in, 3600);  // r's end wakes run (watch_jobs), not a timer
+  EXPECT_THAT(q.waker.jobs, ElementsAre(4242));
+}
+
+TEST(Tick, AnUnreachableStateIsTriedAgainShortly) {
+  Loop q(kOne);
+  q.store.fail_reads = StoreError("cannot open plan.state.json: Permission denied");
+  TickResult r = q.tick();
+  EXPECT_EQ(r.next, TickResult::Next::Wait);
+  EXPECT_EQ(r.wake_in, 5);
+  EXPECT_THAT(q.out, ElementsAre(q.line("cannot reach the state (cannot open plan.state.json: Permission denied); "
+                                        "running jobs are untouched, trying again shortly")));
+  EXPECT_THAT(q.launcher.launches, IsEmpty());
+  q.store.fail_reads.reset();
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again"), q.line("start a on GPUs [0] (pid 1000)")));
+}
+
+TEST(Tick, RunEndsWhenAllJobsAreFinished) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]}])");
+  q.waker.on_wait = [&](double) {
+    q.clock.advance(2);
+    q.launcher.exit_all_running(0);
+    return Wake{};
+  };
+  const double t0 = q.clock.t;
+  EXPECT_EQ(q.loop->run(), 0);
+  auto at = [&](double t, const std::string& s) { return clock_stamp(t) + " " + s; };
+  EXPECT_THAT(q.out, ElementsAre(at(t0, "start a on GPUs [0] (pid 1000)"), at(t0 + 2, "done a"),
+                                 at(t0 + 2, "start b on GPUs [0] (pid 1001)"), at(t0 + 4, "done b"),
+                                 "all jobs finished"));
+  EXPECT_THAT(q.waker.waits, ElementsAre(3600, 3600));
+}
+
+TEST(Tick, AStopSignalEndsRunAndLeavesItsJobsRunning) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1}])");
+  q.waker.on_wait = [](double) { return Wake{true, "Terminated"}; };
+  EXPECT_EQ(q.loop->run(), 0);
+  EXPECT_EQ(q.out.back(), q.line("stopped by Terminated: the state is saved; 2 job(s) left running: a, b; the next "
+                                 "`gpuq run` adopts them"));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+}
+
+TEST(Tick, ADamagedStateEndsRunWithStatusOne) {
+  Loop q(kOne);
+  q.store.fail_reads = StoreError("plan.state.json: line 1, column 2: not valid JSON", StoreError::Kind::Content);
+  EXPECT_EQ(q.loop->run(), 1);
+  EXPECT_THAT(q.err, ElementsAre("gpuq run: plan.state.json: line 1, column 2: not valid JSON"));
+  EXPECT_THAT(q.launcher.launches, IsEmpty());
+  EXPECT_EQ(q.store.writes, 0);
+}
+
+TEST(Control, KillOfAJobWhoseProcessIsGoneMarksItFailedWithoutASignal) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0});
+  q.launcher.vanish(4242);
+  ControlResult k = q.control("kill", {"a"});
+  EXPECT_EQ(k.status, 0);
+  EXPECT_THAT(k.lines, ElementsAre("killed a: its process was already gone; marked failed"));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+  EXPECT_EQ(q.status("a"), Status::Failed);
+  EXPECT_EQ(q.entry("a").exit, kKilledExit);
+  EXPECT_FALSE(q.entry("a").kill_sent);
+}
+
+TEST(Control, KillDoesNotSignalARecycledPid) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0});
+  q.launcher.procs[4242].recycled = true;
+  EXPECT_THAT(q.control("kill", {"a"}).lines, ElementsAre("killed a: its process was already gone; marked failed"));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+}
+
+TEST(Control, HoldAndRetryOfARunningJobAreRefused) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0});
+  ControlResult h = q.control("hold", {"a"});
+  EXPECT_EQ(h.status, 1);
+  EXPECT_THAT(h.lines, ElementsAre("not held: a is running (`gpuq kill` stops it)"));
+  ControlResult r = q.control("retry", {"a"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.lines, ElementsAre("not retried: a is running (pid 4242); a retry would start a second copy"));
+  EXPECT_EQ(q.status("a"), Status::Running);
+  EXPECT_EQ(q.entry("a").pid, 4242);
+}
+
+TEST(Control, RetryMakesEveryBlockedJobPendingToo) {
+  Loop q(R"([{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh", "deps": ["a"]},
+             {"id": "c", "script": "c.sh", "deps": ["a"]}])");
+  State s;
+  JobState failed, blocked;
+  failed.status = Status::Failed;
+  failed.exit = 3;
+  blocked.status = Status::Blocked;
+  s.set("a", failed);
+  s.set("b", blocked);
+  s.set("c", blocked);
+  q.disk.replace(s);
+  ControlResult r = q.control("retry", {"a"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.lines, ElementsAre("a is pending again (was failed)", "b is pending again (was blocked)",
+                                   "c is pending again (was blocked)"));
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(q.status(id), Status::Pending) << id;
+  EXPECT_FALSE(q.entry("a").exit);
+}
+
+TEST(Control, UnknownIdsChangeNothingAndTakeNoLock) {
+  Loop q(kOne);
+  ControlResult r = q.control("hold", {"a", "ghost"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.lines, ElementsAre("gpuq hold: no job ghost in plan.json; nothing was changed"));
+  EXPECT_THAT(q.journal, IsEmpty());
+  EXPECT_EQ(q.other.writes, 0);
+}
