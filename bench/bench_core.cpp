@@ -7,11 +7,13 @@
 #include <memory>
 #include <string>
 
-#include "gpuq/outlook.h"
-#include "gpuq/plan.h"
-#include "gpuq/queue.h"
-#include "gpuq/simulate.h"
-#include "gpuq/state.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/core/state.h"
+#include "gpuq/live/state_codec.h"
+#include "gpuq/views/text.h"
 
 namespace {
 

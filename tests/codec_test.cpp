@@ -11,10 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "gpuq/plan.h"
-#include "gpuq/queue.h"
-#include "gpuq/state.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/core/state.h"
 #include "test_util.h"
+#include "gpuq/live/state_codec.h"
 
 namespace gpuq {
 namespace {

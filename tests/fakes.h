@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gpuq/ports.h"
-#include "gpuq/store.h"
+#include "gpuq/live/ports.h"
+#include "gpuq/live/store.h"
 
 namespace gpuq::test {
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "gpuq/follow.h"
+#include "gpuq/live/follow.h"
 #include "test_util.h"
 
 using namespace gpuq;

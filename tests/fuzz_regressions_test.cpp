@@ -9,10 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "gpuq/plan.h"
-#include "gpuq/simulate.h"
-#include "gpuq/state.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/core/state.h"
 #include "test_util.h"
+#include "gpuq/live/state_codec.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gpuq/validate.h"
+#include "gpuq/core/validate.h"
 #include "test_util.h"
 
 using namespace gpuq;
@@ -23,7 +23,7 @@ namespace {
 std::vector<Finding> findings(const std::string& plan_json, std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7}) {
   Plan plan = plan_of(plan_json, gpus);
   auto yes = [](const std::string&) { return true; };
-  return validate_plan(plan, gpus, 0.5, yes, yes);
+  return validate_plan(plan, gpus, 0.5, FileTable(yes), yes);
 }
 
 std::string only(const std::vector<Finding>& f, bool error) {
@@ -95,8 +95,8 @@ TEST(Validate, MissingScriptAndUnproducedMissingFile) {
     {"id": "c", "script": "ok.sh", "est_hours": 1, "deps": ["file:ck/READY"], "produced_by": "a"}
   ])");
   auto readable = [](const std::string& p) { return p == "ok.sh"; };
-  auto exists = [](const std::string&) { return false; };
-  auto f = validate_plan(plan, {0, 1, 2, 3, 4, 5, 6, 7}, 0.5, readable, exists);
+  const FileTable none([](const std::string&) { return false; });
+  auto f = validate_plan(plan, {0, 1, 2, 3, 4, 5, 6, 7}, 0.5, none, readable);
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].job, "a");
   EXPECT_THAT(f[0].text, HasSubstr("its script gone.sh is missing or not readable"));

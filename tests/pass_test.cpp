@@ -5,7 +5,7 @@
 #include <random>
 #include <set>
 
-#include "gpuq/schedule.h"
+#include "gpuq/core/schedule.h"
 #include "test_util.h"
 
 using namespace gpuq;

@@ -1,8 +1,8 @@
 // The plan loader: defaults, both shapes, and one test per kind of rejected plan.
 #include <gtest/gtest.h>
 
-#include "gpuq/plan.h"
-#include "gpuq/proc.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/proc.h"
 #include "test_util.h"
 
 using namespace gpuq;

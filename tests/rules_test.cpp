@@ -6,11 +6,12 @@
 #include <random>
 #include <set>
 
-#include "gpuq/outlook.h"
-#include "gpuq/rules.h"
-#include "gpuq/simulate.h"
-#include "gpuq/state.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/rules.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/core/state.h"
 #include "test_util.h"
+#include "gpuq/live/state_codec.h"
 
 namespace gpuq {
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "gpuq/probe.h"
+#include "gpuq/live/probe.h"
 #include "test_util.h"
 
 using namespace gpuq::test;

@@ -1,9 +1,10 @@
 // The simulator with inline plans; the original's own outputs are checked by the parity fixtures.
-#include "gpuq/simulate.h"
+#include "gpuq/core/simulate.h"
 
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "gpuq/views/text.h"
 
 using namespace gpuq;
 using gpuq::test::plan_of;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gpuq/plan.h"
+#include "gpuq/core/plan.h"
 
 namespace gpuq::test {
 

@@ -3,9 +3,10 @@
 #include <memory>
 
 #include "fakes.h"
-#include "gpuq/control.h"
-#include "gpuq/run_loop.h"
+#include "gpuq/live/control.h"
+#include "gpuq/live/run_loop.h"
 #include "test_util.h"
+#include "gpuq/core/local_time.h"
 
 using namespace gpuq;
 using namespace gpuq::test;

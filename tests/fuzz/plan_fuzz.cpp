@@ -5,8 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "gpuq/plan.h"
-#include "gpuq/simulate.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/views/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "gpuq/state.h"
+#include "gpuq/core/state.h"
+#include "gpuq/live/state_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

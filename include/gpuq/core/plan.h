@@ -1,0 +1,96 @@
+// The plan: jobs and reservations, read from PLAN.json and checked whole.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuq/core/gpus.h"
+#include "gpuq/core/id_index.h"
+
+namespace gpuq {
+
+/// One entry of a job's `deps`.
+struct Dep {
+  enum class Kind {
+    Done,   ///< "ID": the job must be done.
+    After,  ///< "after:ID": the job must be finished, whatever its outcome.
+    File,   ///< "file:PATH": the path must exist (~ and $VARS expanded at run time).
+  };
+  Kind kind;
+  std::string target;  ///< the job id, or the unexpanded path
+  size_t job = 0;      ///< index of the job named (Done, After)
+};
+
+/// A job of the plan, with the original's defaults filled in.
+struct Job {
+  std::string id;
+  std::string script;
+  int gpus = 1;
+  double priority = 50;
+  double est_hours = 1.0;
+  bool est_given = false;  ///< `est_hours` was in the plan (status prints 0.0 otherwise)
+  std::vector<Dep> deps;
+  std::optional<size_t> produced_by;  ///< job whose run produces this job's file: deps
+  double produced_at_frac = 1.0;
+  std::optional<double> first_look_frac;
+
+  bool has_file_dep() const;
+};
+
+/// GPUs closed to every job a reservation does not list while any job it lists is unfinished.
+struct Reservation {
+  GpuMask gpus = 0;
+  std::vector<int> gpu_list;   ///< as written in the plan
+  std::vector<size_t> jobs;    ///< indices into Plan::jobs
+};
+
+/// A number no other Plan object made in this process has (copies keep it).
+uint64_t new_plan_serial();
+
+/// A loaded, checked plan. Jobs keep the plan's order (the scheduler's tie-break).
+struct Plan {
+  uint64_t serial = new_plan_serial();  ///< tells plans apart for State's job slots
+  std::vector<Job> jobs;
+  std::vector<Reservation> reservations;
+  IdIndex index;  ///< id -> position (of the jobs with a good, first-seen id)
+  /// For each job, the reservations that list it.
+  std::vector<std::vector<size_t>> reservations_of;
+  /// Ready order (priority, then position): by_rank[r] is the job of rank r, rank_of its inverse.
+  std::vector<uint32_t> by_rank, rank_of;
+
+  const Job* find(std::string_view id) const;
+};
+
+/// Outcome of loading a plan: the plan, or every problem found.
+struct PlanLoad {
+  std::optional<Plan> plan;
+  std::vector<std::string> errors;    ///< each "FILE: where: problem"
+  std::vector<std::string> warnings;  ///< same form; the plan is usable
+};
+
+/// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
+void rank_jobs(Plan& plan);
+
+/// Parses and checks plan text. `file` names it in messages; `node_gpus` are
+/// the ids of `--gpus`. Rejects JSON syntax errors (line and column), wrong
+/// types, missing, duplicate or unsafe ids, unknown deps, cycles, negative
+/// numbers, reservations naming unknown jobs or GPU ids that cannot exist,
+/// `produced_by` naming an unknown job, and jobs wider than the node.
+/// Reservation GPUs outside `node_gpus` are a warning (a plan written for the
+/// whole node, simulated on part of it) and are ignored. Members of a job or of
+/// the plan that gpuq does not read are ignored; a repeated member keeps its
+/// last value. The JSON is read as Python's json and nlohmann/json read it (a
+/// byte order mark is skipped; an integer past 64 bits is a fractional number).
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
+
+/// Reads `path` and calls parse_plan; an unreadable file is one error.
+PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);
+
+/// True when `id` can be a file name: letters, digits, '.', '_', '-', not
+/// starting with '.', at most 200 characters.
+bool valid_job_id(std::string_view id);
+
+}  // namespace gpuq

@@ -1,0 +1,143 @@
+// The scheduling pass: one pure function shared by `run` and `simulate`.
+#pragma once
+
+#include <optional>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "gpuq/core/gpus.h"
+#include "gpuq/core/plan.h"
+
+namespace gpuq {
+
+/// True when job `a` comes before job `b` among ready jobs: lower priority
+/// value first, then earlier position in the plan.
+bool ready_before(const Plan& plan, size_t a, size_t b);
+
+/// Sorts job indices into ready order (see ready_before).
+void sort_ready(const Plan& plan, std::vector<size_t>& jobs);
+
+/// GPUs closed to `job`: those of every open reservation that does not list it.
+/// `open[r]` says whether some job reservation r lists is unfinished.
+GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open);
+
+/// A set of ranks 0..n-1 as a tree of 64-bit words: bit r of level 0 is rank r,
+/// bit i of level k+1 says word i of level k is not zero. Insert, erase and
+/// "first member from r" cost a few word operations, with no allocation once
+/// made; it takes n/8 bytes, allocated at the first insert.
+class RankSet {
+ public:
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  explicit RankSet(size_t n = 0) : n_(n) {}
+  bool insert(size_t r);
+  bool erase(size_t r);
+  bool contains(size_t r) const { return !lv_.empty() && (lv_[0][r >> 6] >> (r & 63) & 1); }
+  /// The smallest member >= r, or npos.
+  size_t next(size_t r) const;
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  size_t n_;
+  size_t size_ = 0;
+  std::vector<std::vector<std::uint64_t>> lv_;
+};
+
+/// The ready jobs, indexed so that a pass finds the next job that can start
+/// in O(log n) instead of walking every ready job: by reservation membership,
+/// GPU count, and whether est_hours is within the backfill limit.
+class ReadySet {
+ public:
+  ReadySet(const Plan& plan, double backfill_max_hours);
+  /// A set holding `jobs`.
+  ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs);
+  void insert(size_t job);
+  void erase(size_t job);
+  bool contains(size_t job) const;
+  size_t size() const { return all_.size(); }
+  bool empty() const { return all_.empty(); }
+  /// The jobs in ready order.
+  std::vector<size_t> in_order() const;
+
+ private:
+  friend struct PassRunner;
+  // A job's place in ready order (priority, then plan position): Plan::rank_of.
+  using Key = size_t;
+  struct Class {
+    std::vector<RankSet> by_gpus[2];  // [long?][gpus] -> jobs
+    std::vector<size_t> count;        // [gpus] -> jobs of either length
+    std::uint64_t present = 0;        // bit g-1 set when some job needs g >= 1 GPUs
+  };
+  // What a pass asks of the job of each rank, in rank order: a pass meets jobs in that
+  // order, so these share cache lines where the plan's jobs (and a vector per job) would
+  // cost a cache miss each at 100,000 jobs.
+  struct AtRank {
+    std::uint32_t job;
+    std::uint32_t sig;    // index of its reservation signature
+    std::uint8_t gpus;
+    std::uint8_t is_long;  // est_hours over the backfill limit
+  };
+  Key key(size_t job) const { return rank_of_[job]; }
+  size_t job_at(Key k) const { return at_rank_[k].job; }
+  RankSet& slot(Key k);
+
+  const std::uint32_t* rank_of_;
+  std::vector<std::uint32_t> own_rank_of_;         // when the plan has none (made by hand)
+  int sig0_ = -1;                                  // the signature of jobs in no reservation
+  std::vector<AtRank> at_rank_;
+  std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
+  std::vector<Class> classes_;                     // per signature
+  RankSet all_;
+};
+
+/// What the pass sees.
+struct PassInput {
+  GpuMask free = 0;                ///< GPUs free now
+  GpuMask node = 0;                ///< every GPU of --gpus
+  std::vector<bool> open;          ///< per reservation: some job it lists is unfinished
+  bool nothing_running = false;    ///< no job of the plan is running
+  bool explain = false;            ///< fill PassResult::held (costs a walk over every ready job)
+};
+
+/// A job the pass starts, and its GPUs.
+struct Start {
+  size_t job;
+  std::vector<int> gpus;
+};
+
+/// Why a ready job was not started.
+struct Held {
+  enum class Why {
+    Gpus,      ///< not enough GPUs (free ones, less those reservations close to it)
+    Backfill,  ///< longer than --backfill-max-hours while `head` waits for GPUs
+  };
+  size_t job;
+  Why why;
+  int free_for_job = 0;    ///< GPUs it could use now (Gpus)
+  GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
+  size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
+};
+
+/// What the pass decided.
+struct PassResult {
+  std::vector<Start> starts;           ///< in ready order
+  std::vector<Held> held;              ///< with PassInput::explain
+  std::optional<size_t> waiting_head;  ///< the job that set the backfill limit
+  bool stall_broken = false;           ///< the limit was lifted to break a reservation deadlock
+};
+
+/// One scheduling pass, the original's rules exactly: ready jobs in order; a
+/// job starts if pick_gpus finds GPUs among the free ones less its reserved
+/// ones; once a job that needs GPUs and is in no reservation cannot get them,
+/// later jobs start only if est_hours <= the backfill limit. Fix 12: when this
+/// starts nothing, nothing is running, and the job that set the limit could not
+/// fit even on every GPU of the node that no reservation closes to it, the pass
+/// runs again without the limit and says so in `stall_broken`; if that starts
+/// nothing either, its reasons (GPUs) are returned.
+PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in);
+/// The same into `out`, whose lists keep their room (the simulator runs a pass per event).
+void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in, PassResult& out);
+
+}  // namespace gpuq

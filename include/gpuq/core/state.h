@@ -1,0 +1,98 @@
+// The state file PLAN.state.json: per job, its status and run record. The
+// original's format, which gpuq extends with fields the original ignores.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuq/core/id_index.h"
+#include "gpuq/core/plan.h"
+
+namespace gpuq {
+
+/// A job's status, as the state file spells it.
+enum class Status { Pending, Running, Done, Failed, Blocked, Held };
+
+/// "pending", "running", ...
+const char* status_name(Status s);
+
+/// Parses a status name; nullopt for anything else.
+std::optional<Status> parse_status(std::string_view name);
+
+/// One job's entry. Fields absent in the file stay empty, as in the original's
+/// dicts (which replace an entry whole, dropping fields).
+struct JobState {
+  Status status = Status::Pending;
+  std::optional<std::vector<int>> gpus;
+  std::optional<long long> pid;
+  std::optional<double> start;
+  std::optional<double> end;
+  std::optional<long long> exit;
+  std::optional<long long> attempts;
+  // gpuq's own fields (the original ignores them):
+  std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
+  std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
+  nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
+
+  long long attempts_or0() const { return attempts.value_or(0); }
+};
+
+/// Every job's entry, in file order (new entries at the end).
+class State {
+ public:
+  /// The entry of `id`, or nullptr.
+  const JobState* find(const std::string& id) const;
+  JobState* find(const std::string& id);
+  /// The entry of `id`, created pending if absent.
+  JobState& at(const std::string& id);
+  /// Replaces the entry of `id` whole (the original's `state[id] = {...}`).
+  void set(const std::string& id, JobState s);
+  /// The status of `id`, pending when it has no entry.
+  Status status_of(const std::string& id) const;
+
+  // The same by the job's position in `plan`: the first call for a plan maps
+  // every job to its entry, and later calls cost an array read instead of
+  // hashing the id (100,000 jobs look at their deps several times a tick).
+  const JobState* of(const Plan& plan, size_t job) const {
+    bind(plan);
+    return slot_[job] < 0 ? nullptr : &entries_[static_cast<size_t>(slot_[job])].second;
+  }
+  JobState* of(const Plan& plan, size_t job) {
+    bind(plan);
+    return slot_[job] < 0 ? nullptr : &entries_[static_cast<size_t>(slot_[job])].second;
+  }
+  Status status_of(const Plan& plan, size_t job) const {
+    const JobState* s = of(plan, job);
+    return s ? s->status : Status::Pending;
+  }
+  /// Replaces the entry of plan job `job` whole.
+  void set(const Plan& plan, size_t job, JobState s);
+  const std::vector<std::pair<std::string, JobState>>& entries() const { return entries_; }
+  std::vector<std::pair<std::string, JobState>>& entries() { return entries_; }
+  bool empty() const { return entries_.empty(); }
+  /// Room for `n` entries without moving them.
+  void reserve(size_t n) {
+    entries_.reserve(n);
+    index_.reserve(n);
+  }
+
+ private:
+  void bind(const Plan& plan) const {
+    if (bound_ != &plan || bound_serial_ != plan.serial || slot_.size() != plan.jobs.size()) rebind(plan);
+  }
+  void rebind(const Plan& plan) const;
+  size_t position(std::string_view id) const;
+
+  std::vector<std::pair<std::string, JobState>> entries_;
+  IdIndex index_;  // id -> position in entries_
+  // The plan the slots were made for (pointer and serial), and each of its jobs' entry or -1.
+  mutable const Plan* bound_ = nullptr;
+  mutable uint64_t bound_serial_ = 0;
+  mutable std::vector<long> slot_;
+};
+
+}  // namespace gpuq

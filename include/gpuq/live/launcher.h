@@ -1,0 +1,58 @@
+// Starting jobs on this machine: posix_spawn in a new session, output appended to
+// logs/ID.log, the exit code left in logs/ID.exit by write-then-rename.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <map>
+#include <string>
+
+#include "gpuq/live/ports.h"
+#include "gpuq/live/store.h"
+
+namespace gpuq {
+
+/// The argument that makes the gpuq binary act as a job's wrapper.
+inline constexpr const char* kJobWrapperArg = "__job";
+
+/// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE` with the start
+/// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits), runs
+/// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
+int job_wrapper(int argc, char** argv);
+
+/// The Launcher of this machine. A job is the wrapper (gpuq itself) for its
+/// script, in a session of its own (its pid is its process group) with stdin
+/// from /dev/null and stdout+stderr appended to logs/ID.log; its environment
+/// gets CUDA_VISIBLE_DEVICES, TDPRM_GPU0, CUDA_DEVICE_ORDER=PCI_BUS_ID (unless
+/// set), GPUQ_JOB_ID and GPUQ_ATTEMPT. The start line is a pipe: "go" lets it
+/// run; EOF (abandon, or gpuq's death) makes it leave logs/ID.aborted and exit.
+class PosixLauncher : public Launcher {
+ public:
+  explicit PosixLauncher(PlanPaths paths) : paths_(std::move(paths)) {}
+  /// Abandons the jobs launched and not yet released.
+  ~PosixLauncher() override;
+  PosixLauncher(const PosixLauncher&) = delete;
+  PosixLauncher& operator=(const PosixLauncher&) = delete;
+
+  /// Removes a stale exit file first. Throws std::runtime_error naming the call and path.
+  Launched launch(const LaunchSpec& spec) override;
+  void release(const Launched& job) override;
+  void abandon(const Launched& job) override;
+  /// Reads logs/ID.exit and the process: an exit file gives its code (garbage
+  /// counts as failure, with a note); a dead process without one vanished,
+  /// unless it left logs/ID.aborted (it never started: gpuq died first).
+  Observed observe(const std::string& id, const JobState& s) override;
+  /// From /proc/PID/stat: a zombie is gone; a start time other than the one recorded is Other.
+  Identity identify(const JobState& s) override;
+  bool signal_group(long long group, Signal sig) override;
+  bool group_alive(long long group) override;
+  void reap() override;
+
+ private:
+  PlanPaths paths_;
+  std::map<long long, int> start_lines_;  // pid -> write end of its start line
+};
+
+}  // namespace gpuq

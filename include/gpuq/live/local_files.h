@@ -1,0 +1,20 @@
+// The file checks of file: deps on this machine's file system.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include "gpuq/core/rules.h"
+
+namespace gpuq {
+
+/// FileChecks over the file system: `~` and `$VARS` expanded as the original
+/// does (expand_path), then stat(2).
+class LocalFiles : public FileChecks {
+ public:
+  std::string expand(const std::string& written) const override;
+  bool exists(const std::string& path) const override;
+};
+
+}  // namespace gpuq

@@ -1,0 +1,168 @@
+// The OS behind small interfaces: what `run` and the control commands ask of
+// the clock, the job launcher, the GPU probe, the state store, the file system
+// (rules.h's FileChecks) and the event wait. The POSIX implementations are in
+// launcher.h, probe.h, store.h, proc.h, local_files.h and waker.h; the tests have fakes of each (tests/fakes.h).
+// The signatures take plain values (ids, numbers, entries of the state), so that
+// other backends (a Slurm launcher, an NVML probe) fit without reshaping.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/rules.h"
+#include "gpuq/core/state.h"
+
+namespace gpuq {
+
+/// Wall time.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  /// Seconds since the epoch, as a float (what the state file records).
+  virtual double now() = 0;
+};
+
+/// What to start.
+struct LaunchSpec {
+  std::string id;
+  std::string script;        ///< as written in the plan; the launcher expands ~ and $VARS
+  std::vector<int> gpus;
+  long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
+};
+
+/// A job launched and held at its start line: what the state records of it.
+struct Launched {
+  long long pid = 0;                           ///< the job's id for observe and signals (its process group)
+  std::optional<unsigned long long> pid_start; ///< tells this process from a later one with the same pid
+};
+
+/// How a running job looks from outside.
+struct Observed {
+  enum class Kind { Running, Exited, Vanished, Aborted } kind = Kind::Running;
+  long long exit = 0;         ///< Exited: its exit code; Vanished, Aborted: kLostExit
+  std::string note;           ///< a problem with what the job left (for the log line)
+};
+
+/// A signal to a job's process group.
+enum class Signal { Term, Kill };
+
+/// Whether the pid an entry records is still the job's process.
+enum class Identity {
+  Same,   ///< alive, and the process recorded (same start time where one is recorded)
+  Gone,   ///< no live process has that pid (or only a zombie)
+  Other,  ///< the pid now belongs to a different process (recycled)
+};
+
+/// Starts jobs, watches them and signals them.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  /// Starts the job held at its start line: it runs only after release(), and
+  /// never if abandon() (or the death of gpuq) comes first. Throws
+  /// std::runtime_error saying what failed.
+  virtual Launched launch(const LaunchSpec& spec) = 0;
+  /// Lets a launched job run: call once the state that records it is saved.
+  virtual void release(const Launched& job) = 0;
+  /// Makes a launched job end without running (its state could not be saved).
+  virtual void abandon(const Launched& job) = 0;
+  /// How the running job `id`, whose entry is `s`, looks now.
+  virtual Observed observe(const std::string& id, const JobState& s) = 0;
+  /// Whether the pid of `s` is still that job's process.
+  virtual Identity identify(const JobState& s) = 0;
+  /// Sends `sig` to process group `group`; false when there was none.
+  virtual bool signal_group(long long group, Signal sig) = 0;
+  /// True while some process is still in group `group`.
+  virtual bool group_alive(long long group) = 0;
+  /// Collects the exits of finished children, so that none stays a zombie.
+  virtual void reap() = 0;
+};
+
+/// A reading of the GPUs' memory, or why there is none.
+struct GpuReading {
+  std::optional<std::map<int, long long>> used_mib;  ///< GPU index -> MiB in use
+  std::string problem;                               ///< why there is no reading
+};
+
+/// Reads the memory in use on each GPU.
+class GpuProbe {
+ public:
+  virtual ~GpuProbe() = default;
+  /// A reading now; never throws (a failure is a reading with its problem said).
+  virtual GpuReading read() = 0;
+};
+
+/// Where the state lives. Every method but read() may be called only while
+/// locked; each throws StoreError (store.h) on failure.
+class Store {
+ public:
+  virtual ~Store() = default;
+  /// Takes the lock for one read-modify-write (blocks while another holds it).
+  virtual void lock() = 0;
+  /// Lets the lock go.
+  virtual void unlock() = 0;
+  /// The state as stored: empty when there is none yet.
+  virtual State read() = 0;
+  /// Replaces the state atomically: afterwards a reader sees the old one or this
+  /// one whole. With `defer_sync` its durability waits for sync().
+  virtual void write(const State& state, bool defer_sync) = 0;
+  /// Makes the last write durable (survives a power cut).
+  virtual void sync() = 0;
+  /// True when the stored state is still the one this store last wrote: nobody
+  /// replaced it since (a control command, the original). False before a write.
+  virtual bool unchanged_since_write() = 0;
+
+  /// Holds the lock for its scope.
+  class Locked {
+   public:
+    explicit Locked(Store& s) : s_(s) { s_.lock(); }
+    ~Locked() { s_.unlock(); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Store& s_;
+  };
+};
+
+// The file checks of `file:` deps are the rule book's FileChecks (rules.h).
+
+/// Why a wait ended.
+struct Wake {
+  bool stop = false;        ///< a stop signal came: `run` ends
+  std::string stop_name;    ///< its name as strsignal gives it ("Terminated")
+};
+
+/// The wait between two ticks of `run`.
+class Waker {
+ public:
+  virtual ~Waker() = default;
+  /// Wakes the wait when one of these jobs (pids of Launched) ends. Replaces the last set.
+  virtual void watch_jobs(const std::vector<long long>& pids) = 0;
+  /// Wakes the wait when one of these files appears (a replaced state file
+  /// wakes it too, always). Replaces the last set. Returns the paths it could
+  /// watch (a backend may watch only some, e.g. those in folders that exist):
+  /// the caller looks once more at those, for a file made just before its watch.
+  virtual std::vector<std::string> watch_files(const std::vector<std::string>& paths) = 0;
+  /// Forgets the events so far (those of this process's own writes).
+  virtual void drain() = 0;
+  /// Returns after `timeout_s` seconds, at the first event above, or at a stop signal.
+  virtual Wake wait(double timeout_s) = 0;
+};
+
+/// Everything `run` asks of the OS.
+struct Ports {
+  Clock& clock;
+  Launcher& launcher;
+  GpuProbe& probe;
+  Store& store;
+  const FileChecks& files;
+  Waker& waker;
+};
+
+}  // namespace gpuq

@@ -1,0 +1,55 @@
+// Processes: start times from /proc, liveness, process groups, path expansion;
+// the wall clock of this machine.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "gpuq/live/ports.h"
+
+namespace gpuq {
+
+/// Seconds since the epoch, as a float (CLOCK_REALTIME).
+double unix_now();
+
+/// The Clock of this machine (unix_now).
+class SystemClock : public Clock {
+ public:
+  double now() override { return unix_now(); }
+};
+
+/// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since
+/// boot), or nullopt if there is no such process.
+std::optional<unsigned long long> process_start_time(long long pid);
+
+/// True when `pid` is a live process (not a zombie) and, when `start` is
+/// given, the same process that had that start time (not a recycled pid).
+bool process_alive(long long pid, std::optional<unsigned long long> start);
+
+/// True when some process is still in process group `pgid`.
+bool group_alive(long long pgid);
+
+/// Sends `sig` to process group `pgid`; false when there was none.
+bool signal_group(long long pgid, int sig);
+
+/// The original's expand(): `~` / `~user` at the start, then `$NAME` and
+/// `${NAME}` from the environment; unknown variables are left as written.
+std::string expand_path(const std::string& s);
+
+/// posix_spawn (posix_spawnp with `search_path`) with fd i of the child taken from
+/// `fds[i]`, every signal unblocked and back to its default (run blocks some for
+/// its signalfd), and `flags` added (POSIX_SPAWN_SETSID, POSIX_SPAWN_SETPGROUP with
+/// group 0). Returns 0 or the error number, as posix_spawn does.
+int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
+                  char* const argv[], char* const envp[]);
+
+/// Reaps every exited child without waiting. Returns how many were reaped.
+int reap_children();
+
+}  // namespace gpuq

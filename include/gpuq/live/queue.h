@@ -1,0 +1,32 @@
+// The live queue's options. The rules are in rules.h, `run`'s loop in
+// run_loop.h, the control commands and refresh in control.h.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpuq/live/control.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/core/rules.h"
+#include "gpuq/core/schedule.h"
+#include "gpuq/core/state.h"
+#include "gpuq/live/store.h"
+
+namespace gpuq {
+
+/// `run`'s flags, with the original's defaults (the rules' among them).
+struct RunOptions : Policy {
+  double poll = 20;
+  long long max_used_mib = 1024;
+  double kill_grace = 30;
+  std::string nvidia_smi = "nvidia-smi";
+  double nvidia_smi_timeout = 30;
+};
+
+}  // namespace gpuq

@@ -1,0 +1,83 @@
+// `gpuq run`: the original's loop as an object over the ports, tick by tick.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/live/ports.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/live/store.h"
+
+namespace gpuq {
+
+/// Where `run` prints a line (without its newline).
+using Say = std::function<void(const std::string&)>;
+
+/// What a tick leaves for the loop.
+struct TickResult {
+  enum class Next {
+    Wait,      ///< wait for an event, at most wake_in seconds, then tick again
+    Finished,  ///< every job is finished and the state saved
+    Fatal,     ///< the state cannot be used (a damaged file): `run` ends with status 1
+  } next = Next::Wait;
+  double wake_in = 0;  ///< Wait: the latest the next tick is due, in seconds from now
+};
+
+/// The loop of `gpuq run` over a plan. Each tick, under the store's lock:
+/// refresh (jobs that ended, their leftover groups killed), escalate kills past
+/// --kill-grace, probe the GPUs, decide (decide_tick), start the chosen jobs
+/// held at their start lines, save, release them (or abandon them when the save
+/// failed: they start again after a good save, so no job runs twice), and watch
+/// (the events that can make another tick worth it). Prints the original's lines.
+class RunLoop {
+ public:
+  /// `out` gets the log lines, `err` the message of a fatal error.
+  RunLoop(const Plan& plan, const RunOptions& opt, const Ports& ports, Say out, Say err);
+
+  /// One tick at the clock's now.
+  TickResult tick();
+
+  /// Ticks, waiting between ticks, until every job is finished ("all jobs
+  /// finished", status 0), a stop signal (its line, status 0: running jobs go on,
+  /// the next run adopts them), or a damaged state (status 1).
+  int run();
+
+ private:
+  struct Tick;
+  void load_state(Tick& t);
+  void refresh_ended(Tick& t);
+  void escalate_kills(Tick& t);
+  void note_running(Tick& t);
+  void probe(Tick& t);
+  void decide(Tick& t);
+  void start(Tick& t);
+  void save(Tick& t);
+  void release_started(Tick& t);
+  void watch(Tick& t);
+  bool all_finished(const Tick& t) const;
+  TickResult store_failed(Tick& t, const StoreError& e);
+  int stopped(const Wake& w);
+  void say(double now, const std::string& line) const;
+
+  const Plan& plan_;
+  const RunOptions opt_;
+  Ports os_;
+  Say out_, err_;
+  std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
+  std::optional<State> cached_;         // what the last tick saved; kept while the store is unchanged
+  std::string last_probe_problem_;
+  std::string last_save_problem_;
+};
+
+/// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
+/// becomes the subreaper of its jobs' orphans). Returns the exit status.
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out);
+
+}  // namespace gpuq

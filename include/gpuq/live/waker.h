@@ -1,0 +1,48 @@
+// The wait of `run` on this machine: a signalfd, an inotify and a pidfd per job in one poll(2).
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "gpuq/live/ports.h"
+
+namespace gpuq {
+
+/// The Waker of this machine. Blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP for
+/// the process (they arrive through a signalfd; SIGCHLD reaps children) and
+/// ignores SIGPIPE. A job's end wakes it through a pidfd of the job's pid; a
+/// file's appearance or the state file's replacement through inotify on their
+/// folders (a folder that does not exist is not watched).
+class PosixWaker : public Waker {
+ public:
+  /// `state_file`: the state, whose replacement always wakes the wait.
+  explicit PosixWaker(std::string state_file);
+  ~PosixWaker() override;
+  PosixWaker(const PosixWaker&) = delete;
+  PosixWaker& operator=(const PosixWaker&) = delete;
+
+  /// A pid that is already gone (no pidfd can be had) makes the next wait return at once.
+  void watch_jobs(const std::vector<long long>& pids) override;
+  /// Watches the folders that exist, once each; returns the paths in them.
+  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override;
+  void drain() override;
+  Wake wait(double timeout_s) override;
+
+ private:
+  int watch_folder(const std::string& dir);
+  bool read_inotify();
+
+  std::string state_file_;
+  int sigfd_ = -1;
+  int inotify_ = -1;
+  bool wake_now_ = false;
+  std::map<long long, int> pidfds_;
+  std::map<int, std::set<std::string>> names_;  // watch descriptor -> names in its folder
+};
+
+}  // namespace gpuq

@@ -1,0 +1,28 @@
+// The views as SVG: a Gantt chart of what ran and what is predicted.
+#pragma once
+
+#ifdef GPUQ_CORE
+#error "the core does not include views: it returns data, views print it"
+#endif
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/plan.h"
+
+namespace gpuq {
+
+/// A Gantt chart: one row per GPU and rows for 0-GPU jobs, a time axis in hours,
+/// jobs labelled and coloured by status (done, running, failed, predicted).
+/// `bars` are (job, status, start hour, end hour, gpus); `now_h` draws a line.
+struct Bar {
+  size_t job;
+  std::string status;
+  double start, end;
+  std::vector<int> gpus;
+};
+std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
+                      std::optional<double> now_h, const std::string& title);
+
+}  // namespace gpuq

@@ -1,0 +1,36 @@
+// The views as text: `simulate`'s timeline (the original's, byte for byte),
+// `status`'s rows and its outlook.
+#pragma once
+
+#ifdef GPUQ_CORE
+#error "the core does not include views: it returns data, views print it"
+#endif
+
+#include <string>
+
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/core/state.h"
+
+namespace gpuq {
+
+/// Rows `status` shows below the original's, without --all.
+constexpr size_t kOutlookRows = 30;
+
+/// The original's output: one row per job (eval_ jobs only with `all`) in
+/// order of (start, id), the makespan and utilization line, and the first-look
+/// line. Byte for byte the original's.
+std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOptions& opt, bool all);
+
+/// Why the simulation got stuck, one line per job, for stderr.
+std::string format_stuck(const Plan& plan, const Simulation& sim);
+
+/// `gpuq status`: the original's rows and counts, read-only.
+std::string format_status(const Plan& plan, const State& state, double now, bool all);
+
+/// The lines `status` prints below the original's rows: each job not done, in
+/// predicted order, with its prediction and why it waits; then the plan's finish.
+/// At most `limit` jobs unless `all`.
+std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit = kOutlookRows);
+
+}  // namespace gpuq

@@ -1,0 +1,93 @@
+// The CLI layer's shared parts: the flags, loading the plan, and one function per subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <future>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/core/state.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/live/store.h"
+
+namespace gpuq::cli {
+
+/// Exit statuses: 0 success, 1 the command could not do all its work, 2 bad input.
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
+/// Every flag of the original; each subcommand shows the ones it uses.
+struct Flags {
+  std::string plan;
+  std::string gpus = "0,1,2,3,4,5,6,7";
+  double poll = 20;
+  bool all = false;
+  double backfill_max_hours = 0.5;
+  long long max_retries = 2;
+  double retry_after = 300;
+  long long max_used_mib = 1024;
+  double kill_grace = 30;
+  std::string nvidia_smi;
+  std::vector<std::string> jobs;
+  bool json = false;
+  std::string svg;
+  bool from_state = false;
+  double watch = 0;
+  bool strict = false;
+  long lines = 20;
+  bool follow = false;
+};
+
+enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
+
+/// Adds --plan and the original's flags: those in `used` are documented, the
+/// rest accepted and ignored (the original took every flag with every command).
+void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
+
+/// The run options the flags give for the node's GPUs `gpus`.
+RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
+
+/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
+/// or to `warnings` when given (validate reports them as its own findings).
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
+                                   std::vector<std::string>* warnings = nullptr);
+
+/// --gpus as ids, or nullopt with the problem printed.
+std::optional<std::vector<int>> node_gpus(const Flags& f);
+
+/// Writes `text` to `path`, or says why it could not.
+bool write_output(const std::string& path, const std::string& text);
+
+/// What every command starts from: the node's GPUs and the checked plan.
+struct Loaded {
+  std::vector<int> gpus;
+  Plan plan;
+};
+
+/// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
+std::optional<Loaded> load_command(const Flags& f);
+
+/// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
+void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state);
+
+/// One heap of transparent huge pages for the short commands that read a big plan.
+void huge_page_heap();
+
+/// The free GPUs as `run` would see them now: not used by a running job, not over
+/// --max-used-mib (the reading `probed`, else nvidia-smi is asked now).
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt);
+
+/// The subcommands: each returns the exit status.
+int cmd_run(const Flags& f);
+int cmd_status(const Flags& f);
+int cmd_simulate(const Flags& f);
+int cmd_validate(const Flags& f);
+int cmd_logs(const Flags& f);
+int cmd_control(const Flags& f, const std::string& action);
+
+}  // namespace gpuq::cli

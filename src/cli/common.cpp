@@ -1,0 +1,168 @@
+// The CLI layer's shared parts: flags, loading the plan, the free GPUs.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/live/store.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+/// Adds --plan and the original's flags: those in `used` are documented, the
+/// rest accepted and ignored (the original took every flag with every command).
+void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
+  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")->required();
+  auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
+  auto group = [&](CLI::Option* o, Flag x) { o->group(uses(x) ? "Options" : ""); };
+  group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);
+  group(sub->add_option("--poll", f.poll, "longest sleep between two looks at the queue, in seconds")
+            ->capture_default_str()
+            ->check(CLI::PositiveNumber),
+        kPoll);
+  group(sub->add_flag("--all", f.all, "also list jobs the default listing leaves out"), kAll);
+  group(sub->add_option("--backfill-max-hours", f.backfill_max_hours,
+                        "while a higher-priority job waits for GPUs, only jobs this short may start")
+            ->capture_default_str()
+            ->check(CLI::NonNegativeNumber),
+        kBackfill);
+  group(sub->add_option("--max-retries", f.max_retries, "automatic retries of a failed job")
+            ->capture_default_str()
+            ->check(CLI::NonNegativeNumber),
+        kRetries);
+  group(sub->add_option("--retry-after", f.retry_after, "seconds between a failure and its automatic retry")
+            ->capture_default_str()
+            ->check(CLI::NonNegativeNumber),
+        kRetryAfter);
+  group(sub->add_option("--max-used-mib", f.max_used_mib,
+                        "a GPU with more memory in use than this (nvidia-smi) is not given to a new job")
+            ->capture_default_str(),
+        kMaxUsed);
+}
+
+std::optional<std::vector<int>> node_gpus(const Flags& f) {
+  std::string err;
+  auto ids = parse_gpu_list(f.gpus, &err);
+  if (!ids) fmt::print(stderr, "gpuq: {}\n", err);
+  return ids;
+}
+
+/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
+/// or to `warnings` when given (validate reports them as its own findings).
+std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
+                                   std::vector<std::string>* warnings) {
+  PlanLoad load = load_plan(f.plan, gpus);
+  if (!load.plan) {
+    fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
+               load.errors.size() == 1 ? "" : "s");
+    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
+    return std::nullopt;
+  }
+  if (warnings)
+    *warnings = load.warnings;
+  else
+    for (const auto& w : load.warnings) fmt::print(stderr, "gpuq: warning: {}\n", w);
+  return std::move(load.plan);
+}
+
+RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
+  RunOptions opt;
+  opt.node_gpus = gpus;
+  opt.poll = f.poll;
+  opt.backfill_max_hours = f.backfill_max_hours;
+  opt.max_retries = f.max_retries;
+  opt.retry_after = f.retry_after;
+  opt.max_used_mib = f.max_used_mib;
+  opt.kill_grace = f.kill_grace;
+  const char* env = std::getenv("GPUQ_NVIDIA_SMI");
+  opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
+  return opt;
+}
+
+bool file_exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+/// Writes `text` to `path`, or says why it could not.
+bool write_output(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
+    fmt::print(stderr, "gpuq: cannot write {}: {}\n", path, std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+
+/// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
+std::optional<Loaded> load_command(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return std::nullopt;
+  auto plan = load_or_report(f, *gpus);
+  if (!plan) return std::nullopt;
+  return Loaded{std::move(*gpus), std::move(*plan)};
+}
+
+/// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
+void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state) {
+  // Usually every entry is a job of the plan: the binding of state to plan (which the
+  // outlook needs anyway) says so without looking each id up again.
+  size_t known = 0;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) known += state.of(plan, i) != nullptr;
+  if (known == state.entries().size()) return;
+  std::string list;
+  size_t n = 0;
+  for (const auto& [id, s] : state.entries()) {
+    if (plan.find(id)) continue;
+    if (n++ < 10) list += (list.empty() ? "" : ", ") + id + " (" + status_name(s.status) + ")";
+  }
+  if (n)
+    fmt::print(stderr,
+               "gpuq: warning: {} names {} job(s) that are not in {}: {}{}. Their entries are kept as they are "
+               "(a running one keeps its GPUs until it ends); if the jobs are gone for good, delete their entries "
+               "while no `gpuq run` is going\n",
+               paths.state, n, paths.plan, list, n > 10 ? ", ..." : "");
+}
+
+// Short commands that read a big plan spend much of their time in page faults, 4 KB at
+// a time (bench/run.sh measures status with and without this; README has the figures).
+// This gives them one heap of transparent huge pages: every thread allocates from the
+// main arena, which is grown once, untouched, and marked MADV_HUGEPAGE, so that it fills
+// 2 MB at a time. Where the kernel has no THP it is a no-op.
+void huge_page_heap() {
+  constexpr size_t kHeap = size_t{256} << 20;
+  mallopt(M_ARENA_MAX, 1);
+  constexpr size_t kChunk = size_t{32} << 20;  // glibc's largest mmap threshold
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kChunk));  // vectors up to 32 MB from the heap too
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // keep what is freed, untouched or not
+  char* before = static_cast<char*>(sbrk(0));
+  void* chunks[kHeap / kChunk] = {};
+  for (auto& c : chunks) c = std::malloc(kChunk - 4096);
+  for (auto* c : chunks) std::free(c);
+  char* after = static_cast<char*>(sbrk(0));
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(before) + kHuge - 1) & ~(kHuge - 1);
+  uintptr_t hi = reinterpret_cast<uintptr_t>(after) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed) {
+  GpuMask busy = 0;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
+  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  if (reading.used_mib)
+    for (auto& [g, mib] : *reading.used_mib)
+      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  return mask_of(opt.node_gpus) & ~busy;
+}
+
+}  // namespace gpuq::cli

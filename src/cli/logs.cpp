@@ -1,0 +1,45 @@
+// `gpuq logs`.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "gpuq/live/follow.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/store.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+int cmd_logs(const Flags& f) {
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const Plan* plan = &loaded->plan;
+  if (f.jobs.size() != 1 || !plan->find(f.jobs[0])) {
+    fmt::print(stderr, "gpuq logs: no job {} in {}\n", f.jobs.empty() ? "" : f.jobs[0], f.plan);
+    return kExitBadInput;
+  }
+  const std::string& id = f.jobs[0];
+  PlanPaths paths = paths_for(f.plan);
+  if (f.follow) {
+    // The longest wait without an inotify event (tests set it long, so that a missed event shows).
+    double safety_s = 5;
+    if (const char* env = std::getenv("GPUQ_FOLLOW_SAFETY_NET_S"); env && *env) {
+      char* end = nullptr;
+      double v = std::strtod(env, &end);
+      if (*end == '\0' && v > 0 && v < 86400) safety_s = v;
+    }
+    Status st = follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000));
+    fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
+    return 0;
+  }
+  if (!print_tail(paths.log(id), f.lines, stdout)) {
+    fmt::print(stderr, "gpuq logs: {} has no log yet ({} does not exist): it has not started\n", id, paths.log(id));
+    return kExitFailure;
+  }
+  return 0;
+}
+
+}  // namespace gpuq::cli

@@ -1,0 +1,68 @@
+// `gpuq simulate`.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "gpuq/live/local_files.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/live/store.h"
+#include "gpuq/views/json.h"
+#include "gpuq/views/svg.h"
+#include "gpuq/views/text.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+int cmd_simulate(const Flags& f) {
+  huge_page_heap();
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
+  SimOptions opt;
+  opt.node_gpus = *gpus;
+  opt.backfill_max_hours = f.backfill_max_hours;
+  std::optional<SimStart> from;
+  if (f.from_state) {
+    PlanPaths paths = paths_for(f.plan);
+    State state = read_state(paths);
+    double now = unix_now();
+    refresh(paths, state, now);
+    RunOptions ro = run_options(f, *gpus);
+    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}), LocalFiles());
+  }
+  Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
+  for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
+  if (!f.svg.empty()) {
+    std::vector<Bar> bars;
+    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus});
+    if (!write_output(f.svg, gantt_svg(*plan, bars, *gpus, from ? std::optional<double>(0.0) : std::nullopt,
+                                       "gpuq simulate: " + f.plan)))
+      return kExitFailure;
+  }
+  if (f.json) {
+    std::string out = simulation_json(*plan, f.plan, sim, opt);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return sim.stuck.empty() || from ? 0 : kExitFailure;
+  }
+  if (from && !sim.stuck.empty()) {
+    fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
+    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan->jobs[s.job].id, s.why);
+    sim.stuck.clear();
+  }
+  if (!sim.stuck.empty()) {
+    fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(*plan, sim));
+    return kExitFailure;
+  }
+  std::string out = format_timeline(*plan, sim, opt, f.all);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace gpuq::cli

@@ -1,0 +1,128 @@
+// `gpuq status`.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <chrono>
+#include <future>
+#include <system_error>
+#include <thread>
+
+#include "gpuq/live/phase.h"
+#include "gpuq/live/async.h"
+#include "gpuq/live/local_files.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/queue.h"
+#include "gpuq/live/store.h"
+#include "gpuq/views/json.h"
+#include "gpuq/views/svg.h"
+#include "gpuq/views/text.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+namespace {
+
+/// The Gantt bars of a live queue: what ran (hours before now) and what is predicted.
+std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
+  std::vector<Bar> bars;
+  std::vector<char> predicted(plan.jobs.size(), 0);
+  for (const SimRow& r : o.sim.rows) {
+    const JobState* s = state.of(plan, r.job);
+    bool running = s && s->status == Status::Running;
+    bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
+    predicted[r.job] = 1;
+  }
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.of(plan, i);
+    if (predicted[i] || !s || !s->start || !s->end) continue;
+    if (s->status != Status::Done && s->status != Status::Failed) continue;
+    bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
+                    s->gpus.value_or(std::vector<int>{})});
+  }
+  return bars;
+}
+
+int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, State state,
+                std::optional<GpuReading> probed = std::nullopt) {
+  PlanPaths paths = paths_for(f.plan);
+  warn_unknown_entries(plan, paths, state);
+  double now = unix_now();
+  refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
+  phase("refresh");
+  RunOptions opt = run_options(f, gpus);
+  // Text without --all shows the first rows only: only they need their reasons worked out.
+  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), LocalFiles(),
+                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
+  phase("outlook");
+  if (!f.svg.empty() &&
+      !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
+    return kExitFailure;
+  std::string out = f.json ? outlook_json(plan, f.plan, o)
+                           : format_status(plan, state, now, f.all) + "\n" + format_outlook(plan, o, f.all);
+  phase("format");
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+/// nvidia-smi, asked on a thread of its own (it takes 0.1 to 0.5 s on a real node, or hangs
+/// until its timeout) while this one loads the plan and the state. The thread is detached:
+/// a command that fails before it needs the reading exits without waiting for it. It uses
+/// nothing but its copy of the command (no object that exit destroys). Where no thread can
+/// be had, nvidia-smi is asked when the reading is wanted.
+std::future<GpuReading> probe_meanwhile(const RunOptions& opt) {
+  auto ask = [command = opt.nvidia_smi, timeout = opt.nvidia_smi_timeout] { return probe_gpus(command, timeout); };
+  std::packaged_task<GpuReading()> task(ask);
+  std::future<GpuReading> reading = task.get_future();
+  try {
+    std::thread(std::move(task)).detach();
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, ask);
+  }
+  return reading;
+}
+
+}  // namespace
+
+int cmd_status(const Flags& f) {
+  huge_page_heap();
+  phase("start");
+  // The state is read on a second core while this one reads the plan (bench/run.sh
+  // measured the difference). It touches nothing but its copy of the paths; its errors
+  // wait for the plan's (get() rethrows them), so a bad plan is still reported first
+  // and alone, and a damaged state is reported by main (exit 1).
+  std::future<State> state;
+  std::future<GpuReading> probe;
+  if (f.watch <= 0) {
+    probe = probe_meanwhile(run_options(f, {}));
+    state = on_another_core([paths = paths_for(f.plan)] { return read_state(paths); });
+  }
+  auto loaded = load_command(f);
+  if (!loaded) return kExitBadInput;
+  const std::vector<int>* gpus = &loaded->gpus;
+  const Plan* plan = &loaded->plan;
+  phase("load plan");
+  if (f.watch <= 0) {
+    State s = state.get();
+    phase("read state (the rest of it)");
+    return status_once(f, *plan, *gpus, std::move(s), probe.get());
+  }
+  // Redraw until Ctrl-C, for a tmux pane.
+  while (true) {
+    std::fputs("\x1b[H\x1b[2J", stdout);
+    fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch,
+               clock_stamp(unix_now()));
+    try {
+      status_once(f, *plan, *gpus, read_state(paths_for(f.plan)));
+    } catch (const StoreError& e) {
+      fmt::print("gpuq: {}\n", e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(f.watch * 1000)));
+  }
+}
+
+}  // namespace gpuq::cli

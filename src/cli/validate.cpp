@@ -1,0 +1,39 @@
+// `gpuq validate`.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpuq/live/local_files.h"
+#include "gpuq/core/validate.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+int cmd_validate(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  std::vector<std::string> loader_warnings;
+  auto plan = load_or_report(f, *gpus, &loader_warnings);
+  if (!plan) return kExitBadInput;
+  auto readable = [](const std::string& p) {
+    struct stat st;
+    return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  // The loader's warnings first (its checks come first), counted and printed as validate's own.
+  std::vector<Finding> findings = loader_findings(loader_warnings);
+  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, LocalFiles(), readable))
+    findings.push_back(std::move(x));
+  size_t errors = 0, warnings = 0;
+  for (const Finding& x : findings) {
+    (x.error ? errors : warnings)++;
+    fmt::print("{}: {}{}\n", x.error ? "error" : "warning", x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
+  }
+  fmt::print("{}: {} job(s), {} error(s), {} warning(s)\n", f.plan, plan->jobs.size(), errors, warnings);
+  if (errors) return kExitBadInput;
+  return warnings && f.strict ? kExitFailure : 0;
+}
+
+}  // namespace gpuq::cli

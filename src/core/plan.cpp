@@ -1,0 +1,507 @@
+#include "gpuq/core/plan.h"
+
+#include "gpuq/core/json_error.h"
+#include "gpuq/core/json_read.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+namespace gpuq {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+bool Job::has_file_dep() const {
+  for (const Dep& d : deps)
+    if (d.kind == Dep::Kind::File) return true;
+  return false;
+}
+
+uint64_t new_plan_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+void rank_jobs(Plan& plan) {
+  size_t n = plan.jobs.size();
+  // By priority, ties by position. The keys sit beside the positions: comparing through
+  // plan.jobs misses the cache at every step.
+  std::vector<std::pair<double, uint32_t>> keyed(n);
+  for (size_t i = 0; i < n; ++i) keyed[i] = {plan.jobs[i].priority, static_cast<uint32_t>(i)};
+  std::sort(keyed.begin(), keyed.end());  // (priority, position): the same order as a stable sort by priority
+  plan.by_rank.resize(n);
+  for (size_t r = 0; r < n; ++r) plan.by_rank[r] = keyed[r].second;
+  plan.rank_of.resize(n);
+  for (size_t r = 0; r < n; ++r) plan.rank_of[plan.by_rank[r]] = static_cast<uint32_t>(r);
+}
+
+const Job* Plan::find(std::string_view id) const {
+  size_t p = index.find(id, [&](size_t k) -> const std::string& { return jobs[k].id; });
+  return p == IdIndex::npos ? nullptr : &jobs[p];
+}
+
+bool valid_job_id(std::string_view id) {
+  if (id.empty() || id.size() > 200 || id.front() == '.') return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A dep as written ("ID", "after:ID", "file:PATH"); its job is found once every id is known.
+Dep parse_dep(std::string_view d) {
+  Dep dep;
+  if (d.substr(0, 5) == "file:") {
+    dep.kind = Dep::Kind::File;
+    dep.target = d.substr(5);
+  } else if (d.substr(0, 6) == "after:") {
+    dep.kind = Dep::Kind::After;
+    dep.target = d.substr(6);
+  } else {
+    dep.kind = Dep::Kind::Done;
+    dep.target = d;
+  }
+  return dep;
+}
+
+// The dep as the plan wrote it.
+std::string dep_text(const Dep& d) {
+  return (d.kind == Dep::Kind::File ? "file:" : d.kind == Dep::Kind::After ? "after:" : "") + d.target;
+}
+
+std::string type_name(element v) { return json_kind(v, true); }
+
+// A value as messages quote it: nlohmann/json's compact form, cut at 40 characters.
+std::string show(element v) {
+  std::string s = to_nlohmann(v).dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Returns the problem with a numeric field, or "".
+std::string check_number(element v, bool integer, bool non_negative) {
+  if (!json_is_number(v) || (integer && !json_is_integer(v)))
+    return fmt::format("must be {}, not {} ({})", integer ? "a whole number" : "a number", type_name(v), show(v));
+  if (non_negative && json_as_double(v) < 0) return fmt::format("must not be negative (got {})", show(v));
+  return "";
+}
+
+// The last member named `name` of an object (a repeated name keeps its last value, as
+// Python's json and nlohmann/json keep it), or nothing.
+std::optional<element> member(simdjson::dom::object o, std::string_view name) {
+  std::optional<element> found;
+  for (auto [key, value] : o)
+    if (key == name) found = value;
+  return found;
+}
+
+// The members of a job that gpuq reads, each the last of its name. Others are ignored.
+struct JobFields {
+  enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook, kCount };
+  element at[kCount];
+  bool given[kCount] = {};
+
+  explicit JobFields(simdjson::dom::object job) {
+    for (auto [key, value] : job) {
+      int n = key == "id" ? kId : key == "script" ? kScript : key == "gpus" ? kGpus : key == "priority" ? kPriority
+            : key == "est_hours" ? kEstHours : key == "deps" ? kDeps : key == "produced_by" ? kProducedBy
+            : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook : kCount;
+      if (n == kCount) continue;
+      at[n] = value;
+      given[n] = true;
+    }
+  }
+  const element* find(Name n) const { return given[n] ? &at[n] : nullptr; }
+  // Present and not null (for the fields where null means absent).
+  const element* find_set(Name n) const { return given[n] && !at[n].is_null() ? &at[n] : nullptr; }
+};
+
+// A plan being read: what parse_plan has so far.
+struct Build {
+  const std::string& file;
+  const std::vector<int>& node_gpus;
+  PlanLoad& out;
+  Plan plan;
+  // produced_by kept until every id is known (deps keep their target, and find their job then too).
+  std::vector<std::optional<std::string>> raw_producer;
+
+  void add(const std::string& where, const std::string& what) {
+    out.errors.push_back(fmt::format("{}: {}: {}", file, where, what));
+  }
+  // How messages name job i: by id once it has a good one, else by position.
+  std::string where(size_t i) const {
+    return plan.jobs.size() > i && !plan.jobs[i].id.empty() ? fmt::format("job '{}'", plan.jobs[i].id)
+                                                           : fmt::format("job #{}", i + 1);
+  }
+};
+
+// The job's id, indexed at position i when it is good and new.
+void read_id(Build& b, const JobFields& f, Job& job, size_t i) {
+  const element* id = f.find(JobFields::kId);
+  if (!id) {
+    b.add(b.where(i), "has no \"id\"");
+  } else if (!id->is_string()) {
+    b.add(b.where(i), fmt::format("\"id\" must be a string, not {} ({})", type_name(*id), show(*id)));
+  } else if (!valid_job_id(std::string_view(*id))) {
+    b.add(b.where(i), fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
+                                  "not starting with '.' (it names logs/ID.log)",
+                                  show(*id)));
+  } else {
+    job.id = std::string_view(*id);
+    auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
+    size_t first = b.plan.index.find_or_insert(job.id, i, id_of);  // indexed here unless a duplicate
+    if (first != IdIndex::npos)
+      b.add(fmt::format("job '{}'", job.id), fmt::format("duplicate id (job #{} and job #{})", first + 1, i + 1));
+  }
+}
+
+// The numbers of a job before its deps; `w` names it.
+template <typename Where>
+void read_numbers(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find(JobFields::kGpus)) {
+    if (auto p = check_number(*v, true, true); !p.empty())
+      b.add(w(), "\"gpus\" " + p);
+    else if (v->type() == element_type::UINT64 || int64_t(*v) > 64)
+      b.add(w(), fmt::format("\"gpus\" is {}, more than any node has", show(*v)));
+    else
+      job.gpus = static_cast<int>(int64_t(*v));
+  }
+  if (const element* v = f.find(JobFields::kPriority)) {
+    if (auto p = check_number(*v, false, false); !p.empty())
+      b.add(w(), "\"priority\" " + p);
+    else
+      job.priority = json_as_double(*v);
+  }
+  if (const element* v = f.find(JobFields::kEstHours)) {
+    if (auto p = check_number(*v, false, true); !p.empty()) {
+      b.add(w(), "\"est_hours\" " + p);
+    } else {
+      job.est_hours = json_as_double(*v);
+      job.est_given = true;
+    }
+  }
+}
+
+// The numbers of a job after its deps.
+template <typename Where>
+void read_fractions(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find(JobFields::kProducedAt)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"produced_at_frac\" " + p);
+    else
+      job.produced_at_frac = json_as_double(*v);
+  }
+  if (const element* v = f.find_set(JobFields::kFirstLook)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"first_look_frac\" " + p);
+    else
+      job.first_look_frac = json_as_double(*v);
+  }
+}
+
+// One element of the job list, checked and added to the plan (a bad one too, so
+// that positions stay right).
+void read_job(Build& b, element jj) {
+  size_t i = b.plan.jobs.size();
+  Job job;
+  b.raw_producer.emplace_back();
+  if (jj.type() != element_type::OBJECT) {
+    b.add(b.where(i), "must be an object, not " + type_name(jj));
+    b.plan.jobs.push_back(std::move(job));
+    return;
+  }
+  JobFields f{simdjson::dom::object(jj)};
+  read_id(b, f, job, i);
+  // Formatted only when there is something to say: most jobs have nothing.
+  auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
+  const element* script = f.find(JobFields::kScript);
+  if (!script)
+    b.add(w(), "has no \"script\"");
+  else if (!script->is_string())
+    b.add(w(), fmt::format("\"script\" must be a string, not {}", type_name(*script)));
+  else if (std::string_view(*script).empty())
+    b.add(w(), "\"script\" is empty");
+  else
+    job.script = std::string_view(*script);
+  read_numbers(b, f, job, w);
+  if (const element* v = f.find(JobFields::kDeps)) {
+    if (!v->is_array()) {
+      b.add(w(), fmt::format("\"deps\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
+    } else {
+      size_t k = 0;
+      for (element d : simdjson::dom::array(*v)) {
+        if (!d.is_string())
+          b.add(w(), fmt::format("deps[{}] must be a string, not {} ({})", k, type_name(d), show(d)));
+        else
+          job.deps.push_back(parse_dep(std::string_view(d)));
+        ++k;
+      }
+    }
+  }
+  if (const element* v = f.find_set(JobFields::kProducedBy)) {
+    if (!v->is_string())
+      b.add(w(), fmt::format("\"produced_by\" must be a job id, not {}", type_name(*v)));
+    else
+      b.raw_producer[i] = std::string(std::string_view(*v));
+  }
+  read_fractions(b, f, job, w);
+  if (job.gpus > static_cast<int>(b.node_gpus.size()))
+    b.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, b.node_gpus.size(),
+                           py_list(b.node_gpus)));
+  b.plan.jobs.push_back(std::move(job));
+}
+
+void read_jobs(Build& b, simdjson::dom::array jobs) {
+  b.plan.jobs.reserve(b.plan.jobs.size() + jobs.size());
+  b.raw_producer.reserve(b.plan.jobs.size() + jobs.size());
+  b.plan.index.reserve(b.plan.jobs.size() + jobs.size());
+  for (element jj : jobs) read_job(b, jj);
+}
+
+// The top level: a list of jobs, or an object with "jobs" (and "reservations"). False
+// when its shape is wrong (then nothing else is checked). Every "jobs" list of an object
+// is read, and the last "jobs" must be a list, as gpuq has always read such a plan.
+bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reservations) {
+  if (root.is_array()) {
+    read_jobs(b, simdjson::dom::array(root));
+    return true;
+  }
+  if (!root.is_object()) {
+    b.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(root));
+    return false;
+  }
+  std::optional<element> jobs, res;
+  for (auto [key, value] : simdjson::dom::object(root)) {
+    if (key == "jobs") {
+      jobs = value;
+      if (value.is_array()) read_jobs(b, simdjson::dom::array(value));
+    } else if (key == "reservations") {
+      res = value;
+    }
+  }
+  if (!jobs) {
+    b.add("top level", "an object plan needs a \"jobs\" list");
+    return false;
+  }
+  if (!jobs->is_array()) {
+    b.add("\"jobs\"", "must be a list of jobs, not " + type_name(*jobs));
+    return false;
+  }
+  if (res && !res->is_null()) {
+    if (!res->is_array())
+      b.add("\"reservations\"", "must be a list, not " + type_name(*res));
+    else
+      reservations = simdjson::dom::array(*res);
+  }
+  return true;
+}
+
+// Deps and producers, now that every id is known.
+void link_jobs(Build& b) {
+  Plan& plan = b.plan;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    Job& job = plan.jobs[i];
+    size_t kept = 0;
+    for (Dep& dep : job.deps) {
+      if (dep.kind == Dep::Kind::File) {
+        if (dep.target.empty()) {
+          b.add(b.where(i), fmt::format("dep \"{}\" names no path", dep_text(dep)));
+          continue;
+        }
+      } else {
+        const Job* target = plan.find(dep.target);
+        if (!target) {
+          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
+          continue;
+        }
+        dep.job = static_cast<size_t>(target - plan.jobs.data());
+      }
+      if (&job.deps[kept] != &dep) job.deps[kept] = std::move(dep);
+      ++kept;
+    }
+    job.deps.resize(kept);
+    if (b.raw_producer[i]) {
+      const Job* p = plan.find(*b.raw_producer[i]);
+      if (!p)
+        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *b.raw_producer[i]));
+      else if (p == &job)
+        b.add(b.where(i), "\"produced_by\" names the job itself: it would wait for its own output");
+      else
+        job.produced_by = static_cast<size_t>(p - plan.jobs.data());
+    }
+  }
+}
+
+// One reservation's GPUs, into `res` (those outside --gpus into `outside`).
+void read_reservation_gpus(Build& b, const std::string& rw, std::optional<element> g, GpuMask node, Reservation& res,
+                           std::vector<int>& outside) {
+  if (!g || !g->is_array()) {
+    b.add(rw, "needs \"gpus\", a list of GPU ids");
+    return;
+  }
+  for (element x : simdjson::dom::array(*g)) {
+    if (!json_is_integer(x)) {
+      b.add(rw, fmt::format("GPU {} is not a GPU id", show(x)));
+    } else if (x.type() == element_type::UINT64 || int64_t(x) < 0 || int64_t(x) > kMaxGpuId) {
+      b.add(rw, fmt::format("GPU {} is not a GPU id (0..{})", show(x), kMaxGpuId));
+    } else if (int id = static_cast<int>(int64_t(x)); !(node & (GpuMask{1} << id))) {
+      outside.push_back(id);
+    } else {
+      res.gpus |= GpuMask{1} << id;
+      res.gpu_list.push_back(id);
+    }
+  }
+}
+
+void read_reservations(Build& b, simdjson::dom::array list) {
+  GpuMask node = mask_of(b.node_gpus);
+  size_t r = 0;
+  for (element rj : list) {
+    std::string rw = fmt::format("reservation #{}", r + 1);
+    if (!rj.is_object()) {
+      b.add(rw, "must be an object with \"gpus\" and \"jobs\", not " + type_name(rj));
+      ++r;
+      continue;
+    }
+    Reservation res;
+    std::vector<int> outside;
+    read_reservation_gpus(b, rw, member(simdjson::dom::object(rj), "gpus"), node, res, outside);
+    std::optional<element> js = member(simdjson::dom::object(rj), "jobs");
+    if (!js || !js->is_array()) {
+      b.add(rw, "needs \"jobs\", a list of job ids");
+    } else {
+      for (element x : simdjson::dom::array(*js)) {
+        const Job* m = x.is_string() ? b.plan.find(std::string_view(x)) : nullptr;
+        if (!m) {
+          b.add(rw, fmt::format("job {} is not in the plan", show(x)));
+        } else {
+          size_t k = static_cast<size_t>(m - b.plan.jobs.data());
+          res.jobs.push_back(k);
+          b.plan.reservations_of[k].push_back(r);
+        }
+      }
+    }
+    // A plan written for the whole node may be run on part of it: such GPUs do not exist here.
+    if (!outside.empty())
+      b.out.warnings.push_back(fmt::format("{}: {}: GPUs {} are not among --gpus {}; the reservation ignores them",
+                                           b.file, rw, py_list(outside), py_list(b.node_gpus)));
+    b.plan.reservations.push_back(std::move(res));
+    ++r;
+  }
+}
+
+// Cycles through deps (and produced_by, for jobs that wait on files): at most 20 reported.
+void find_cycles(Build& b) {
+  const Plan& plan = b.plan;
+  size_t n = plan.jobs.size();
+  // The edges of job v, by number: its deps on jobs, then its producer if it waits on files.
+  auto edge = [&](size_t v, size_t e, size_t& to) {
+    const Job& j = plan.jobs[v];
+    for (; e < j.deps.size(); ++e)
+      if (j.deps[e].kind != Dep::Kind::File) {
+        to = j.deps[e].job;
+        return e + 1;
+      }
+    if (e == j.deps.size() && j.produced_by && j.has_file_dep()) {
+      to = *j.produced_by;
+      return e + 1;
+    }
+    return size_t{0};  // no more
+  };
+  std::vector<char> color(n, 0);  // 0 new, 1 on stack, 2 done
+  std::vector<std::pair<size_t, size_t>> stack;  // (node, next edge)
+  int cycles = 0;
+  for (size_t root = 0; root < n && cycles < 20; ++root) {
+    if (color[root]) continue;
+    stack.push_back({root, 0});
+    color[root] = 1;
+    while (!stack.empty()) {
+      auto& [v, e] = stack.back();
+      size_t w = 0, next = edge(v, e, w);
+      if (!next) {
+        color[v] = 2;
+        stack.pop_back();
+        continue;
+      }
+      e = next;
+      if (color[w] == 0) {
+        color[w] = 1;
+        stack.push_back({w, 0});
+      } else if (color[w] == 1 && cycles < 20) {
+        std::string path;
+        size_t k = stack.size();
+        while (stack[k - 1].first != w) --k;
+        for (size_t s = k - 1; s < stack.size(); ++s) path += plan.jobs[stack[s].first].id + " -> ";
+        path += plan.jobs[w].id;
+        b.add(fmt::format("job '{}'", plan.jobs[w].id), "dependency cycle: " + path);
+        ++cycles;
+      }
+    }
+  }
+}
+
+// `owner`, when given, holds the text: it is freed once parsed (the parser holds copies of
+// its strings), so that a long plan's text and its parsed form are not kept together for long.
+PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& file,
+                         const std::vector<int>& node_gpus, std::unique_ptr<char[]>* owner = nullptr) {
+  PlanLoad out;
+  Build b{file, node_gpus, out, Plan(), {}};
+  {
+    simdjson::dom::parser parser;  // the parsed text, freed once the plan is built from it
+    JsonText json = parse_json(parser, text, padded);
+    if (owner) owner->reset();
+    if (!json.ok()) {
+      b.add(json.where, json.why == "the file is empty" ? json.why : "invalid JSON: " + json.why);
+      return out;
+    }
+    std::optional<simdjson::dom::array> reservations;
+    if (!read_top(b, json.root, reservations)) return out;
+    link_jobs(b);
+    b.plan.reservations_of.assign(b.plan.jobs.size(), {});
+    if (reservations) read_reservations(b, *reservations);
+  }
+  if (out.errors.empty()) find_cycles(b);
+  if (out.errors.empty()) {
+    rank_jobs(b.plan);
+    out.plan = std::move(b.plan);
+  }
+  return out;
+}
+
+}  // namespace
+
+PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus) {
+  return parse_plan_text(text, false, file, node_gpus);
+}
+
+PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    PlanLoad out;
+    out.errors.push_back(fmt::format("{}: cannot read the plan: {}", path, std::strerror(errno)));
+    return out;
+  }
+  // One buffer of the file's size, with the padding simdjson reads past the end: no copy of it.
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  size_t n = size > 0 ? static_cast<size_t>(size) : 0;
+  std::unique_ptr<char[]> buffer(new char[n + simdjson::SIMDJSON_PADDING]);
+  in.read(buffer.get(), static_cast<std::streamsize>(n));
+  n = static_cast<size_t>(in.gcount());
+  std::memset(buffer.get() + n, 0, simdjson::SIMDJSON_PADDING);
+  return parse_plan_text(std::string_view(buffer.get(), n), true, path, node_gpus, &buffer);
+}
+
+}  // namespace gpuq

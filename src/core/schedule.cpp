@@ -1,0 +1,293 @@
+#include "gpuq/core/schedule.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <limits>
+#include <map>
+
+namespace gpuq {
+
+bool ready_before(const Plan& plan, size_t a, size_t b) {
+  double pa = plan.jobs[a].priority, pb = plan.jobs[b].priority;
+  if (pa != pb) return pa < pb;
+  return a < b;
+}
+
+void sort_ready(const Plan& plan, std::vector<size_t>& jobs) {
+  std::sort(jobs.begin(), jobs.end(), [&](size_t a, size_t b) { return ready_before(plan, a, b); });
+}
+
+GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open) {
+  GpuMask closed = 0;
+  const auto& mine = plan.reservations_of[job];
+  for (size_t r = 0; r < plan.reservations.size(); ++r) {
+    if (!open[r]) continue;
+    if (std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
+    closed |= plan.reservations[r].gpus;
+  }
+  return closed;
+}
+
+bool RankSet::insert(size_t r) {
+  if (lv_.empty()) {
+    size_t m = n_;
+    do {
+      m = (m + 63) / 64;
+      lv_.emplace_back(std::max<size_t>(m, 1), 0);
+    } while (m > 1);
+  }
+  if (contains(r)) return false;
+  for (size_t k = 0; k < lv_.size(); ++k, r >>= 6) {
+    std::uint64_t& w = lv_[k][r >> 6];
+    bool was_empty = w == 0;
+    w |= std::uint64_t{1} << (r & 63);
+    if (!was_empty) break;
+  }
+  ++size_;
+  return true;
+}
+
+bool RankSet::erase(size_t r) {
+  if (!contains(r)) return false;
+  for (size_t k = 0; k < lv_.size(); ++k, r >>= 6) {
+    std::uint64_t& w = lv_[k][r >> 6];
+    w &= ~(std::uint64_t{1} << (r & 63));
+    if (w != 0) break;
+  }
+  --size_;
+  return true;
+}
+
+size_t RankSet::next(size_t r) const {
+  if (size_ == 0) return npos;
+  size_t k = 0;
+  // Up: the first level with a member at or after r (r becomes a word index one level up).
+  while (true) {
+    if (k == lv_.size()) return npos;
+    size_t i = r >> 6;
+    if (i >= lv_[k].size()) return npos;
+    std::uint64_t w = lv_[k][i] & (~std::uint64_t{0} << (r & 63));
+    if (w) {
+      r = (i << 6) | static_cast<size_t>(std::countr_zero(w));
+      break;
+    }
+    r = i + 1;
+    ++k;
+  }
+  // Down: the first member under that bit.
+  while (k > 0) {
+    --k;
+    r = (r << 6) | static_cast<size_t>(std::countr_zero(lv_[k][r]));
+  }
+  return r;
+}
+
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
+    : all_(plan.jobs.size()) {
+  const size_t n = plan.jobs.size();
+  if (plan.rank_of.size() == n) {
+    rank_of_ = plan.rank_of.data();
+  } else {  // a plan made by hand, not by parse_plan
+    Plan ranked;
+    ranked.jobs = plan.jobs;
+    rank_jobs(ranked);
+    own_rank_of_ = std::move(ranked.rank_of);
+    rank_of_ = own_rank_of_.data();
+  }
+  std::map<std::vector<size_t>, int> sigs;
+  at_rank_.resize(n);
+  for (size_t j = 0; j < n; ++j) {  // the jobs in plan order, each written to its rank
+    const Job& job = plan.jobs[j];
+    AtRank& a = at_rank_[rank_of_[j]];
+    a.job = static_cast<std::uint32_t>(j);
+    a.gpus = static_cast<std::uint8_t>(job.gpus);
+    a.is_long = job.est_hours > backfill_max_hours;
+    if (sig0_ >= 0 && plan.reservations_of[j].empty()) {  // most jobs: no map lookup, no copy
+      a.sig = static_cast<std::uint32_t>(sig0_);
+      continue;
+    }
+    std::vector<size_t> mine = plan.reservations_of[j];
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    auto [it, fresh] = sigs.emplace(mine, static_cast<int>(sig_members_.size()));
+    if (fresh) {
+      sig_members_.push_back(mine);
+      Class c;
+      for (auto& v : c.by_gpus) v.assign(kMaxGpuId + 2, RankSet(n));
+      c.count.resize(kMaxGpuId + 2);
+      classes_.push_back(std::move(c));
+      if (mine.empty()) sig0_ = it->second;
+    }
+    a.sig = static_cast<std::uint32_t>(it->second);
+  }
+}
+
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs)
+    : ReadySet(plan, backfill_max_hours) {
+  for (size_t j : jobs) insert(j);
+}
+
+
+RankSet& ReadySet::slot(Key k) {
+  const AtRank& a = at_rank_[k];
+  return classes_[a.sig].by_gpus[a.is_long][a.gpus];
+}
+
+void ReadySet::insert(size_t job) {
+  Key k = key(job);
+  if (!all_.insert(k)) return;
+  slot(k).insert(k);
+  const AtRank& a = at_rank_[k];
+  Class& c = classes_[a.sig];
+  if (c.count[a.gpus]++ == 0 && a.gpus > 0) c.present |= std::uint64_t{1} << (a.gpus - 1);
+}
+
+void ReadySet::erase(size_t job) {
+  Key k = key(job);
+  if (!all_.erase(k)) return;
+  slot(k).erase(k);
+  const AtRank& a = at_rank_[k];
+  Class& c = classes_[a.sig];
+  if (--c.count[a.gpus] == 0 && a.gpus > 0) c.present &= ~(std::uint64_t{1} << (a.gpus - 1));
+}
+
+bool ReadySet::contains(size_t job) const { return all_.contains(key(job)); }
+
+std::vector<size_t> ReadySet::in_order() const {
+  std::vector<size_t> out;
+  out.reserve(all_.size());
+  for (size_t k = all_.next(0); k != RankSet::npos; k = all_.next(k + 1)) out.push_back(job_at(k));
+  return out;
+}
+
+/// One walk of the policy over a ReadySet. Rather than trying each ready job in
+/// turn, it asks the index for the first job after the last one considered that
+/// can start (enough GPUs open to its class; within the limit once a job waits),
+/// and for the first job in no reservation that cannot: whichever comes first
+/// is what the original's walk would meet next.
+struct PassRunner {
+  const Plan& plan;
+  const ReadySet& rs;
+  const PassInput& in;
+  // Per signature: the GPUs closed to its jobs. In place for the usual few signatures (a
+  // pass per event of a simulation made one allocation each).
+  std::array<GpuMask, 8> closed_here{};
+  std::vector<GpuMask> closed_more;
+  GpuMask* closed;
+
+  PassRunner(const PassRunner&) = delete;  // `closed` may point into this object
+  PassRunner& operator=(const PassRunner&) = delete;
+  PassRunner(const Plan& p, const ReadySet& r, const PassInput& i) : plan(p), rs(r), in(i) {
+    if (rs.sig_members_.size() <= closed_here.size()) {
+      closed = closed_here.data();
+    } else {
+      closed_more.assign(rs.sig_members_.size(), 0);
+      closed = closed_more.data();
+    }
+    for (size_t s = 0; s < rs.sig_members_.size(); ++s) {
+      const auto& mine = rs.sig_members_[s];
+      for (size_t r = 0; r < plan.reservations.size(); ++r)
+        if (in.open[r] && !std::binary_search(mine.begin(), mine.end(), r)) closed[s] |= plan.reservations[r].gpus;
+    }
+  }
+
+  using Key = ReadySet::Key;
+
+  GpuMask closed_to(size_t job) const { return closed[rs.at_rank_[rs.key(job)].sig]; }
+
+  static void first_after(const RankSet& s, const std::optional<Key>& p, std::optional<Key>& best) {
+    size_t k = s.next(p ? *p + 1 : 0);
+    if (k != RankSet::npos && (!best || k < *best)) best = k;
+  }
+
+  void run(bool lift_limit, PassResult& out) const {
+    out.starts.clear();
+    out.held.clear();
+    out.waiting_head.reset();
+    out.stall_broken = false;
+    GpuMask free = in.free;
+    std::optional<Key> p, head;
+    while (true) {
+      std::optional<Key> best, fail;
+      for (size_t s = 0; s < rs.classes_.size(); ++s) {
+        const auto& c = rs.classes_[s];
+        int avail = count(free & ~closed[s]);
+        std::uint64_t fits = c.present & (avail >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << avail) - 1);
+        for (int len = 0; len < 2; ++len) {
+          if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
+          first_after(c.by_gpus[len][0], p, best);
+          for (std::uint64_t m = fits; m; m &= m - 1) first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, best);
+          if (!head && static_cast<int>(s) == rs.sig0_)
+            for (std::uint64_t m = c.present & ~fits; m; m &= m - 1)
+              first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
+        }
+      }
+      if (fail && (!best || *fail < *best)) {
+        head = fail;  // a job in no reservation cannot get GPUs: from here on, only short jobs
+        out.waiting_head = rs.job_at(*fail);
+        p = fail;
+        continue;
+      }
+      if (!best) break;
+      const ReadySet::AtRank& a = rs.at_rank_[*best];
+      size_t j = a.job;
+      auto gpus = pick_gpus(a.gpus, free & ~closed[a.sig]);
+      free &= ~mask_of(*gpus);
+      out.starts.push_back({j, std::move(*gpus)});
+      p = best;
+    }
+  }
+
+  // Why each ready job that did not start waits, replaying the walk in order.
+  void explain(PassResult& out, bool lift_limit) const {
+    GpuMask free = in.free;
+    size_t next = 0;
+    std::optional<Key> head;
+    if (out.waiting_head) head = rs.key(*out.waiting_head);
+    for (Key k = rs.all_.next(0); k != RankSet::npos; k = rs.all_.next(k + 1)) {
+      const ReadySet::AtRank& a = rs.at_rank_[k];
+      size_t j = a.job;
+      if (next < out.starts.size() && out.starts[next].job == j) {
+        free &= ~mask_of(out.starts[next++].gpus);
+        continue;
+      }
+      if (head && k > *head && a.is_long && !lift_limit) {
+        out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
+      } else {
+        GpuMask c = closed[a.sig];
+        out.held.push_back({j, Held::Why::Gpus, count(free & ~c), free & c, 0});
+      }
+    }
+  }
+};
+
+PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in) {
+  PassResult out;
+  schedule_pass(plan, ready, in, out);
+  return out;
+}
+
+void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in, PassResult& out) {
+  PassRunner runner(plan, ready, in);
+  runner.run(false, out);
+  bool stalled = out.starts.empty() && in.nothing_running && out.waiting_head;
+  if (stalled) {
+    size_t head = *out.waiting_head;
+    GpuMask usable = in.node & ~runner.closed_to(head);
+    stalled = !pick_gpus(plan.jobs[head].gpus, usable);  // else it will fit once GPUs free up
+  }
+  if (!stalled) {
+    if (in.explain) runner.explain(out, false);
+    return;
+  }
+  // The limit can only be waited out by GPUs that will never free up: lift it. If even that
+  // starts nothing, its reasons (GPUs, not the limit) are the true ones.
+  std::optional<size_t> head = out.waiting_head;
+  runner.run(true, out);
+  out.stall_broken = !out.starts.empty();
+  out.waiting_head = head;
+  if (in.explain) runner.explain(out, true);
+}
+
+}  // namespace gpuq

@@ -1,0 +1,153 @@
+// The live queue's records over the ports: refresh, the control commands, status rows.
+#include "gpuq/live/control.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <ctime>
+#include <stdexcept>
+
+#include "gpuq/live/launcher.h"
+
+namespace gpuq {
+
+std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
+  std::vector<Ended> ended;
+  for (auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running) continue;
+    Observed o = launcher.observe(id, s);
+    switch (o.kind) {
+      case Observed::Kind::Running:
+        continue;
+      case Observed::Kind::Exited:
+        s.status = o.exit == 0 ? Status::Done : Status::Failed;
+        s.exit = o.exit;
+        s.end = now;
+        ended.push_back({id, o.exit == 0 ? fmt::format("done {}", id)
+                                         : fmt::format("failed {} (exit {}){}", id, o.exit,
+                                                       o.note.empty() ? "" : ": " + o.note)});
+        break;
+      case Observed::Kind::Vanished:
+        s.status = Status::Failed;
+        s.exit = kLostExit;
+        s.end = now;
+        ended.push_back({id, fmt::format("failed {} (its process is gone without an exit code)", id)});
+        break;
+      case Observed::Kind::Aborted: {
+        JobState fresh;
+        fresh.status = Status::Pending;
+        fresh.attempts = s.attempts;
+        s = fresh;
+        ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});
+        break;
+      }
+    }
+  }
+  return ended;
+}
+
+std::vector<Ended> refresh(const PlanPaths& paths, State& state, double now) {
+  PosixLauncher launcher(paths);
+  return refresh(launcher, state, now);
+}
+
+namespace {
+
+/// `hold ID`: pending, failed and blocked jobs become held. False when refused.
+bool hold(State& state, const std::string& id, std::vector<std::string>& lines) {
+  Status st = state.status_of(id);
+  if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
+    JobState held;
+    held.status = Status::Held;
+    state.set(id, held);
+    lines.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(st), id));
+  } else if (st == Status::Held) {
+    lines.push_back(fmt::format("{} is already held", id));
+  } else {
+    lines.push_back(fmt::format("not held: {} is {}{}", id, status_name(st),
+                                st == Status::Running ? " (`gpuq kill` stops it)" : ""));
+    return false;
+  }
+  return true;
+}
+
+/// `retry ID`: any job but a running one becomes pending, and every blocked job with it.
+bool retry(State& state, const std::string& id, std::vector<std::string>& lines) {
+  const JobState* s = state.find(id);
+  Status st = s ? s->status : Status::Pending;
+  if (st == Status::Running) {
+    lines.push_back(fmt::format("not retried: {} is running (pid {}); a retry would start a second copy", id,
+                                s->pid.value_or(0)));
+    return false;
+  }
+  JobState fresh;
+  fresh.status = Status::Pending;
+  state.set(id, fresh);
+  lines.push_back(st == Status::Held ? fmt::format("released {} (was held); it is pending", id)
+                                     : fmt::format("{} is pending again (was {})", id, status_name(st)));
+  for (auto& [other, os] : state.entries()) {
+    if (os.status == Status::Blocked) {
+      os.status = Status::Pending;
+      lines.push_back(fmt::format("{} is pending again (was blocked)", other));
+    }
+  }
+  return true;
+}
+
+/// `kill ID`: SIGTERM to a running job's group (fix 6 records when, for run's SIGKILL).
+bool kill(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
+  JobState* s = state.find(id);
+  Status st = s ? s->status : Status::Pending;
+  if (st != Status::Running) {
+    lines.push_back(fmt::format("not killed: {} is not running (it is {})", id, status_name(st)));
+    return false;
+  }
+  // Only while the pid is still the job's (fix 7): a recycled pid's group is someone else's.
+  bool sent = launcher.identify(*s) == Identity::Same && launcher.signal_group(*s->pid, Signal::Term);
+  s->status = Status::Failed;
+  s->exit = kKilledExit;
+  s->end = now;
+  if (sent) {
+    s->kill_sent = now;
+    lines.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
+                                "outlives --kill-grace",
+                                id, *s->pid));
+  } else {
+    lines.push_back(fmt::format("killed {}: its process was already gone; marked failed", id));
+  }
+  return true;
+}
+
+}  // namespace
+
+ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
+                      const std::string& action, const std::vector<std::string>& ids) {
+  if (action != "hold" && action != "retry" && action != "kill")
+    throw std::invalid_argument("control: no action " + action);
+  ControlResult r;
+  std::vector<std::string> unknown;
+  for (const auto& id : ids)
+    if (!plan.find(id)) unknown.push_back(id);
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
+    r.lines.push_back(fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, plan_name));
+    r.status = 2;
+    return r;
+  }
+  Store::Locked lock(store);
+  State state = store.read();
+  double now = clock.now();
+  bool refused = false;
+  for (const auto& id : ids) {
+    bool ok = action == "hold"    ? hold(state, id, r.lines)
+              : action == "retry" ? retry(state, id, r.lines)
+                                  : kill(state, id, launcher, now, r.lines);
+    refused = refused || !ok;
+  }
+  store.write(state, false);
+  r.status = refused ? 1 : 0;
+  return r;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,237 @@
+#include "gpuq/live/launcher.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "gpuq/live/proc.h"
+
+extern char** environ;
+
+namespace gpuq {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
+
+/// A job spawned and held at its start line.
+struct Spawned {
+  long long pid = 0;
+  std::optional<unsigned long long> pid_start;
+  int go_fd = -1;  ///< write end of the start line
+};
+
+Spawned spawn_job(const PlanPaths& paths, const LaunchSpec& spec) {
+  std::error_code ec;
+  std::filesystem::create_directories(paths.logs, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message()));
+  std::string exitf = paths.exit(spec.id), logf = paths.log(spec.id), abortf = paths.aborted(spec.id);
+  ::unlink(exitf.c_str());
+  ::unlink(abortf.c_str());
+  int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (log < 0) fail("cannot open the log " + logf);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0) {
+    ::close(log);
+    fail("open(/dev/null)");
+  }
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    ::close(log);
+    ::close(devnull);
+    fail("pipe2 (the start line of " + spec.id + ")");
+  }
+
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::string visible;
+  for (size_t i = 0; i < spec.gpus.size(); ++i) visible += (i ? "," : "") + std::to_string(spec.gpus[i]);
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  env["TDPRM_GPU0"] = spec.gpus.empty() ? "9" : std::to_string(spec.gpus[0]);
+  env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // kept when already set
+  env["GPUQ_JOB_ID"] = spec.id;
+  env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::string script = expand_path(spec.script);
+  // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
+  // string (fix 2), and the exit code is renamed into place without a helper process.
+  std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = 0;
+  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0]}, POSIX_SPAWN_SETSID, argv.data(),
+                         envp.data());
+  ::close(log);
+  ::close(devnull);
+  ::close(go[0]);
+  if (rc != 0) {
+    ::close(go[1]);
+    errno = rc;
+    fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
+  }
+  return {pid, process_start_time(pid), go[1]};
+}
+
+/// The code in an exit file, or nullopt when it is empty; garbage counts as 1, with a note.
+std::optional<long long> parse_exit_file(std::string t, const std::string& path, std::string* note) {
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  size_t i = 0;
+  while (i < t.size() && std::isspace(static_cast<unsigned char>(t[i]))) ++i;
+  t = t.substr(i);
+  if (t.empty()) return std::nullopt;
+  char* endp = nullptr;
+  errno = 0;
+  long long code = std::strtoll(t.c_str(), &endp, 10);
+  if (errno || *endp) {
+    *note = fmt::format("{} holds '{}', not an exit code; the job counts as failed (exit 1)", path, t.substr(0, 40));
+    return 1;
+  }
+  return code;
+}
+
+int signal_number(Signal sig) { return sig == Signal::Kill ? SIGKILL : SIGTERM; }
+
+}  // namespace
+
+PosixLauncher::~PosixLauncher() {
+  for (auto& [pid, fd] : start_lines_) ::close(fd);  // EOF on the start line: they end without running
+}
+
+Launched PosixLauncher::launch(const LaunchSpec& spec) {
+  Spawned s = spawn_job(paths_, spec);
+  start_lines_[s.pid] = s.go_fd;
+  return {s.pid, s.pid_start};
+}
+
+void PosixLauncher::release(const Launched& job) {
+  auto it = start_lines_.find(job.pid);
+  if (it == start_lines_.end()) return;
+  // SIGPIPE is blocked or ignored by the caller; a job that died already just gets EPIPE.
+  ssize_t n = ::write(it->second, "go\n", 3);
+  (void)n;
+  ::close(it->second);
+  start_lines_.erase(it);
+}
+
+void PosixLauncher::abandon(const Launched& job) {
+  auto it = start_lines_.find(job.pid);
+  if (it == start_lines_.end()) return;
+  ::close(it->second);
+  start_lines_.erase(it);
+}
+
+Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
+  Observed o;
+  bool alive = s.pid && process_alive(*s.pid, s.pid_start);
+  std::optional<std::string> text;
+  try {
+    text = read_file(paths_.exit(id), true);
+  } catch (const StoreError& e) {
+    o.note = e.what();
+  }
+  if (text) {
+    std::optional<long long> code = parse_exit_file(*text, paths_.exit(id), &o.note);
+    // The original's wrapper writes the file in place: empty may mean "being written".
+    if (!code && alive) return o;
+    o.kind = Observed::Kind::Exited;
+    o.exit = code.value_or(1);
+    return o;
+  }
+  if (alive) return o;
+  struct stat st;
+  o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
+  o.exit = kLostExit;
+  return o;
+}
+
+Identity PosixLauncher::identify(const JobState& s) {
+  if (!s.pid) return Identity::Gone;
+  std::optional<unsigned long long> start = process_start_time(*s.pid);  // zombies too
+  if (start && s.pid_start && *start != *s.pid_start) return Identity::Other;
+  return process_alive(*s.pid, s.pid_start) ? Identity::Same : Identity::Gone;
+}
+
+bool PosixLauncher::signal_group(long long group, Signal sig) { return gpuq::signal_group(group, signal_number(sig)); }
+
+bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(group); }
+
+void PosixLauncher::reap() { reap_children(); }
+
+int job_wrapper(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE\n", kJobWrapperArg);
+    return 2;
+  }
+  const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
+  // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
+  char buf[8] = {0};
+  size_t got = 0;
+  while (got < 3) {
+    ssize_t n = ::read(3, buf + got, 3 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(3);
+  if (std::string(buf, got) != "go\n") {
+    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  int code = 127;
+  struct stat st;
+  if (::access(script, R_OK) != 0 || ::stat(script, &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr, "gpuq: cannot run the script %s: it is missing or not a readable file\n", script);
+  } else {
+    char* args[] = {const_cast<char*>("bash"), const_cast<char*>(script), nullptr};
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args, environ);
+    if (rc != 0) {
+      std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
+    } else {
+      int wst = 0;
+      while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+      }
+      code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    }
+  }
+  // Write-then-rename: a reader never sees a half-written exit file (fix 3).
+  std::string tmp = std::string(exitf) + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "gpuq: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::string text = std::to_string(code) + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), exitf) != 0) {
+    std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace gpuq

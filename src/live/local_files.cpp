@@ -1,0 +1,16 @@
+#include "gpuq/live/local_files.h"
+
+#include <sys/stat.h>
+
+#include "gpuq/live/proc.h"
+
+namespace gpuq {
+
+std::string LocalFiles::expand(const std::string& written) const { return expand_path(written); }
+
+bool LocalFiles::exists(const std::string& path) const {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace gpuq

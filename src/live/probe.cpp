@@ -1,0 +1,128 @@
+#include "gpuq/live/probe.h"
+
+#include "gpuq/live/proc.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+extern char** environ;
+
+namespace gpuq {
+
+namespace {
+
+double mono_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+bool parse_int(const std::string& s, long long* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<std::map<int, long long>> parse_gpu_memory(const std::string& csv, std::string* problem) {
+  std::map<int, long long> out;
+  std::istringstream in(csv);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (trim(line).empty()) continue;
+    auto comma = line.find(',');
+    long long idx = 0, mib = 0;
+    if (comma == std::string::npos || !parse_int(trim(line.substr(0, comma)), &idx) ||
+        !parse_int(trim(line.substr(comma + 1)), &mib) || idx < 0 || idx > 63) {
+      *problem = fmt::format("unexpected line from nvidia-smi: '{}'", trim(line).substr(0, 80));
+      return std::nullopt;
+    }
+    out[static_cast<int>(idx)] = mib;
+  }
+  if (out.empty()) {
+    *problem = "nvidia-smi printed no GPU";
+    return std::nullopt;
+  }
+  return out;
+}
+
+GpuReading probe_gpus(const std::string& command, double timeout_s) {
+  GpuReading r;
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    r.problem = std::string("pipe2: ") + std::strerror(errno);
+    return r;
+  }
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  std::vector<std::string> args{command, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = spawn_process(&pid, command.c_str(), true, {devnull, pipefd[1], devnull}, POSIX_SPAWN_SETPGROUP, argv.data(),
+                         environ);
+  ::close(pipefd[1]);
+  ::close(devnull);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    r.problem = fmt::format("cannot run {}: {}", command, std::strerror(rc));
+    return r;
+  }
+  std::string out;
+  double deadline = mono_now() + timeout_s;
+  bool timed_out = false;
+  while (true) {
+    double left = deadline - mono_now();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{pipefd[0], POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t got = ::read(pipefd[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+    if (out.size() > (1 << 20)) break;
+  }
+  ::close(pipefd[0]);
+  if (timed_out) ::killpg(pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    r.problem = fmt::format("{} did not answer within {} s", command, timeout_s);
+    return r;
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    r.problem = WIFEXITED(st) ? fmt::format("{} exited with status {}", command, WEXITSTATUS(st))
+                              : fmt::format("{} was killed by signal {}", command, WTERMSIG(st));
+    return r;
+  }
+  r.used_mib = parse_gpu_memory(out, &r.problem);
+  return r;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,307 @@
+// `gpuq run`: the original's loop, tick by tick, woken by events rather than only a timer.
+#include "gpuq/live/run_loop.h"
+#include "gpuq/core/local_time.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+
+#include "gpuq/live/control.h"
+#include "gpuq/live/phase.h"
+#include "gpuq/live/proc.h"
+
+namespace gpuq {
+
+/// One tick's working state.
+struct RunLoop::Tick {
+  State state;
+  double now = 0;
+  double wake_in = 0;
+  GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
+  bool any_running = false;
+  std::vector<long long> running;  // pids of the running jobs, to wake on their ends
+  std::vector<Start> starts;       // what decide chose
+  std::vector<std::pair<size_t, Launched>> launched;
+  std::vector<std::string> missing_files;  // file: deps decide found missing
+  bool saved = false;
+};
+
+RunLoop::RunLoop(const Plan& plan, const RunOptions& opt, const Ports& ports, Say out, Say err)
+    : plan_(plan), opt_(opt), os_(ports), out_(std::move(out)), err_(std::move(err)) {
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    if (plan.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
+}
+
+void RunLoop::say(double now, const std::string& line) const { out_(fmt::format("{} {}", clock_stamp(now), line)); }
+
+TickResult RunLoop::tick() {
+  phase("tick: wait");
+  Tick t;
+  t.wake_in = opt_.poll;
+  try {
+    Store::Locked lock(os_.store);
+    load_state(t);
+    refresh_ended(t);
+    escalate_kills(t);
+    note_running(t);
+    probe(t);
+    phase("tick: refresh, probe");
+    decide(t);
+    phase("tick: decide");
+    start(t);
+    save(t);
+    phase("tick: start, save");
+    release_started(t);
+    watch(t);
+    phase("tick: watches");
+    bool done = all_finished(t);
+    phase("tick: finished?");
+    if (t.saved) cached_ = std::move(t.state);  // the next tick starts from it, unless the store changes
+    return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
+  } catch (const StoreError& e) {
+    return store_failed(t, e);
+  }
+}
+
+// The state as this loop last saved it, unless someone has replaced it since (control
+// commands and the original write a new file and rename it over).
+void RunLoop::load_state(Tick& t) {
+  bool same = cached_ && os_.store.unchanged_since_write();
+  t.state = same ? std::move(*cached_) : os_.store.read();
+  cached_.reset();
+  t.now = os_.clock.now();
+  phase(same ? "tick: state (kept)" : "tick: state (read)");
+}
+
+// Jobs that ended: record, then kill what they left in their process group (fix 7: only
+// if the pid is not now some other process).
+void RunLoop::refresh_ended(Tick& t) {
+  os_.launcher.reap();
+  for (const Ended& e : refresh(os_.launcher, t.state, t.now)) {
+    const JobState& s = *t.state.find(e.id);
+    if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
+      os_.launcher.signal_group(*s.pid, Signal::Kill);
+    say(t.now, e.line);
+  }
+}
+
+// Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
+void RunLoop::escalate_kills(Tick& t) {
+  for (auto& [id, s] : t.state.entries()) {
+    if (!s.kill_sent || !s.pid) continue;
+    if (!os_.launcher.group_alive(*s.pid)) {
+      s.kill_sent.reset();
+      continue;
+    }
+    if (t.now - *s.kill_sent >= opt_.kill_grace) {
+      os_.launcher.signal_group(*s.pid, Signal::Kill);
+      say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
+                             t.now - *s.kill_sent));
+      s.kill_sent.reset();
+    } else {
+      if (s.gpus) t.busy |= mask_of(*s.gpus);
+      t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
+    }
+  }
+}
+
+void RunLoop::note_running(Tick& t) {
+  for (auto& [id, s] : t.state.entries()) {
+    if (s.status != Status::Running) continue;
+    t.any_running = true;
+    if (s.gpus) t.busy |= mask_of(*s.gpus);
+    if (s.pid) t.running.push_back(*s.pid);
+  }
+}
+
+// Memory held on a GPU (a foreign process, or a finished job's processes exiting) makes it busy.
+void RunLoop::probe(Tick& t) {
+  GpuReading reading = os_.probe.read();
+  if (reading.used_mib) {
+    for (auto& [g, mib] : *reading.used_mib)
+      if (mib > opt_.max_used_mib && g >= 0 && g <= kMaxGpuId) t.busy |= GpuMask{1} << g;
+    if (!last_probe_problem_.empty()) say(t.now, "nvidia-smi gives readings again");
+    last_probe_problem_.clear();
+  } else if (reading.problem != last_probe_problem_) {
+    last_probe_problem_ = reading.problem;
+    say(t.now, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
+                           "original does",
+                           reading.problem));
+  }
+}
+
+namespace {
+
+/// The file checks, noting each file found missing (the watch step watches those).
+class NotingFiles : public FileChecks {
+ public:
+  NotingFiles(const FileChecks& files, std::vector<std::string>& missing) : files_(files), missing_(missing) {}
+  std::string expand(const std::string& written) const override { return files_.expand(written); }
+  bool exists(const std::string& path) const override {
+    bool there = files_.exists(path);
+    if (!there) missing_.push_back(path);
+    return there;
+  }
+
+ private:
+  const FileChecks& files_;
+  std::vector<std::string>& missing_;
+};
+
+}  // namespace
+
+void RunLoop::decide(Tick& t) {
+  GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
+  const NotingFiles files(os_.files, t.missing_files);
+  TickDecision d = decide_tick(plan_, t.state, opt_, t.now, free, t.any_running, files);
+  for (auto& [id, n] : d.retried) say(t.now, fmt::format("auto-retry {} (retry {})", id, n));
+  t.wake_in = std::min(t.wake_in, d.next_retry_in);
+  if (d.pass.stall_broken)
+    say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
+                           "are longer than --backfill-max-hours; starting them without the limit",
+                           plan_.jobs[*d.pass.waiting_head].id));
+  t.starts = std::move(d.pass.starts);
+}
+
+// The chosen jobs, launched held at their start lines; a launch that fails fails its job (kLostExit).
+void RunLoop::start(Tick& t) {
+  for (const Start& s : t.starts) {
+    const Job& j = plan_.jobs[s.job];
+    long long attempts = t.state.of(plan_, s.job) ? t.state.of(plan_, s.job)->attempts_or0() : 0;
+    JobState entry;
+    entry.attempts = attempts;
+    try {
+      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1});
+      entry.status = Status::Running;
+      entry.gpus = s.gpus;
+      entry.pid = l.pid;
+      entry.start = t.now;
+      entry.pid_start = l.pid_start;
+      t.launched.push_back({s.job, l});
+      t.running.push_back(l.pid);
+    } catch (const std::exception& e) {
+      entry.status = Status::Failed;
+      entry.exit = kLostExit;
+      entry.end = t.now;
+      say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
+    }
+    t.state.set(plan_, s.job, std::move(entry));
+  }
+}
+
+// The jobs just launched never run unless this save succeeds; after a failed one they are
+// started again once a save succeeds.
+void RunLoop::save(Tick& t) {
+  try {
+    os_.store.write(t.state, !t.launched.empty());
+    t.saved = true;
+    if (!last_save_problem_.empty()) say(t.now, "the state is saved again");
+    last_save_problem_.clear();
+  } catch (const StoreError& e) {
+    for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+    t.launched.clear();
+    if (last_save_problem_ != e.what())
+      say(t.now, fmt::format("cannot save the state ({}); the previous state is intact, running jobs are "
+                             "untouched, and the save is tried again at the next tick",
+                             e.what()));
+    last_save_problem_ = e.what();
+    t.wake_in = std::min(t.wake_in, 5.0);
+  }
+}
+
+void RunLoop::release_started(Tick& t) {
+  for (auto& [i, l] : t.launched) os_.launcher.release(l);
+  // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
+  if (!t.launched.empty()) os_.store.sync();
+  for (auto& [i, l] : t.launched)
+    say(t.now, fmt::format("start {} on GPUs {} (pid {})", plan_.jobs[i].id, py_list(*t.state.of(plan_, i)->gpus),
+                           l.pid));
+}
+
+// What can make another tick worth it: a running job's end, the state replaced, or a file
+// that a job waiting for files alone lacks. Any other wait ends with a job's end (and
+// watching every pending job's folder would run into inotify's limit).
+void RunLoop::watch(Tick& t) {
+  os_.waker.drain();  // our own write, before the lock lets a control command in
+  os_.waker.watch_jobs(t.running);
+  std::vector<std::string> files;
+  if (!t.missing_files.empty()) {
+    std::unordered_set<std::string> waited;
+    const FileTable every_file([](const std::string&) { return true; });
+    for (size_t i : with_file_deps_) {
+      const Job& j = plan_.jobs[i];
+      if (t.state.status_of(plan_, i) != Status::Pending ||
+          !deps_met(plan_, j, t.state, opt_.max_retries, every_file))
+        continue;
+      for (const Dep& d : j.deps)
+        if (d.kind == Dep::Kind::File) waited.insert(os_.files.expand(d.target));
+    }
+    for (std::string& p : t.missing_files)
+      if (waited.erase(p)) files.push_back(std::move(p));
+  }
+  // A file made between decide's look and its watch has no event: look once more.
+  for (const std::string& p : os_.waker.watch_files(files))
+    if (os_.files.exists(p)) t.wake_in = 0;
+}
+
+bool RunLoop::all_finished(const Tick& t) const {
+  if (!last_save_problem_.empty()) return false;  // never finish with the last state unsaved
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    const JobState* s = t.state.of(plan_, i);
+    Status st = s ? s->status : Status::Pending;
+    // A killed job still finishing (within --kill-grace) is not finished either.
+    if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
+        retry_due(s, opt_, std::numeric_limits<double>::infinity()))
+      return false;
+  }
+  return true;
+}
+
+TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
+  for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+  if (e.kind == StoreError::Kind::Content) {
+    err_(fmt::format("gpuq run: {}", e.what()));
+    return {TickResult::Next::Fatal, 0};
+  }
+  // The lock or state could not be reached (read-only, no space, permissions): try again later.
+  if (last_save_problem_ != e.what())
+    say(os_.clock.now(), fmt::format("cannot reach the state ({}); running jobs are untouched, trying again shortly",
+                                     e.what()));
+  last_save_problem_ = e.what();
+  return {TickResult::Next::Wait, std::min(t.wake_in, 5.0)};
+}
+
+int RunLoop::stopped(const Wake& w) {
+  State state;
+  try {
+    state = os_.store.read();
+  } catch (const StoreError&) {
+  }
+  std::string list;
+  size_t still = 0;
+  for (auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running) continue;
+    list += (still++ ? ", " : "") + id;
+  }
+  say(os_.clock.now(), fmt::format("stopped by {}: the state is saved; {} job(s) left running{}{}; the next `gpuq "
+                                   "run` adopts them",
+                                   w.stop_name, still, still ? ": " : "", list));
+  return 0;
+}
+
+int RunLoop::run() {
+  while (true) {
+    TickResult r = tick();
+    if (r.next == TickResult::Next::Fatal) return 1;
+    if (r.next == TickResult::Next::Finished) {
+      out_("all jobs finished");
+      return 0;
+    }
+    Wake w = os_.waker.wait(std::max(0.0, r.wake_in));
+    if (w.stop) return stopped(w);
+  }
+}
+
+}  // namespace gpuq

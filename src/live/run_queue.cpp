@@ -1,0 +1,37 @@
+// `gpuq run` on this machine: the RunLoop over the POSIX ports.
+#include <fmt/format.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "gpuq/live/launcher.h"
+#include "gpuq/live/local_files.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/proc.h"
+#include "gpuq/live/run_loop.h"
+#include "gpuq/live/waker.h"
+
+namespace gpuq {
+
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out) {
+  // Orphans of our jobs come back to us to be reaped (fix 8).
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
+  SystemClock clock;
+  PosixLauncher launcher(paths);
+  NvidiaSmiProbe probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  FileStore store(paths);
+  LocalFiles files;
+  PosixWaker waker(paths.state);
+  RunLoop loop(
+      plan, opt, {clock, launcher, probe, store, files, waker},
+      [out](const std::string& line) {
+        fmt::print(out, "{}\n", line);
+        std::fflush(out);
+      },
+      [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+  return loop.run();
+}
+
+}  // namespace gpuq

@@ -1,0 +1,88 @@
+// `status --json` and `simulate --json`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/views/json.h"
+
+namespace gpuq {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+ojson opt_num(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
+
+ojson job_json(const Plan& plan, const JobView& v) {
+  const Job& j = plan.jobs[v.job];
+  ojson e = ojson::object();
+  e["id"] = j.id;
+  e["status"] = v.status;
+  e["gpus"] = v.gpus;
+  e["attempts"] = v.attempts;
+  e["exit"] = v.exit ? ojson(*v.exit) : ojson(nullptr);
+  e["start"] = opt_num(v.start);
+  e["end"] = opt_num(v.end);
+  e["elapsed"] = v.elapsed;
+  e["est"] = j.est_hours;
+  e["why"] = v.why;
+  e["overdue"] = v.overdue;
+  e["predicted_start"] = opt_num(v.predicted_start);
+  e["predicted_finish"] = opt_num(v.predicted_finish);
+  return e;
+}
+
+}  // namespace
+
+std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o) {
+  ojson doc = ojson::object();
+  doc["plan"] = plan_path;
+  doc["now"] = o.now;
+  doc["finish"] = opt_num(o.finish);
+  ojson counts = ojson::object();
+  for (const JobView& v : o.jobs) counts[v.status] = counts.value(v.status, 0) + 1;
+  doc["counts"] = counts;
+  ojson jobs = ojson::array();
+  for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v));
+  doc["jobs"] = std::move(jobs);
+  return doc.dump(1) + "\n";
+}
+
+std::string simulation_json(const Plan& plan, const std::string& plan_path, const Simulation& sim,
+                            const SimOptions& opt) {
+  ojson doc = ojson::object();
+  doc["plan"] = plan_path;
+  double makespan = 0, busy = 0;
+  for (const SimRow& r : sim.rows) {
+    makespan = std::max(makespan, r.end);
+    busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
+  }
+  doc["makespan_hours"] = makespan;
+  doc["utilization"] = makespan > 0 ? busy / (static_cast<double>(opt.node_gpus.size()) * makespan) : 0.0;
+  ojson stuck = ojson::array();
+  for (const Stuck& s : sim.stuck) stuck.push_back({{"id", plan.jobs[s.job].id}, {"why", s.why}});
+  doc["stuck"] = stuck;
+  std::vector<const SimRow*> row_of(plan.jobs.size(), nullptr);
+  for (const SimRow& r : sim.rows) row_of[r.job] = &r;
+  ojson jobs = ojson::array();
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    JobView v;
+    v.job = i;
+    v.status = row_of[i] ? "predicted" : "never";
+    if (const SimRow* r = row_of[i]) {
+      v.gpus = r->gpus;
+      v.predicted_start = r->start;
+      v.predicted_finish = r->end;
+    }
+    for (const Stuck& s : sim.stuck)
+      if (s.job == i) v.why = s.why;
+    jobs.push_back(job_json(plan, v));
+  }
+  doc["jobs"] = std::move(jobs);
+  return doc.dump(1) + "\n";
+}
+
+}  // namespace gpuq

@@ -1,0 +1,87 @@
+// `status` as text: the original's rows and counts, then the outlook.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <array>
+
+#include "gpuq/views/text.h"
+
+namespace gpuq {
+
+namespace {
+
+std::string duration(double seconds) {
+  if (seconds < 3600) return fmt::format("{:.0f} min", std::max(0.0, seconds / 60));
+  return fmt::format("{:.1f}h", seconds / 3600);
+}
+
+}  // namespace
+
+std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit) {
+  std::vector<const JobView*> open;
+  bool ordered = !o.order.empty() && !all && (limit <= o.order_sorted || o.order_sorted == o.order.size());
+  for (size_t i : ordered ? o.order : predicted_order(o)) open.push_back(&o.jobs[i]);
+  std::string out;
+  if (open.empty()) return "nothing left to run\n";
+  out += fmt::format("{:<45} {:<8} {:<25} {}\n", "job", "status", "predicted", "why");
+  size_t shown = 0;
+  for (const JobView* v : open) {
+    if (!all && shown == limit) {
+      out += fmt::format("... {} more (gpuq status --all shows every job)\n", open.size() - shown);
+      break;
+    }
+    ++shown;
+    std::string pred;
+    if (v->status == "running" && v->predicted_finish)
+      pred = "ends ~" + local_time(*v->predicted_finish, o.now);
+    else if (v->predicted_start && v->predicted_finish)
+      pred = local_time(*v->predicted_start, o.now) + " -> " + local_time(*v->predicted_finish, o.now);
+    else if (v->status == "failed" || v->status == "blocked")
+      pred = "-";
+    else
+      pred = "never";
+    out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred, v->why);
+  }
+  if (o.finish) {
+    out += fmt::format("the plan is predicted to finish ~{} (in {})", local_time(*o.finish, o.now), duration(*o.finish - o.now));
+    if (!o.never.empty()) out += fmt::format("; {} job(s) never start as things stand", o.never.size());
+    out += "\n";
+  } else if (!o.never.empty()) {
+    out += fmt::format("{} job(s) never start as things stand\n", o.never.size());
+  }
+  return out;
+}
+
+std::string format_status(const Plan& plan, const State& state, double now, bool all) {
+  std::string out;
+  // Per status, its count, and the statuses in the order first met, like the original's dict.
+  constexpr size_t kStatuses = static_cast<size_t>(Status::Held) + 1;
+  std::array<size_t, kStatuses> count{};
+  std::vector<Status> met;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    const JobState* s = state.of(plan, i);
+    Status st = s ? s->status : Status::Pending;
+    const char* name = status_name(st);
+    if (count[static_cast<size_t>(st)]++ == 0) met.push_back(st);
+    if (st == Status::Running || st == Status::Failed || st == Status::Blocked || st == Status::Held || all) {
+      double el = 0;
+      if (s && s->start) {
+        double end = s->end && *s->end != 0 ? *s->end : now;
+        el = (end - *s->start) / 3600;
+      }
+      std::string gpus = s && s->gpus ? py_list(*s->gpus) : "-";
+      out += fmt::format("{:<8} {:<45} gpus={:<8} {:5.2f}h est={:.1f}h\n", name, j.id, gpus, el,
+                         j.est_given ? j.est_hours : 0.0);
+    }
+  }
+  out += "{";
+  for (size_t i = 0; i < met.size(); ++i)
+    out += fmt::format("{}'{}': {}", i ? ", " : "", status_name(met[i]), count[static_cast<size_t>(met[i])]);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace gpuq
