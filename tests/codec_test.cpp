@@ -37,6 +37,8 @@ std::string reference_dump(const State& state) {
     if (s.attempts) e["attempts"] = *s.attempts;
     if (s.pid_start) e["pid_start"] = *s.pid_start;
     if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
+    if (s.warn_sent) e["warn_sent"] = *s.warn_sent;
+    if (s.outcome) e["outcome"] = *s.outcome;
     for (auto& [k, v] : s.extra.items()) e[k] = v;
     out += first ? "\n " : ",\n ";
     first = false;
@@ -109,6 +111,8 @@ struct Gen {
       if (coin()) s.attempts = static_cast<long long>(below(5));
       if (coin(30)) s.pid_start = coin() ? below(1u << 30) : std::numeric_limits<unsigned long long>::max();
       if (coin(20)) s.kill_sent = real();
+      if (coin(20)) s.warn_sent = real();
+      if (coin(20)) s.outcome = coin() ? std::string("timeout") : text();
       for (size_t k = coin(30) ? below(3) + 1 : 0; k > 0; --k) {
         std::string key = "x" + text();
         s.extra[key] = value();

@@ -45,6 +45,8 @@ class FakeLauncher : public Launcher {
 
   std::vector<LaunchSpec> launches;                  ///< every launch asked for
   std::vector<std::pair<long long, Signal>> signals; ///< every signal sent
+  std::vector<std::pair<long long, std::string>> warnings;  ///< every warn_signal sent: group, "USR1@90"
+  std::vector<std::pair<std::string, std::string>> log_notes;  ///< every line noted in a job's log: id, line
   std::optional<std::string> fail_next;              ///< the next launch throws this
   std::map<long long, Proc> procs;
   std::set<long long> held, released, abandoned;
@@ -121,6 +123,12 @@ class FakeLauncher : public Launcher {
     }
     return true;
   }
+  bool warn_group(long long group, const WarnSpec& sig) override {
+    warnings.push_back({group, sig.text()});
+    auto it = procs.find(group);
+    return it == procs.end() || it->second.group;
+  }
+  void note_in_log(const std::string& id, const std::string& line) override { log_notes.push_back({id, line}); }
   bool group_alive(long long group) override {
     auto it = procs.find(group);
     return it == procs.end() || it->second.group;

@@ -254,7 +254,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   const json& a = s["jobs"][0];
   std::vector<std::string> keys;
   for (auto& [k, v] : a.items()) keys.push_back(k);
-  std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",           "start", "end",
+  std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",  "outcome",         "start", "end",
                                   "elapsed", "est", "why", "overdue", "predicted_start", "predicted_finish"};
   std::sort(schema.begin(), schema.end());
   EXPECT_EQ(keys, schema);  // nlohmann::json iterates keys sorted
@@ -262,12 +262,14 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   EXPECT_EQ(a["status"], "done");
   EXPECT_EQ(a["gpus"], json({0}));
   EXPECT_EQ(a["exit"], 0);
+  EXPECT_EQ(a["outcome"], "done");
   EXPECT_EQ(a["elapsed"], 3600.0);
   EXPECT_EQ(a["est"], 2.0);
   EXPECT_TRUE(a["predicted_start"].is_null());
   const json& b = s["jobs"][1];
   EXPECT_EQ(b["status"], "pending");
   EXPECT_TRUE(b["exit"].is_null());
+  EXPECT_TRUE(b["outcome"].is_null());
   EXPECT_TRUE(b["predicted_start"].is_number());
   EXPECT_EQ(b["why"], "ready: starts at the next tick");
 }

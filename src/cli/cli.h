@@ -32,6 +32,7 @@ struct Flags {
   double retry_after = 300;
   long long max_used_mib = 1024;
   double kill_grace = 30;
+  double time_limit_factor = 0;  ///< gpuq's own: a job without time_limit_hours gets this x est_hours (0: none)
   std::string nvidia_smi;
   std::vector<std::string> jobs;
   bool json = false;
@@ -48,6 +49,9 @@ enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 /// Adds --plan and the original's flags: those in `used` are documented, the
 /// rest accepted and ignored (the original took every flag with every command).
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
+
+/// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
+void add_time_limit_factor(CLI::App* sub, Flags& f);
 
 /// The run options the flags give for the node's GPUs `gpus`.
 RunOptions run_options(const Flags& f, const std::vector<int>& gpus);

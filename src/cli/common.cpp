@@ -49,6 +49,13 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
         kMaxUsed);
 }
 
+void add_time_limit_factor(CLI::App* sub, Flags& f) {
+  sub->add_option("--time-limit-factor", f.time_limit_factor,
+                  "a job without time_limit_hours gets a limit of F x est_hours (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 std::optional<std::vector<int>> node_gpus(const Flags& f) {
   std::string err;
   auto ids = parse_gpu_list(f.gpus, &err);
@@ -83,6 +90,7 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.retry_after = f.retry_after;
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
+  opt.time_limit_factor = f.time_limit_factor;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   return opt;

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
                   "seconds a killed job may take to exit after SIGTERM before its process group gets SIGKILL")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  add_time_limit_factor(run, f);
   run->add_option("--nvidia-smi", f.nvidia_smi,
                   "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
   run->callback([&] { action = [&] { return cmd_run(f); }; });
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand(
       "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
   add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
+  add_time_limit_factor(status, f);
   status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
   status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
 
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
   add_flags(sim, f, {kGpus, kAll, kBackfill});
+  add_time_limit_factor(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE");
   sim->add_flag("--from-state", f.from_state,

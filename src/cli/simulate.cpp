@@ -28,6 +28,7 @@ int cmd_simulate(const Flags& f) {
   SimOptions opt;
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
+  opt.time_limit_factor = f.time_limit_factor;
   std::optional<SimStart> from;
   if (f.from_state) {
     PlanPaths paths = paths_for(f.plan);

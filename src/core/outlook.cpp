@@ -136,6 +136,7 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
       v.gpus = s->gpus.value_or(std::vector<int>{});
       v.attempts = s->attempts_or0();
       v.exit = s->exit;
+      if (auto o = outcome_of(*s)) v.outcome = outcome_name(*o);
       v.start = s->start;
       v.end = s->end;
       if (s->start) v.elapsed = (s->end && *s->end != 0 ? *s->end : now) - *s->start;
@@ -187,12 +188,27 @@ class Reasons {
   }
 
   std::string failed(const Job& j, const JobState& s) const {
+    if (outcome_of(s) == Outcome::Timeout) return timed_out(j, s);
     if (outcome_of(s) == Outcome::Killed) return "killed; `gpuq retry " + j.id + "` runs it again";
     if (will_retry(&s, p_))
       return fmt::format("failed (exit {}); automatic retry {} of {} at {}", s.exit.value_or(kLostExit),
                          s.attempts_or0() + 1, p_.max_retries, local_time(retry_at(s, p_), now_));
     return fmt::format("failed (exit {}), automatic retries used up; `gpuq retry {}` runs it again",
                        s.exit.value_or(kLostExit), j.id);
+  }
+
+  // "timed out after 4.00h (limit 4.00h)", the warning's time if one was sent, and what comes next.
+  std::string timed_out(const Job& j, const JobState& s) const {
+    std::string why = "timed out";
+    if (s.start && s.end) why += fmt::format(" after {:.2f}h", (*s.end - *s.start) / 3600);
+    if (auto limit = limit_hours(j, p_.time_limit_factor)) why += fmt::format(" (limit {:.2f}h)", *limit);
+    if (s.warn_sent)
+      why += fmt::format(", warned with {} at {}", j.warn_signal ? j.warn_signal->text() : "its signal",
+                         local_time(*s.warn_sent, now_));
+    if (will_retry(&s, p_))
+      return why + fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, p_.max_retries,
+                               local_time(retry_at(s, p_), now_));
+    return why + "; `gpuq retry " + j.id + "` runs it again";
   }
 
   std::string pending(size_t i) const {

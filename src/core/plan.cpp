@@ -2,6 +2,7 @@
 
 #include "gpuq/core/json_error.h"
 #include "gpuq/core/json_read.h"
+#include "gpuq/core/limits.h"
 
 #include <fmt/format.h>
 
@@ -108,7 +109,8 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
 
 // The members of a job that gpuq reads, each the last of its name. Others are ignored.
 struct JobFields {
-  enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook, kCount };
+  enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook,
+              kTimeLimit, kWarnSignal, kRetryOnTimeout, kCount };
   element at[kCount];
   bool given[kCount] = {};
 
@@ -116,7 +118,9 @@ struct JobFields {
     for (auto [key, value] : job) {
       int n = key == "id" ? kId : key == "script" ? kScript : key == "gpus" ? kGpus : key == "priority" ? kPriority
             : key == "est_hours" ? kEstHours : key == "deps" ? kDeps : key == "produced_by" ? kProducedBy
-            : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook : kCount;
+            : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook
+            : key == "time_limit_hours" ? kTimeLimit : key == "warn_signal" ? kWarnSignal
+            : key == "retry_on_timeout" ? kRetryOnTimeout : kCount;
       if (n == kCount) continue;
       at[n] = value;
       given[n] = true;
@@ -210,6 +214,37 @@ void read_fractions(Build& b, const JobFields& f, Job& job, const Where& w) {
   }
 }
 
+// The time limit fields (limits.h); null is absent.
+template <typename Where>
+void read_limits(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find_set(JobFields::kTimeLimit)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"time_limit_hours\" " + p);
+    else if (json_as_double(*v) <= 0)
+      b.add(w(), "\"time_limit_hours\" must be more than 0 (leave it out for no limit)");
+    else
+      job.time_limit_hours = json_as_double(*v);
+  }
+  if (const element* v = f.find_set(JobFields::kWarnSignal)) {
+    if (!v->is_string()) {
+      b.add(w(), fmt::format("\"warn_signal\" must be a string like \"USR1@90\", not {} ({})", type_name(*v),
+                             show(*v)));
+    } else {
+      auto spec = parse_warn_signal(std::string_view(*v));
+      if (auto* problem = std::get_if<std::string>(&spec))
+        b.add(w(), "\"warn_signal\" " + *problem);
+      else
+        job.warn_signal = std::get<WarnSpec>(spec);
+    }
+  }
+  if (const element* v = f.find_set(JobFields::kRetryOnTimeout)) {
+    if (!v->is_bool())
+      b.add(w(), fmt::format("\"retry_on_timeout\" must be true or false, not {} ({})", type_name(*v), show(*v)));
+    else
+      job.retry_on_timeout = bool(*v);
+  }
+}
+
 // One element of the job list, checked and added to the plan (a bad one too, so
 // that positions stay right).
 void read_job(Build& b, element jj) {
@@ -256,6 +291,7 @@ void read_job(Build& b, element jj) {
       b.raw_producer[i] = std::string(std::string_view(*v));
   }
   read_fractions(b, f, job, w);
+  read_limits(b, f, job, w);
   if (job.gpus > static_cast<int>(b.node_gpus.size()))
     b.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, b.node_gpus.size(),
                            py_list(b.node_gpus)));

@@ -7,9 +7,21 @@ namespace gpuq {
 std::optional<Outcome> outcome_of(const JobState& s) {
   if (s.status == Status::Done) return Outcome::Done;
   if (s.status != Status::Failed) return std::nullopt;
+  if (timed_out(s)) return Outcome::Timeout;
   if (s.exit == kKilledExit) return Outcome::Killed;
   if (s.exit == kLostExit) return Outcome::Lost;
   return Outcome::Failed;
+}
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::Done: return "done";
+    case Outcome::Failed: return "failed";
+    case Outcome::Killed: return "killed";
+    case Outcome::Lost: return "lost";
+    case Outcome::Timeout: return "timeout";
+  }
+  return "failed";
 }
 
 bool finished_as(Status st, const JobState* s, long long max_retries) {

@@ -173,7 +173,7 @@ void Simulator::index_deps() {
       }
       if (const auto& p = job.produced_by) pass == 0 ? produced_for_.count(*p) : produced_for_.add(*p, j);
       if (pass == 0) {
-        pk_[j].est_hours = job.est_hours;
+        pk_[j].est_hours = run_hours(job, opt_.time_limit_factor);  // est_hours, cut at its time limit
         pk_[j].produced_at_frac = job.produced_at_frac;
         pk_[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
       }

@@ -78,6 +78,16 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
     if (!j.est_given)
       out.push_back({false, j.id,
                      "has no est_hours: simulate and the backfill rule take 1.0; give it an estimate"});
+    if (j.time_limit_hours && j.est_hours > *j.time_limit_hours)
+      out.push_back({false, j.id,
+                     fmt::format("est_hours {} is over its time_limit_hours {}: `run` stops it at the limit before "
+                                 "it is expected to finish; raise the limit or lower the estimate",
+                                 j.est_hours, *j.time_limit_hours)});
+    if (j.time_limit_hours && j.warn_signal && j.warn_signal->seconds >= *j.time_limit_hours * 3600)
+      out.push_back({false, j.id,
+                     fmt::format("warn_signal {} comes {} s before a limit of {} s: the job gets it as soon as it "
+                                 "starts; use fewer seconds",
+                                 j.warn_signal->text(), j.warn_signal->seconds, *j.time_limit_hours * 3600)});
   }
   return out;
 }

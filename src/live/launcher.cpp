@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -112,6 +113,32 @@ std::optional<long long> parse_exit_file(std::string t, const std::string& path,
 
 int signal_number(Signal sig) { return sig == Signal::Kill ? SIGKILL : SIGTERM; }
 
+// The number of a warn_signal (parse_warn_signal checked its name), or 0.
+int signal_number(const WarnSpec& w) {
+  if (w.name.empty()) return w.number;
+  static const std::map<std::string, int> kByName = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},   {"TRAP", SIGTRAP},
+      {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"SEGV", SIGSEGV}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+      {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"STOP", SIGSTOP},     {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+      {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+      {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},       {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+  auto it = kByName.find(w.name);
+  return it == kByName.end() ? 0 : it->second;
+}
+
+// The wrapper survives the signals a warning may send its group (exec resets the
+// handler, so bash gets each with its default action and may trap it).
+void outlive_warnings() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGURG,
+                  SIGWINCH})
+    ::sigaction(sig, &sa, nullptr);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) ::sigaction(sig, &sa, nullptr);
+}
+
 }  // namespace
 
 PosixLauncher::~PosixLauncher() {
@@ -174,6 +201,23 @@ Identity PosixLauncher::identify(const JobState& s) {
 
 bool PosixLauncher::signal_group(long long group, Signal sig) { return gpuq::signal_group(group, signal_number(sig)); }
 
+bool PosixLauncher::warn_group(long long group, const WarnSpec& sig) {
+  int n = signal_number(sig);
+  return n > 0 && gpuq::signal_group(group, n);
+}
+
+void PosixLauncher::note_in_log(const std::string& id, const std::string& line) {
+  int fd = ::open(paths_.log(id).c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  std::time_t now = std::time(nullptr);
+  char stamp[16];
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
+  std::string text = fmt::format("[{} gpuq] {}\n", stamp, line);
+  ssize_t n = ::write(fd, text.data(), text.size());
+  (void)n;  // a note that cannot be written leaves the log as it is
+  ::close(fd);
+}
+
 bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(group); }
 
 void PosixLauncher::reap() { reap_children(); }
@@ -184,6 +228,7 @@ int job_wrapper(int argc, char** argv) {
     return 2;
   }
   const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
+  outlive_warnings();
   // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
   char buf[8] = {0};
   size_t got = 0;

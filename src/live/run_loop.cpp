@@ -21,7 +21,7 @@ struct RunLoop::Tick {
   double wake_in = 0;
   GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
   bool any_running = false;
-  std::vector<long long> running;  // pids of the running jobs, to wake on their ends
+  std::vector<long long> running;  // pids to wake on the end of: running jobs, killed ones dying
   std::vector<Start> starts;       // what decide chose
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
@@ -44,6 +44,7 @@ TickResult RunLoop::tick() {
     Store::Locked lock(os_.store);
     load_state(t);
     refresh_ended(t);
+    enforce_limits(t);
     escalate_kills(t);
     note_running(t);
     probe(t);
@@ -87,6 +88,55 @@ void RunLoop::refresh_ended(Tick& t) {
   }
 }
 
+// Time limits (limits.h), measured from the start the state records (an adopted job keeps
+// its deadline): the warning signal once, then at the deadline time_out. The tick wakes
+// for the next of them.
+void RunLoop::enforce_limits(Tick& t) {
+  for (auto& [id, s] : t.state.entries()) {
+    if (s.status != Status::Running || !s.pid) continue;
+    const Job* job = plan_.find(id);
+    if (!job) continue;
+    LimitCheck c = check_limit(*job, s, opt_.time_limit_factor, t.now);
+    if (c.act == LimitCheck::Act::Timeout) {
+      time_out(t, *job, s);
+      continue;
+    }
+    if (c.act == LimitCheck::Act::Warn) {
+      bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.warn_group(*s.pid, *job->warn_signal);
+      s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
+      say(t.now, fmt::format("warned {}: {} to process group {}{}", id, job->warn_signal->text(), *s.pid,
+                             sent ? "" : " (no process left to get it)"));
+    }
+    t.wake_in = std::min(t.wake_in, c.next_in);
+  }
+}
+
+// The job's limit is reached: SIGTERM to its group and the entry failed as `kill` leaves
+// it (kill_sent: escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the
+// group is gone), with the gpuq field "outcome": "timeout" and an exit code the original
+// reads alike (not retried, unless retry_on_timeout).
+void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
+  double limit = *limit_hours(job, opt_.time_limit_factor);
+  double ran = (t.now - *s.start) / 3600;
+  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
+  s.status = Status::Failed;
+  s.exit = timeout_exit(job);
+  s.end = t.now;
+  s.outcome = kTimeoutOutcome;
+  if (sent) s.kill_sent = t.now;
+  std::string warned =
+      s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
+                                clock_stamp(*s.warn_sent))
+                  : "";
+  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
+  say(t.now, fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
+                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
+                         retry));
+  os_.launcher.note_in_log(job.id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
+                                               "process group, SIGKILL after --kill-grace {:g} s",
+                                               limit, ran, warned, opt_.kill_grace));
+}
+
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
 void RunLoop::escalate_kills(Tick& t) {
   for (auto& [id, s] : t.state.entries()) {
@@ -102,6 +152,7 @@ void RunLoop::escalate_kills(Tick& t) {
       s.kill_sent.reset();
     } else {
       if (s.gpus) t.busy |= mask_of(*s.gpus);
+      t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
   }
@@ -179,6 +230,7 @@ void RunLoop::start(Tick& t) {
       entry.pid = l.pid;
       entry.start = t.now;
       entry.pid_start = l.pid_start;
+      t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.launched.push_back({s.job, l});
       t.running.push_back(l.pid);
     } catch (const std::exception& e) {

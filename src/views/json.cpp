@@ -24,6 +24,7 @@ ojson job_json(const Plan& plan, const JobView& v) {
   e["gpus"] = v.gpus;
   e["attempts"] = v.attempts;
   e["exit"] = v.exit ? ojson(*v.exit) : ojson(nullptr);
+  e["outcome"] = v.outcome ? ojson(*v.outcome) : ojson(nullptr);
   e["start"] = opt_num(v.start);
   e["end"] = opt_num(v.end);
   e["elapsed"] = v.elapsed;

@@ -23,6 +23,7 @@ struct JobView {
   std::vector<int> gpus;
   long long attempts = 0;
   std::optional<long long> exit;
+  std::optional<std::string> outcome; ///< how its last attempt ended (outcome_name), done and failed only
   std::optional<double> start, end;   ///< status: unix seconds; simulate: hours from the start
   double elapsed = 0;                 ///< seconds run (status)
   std::string why;                    ///< why it waits; "" when it does not

@@ -24,6 +24,17 @@ struct Dep {
   size_t job = 0;      ///< index of the job named (Done, After)
 };
 
+/// The seconds before the limit at which `run` sends the warning signal, and which.
+/// Parsed from "USR1@90", "SIGUSR1@90" or "10@90".
+struct WarnSpec {
+  std::string name;  ///< canonical, without SIG ("USR1"); empty when given by number
+  int number = 0;    ///< the signal's number when given by number (1-64)
+  double seconds = 0;
+
+  /// "USR1@90" (or "10@90"), as messages show it.
+  std::string text() const;
+};
+
 /// A job of the plan, with the original's defaults filled in.
 struct Job {
   std::string id;
@@ -36,6 +47,10 @@ struct Job {
   std::optional<size_t> produced_by;  ///< job whose run produces this job's file: deps
   double produced_at_frac = 1.0;
   std::optional<double> first_look_frac;
+  // gpuq's own fields (limits.h):
+  std::optional<double> time_limit_hours;  ///< wall-clock limit, from the recorded start
+  std::optional<WarnSpec> warn_signal;     ///< signal to the group this long before the limit
+  bool retry_on_timeout = false;           ///< a timed-out job is retried automatically
 
   bool has_file_dep() const;
 };

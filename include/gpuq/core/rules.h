@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpuq/core/limits.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/schedule.h"
 #include "gpuq/core/state.h"
@@ -27,7 +28,12 @@ enum class Outcome {
   Failed,  ///< a non-zero exit of the script
   Killed,  ///< `gpuq kill` (exit -15)
   Lost,    ///< its process vanished without an exit code, or it could not start (exit -1)
+  Timeout, ///< stopped by `run` at its time limit (gpuq's field "outcome": "timeout"; exit -15, or 124
+           ///< with retry_on_timeout)
 };
+
+/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout".
+const char* outcome_name(Outcome o);
 
 /// The outcome of a done or failed entry; nullopt for any other status.
 std::optional<Outcome> outcome_of(const JobState& s);
@@ -38,6 +44,7 @@ struct Policy {
   double backfill_max_hours = 0.5;
   long long max_retries = 2;
   double retry_after = 300;
+  double time_limit_factor = 0;  ///< --time-limit-factor: a job without a limit gets this x est_hours (0: off)
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt

@@ -21,7 +21,8 @@ struct Finding {
 /// finish), a reservation member that depends on a job needing the reserved
 /// GPUs, scripts that are missing or unreadable, file: deps missing now that no
 /// job produces, and (warnings) jobs without est_hours. `files` expands the
-/// paths and says whether a file exists; `readable(path)` whether a script can be read.
+/// paths and says whether a file exists; warnings too for est_hours over
+/// time_limit_hours and a warn_signal sent no later than the job's start; `readable(path)` whether a script can be read.
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
                                    const FileChecks& files, const std::function<bool(const std::string&)>& readable);
 

@@ -20,6 +20,9 @@ inline constexpr const char* kJobWrapperArg = "__job";
 /// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE` with the start
 /// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits), runs
 /// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
+/// The wrapper outlives the warning signals its group gets (USR1, USR2, HUP, ALRM,
+/// ...: what a warn_signal may name, other than TERM, INT and the job-control and
+/// fault signals); bash and its children get them with their default actions.
 int job_wrapper(int argc, char** argv);
 
 /// The Launcher of this machine. A job is the wrapper (gpuq itself) for its
@@ -47,6 +50,9 @@ class PosixLauncher : public Launcher {
   /// From /proc/PID/stat: a zombie is gone; a start time other than the one recorded is Other.
   Identity identify(const JobState& s) override;
   bool signal_group(long long group, Signal sig) override;
+  bool warn_group(long long group, const WarnSpec& sig) override;
+  /// "[HH:MM:SS gpuq] LINE" appended to logs/ID.log (nothing when it cannot be opened).
+  void note_in_log(const std::string& id, const std::string& line) override;
   bool group_alive(long long group) override;
   void reap() override;
 

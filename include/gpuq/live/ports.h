@@ -77,6 +77,10 @@ class Launcher {
   virtual Identity identify(const JobState& s) = 0;
   /// Sends `sig` to process group `group`; false when there was none.
   virtual bool signal_group(long long group, Signal sig) = 0;
+  /// Sends a job's warning signal (its plan's warn_signal) to group `group`; false when there was none.
+  virtual bool warn_group(long long group, const WarnSpec& sig) = 0;
+  /// Appends one line of gpuq's (a newline added) to the job's own log.
+  virtual void note_in_log(const std::string& id, const std::string& line) = 0;
   /// True while some process is still in group `group`.
   virtual bool group_alive(long long group) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.

@@ -31,7 +31,8 @@ struct TickResult {
 };
 
 /// The loop of `gpuq run` over a plan. Each tick, under the store's lock:
-/// refresh (jobs that ended, their leftover groups killed), escalate kills past
+/// refresh (jobs that ended, their leftover groups killed), enforce time limits
+/// (the warning signal, then SIGTERM at the deadline: limits.h), escalate kills past
 /// --kill-grace, probe the GPUs, decide (decide_tick), start the chosen jobs
 /// held at their start lines, save, release them (or abandon them when the save
 /// failed: they start again after a good save, so no job runs twice), and watch
@@ -53,6 +54,8 @@ class RunLoop {
   struct Tick;
   void load_state(Tick& t);
   void refresh_ended(Tick& t);
+  void enforce_limits(Tick& t);
+  void time_out(Tick& t, const Job& job, JobState& s);
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void probe(Tick& t);

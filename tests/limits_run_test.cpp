@@ -1,0 +1,100 @@
+// Time limits against real bash jobs and real signals (issue 13): the warning signal
+// reaches a job that traps it before its limit, a job ignoring SIGTERM gets SIGKILL
+// after --kill-grace, and a grandchild left holding the group dies with it. Limits of a
+// few seconds; each test waits on `run` ending (its jobs finished), not on sleeps.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct LimitQueue {
+  TempDir dir;
+  std::map<std::string, std::string> env;
+  LimitQueue() {
+    dir.write("smi.txt", "0, 0\n");
+    dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
+  }
+  Output run(const std::string& plan, std::vector<std::string> extra = {}) {
+    dir.write("plan.json", plan);
+    std::vector<std::string> args{"run", "--plan", "plan.json", "--gpus", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return start_gpuq(args, dir.path(), env)->wait(kPatience);
+  }
+  json state() const { return json::parse(dir.read("plan.state.json")); }
+  long long pid_in(const std::string& file) const { return std::stoll(dir.read(file)); }
+};
+
+// A limit in hours, for seconds.
+std::string hours(double seconds) { return fmt::format("{}", seconds / 3600); }
+
+}  // namespace
+
+TEST(LimitsRun, AJobTrappingTheWarningCheckpointsBeforeItsLimit) {
+  LimitQueue q;
+  q.dir.write("ckpt.sh", R"(trap 'date +%s.%N > checkpoint' USR1
+while true; do sleep 0.05; done
+)");
+  Output r = q.run(fmt::format(R"([{{"id": "a", "script": "ckpt.sh", "time_limit_hours": {},
+                                    "warn_signal": "USR1@3"}}])",
+                               hours(5)));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("warned a: USR1@3 to process group"));
+  EXPECT_THAT(r.out, HasSubstr("timed out a after 0.00h (limit 0.00h), warned with USR1@3 at"));
+  json a = q.state()["a"];
+  EXPECT_EQ(a["status"], "failed");
+  EXPECT_EQ(a["exit"], -15);
+  EXPECT_EQ(a["outcome"], "timeout");
+  ASSERT_TRUE(a.contains("warn_sent"));
+  std::string ckpt = q.dir.read("checkpoint");
+  ASSERT_FALSE(ckpt.empty()) << "the job never got USR1";
+  double written = std::stod(ckpt);
+  EXPECT_GE(written, a["warn_sent"].get<double>());
+  EXPECT_LT(written, a["end"].get<double>());  // before the limit
+  EXPECT_GE(a["end"].get<double>() - a["start"].get<double>(), 5.0);
+  EXPECT_THAT(q.dir.read("logs/a.log"), HasSubstr("gpuq] time limit 0.00h reached after 0.00h"));
+}
+
+TEST(LimitsRun, AJobIgnoringSigtermIsKilledAfterTheGrace) {
+  LimitQueue q;
+  q.dir.write("stubborn.sh", R"(trap '' TERM
+echo $$ > stubborn.pid
+while true; do sleep 0.05; done
+)");
+  Output r = q.run(fmt::format(R"([{{"id": "a", "script": "stubborn.sh", "time_limit_hours": {}}}])", hours(2)),
+                   {"--kill-grace", "1"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("timed out a after"));
+  EXPECT_THAT(r.out, HasSubstr("SIGKILL to a (process group"));
+  long long pid = q.pid_in("stubborn.pid");
+  EXPECT_TRUE(eventually([&] { return !pid_alive(pid); }, kPatience)) << "pid " << pid << " outlived SIGKILL";
+  EXPECT_EQ(q.state()["a"]["outcome"], "timeout");
+}
+
+TEST(LimitsRun, AGrandchildHoldingTheGroupIsReapedAndTheGpuWaitsForIt) {
+  LimitQueue q;
+  q.dir.write("parent.sh", R"(bash -c 'trap "" TERM; echo $$ > grandchild.pid; while true; do sleep 0.05; done' &
+wait
+)");
+  q.dir.write("next.sh", "echo next > next.ran\n");
+  Output r = q.run(fmt::format(R"([{{"id": "a", "script": "parent.sh", "priority": 1, "time_limit_hours": {}}},
+                                   {{"id": "b", "script": "next.sh", "priority": 2}}])",
+                               hours(2)),
+                   {"--kill-grace", "1"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  long long gc = q.pid_in("grandchild.pid");
+  EXPECT_TRUE(eventually([&] { return !pid_alive(gc); }, kPatience)) << "grandchild " << gc << " survived";
+  // b gets GPU 0 only once a's whole group is gone: after the SIGKILL.
+  size_t kill = r.out.find("SIGKILL to a"), start_b = r.out.find("start b");
+  ASSERT_NE(kill, std::string::npos) << r.out;
+  ASSERT_NE(start_b, std::string::npos) << r.out;
+  EXPECT_LT(kill, start_b) << r.out;
+  EXPECT_EQ(q.dir.read("next.ran"), "next\n");
+}
