@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|status|run]
+# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|status|run|limits]
 # (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
@@ -109,4 +109,30 @@ hz=$(getconf CLK_TCK)
 echo "$a $b $hz $watch" | awk '{printf "  %d clock ticks in %d s: %.3f%% of one core\n", $2-$1, $4, ($2-$1)/$3/$4*100}'
 kill "$pid"; wait "$pid" 2>/dev/null || true
 pkill -f "sleep $((watch + 10))" 2>/dev/null || true
+fi
+if [[ $section == all || $section == limits ]]; then
+echo "== time limits: from a job's deadline (the state's start + its limit) to its SIGTERM, at the default --poll 20"
+echo "   (50 jobs at once, limits 2-5.5 s; the job's TERM trap takes bash's \$EPOCHREALTIME)"
+d=$work/limits; mkdir -p "$d/t"
+cat > "$d/job.sh" <<'J'
+trap 'echo "$EPOCHREALTIME" > "t/$GPUQ_JOB_ID.term"; exit 0' TERM
+sleep 1000 & wait $!
+J
+{ echo '['; for i in $(seq 0 49); do
+  limit=$(awk -v i="$i" 'BEGIN {printf "%.9f", (2 + i * 0.07) / 3600}')
+  echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 0, \"time_limit_hours\": $limit}$([[ $i -lt 49 ]] && echo ,)"
+done; echo ']'; } > "$d/plan.json"
+(cd "$d" && "$G" run --plan plan.json --gpus 0 >/dev/null)
+python3 - "$d" > "$work/lim" <<'P'
+import json, sys
+d = sys.argv[1]
+plan = {j["id"]: j for j in json.load(open(f"{d}/plan.json"))}
+state = json.load(open(f"{d}/plan.state.json"))
+for i, s in state.items():
+    term = float(open(f"{d}/t/{i}.term").read())
+    print(term - (s["start"] + plan[i]["time_limit_hours"] * 3600))
+P
+printf '  median %.1f ms, 99th percentile %.1f ms, worst %.1f ms (%d jobs)\n' \
+  "$(median < "$work/lim" | awk '{print $1*1000}')" "$(pct 99 < "$work/lim" | awk '{print $1*1000}')" \
+  "$(sort -g "$work/lim" | tail -1 | awk '{print $1*1000}')" "$(wc -l < "$work/lim")"
 fi
