@@ -138,7 +138,7 @@ TEST(LimitsTick, TheWarningComesOnceBeforeTheLimitAndTheTimeoutLineSaysWhen) {
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01, "warn_signal": "USR1@10"}])");
   EXPECT_DOUBLE_EQ(q.tick().wake_in, 26);
   q.clock.advance(26);
-  std::string warned_at = clock_stamp(q.clock.t);
+  std::string warned_at = local_time(q.clock.t, q.clock.t + 10);
   TickResult r = q.tick();
   EXPECT_THAT(q.launcher.warnings, ElementsAre(std::pair{1000LL, std::string("USR1@10")}));
   EXPECT_THAT(q.out, ElementsAre(q.line("warned a: USR1@10 to process group 1000")));

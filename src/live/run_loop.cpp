@@ -126,7 +126,7 @@ void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
   if (sent) s.kill_sent = t.now;
   std::string warned =
       s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
-                                clock_stamp(*s.warn_sent))
+                                local_time(*s.warn_sent, t.now))
                   : "";
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
   say(t.now, fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
