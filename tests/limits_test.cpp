@@ -308,3 +308,12 @@ TEST(LimitsPrediction, TheSimulatorEndsAJobAtItsLimitAndValidateWarns) {
   EXPECT_EQ(found[0].job, "a");
   EXPECT_THAT(found[0].text, HasSubstr("est_hours 3 is over its time_limit_hours 1"));
 }
+
+TEST(LimitsTick, RunWaitsForTheDeadlineLessTheTimeItsTickTook) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01}])");
+  q.waker.on_watch_files = [&] { q.clock.advance(0.25); };  // a slow tick: many starts, a slow disk
+  q.waker.on_wait = [&](double) { return Wake{true, "Terminated"}; };
+  EXPECT_EQ(q.loop->run(), 0);
+  ASSERT_EQ(q.waker.waits.size(), 1u);
+  EXPECT_DOUBLE_EQ(q.waker.waits[0], 36 - 0.25);  // the deadline is 36 s after the recorded start
+}

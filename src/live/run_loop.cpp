@@ -345,7 +345,11 @@ int RunLoop::stopped(const Wake& w) {
 
 int RunLoop::run() {
   while (true) {
+    double before = os_.clock.now();
     TickResult r = tick();
+    // wake_in counts from the tick's start: a tick that started many jobs took a while,
+    // and a deadline must not come that much later.
+    r.wake_in -= os_.clock.now() - before;
     if (r.next == TickResult::Next::Fatal) return 1;
     if (r.next == TickResult::Next::Finished) {
       out_("all jobs finished");
