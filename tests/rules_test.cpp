@@ -253,6 +253,7 @@ TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {
   EXPECT_DOUBLE_EQ(*o.jobs[0].predicted_start, 1300);
   EXPECT_DOUBLE_EQ(*o.jobs[1].predicted_start, 1300 + 3600);
   EXPECT_DOUBLE_EQ(*o.jobs[4].predicted_start, 1300 + 2 * 3600);  // b's file, made at its end
+  EXPECT_EQ(o.jobs[1].why, "blocked: its dep a failed; the next automatic retry releases it");
   EXPECT_FALSE(o.jobs[3].predicted_start);
   EXPECT_EQ(o.jobs[3].why, "blocked: its dep c failed; `gpuq retry` the dep to run it");
 }

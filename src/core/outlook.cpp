@@ -167,7 +167,10 @@ class Reasons {
     switch (st) {
       case Status::Held: return fmt::format("held by hand; `gpuq retry {}` releases it", j.id);
       case Status::Blocked:
-        return fmt::format("blocked: its dep {} failed; `gpuq retry` the dep to run it", names(failed_deps(i)));
+        // Predicted to run: a retry to come releases it (run unblocks every blocked job at a retry).
+        return fmt::format("blocked: its dep {} failed; {}", names(failed_deps(i)),
+                           v.predicted_start ? "the next automatic retry releases it"
+                                             : "`gpuq retry` the dep to run it");
       case Status::Failed: return failed(j, *s);
       case Status::Running:
         return v.overdue ? fmt::format("past its estimate ({:.1f}h run, est {:.1f}h)", v.elapsed / 3600, j.est_hours)
