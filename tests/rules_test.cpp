@@ -258,6 +258,27 @@ TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {
   EXPECT_EQ(o.jobs[3].why, "blocked: its dep c failed; `gpuq retry` the dep to run it");
 }
 
+// Blocked chains written in any order: each job listed before the dep that blocks it.
+TEST(Outlook, BlockedChainsListedBackwardsSettleWhetherTheyRevive) {
+  for (bool root_killed : {true, false}) {
+    const int n = 60;
+    std::string plan_text = "[", state_text = "{";
+    for (int k = 0; k < n; ++k) {
+      plan_text += fmt::format(R"({{"id": "c{}", "script": "s"{}}}, )", k, k + 1 < n ? fmt::format(R"(, "deps": ["c{}"])", k + 1) : "");
+      if (k + 1 < n) state_text += fmt::format(R"("c{}": {{"status": "blocked"}}, )", k);
+    }
+    plan_text += R"({"id": "other", "script": "s"}])";
+    state_text += fmt::format(R"("c{}": {{"status": "failed", "exit": {}, "attempts": 0, "end": 1000}},)", n - 1,
+                              root_killed ? -15 : 1);
+    state_text += R"("other": {"status": "failed", "exit": 1, "attempts": 0, "end": 1000}})";
+    Plan plan = plan_of(plan_text);
+    State state = *parse_state(state_text, "s").state;
+    Outlook o = make_outlook(plan, state, Policy{}, 1100, 0xff, FileTable([](const std::string&) { return true; }));
+    SCOPED_TRACE(root_killed ? "root killed" : "root retried");
+    for (int k = 0; k + 1 < n; ++k) EXPECT_EQ(o.jobs[k].predicted_start.has_value(), !root_killed) << k;
+  }
+}
+
 // A random plan (deps of every kind, producers, reservations, est_hours of zero) and a random
 // live state (every status, retries due or not, kills in their grace time, held, blocked,
 // running jobs overdue or not, an entry of no job of the plan, another user's memory).
