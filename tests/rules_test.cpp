@@ -276,6 +276,7 @@ TEST(Outlook, BlockedChainsListedBackwardsSettleWhetherTheyRevive) {
     Outlook o = make_outlook(plan, state, Policy{}, 1100, 0xff, FileTable([](const std::string&) { return true; }));
     SCOPED_TRACE(root_killed ? "root killed" : "root retried");
     for (int k = 0; k + 1 < n; ++k) EXPECT_EQ(o.jobs[k].predicted_start.has_value(), !root_killed) << k;
+    EXPECT_TRUE(o.never.empty());  // blocked for good is blocked, not a job that waits in vain
   }
 }
 
