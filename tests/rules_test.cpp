@@ -253,8 +253,31 @@ TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {
   EXPECT_DOUBLE_EQ(*o.jobs[0].predicted_start, 1300);
   EXPECT_DOUBLE_EQ(*o.jobs[1].predicted_start, 1300 + 3600);
   EXPECT_DOUBLE_EQ(*o.jobs[4].predicted_start, 1300 + 2 * 3600);  // b's file, made at its end
+  EXPECT_EQ(o.jobs[1].why, "blocked: its dep a failed; the next automatic retry releases it");
   EXPECT_FALSE(o.jobs[3].predicted_start);
   EXPECT_EQ(o.jobs[3].why, "blocked: its dep c failed; `gpuq retry` the dep to run it");
+}
+
+// Blocked chains written in any order: each job listed before the dep that blocks it.
+TEST(Outlook, BlockedChainsListedBackwardsSettleWhetherTheyRevive) {
+  for (bool root_killed : {true, false}) {
+    const int n = 60;
+    std::string plan_text = "[", state_text = "{";
+    for (int k = 0; k < n; ++k) {
+      plan_text += fmt::format(R"({{"id": "c{}", "script": "s"{}}}, )", k, k + 1 < n ? fmt::format(R"(, "deps": ["c{}"])", k + 1) : "");
+      if (k + 1 < n) state_text += fmt::format(R"("c{}": {{"status": "blocked"}}, )", k);
+    }
+    plan_text += R"({"id": "other", "script": "s"}])";
+    state_text += fmt::format(R"("c{}": {{"status": "failed", "exit": {}, "attempts": 0, "end": 1000}},)", n - 1,
+                              root_killed ? -15 : 1);
+    state_text += R"("other": {"status": "failed", "exit": 1, "attempts": 0, "end": 1000}})";
+    Plan plan = plan_of(plan_text);
+    State state = *parse_state(state_text, "s").state;
+    Outlook o = make_outlook(plan, state, Policy{}, 1100, 0xff, FileTable([](const std::string&) { return true; }));
+    SCOPED_TRACE(root_killed ? "root killed" : "root retried");
+    for (int k = 0; k + 1 < n; ++k) EXPECT_EQ(o.jobs[k].predicted_start.has_value(), !root_killed) << k;
+    EXPECT_TRUE(o.never.empty());  // blocked for good is blocked, not a job that waits in vain
+  }
 }
 
 // A random plan (deps of every kind, producers, reservations, est_hours of zero) and a random

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <future>
 #include <initializer_list>
 #include <optional>
@@ -85,6 +86,17 @@ void huge_page_heap();
 /// The free GPUs as `run` would see them now: not used by a running job, not over
 /// --max-used-mib (the reading `probed`, else nvidia-smi is asked now).
 GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt);
+
+/// What the parsed command line asks to run: a subcommand's function, bound to the flags.
+using Action = std::function<int()>;
+
+/// Each adds its subcommand (flags and help) to `app`; parsing it sets `action`.
+void add_run_command(CLI::App& app, Flags& f, Action& action);
+void add_status_command(CLI::App& app, Flags& f, Action& action);
+void add_simulate_command(CLI::App& app, Flags& f, Action& action);
+void add_validate_command(CLI::App& app, Flags& f, Action& action);
+void add_logs_command(CLI::App& app, Flags& f, Action& action);
+void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
 
 /// The subcommands: each returns the exit status.
 int cmd_run(const Flags& f);

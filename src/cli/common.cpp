@@ -96,7 +96,6 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   return opt;
 }
 
-bool file_exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 
 /// Writes `text` to `path`, or says why it could not.
 bool write_output(const std::string& path, const std::string& text) {
@@ -163,13 +162,9 @@ void huge_page_heap() {
 
 /// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
 GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed) {
-  GpuMask busy = 0;
-  for (const auto& [id, s] : state.entries())
-    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
-  GpuReading reading = probed ? std::move(*probed) : probe_gpus(opt.nvidia_smi, opt.nvidia_smi_timeout);
-  if (reading.used_mib)
-    for (auto& [g, mib] : *reading.used_mib)
-      if (mib > opt.max_used_mib && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  GpuMask busy = busy_in_state(state);
+  GpuReading reading = probed ? std::move(*probed) : NvidiaSmiProbe(opt.nvidia_smi, opt.nvidia_smi_timeout).read();
+  if (reading.used_mib) busy |= busy_by_memory(*reading.used_mib, opt.max_used_mib);
   return mask_of(opt.node_gpus) & ~busy;
 }
 

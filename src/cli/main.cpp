@@ -23,62 +23,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.set_version_flag("--version", "gpuq 0.1.0");
   Flags f;
-  std::function<int()> action;
-
-  auto* run = app.add_subcommand("run", "run the plan: start jobs as they become ready, until all are finished");
-  add_flags(run, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
-  run->add_option("--kill-grace", f.kill_grace,
-                  "seconds a killed job may take to exit after SIGTERM before its process group gets SIGKILL")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  add_time_limit_factor(run, f);
-  run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
-  run->callback([&] { action = [&] { return cmd_run(f); }; });
-
-  auto* status = app.add_subcommand(
-      "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
-  add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
-  add_time_limit_factor(status, f);
-  status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
-  status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
-  status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
-      ->expected(0, 1)
-      ->default_str("5");
-  status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
-  status->callback([&] { action = [&] { return cmd_status(f); }; });
-
-  auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
-  add_flags(sim, f, {kGpus, kAll, kBackfill});
-  add_time_limit_factor(sim, f);
-  sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
-  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE");
-  sim->add_flag("--from-state", f.from_state,
-                "predict from the live state: what is done stays done, running jobs finish their estimate");
-  sim->callback([&] { action = [&] { return cmd_simulate(f); }; });
-
-  auto* validate = app.add_subcommand(
-      "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
-  add_flags(validate, f, {kGpus, kBackfill});
-  validate->add_flag("--strict", f.strict, "exit 1 when there are warnings (errors always exit 2)");
-  validate->callback([&] { action = [&] { return cmd_validate(f); }; });
-
-  auto* logs = app.add_subcommand("logs", "print the end of a job's log (logs/ID.log), or follow it until the job ends");
-  add_flags(logs, f, {});
-  logs->add_option("job", f.jobs, "the job id")->required()->expected(1);
-  logs->add_option("-n,--lines", f.lines, "how many lines from the end (0: the whole log)")->capture_default_str();
-  logs->add_flag("-f,--follow", f.follow, "keep printing what the job writes until it is no longer running");
-  logs->callback([&] { action = [&] { return cmd_logs(f); }; });
-
-  auto* retry = app.add_subcommand("retry", "make failed, blocked, held or done jobs pending again (not running ones)");
-  auto* kill = app.add_subcommand("kill", "stop running jobs: SIGTERM to the process group, marked failed (exit -15)");
-  auto* hold = app.add_subcommand("hold", "keep pending, failed or blocked jobs from starting until `retry`");
-  for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"}}) {
-    add_flags(sub, f, {});
-    sub->add_option("job", f.jobs, "job ids")->required();
-    std::string action_name = name;
-    sub->callback([&, action_name] { action = [&, action_name] { return cmd_control(f, action_name); }; });
-  }
+  Action action;
+  add_run_command(app, f, action);
+  add_status_command(app, f, action);
+  add_simulate_command(app, f, action);
+  add_validate_command(app, f, action);
+  add_logs_command(app, f, action);
+  add_control_commands(app, f, action);
 
   try {
     app.parse(argc, argv);

@@ -25,4 +25,17 @@ int cmd_run(const Flags& f) {
   return run_queue(*plan, paths, opt, stdout);
 }
 
+void add_run_command(CLI::App& app, Flags& f, Action& action) {
+  auto* run = app.add_subcommand("run", "run the plan: start jobs as they become ready, until all are finished");
+  add_flags(run, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
+  run->add_option("--kill-grace", f.kill_grace,
+                  "seconds a killed job may take to exit after SIGTERM before its process group gets SIGKILL")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_time_limit_factor(run, f);
+  run->add_option("--nvidia-smi", f.nvidia_smi,
+                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  run->callback([&] { action = [&] { return cmd_run(f); }; });
+}
+
 }  // namespace gpuq::cli

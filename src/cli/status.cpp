@@ -125,4 +125,18 @@ int cmd_status(const Flags& f) {
   }
 }
 
+void add_status_command(CLI::App& app, Flags& f, Action& action) {
+  auto* status = app.add_subcommand(
+      "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
+  add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
+  add_time_limit_factor(status, f);
+  status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
+  status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
+  status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
+      ->expected(0, 1)
+      ->default_str("5");
+  status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  status->callback([&] { action = [&] { return cmd_status(f); }; });
+}
+
 }  // namespace gpuq::cli

@@ -36,4 +36,12 @@ int cmd_validate(const Flags& f) {
   return warnings && f.strict ? kExitFailure : 0;
 }
 
+void add_validate_command(CLI::App& app, Flags& f, Action& action) {
+  auto* validate = app.add_subcommand(
+      "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
+  add_flags(validate, f, {kGpus, kBackfill});
+  validate->add_flag("--strict", f.strict, "exit 1 when there are warnings (errors always exit 2)");
+  validate->callback([&] { action = [&] { return cmd_validate(f); }; });
+}
+
 }  // namespace gpuq::cli

@@ -48,17 +48,25 @@ void revive_blocked(const Plan& plan, const TickPlan& tick, SimStart& st) {
   for (size_t i = 0; i < n; ++i)
     if (tick.status[i] == Status::Blocked) st.kind[i] = retry_comes ? Kind::Blocked : Kind::Finished;
   if (!retry_comes) return;
-  // Plain deps form no cycle: "blocked for good" spreads along them until nothing changes.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (st.kind[i] != Kind::Blocked) continue;
-      for (const Dep& d : plan.jobs[i].deps)
-        if (d.kind == Dep::Kind::Done && st.kind[d.job] == Kind::Finished) {
-          st.kind[i] = Kind::Finished;
-          changed = true;
-          break;
-        }
+  // "Blocked for good" spreads along plain deps, which form no cycle: each blocked job is
+  // settled after its blocked deps (a depth-first walk with its own stack: plans are deep).
+  std::vector<char> settled(n, 0);
+  for (size_t root = 0; root < n; ++root) {
+    if (st.kind[root] != Kind::Blocked || settled[root]) continue;
+    std::vector<std::pair<size_t, size_t>> stack{{root, 0}};  // (job, next dep to look at)
+    while (!stack.empty()) {
+      auto& [j, k] = stack.back();
+      const auto& deps = plan.jobs[j].deps;
+      if (k < deps.size()) {
+        const Dep& d = deps[k++];
+        if (d.kind == Dep::Kind::Done && st.kind[d.job] == Kind::Blocked && !settled[d.job])
+          stack.push_back({d.job, 0});
+        continue;
+      }
+      for (const Dep& d : deps)
+        if (d.kind == Dep::Kind::Done && st.kind[d.job] == Kind::Finished) st.kind[j] = Kind::Finished;
+      settled[j] = 1;
+      stack.pop_back();
     }
   }
 }
@@ -168,7 +176,10 @@ class Reasons {
     switch (st) {
       case Status::Held: return fmt::format("held by hand; `gpuq retry {}` releases it", j.id);
       case Status::Blocked:
-        return fmt::format("blocked: its dep {} failed; `gpuq retry` the dep to run it", names(failed_deps(i)));
+        // Predicted to run: a retry to come releases it (run unblocks every blocked job at a retry).
+        return fmt::format("blocked: its dep {} failed; {}", names(failed_deps(i)),
+                           v.predicted_start ? "the next automatic retry releases it"
+                                             : "`gpuq retry` the dep to run it");
       case Status::Failed: return failed(j, *s);
       case Status::Running:
         return v.overdue ? fmt::format("past its estimate ({:.1f}h run, est {:.1f}h)", v.elapsed / 3600, j.est_hours)

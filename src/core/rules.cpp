@@ -37,6 +37,20 @@ bool files_present(const Job& job, const FileChecks& files) {
   return true;
 }
 
+GpuMask busy_in_state(const State& state) {
+  GpuMask busy = 0;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.gpus) busy |= mask_of(*s.gpus);
+  return busy;
+}
+
+GpuMask busy_by_memory(const std::map<int, long long>& used_mib, long long max_used_mib) {
+  GpuMask busy = 0;
+  for (auto& [g, mib] : used_mib)
+    if (mib > max_used_mib && g >= 0 && g <= kMaxGpuId) busy |= GpuMask{1} << g;
+  return busy;
+}
+
 bool blocks_dependents(Status st) { return st == Status::Failed || st == Status::Blocked; }
 
 bool leaves_reservation(Status st) { return st == Status::Done || st == Status::Failed || st == Status::Blocked; }

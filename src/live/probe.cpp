@@ -23,12 +23,6 @@ namespace gpuq {
 
 namespace {
 
-double mono_now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   size_t i = 0;
@@ -88,10 +82,10 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
     return r;
   }
   std::string out;
-  double deadline = mono_now() + timeout_s;
+  double deadline = monotonic_now() + timeout_s;
   bool timed_out = false;
   while (true) {
-    double left = deadline - mono_now();
+    double left = deadline - monotonic_now();
     if (left <= 0) {
       timed_out = true;
       break;

@@ -38,6 +38,12 @@ bool read_stat(long long pid, char* state, unsigned long long* start) {
 
 }  // namespace
 
+double monotonic_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
 double unix_now() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

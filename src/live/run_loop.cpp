@@ -151,18 +151,18 @@ void RunLoop::escalate_kills(Tick& t) {
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
     } else {
-      if (s.gpus) t.busy |= mask_of(*s.gpus);
       t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
   }
 }
 
+// Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
 void RunLoop::note_running(Tick& t) {
+  t.busy |= busy_in_state(t.state);
   for (auto& [id, s] : t.state.entries()) {
     if (s.status != Status::Running) continue;
     t.any_running = true;
-    if (s.gpus) t.busy |= mask_of(*s.gpus);
     if (s.pid) t.running.push_back(*s.pid);
   }
 }
@@ -171,8 +171,7 @@ void RunLoop::note_running(Tick& t) {
 void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
   if (reading.used_mib) {
-    for (auto& [g, mib] : *reading.used_mib)
-      if (mib > opt_.max_used_mib && g >= 0 && g <= kMaxGpuId) t.busy |= GpuMask{1} << g;
+    t.busy |= busy_by_memory(*reading.used_mib, opt_.max_used_mib);
     if (!last_probe_problem_.empty()) say(t.now, "nvidia-smi gives readings again");
     last_probe_problem_.clear();
   } else if (reading.problem != last_probe_problem_) {

@@ -22,12 +22,6 @@ namespace gpuq {
 
 namespace {
 
-double mono_now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-}
-
 void warn(const std::string& call) { fmt::print(stderr, "gpuq run: {}: {}\n", call, std::strerror(errno)); }
 
 }  // namespace
@@ -106,9 +100,9 @@ Wake PosixWaker::wait(double timeout_s) {
   fds.push_back({sigfd_, POLLIN, 0});
   fds.push_back({inotify_, POLLIN, 0});
   for (auto& [pid, fd] : pidfds_) fds.push_back({fd, POLLIN, 0});
-  const double t0 = mono_now();
+  const double t0 = monotonic_now();
   while (true) {
-    double left = std::min(timeout_s, 86400.0) - (mono_now() - t0);
+    double left = std::min(timeout_s, 86400.0) - (monotonic_now() - t0);
     if (left <= 0) return {};
     int n = ::poll(fds.data(), fds.size(), static_cast<int>(left * 1000) + 1);
     if (n < 0 && errno == EINTR) continue;

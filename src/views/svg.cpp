@@ -34,116 +34,139 @@ const char* fill_of(const std::string& status) {
   return "#b0bec5";  // predicted
 }
 
-}  // namespace
-
-std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
-                      std::optional<double> now_h, const std::string& title) {
-  // Rows: one per GPU, then as many CPU rows as 0-GPU jobs overlap (first fit).
-  std::vector<std::pair<double, size_t>> cpu_order;
-  for (size_t b = 0; b < bars.size(); ++b)
-    if (bars[b].gpus.empty()) cpu_order.push_back({bars[b].start, b});
-  std::sort(cpu_order.begin(), cpu_order.end());
-  std::vector<double> lane_free;
-  std::map<size_t, size_t> lane_of;
-  for (auto& [s, b] : cpu_order) {
-    size_t lane = 0;
-    while (lane < lane_free.size() && lane_free[lane] > bars[b].start + 1e-9) ++lane;
-    if (lane == lane_free.size()) lane_free.push_back(0);
-    lane_free[lane] = bars[b].end;
-    lane_of[b] = lane;
-  }
-  double t0 = 0, t1 = 0;
-  for (const Bar& b : bars) {
-    t0 = std::min(t0, b.start);
-    t1 = std::max(t1, b.end);
-  }
-  if (now_h) t1 = std::max(t1, *now_h);
-  if (t1 - t0 < 1e-9) t1 = t0 + 1;
-  const double left = 90, right = 30, top = 50, row_h = 26, width = 1400;
-  size_t rows = node_gpus.size() + lane_free.size();
-  double height = top + rows * row_h + 60;
-  double scale = (width - left - right) / (t1 - t0);
-  auto x = [&](double h) { return left + (h - t0) * scale; };
+// The chart's geometry: a row per GPU, then as many rows for 0-GPU jobs as overlap (first
+// fit), and the hours they span.
+struct Chart {
+  static constexpr double left = 90, right = 30, top = 50, row_h = 26, width = 1400;
+  const Plan& plan;
+  const std::vector<Bar>& bars;
+  const std::vector<int>& node_gpus;
+  std::map<size_t, size_t> lane_of;  // bar -> its row among the 0-GPU rows
   std::map<int, size_t> row_of_gpu;
-  for (size_t i = 0; i < node_gpus.size(); ++i) row_of_gpu[node_gpus[i]] = i;
+  size_t rows = 0;
+  double t0 = 0, t1 = 0, scale = 1;
 
-  std::string out = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
-      "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{:.0f}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-      width, height, width, height, left, xml_escape(title));
-  // Legend.
-  double lx = width - right - 420;
-  for (const char* s : {"done", "running", "failed", "predicted"}) {
-    out += fmt::format("<rect x=\"{:.0f}\" y=\"12\" width=\"14\" height=\"12\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"22\">{}</text>\n",
-                       lx, fill_of(s), lx + 18, s);
-    lx += 100;
-  }
-  // Row labels and stripes.
-  for (size_t r = 0; r < rows; ++r) {
-    double y = top + r * row_h;
-    std::string label = r < node_gpus.size() ? fmt::format("GPU {}", node_gpus[r])
-                                             : fmt::format("no GPU {}", r - node_gpus.size() + 1);
-    out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"{}\"/>\n", left, y,
-                       width - left - right, row_h, r % 2 ? "#fafafa" : "#f0f0f0");
-    out += fmt::format("<text x=\"8\" y=\"{:.0f}\">{}</text>\n", y + row_h * 0.65, label);
-  }
-  // Time axis: about 10 ticks at a round step.
-  // The axis step: 1, 2 or 5 times a power of ten, for at most about 12 ticks.
-  double span = t1 - t0, magnitude = std::pow(10.0, std::floor(std::log10(span / 12))), step = magnitude;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (span / (m * magnitude) <= 12) {
-      step = m * magnitude;
-      break;
+  Chart(const Plan& p, const std::vector<Bar>& b, const std::vector<int>& gpus, std::optional<double> now_h)
+      : plan(p), bars(b), node_gpus(gpus) {
+    std::vector<std::pair<double, size_t>> cpu_order;
+    for (size_t k = 0; k < bars.size(); ++k)
+      if (bars[k].gpus.empty()) cpu_order.push_back({bars[k].start, k});
+    std::sort(cpu_order.begin(), cpu_order.end());
+    std::vector<double> lane_free;
+    for (auto& [start, k] : cpu_order) {
+      size_t lane = 0;
+      while (lane < lane_free.size() && lane_free[lane] > bars[k].start + 1e-9) ++lane;
+      if (lane == lane_free.size()) lane_free.push_back(0);
+      lane_free[lane] = bars[k].end;
+      lane_of[k] = lane;
     }
-  double axis_y = top + rows * row_h;
-  out += fmt::format("<line x1=\"{:.0f}\" y1=\"{:.0f}\" x2=\"{:.0f}\" y2=\"{:.0f}\" stroke=\"#333\"/>\n", left, axis_y,
-                     width - right, axis_y);
-  for (double h = std::ceil(t0 / step) * step; h <= t1 + 1e-9; h += step) {
-    out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" stroke=\"#ccc\"/>"
-                       "<text x=\"{0:.1f}\" y=\"{3:.0f}\" text-anchor=\"middle\">{4}h</text>\n",
-                       x(h), top, axis_y + 4, axis_y + 18, fmt::format("{:g}", h));
+    for (const Bar& bar : bars) {
+      t0 = std::min(t0, bar.start);
+      t1 = std::max(t1, bar.end);
+    }
+    if (now_h) t1 = std::max(t1, *now_h);
+    if (t1 - t0 < 1e-9) t1 = t0 + 1;
+    rows = node_gpus.size() + lane_free.size();
+    scale = (width - left - right) / (t1 - t0);
+    for (size_t i = 0; i < node_gpus.size(); ++i) row_of_gpu[node_gpus[i]] = i;
   }
-  out += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">hours</text>\n", (left + width - right) / 2,
-                     axis_y + 36);
-  // Bars.
-  for (size_t b = 0; b < bars.size(); ++b) {
-    const Bar& bar = bars[b];
+  double x(double h) const { return left + (h - t0) * scale; }
+  double height() const { return top + static_cast<double>(rows) * row_h + 60; }
+  double axis_y() const { return top + static_cast<double>(rows) * row_h; }
+
+  // The header, the legend, and the rows' labels and stripes.
+  std::string frame(const std::string& title) const {
+    std::string out = fmt::format(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+        "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n"
+        "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+        "<text x=\"{:.0f}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
+        width, height(), width, height(), left, xml_escape(title));
+    double lx = width - right - 420;
+    for (const char* s : {"done", "running", "failed", "predicted"}) {
+      out += fmt::format("<rect x=\"{:.0f}\" y=\"12\" width=\"14\" height=\"12\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"22\">{}</text>\n",
+                         lx, fill_of(s), lx + 18, s);
+      lx += 100;
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      double y = top + static_cast<double>(r) * row_h;
+      std::string label = r < node_gpus.size() ? fmt::format("GPU {}", node_gpus[r])
+                                               : fmt::format("no GPU {}", r - node_gpus.size() + 1);
+      out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"{}\"/>\n", left, y,
+                         width - left - right, row_h, r % 2 ? "#fafafa" : "#f0f0f0");
+      out += fmt::format("<text x=\"8\" y=\"{:.0f}\">{}</text>\n", y + row_h * 0.65, label);
+    }
+    return out;
+  }
+
+  // The time axis: a step of 1, 2 or 5 times a power of ten, for at most about 12 ticks.
+  std::string axis() const {
+    double span = t1 - t0, magnitude = std::pow(10.0, std::floor(std::log10(span / 12))), step = magnitude;
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+      if (span / (m * magnitude) <= 12) {
+        step = m * magnitude;
+        break;
+      }
+    std::string out = fmt::format("<line x1=\"{:.0f}\" y1=\"{:.0f}\" x2=\"{:.0f}\" y2=\"{:.0f}\" stroke=\"#333\"/>\n",
+                                  left, axis_y(), width - right, axis_y());
+    for (double h = std::ceil(t0 / step) * step; h <= t1 + 1e-9; h += step) {
+      out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" stroke=\"#ccc\"/>"
+                         "<text x=\"{0:.1f}\" y=\"{3:.0f}\" text-anchor=\"middle\">{4}h</text>\n",
+                         x(h), top, axis_y() + 4, axis_y() + 18, fmt::format("{:g}", h));
+    }
+    out += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">hours</text>\n",
+                       (left + width - right) / 2, axis_y() + 36);
+    return out;
+  }
+
+  // Bar k on each of its rows, labelled where the label fits (about 6.5 px a character).
+  std::string bar(size_t k) {
+    const Bar& b = bars[k];
     std::vector<size_t> rws;
-    if (bar.gpus.empty())
-      rws.push_back(node_gpus.size() + lane_of[b]);
+    if (b.gpus.empty())
+      rws.push_back(node_gpus.size() + lane_of[k]);
     else
-      for (int g : bar.gpus)
+      for (int g : b.gpus)
         if (row_of_gpu.count(g)) rws.push_back(row_of_gpu[g]);
-    const std::string& id = plan.jobs[bar.job].id;
-    double w = std::max(1.0, (bar.end - bar.start) * scale);
-    for (size_t k = 0; k < rws.size(); ++k) {
-      double y = top + rws[k] * row_h + 3;
+    const std::string& id = plan.jobs[b.job].id;
+    double w = std::max(1.0, (b.end - b.start) * scale);
+    std::string out;
+    for (size_t r : rws) {
+      double y = top + static_cast<double>(r) * row_h + 3;
       out += fmt::format(
           "<g><title>{} ({}): {:.2f}h -> {:.2f}h, GPUs {}</title>"
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" rx=\"2\" fill=\"{}\" stroke=\"white\" "
           "stroke-width=\"0.5\"/>",
-          xml_escape(id), bar.status, bar.start, bar.end, py_list(bar.gpus), x(bar.start), y, w, row_h - 6,
-          fill_of(bar.status));
-      // A label where it fits (about 6.5 px a character).
+          xml_escape(id), b.status, b.start, b.end, py_list(b.gpus), x(b.start), y, w, row_h - 6, fill_of(b.status));
       size_t fit = static_cast<size_t>((w - 4) / 6.5);
       if (fit >= 3) {
         std::string label = id.size() <= fit ? id : id.substr(0, fit - 1) + "~";
-        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\">{}</text>", x(bar.start) + 3, y + row_h * 0.5,
-                           bar.status == "predicted" ? "#263238" : "white", xml_escape(label));
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\">{}</text>", x(b.start) + 3, y + row_h * 0.5,
+                           b.status == "predicted" ? "#263238" : "white", xml_escape(label));
       }
       out += "</g>\n";
     }
+    return out;
   }
-  if (now_h)
-    out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" stroke=\"#d81b60\" "
+
+  std::string now_line(double now_h) const {
+    return fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" stroke=\"#d81b60\" "
                        "stroke-width=\"2\"/><text x=\"{0:.1f}\" y=\"{3:.0f}\" fill=\"#d81b60\" "
                        "text-anchor=\"middle\">now</text>\n",
-                       x(*now_h), top - 4, axis_y, top - 8);
-  out += "</svg>\n";
-  return out;
+                       x(now_h), top - 4, axis_y(), top - 8);
+  }
+};
+
+}  // namespace
+
+std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
+                      std::optional<double> now_h, const std::string& title) {
+  Chart chart(plan, bars, node_gpus, now_h);
+  std::string out = chart.frame(title) + chart.axis();
+  for (size_t k = 0; k < bars.size(); ++k) out += chart.bar(k);
+  if (now_h) out += chart.now_line(*now_h);
+  return out + "</svg>\n";
 }
 
 }  // namespace gpuq

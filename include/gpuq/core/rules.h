@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -73,6 +74,14 @@ double retry_at(const JobState& s, const Policy& p);
 /// A failed job due for its automatic retry at `now` (the original's test:
 /// now - end >= retry_after, not killed, retries left).
 bool retry_due(const JobState* s, const Policy& p, double now);
+
+/// GPUs the state says are in use: those of running entries (jobs of the plan or
+/// not) and of killed jobs still in their grace time (`kill_sent`).
+GpuMask busy_in_state(const State& state);
+
+/// GPUs with more memory in use than `max_used_mib` (MiB per GPU id): another
+/// user's processes, or a finished job's still exiting.
+GpuMask busy_by_memory(const std::map<int, long long>& used_mib, long long max_used_mib);
 
 /// The file checks of `file:` deps: a port. `run` and `status` look at the file
 /// system; tests and `simulate` pass a table.

@@ -72,7 +72,7 @@ class ReadySet {
   };
   // What a pass asks of the job of each rank, in rank order: a pass meets jobs in that
   // order, so these share cache lines where the plan's jobs (and a vector per job) would
-  // cost a cache miss each at 100,000 jobs.
+  // cost a cache miss each in a large plan.
   struct AtRank {
     std::uint32_t job;
     std::uint32_t sig;    // index of its reservation signature

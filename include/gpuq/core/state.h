@@ -58,7 +58,7 @@ class State {
 
   // The same by the job's position in `plan`: the first call for a plan maps
   // every job to its entry, and later calls cost an array read instead of
-  // hashing the id (100,000 jobs look at their deps several times a tick).
+  // hashing the id (a tick looks at every job's deps, several times).
   const JobState* of(const Plan& plan, size_t job) const {
     bind(plan);
     return slot_[job] < 0 ? nullptr : &entries_[static_cast<size_t>(slot_[job])].second;

@@ -18,6 +18,9 @@ namespace gpuq {
 /// Seconds since the epoch, as a float (CLOCK_REALTIME).
 double unix_now();
 
+/// Seconds on the monotonic clock (for timeouts: never jumps with the wall clock).
+double monotonic_now();
+
 /// The Clock of this machine (unix_now).
 class SystemClock : public Clock {
  public:
