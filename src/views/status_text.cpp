@@ -6,6 +6,7 @@
 #include <ctime>
 #include <array>
 
+#include "gpuq/core/local_time.h"
 #include "gpuq/views/text.h"
 
 namespace gpuq {
@@ -14,7 +15,7 @@ namespace {
 
 std::string duration(double seconds) {
   if (seconds < 3600) return fmt::format("{:.0f} min", std::max(0.0, seconds / 60));
-  return fmt::format("{:.1f}h", seconds / 3600);
+  return fixed(seconds / 3600, 0, 1) + "h";
 }
 
 }  // namespace
@@ -73,8 +74,8 @@ std::string format_status(const Plan& plan, const State& state, double now, bool
         el = (end - *s->start) / 3600;
       }
       std::string gpus = s && s->gpus ? py_list(*s->gpus) : "-";
-      out += fmt::format("{:<8} {:<45} gpus={:<8} {:5.2f}h est={:.1f}h\n", name, j.id, gpus, el,
-                         j.est_given ? j.est_hours : 0.0);
+      out += fmt::format("{:<8} {:<45} gpus={:<8} {}h est={}h\n", name, j.id, gpus, fixed(el, 5, 2),
+                         fixed(j.est_given ? j.est_hours : 0.0, 0, 1));
     }
   }
   out += "{";

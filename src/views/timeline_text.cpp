@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "gpuq/core/local_time.h"
 #include "gpuq/views/text.h"
 
 namespace gpuq {
@@ -18,7 +19,7 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
   for (const SimRow* r : rows) {
     const std::string& id = plan.jobs[r->job].id;
     if (!all && id.rfind("eval_", 0) == 0) continue;
-    out += fmt::format("{:6.2f}h -> {:6.2f}h gpus={:<8} {}\n", r->start, r->end, py_list(r->gpus), id);
+    out += fmt::format("{}h -> {}h gpus={:<8} {}\n", fixed(r->start, 6, 2), fixed(r->end, 6, 2), py_list(r->gpus), id);
   }
   double makespan = 0, busy = 0;
   for (const SimRow& r : sim.rows) {
@@ -26,7 +27,7 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
     busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
   }
   if (makespan != 0)
-    out += fmt::format("makespan {:.1f}h, GPU utilization {:.1f}%\n", makespan,
+    out += fmt::format("makespan {}h, GPU utilization {:.1f}%\n", fixed(makespan, 0, 1),
                        busy / (static_cast<double>(opt.node_gpus.size()) * makespan) * 100);
   else
     out += "empty plan\n";
@@ -43,8 +44,26 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
     any = true;
   }
   if (any)
-    out += fmt::format("round-100 in-loop eval of the first-wave arms: earliest ~{:.1f}h, all ~{:.1f}h\n", lo, hi);
+    out += fmt::format("round-100 in-loop eval of the first-wave arms: earliest ~{}h, all ~{}h\n", fixed(lo, 0, 1),
+                       fixed(hi, 0, 1));
   return out;
+}
+
+std::string timeline_note(const Plan& plan, const Simulation& sim, bool all) {
+  size_t hidden = 0;
+  for (const SimRow& r : sim.rows) hidden += !all && plan.jobs[r.job].id.rfind("eval_", 0) == 0;
+  bool first_look = false;
+  for (const SimRow& r : sim.rows) first_look |= plan.jobs[r.job].first_look_frac.has_value();
+  std::vector<std::string> parts;
+  if (hidden)
+    parts.push_back(fmt::format("{} eval_ job{} not listed (--all adds {} row{})", hidden, hidden == 1 ? "" : "s",
+                                hidden, hidden == 1 ? "" : "s"));
+  if (first_look)
+    parts.push_back("the round-100 line gives when the first and the last job with first_look_frac reach that "
+                    "fraction of their est_hours");
+  std::string note;
+  for (const std::string& p : parts) note += (note.empty() ? "" : "; ") + p;
+  return note.empty() ? "" : "gpuq: " + note + "\n";
 }
 
 std::string format_stuck(const Plan& plan, const Simulation& sim) {

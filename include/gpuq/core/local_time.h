@@ -6,8 +6,16 @@
 namespace gpuq {
 
 /// Local time of day of `t` (unix seconds) as "14:02", with the weekday
-/// ("Tue 14:02") when it is not the day of `now`.
+/// ("Tue 14:02") when it is not the day of `now`, and the date too ("Mon 21 Dec
+/// 23:40", the year when not now's) when more than six days from `now` (a
+/// weekday alone would name the wrong week). A time past the year 9999 (or not
+/// finite) is "after the year 9999".
 std::string local_time(double t, double now);
+
+/// A number as fmt's "{:W.Pf}" prints it (what the original printed), unless it
+/// is absurdly large (1e12 or more): then "{:W.Pe}" ("1.00e+300" rather than a
+/// 300-digit number).
+std::string fixed(double v, int width, int precision);
 
 /// Local wall clock as [HH:MM:SS] (the stamp of `run`'s lines).
 std::string clock_stamp(double unix_time);

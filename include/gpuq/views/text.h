@@ -22,6 +22,10 @@ constexpr size_t kOutlookRows = 30;
 /// line. Byte for byte the original's.
 std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOptions& opt, bool all);
 
+/// The one stderr line beside the timeline: how many eval_ rows it leaves out
+/// (and --all would add), and what its round-100 line means; "" when neither.
+std::string timeline_note(const Plan& plan, const Simulation& sim, bool all);
+
 /// Why the simulation got stuck, one line per job, for stderr.
 std::string format_stuck(const Plan& plan, const Simulation& sim);
 
