@@ -39,6 +39,11 @@ std::string reference_dump(const State& state) {
     if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
     if (s.warn_sent) e["warn_sent"] = *s.warn_sent;
     if (s.outcome) e["outcome"] = *s.outcome;
+    if (s.log_size) e["log_size"] = *s.log_size;
+    if (s.log_grew) e["log_grew"] = *s.log_grew;
+    if (s.gpus_busy) e["gpus_busy"] = *s.gpus_busy;
+    if (s.gpus_read) e["gpus_read"] = *s.gpus_read;
+    if (s.hung_noted) e["hung_noted"] = *s.hung_noted;
     for (auto& [k, v] : s.extra.items()) e[k] = v;
     out += first ? "\n " : ",\n ";
     first = false;
@@ -113,6 +118,11 @@ struct Gen {
       if (coin(20)) s.kill_sent = real();
       if (coin(20)) s.warn_sent = real();
       if (coin(20)) s.outcome = coin() ? std::string("timeout") : text();
+      if (coin(20)) s.log_size = static_cast<long long>(below(1u << 30));
+      if (coin(20)) s.log_grew = real();
+      if (coin(20)) s.gpus_busy = real();
+      if (coin(20)) s.gpus_read = real();
+      if (coin(20)) s.hung_noted = real();
       for (size_t k = coin(30) ? below(3) + 1 : 0; k > 0; --k) {
         std::string key = "x" + text();
         s.extra[key] = value();

@@ -50,6 +50,7 @@ class FakeLauncher : public Launcher {
   std::optional<std::string> fail_next;              ///< the next launch throws this
   std::map<long long, Proc> procs;
   std::set<long long> held, released, abandoned;
+  std::map<std::string, long long> log_bytes;        ///< each job's log size (absent: none can be read)
 
   /// The pid of the last launch of `id` (0 if none).
   long long pid_of(const std::string& id) const {
@@ -129,6 +130,10 @@ class FakeLauncher : public Launcher {
     return it == procs.end() || it->second.group;
   }
   void note_in_log(const std::string& id, const std::string& line) override { log_notes.push_back({id, line}); }
+  std::optional<long long> log_size(const std::string& id) override {
+    auto it = log_bytes.find(id);
+    return it == log_bytes.end() ? std::nullopt : std::optional<long long>(it->second);
+  }
   bool group_alive(long long group) override {
     auto it = procs.find(group);
     return it == procs.end() || it->second.group;
@@ -210,7 +215,7 @@ class FakeStore : public Store {
 /// A probe whose reading the test sets (8 idle GPUs at first).
 class FakeProbe : public GpuProbe {
  public:
-  GpuReading reading{std::map<int, long long>{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}}, ""};
+  GpuReading reading{std::map<int, long long>{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}}, "", {}};
   int reads = 0;
   GpuReading read() override {
     ++reads;

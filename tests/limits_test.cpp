@@ -291,7 +291,7 @@ TEST(LimitsStatus, ATimedOutJobSaysSoAndItsOutcomeIsTimeout) {
 }
 
 TEST(LimitsPrediction, TheSimulatorEndsAJobAtItsLimitAndValidateWarns) {
-  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 3, "time_limit_hours": 1},
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 3, "time_limit_hours": 1, "retry_on_timeout": true},
                        {"id": "b", "script": "b.sh", "est_hours": 2, "deps": ["a"]}])");
   Simulation sim = simulate(p, SimOptions{});
   ASSERT_EQ(sim.rows.size(), 2u);
@@ -307,6 +307,40 @@ TEST(LimitsPrediction, TheSimulatorEndsAJobAtItsLimitAndValidateWarns) {
   EXPECT_FALSE(found[0].error);
   EXPECT_EQ(found[0].job, "a");
   EXPECT_THAT(found[0].text, HasSubstr("est_hours 3 is over its time_limit_hours 1"));
+}
+
+// A job cut at its limit without retry_on_timeout fails there, as `run` records it: its plain
+// dependents (and theirs) are blocked, its after: dependents run once it has ended.
+TEST(LimitsPrediction, AJobPredictedToTimeOutBlocksItsPlainDependentsNotItsAfterOnes) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 3, "time_limit_hours": 1},
+                       {"id": "b", "script": "b.sh", "est_hours": 2, "deps": ["a"]},
+                       {"id": "c", "script": "c.sh", "est_hours": 1, "deps": ["b"]},
+                       {"id": "d", "script": "d.sh", "est_hours": 1, "deps": ["after:a"]},
+                       {"id": "e", "script": "e.sh", "est_hours": 1, "deps": ["after:b"]}])");
+  Simulation sim = simulate(p, SimOptions{});
+  EXPECT_THAT(sim.stuck, IsEmpty());  // not a plan that cannot be scheduled
+  std::map<std::string, std::pair<double, double>> ran;
+  for (const SimRow& r : sim.rows) ran[p.jobs[r.job].id] = {r.start, r.end};
+  EXPECT_EQ(ran, (std::map<std::string, std::pair<double, double>>{{"a", {0, 1}}, {"d", {1, 2}}, {"e", {1, 2}}}));
+  ASSERT_EQ(sim.blocked.size(), 2u);
+  EXPECT_EQ(p.jobs[sim.blocked[0].job].id, "b");
+  EXPECT_EQ(p.jobs[sim.blocked[1].job].id, "c");
+  EXPECT_EQ(sim.blocked[0].why, "a is predicted to time out (est_hours 3 over its limit 1h, no retry_on_timeout), "
+                                "so it never runs");
+  // status, from a live state where a runs: b waits for a, and is said never to run.
+  State st;
+  JobState a;
+  a.status = Status::Running;
+  a.pid = 7;
+  a.start = 0;
+  a.gpus = std::vector<int>{0};
+  st.set("a", a);
+  Outlook o = make_outlook(p, st, Policy{}, 1800, 0b11111110, FileTable([](const std::string&) { return true; }));
+  EXPECT_FALSE(o.jobs[1].predicted_start);
+  EXPECT_EQ(o.jobs[1].why, "waits for a to be done; " + sim.blocked[0].why);
+  EXPECT_EQ(o.never.size(), 2u);
+  ASSERT_TRUE(o.jobs[3].predicted_start);
+  EXPECT_DOUBLE_EQ(*o.jobs[3].predicted_start, 3600);  // d: when a is stopped at its limit
 }
 
 TEST(LimitsTick, RunWaitsForTheDeadlineLessTheTimeItsTickTook) {

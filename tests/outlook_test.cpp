@@ -177,7 +177,8 @@ TEST(StatusWhy, EachReasonIsGiven) {
   EXPECT_EQ(q.why("dep_wait"), "waits for runner to be done");
   EXPECT_EQ(q.why("file_wait"), "waits for the file data/in.jsonl");
   // GPUs 0,1 run `runner`, 2 is reserved for `member`, 3 holds foreign memory.
-  EXPECT_EQ(q.why("wide"), "needs 2 GPUs, 0 free to it; GPUs [2] are closed by reservation #1");
+  EXPECT_EQ(q.why("wide"), "needs 2 GPUs, 0 free to it; GPUs [2] are closed by reservation #1; GPU 3 busy: 9000 MiB "
+                           "in use by another process");
   EXPECT_EQ(q.why("long"), "held back by the backfill limit: est 5h is over --backfill-max-hours 0.5 while wide waits for GPUs");
   EXPECT_EQ(q.why("held_one"), "held by hand; `gpuq retry held_one` releases it");
   EXPECT_THAT(q.why("broken"), HasSubstr("failed (exit 3), automatic retries used up"));
@@ -255,7 +256,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   std::vector<std::string> keys;
   for (auto& [k, v] : a.items()) keys.push_back(k);
   std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",  "outcome",         "start", "end",
-                                  "elapsed", "est", "why", "overdue", "predicted_start", "predicted_finish"};
+                                  "elapsed", "est", "why", "overdue", "hung", "predicted_start", "predicted_finish"};
   std::sort(schema.begin(), schema.end());
   EXPECT_EQ(keys, schema);  // nlohmann::json iterates keys sorted
   EXPECT_EQ(a["id"], "a");

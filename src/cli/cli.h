@@ -34,6 +34,7 @@ struct Flags {
   long long max_used_mib = 1024;
   double kill_grace = 30;
   double time_limit_factor = 0;  ///< gpuq's own: a job without time_limit_hours gets this x est_hours (0: none)
+  double quiet_minutes = 0;      ///< gpuq's own: the hang watchdog for every job without quiet_minutes (0: none)
   std::string nvidia_smi;
   std::vector<std::string> jobs;
   bool json = false;
@@ -53,6 +54,9 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
 
 /// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
 void add_time_limit_factor(CLI::App* sub, Flags& f);
+
+/// Adds gpuq's --quiet-minutes (run, and status, which marks hung jobs as run sees them).
+void add_quiet_minutes(CLI::App* sub, Flags& f);
 
 /// The run options the flags give for the node's GPUs `gpus`.
 RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
@@ -84,8 +88,10 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 void huge_page_heap();
 
 /// The free GPUs as `run` would see them now: not used by a running job, not over
-/// --max-used-mib (the reading `probed`, else nvidia-smi is asked now).
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt);
+/// --max-used-mib (the reading `probed`, else nvidia-smi is asked now). With
+/// `others`, also the GPUs another user's memory makes busy (used_by_others).
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt,
+                 std::map<int, long long>* others = nullptr);
 
 /// What the parsed command line asks to run: a subcommand's function, bound to the flags.
 using Action = std::function<int()>;

@@ -56,6 +56,14 @@ void add_time_limit_factor(CLI::App* sub, Flags& f) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void add_quiet_minutes(CLI::App* sub, Flags& f) {
+  sub->add_option("--quiet-minutes", f.quiet_minutes,
+                  "hang watchdog for every job without quiet_minutes: its log silent and its GPUs idle for M "
+                  "minutes marks it hung? (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 std::optional<std::vector<int>> node_gpus(const Flags& f) {
   std::string err;
   auto ids = parse_gpu_list(f.gpus, &err);
@@ -91,6 +99,7 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.quiet_minutes = f.quiet_minutes;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   return opt;
@@ -161,10 +170,12 @@ void huge_page_heap() {
 }
 
 /// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed) {
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
+                 std::map<int, long long>* others) {
   GpuMask busy = busy_in_state(state);
   GpuReading reading = probed ? std::move(*probed) : NvidiaSmiProbe(opt.nvidia_smi, opt.nvidia_smi_timeout).read();
   if (reading.used_mib) busy |= busy_by_memory(*reading.used_mib, opt.max_used_mib);
+  if (reading.used_mib && others) *others = used_by_others(*reading.used_mib, opt.max_used_mib, state);
   return mask_of(opt.node_gpus) & ~busy;
 }
 

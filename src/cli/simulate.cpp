@@ -40,6 +40,7 @@ int cmd_simulate(const Flags& f) {
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
+  for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan->jobs[b.job].id, b.why);
   if (!f.svg.empty()) {
     std::vector<Bar> bars;
     for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus});
@@ -63,6 +64,9 @@ int cmd_simulate(const Flags& f) {
   }
   std::string out = format_timeline(*plan, sim, opt, f.all);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  std::string note = timeline_note(*plan, sim, f.all);
+  std::fputs(note.c_str(), stderr);
   return 0;
 }
 

@@ -55,8 +55,10 @@ int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, 
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   // Text without --all shows the first rows only: only they need their reasons worked out.
-  Outlook o = make_outlook(plan, state, opt, now, free_now(state, opt, std::move(probed)), LocalFiles(),
-                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows));
+  std::map<int, long long> others;
+  GpuMask free = free_now(state, opt, std::move(probed), &others);
+  Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(),
+                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
@@ -128,8 +130,9 @@ int cmd_status(const Flags& f) {
 void add_status_command(CLI::App& app, Flags& f, Action& action) {
   auto* status = app.add_subcommand(
       "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
-  add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
+  add_flags(status, f, {kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_time_limit_factor(status, f);
+  add_quiet_minutes(status, f);
   status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
   status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")

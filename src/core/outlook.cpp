@@ -1,6 +1,7 @@
 // The live queue seen from outside: the next tick as the rule book decides it,
 // the prediction from the same starting point, and why each job waits.
 #include "gpuq/core/outlook.h"
+#include "gpuq/core/watchdog.h"
 
 #include <fmt/format.h>
 
@@ -118,6 +119,7 @@ SimStart live_start(const Plan& plan, const State& state, const TickPlan& tick, 
   }
   revive_blocked(plan, tick, st);
   st.busy = tick.input.node & ~tick.input.free & ~plan_running;
+  st.busy_hours = std::max(kSoon, p.poll / 3600);  // busy until run's next look at them, at the latest
   st.any_running = !tick.input.nothing_running;
   return st;
 }
@@ -158,12 +160,14 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
 class Reasons {
  public:
   Reasons(const Plan& plan, const State& state, const Policy& p, const TickPlan& tick, const PassResult& pass,
-          const Simulation& sim, const FileChecks& files, double now)
-      : plan_(plan), state_(state), p_(p), tick_(tick), files_(files), now_(now),
-        held_(plan.jobs.size(), nullptr), starts_(plan.jobs.size(), 0), stuck_(plan.jobs.size()) {
+          const Simulation& sim, const FileChecks& files, double now, const std::map<int, long long>& others)
+      : plan_(plan), state_(state), p_(p), tick_(tick), files_(files), now_(now), others_(others),
+        held_(plan.jobs.size(), nullptr), starts_(plan.jobs.size(), 0), stuck_(plan.jobs.size()),
+        doomed_(plan.jobs.size()) {
     for (const Held& h : pass.held) held_[h.job] = &h;
     for (const Start& s : pass.starts) starts_[s.job] = 1;
     for (const Stuck& s : sim.stuck) stuck_[s.job] = s.why;
+    for (const Stuck& s : sim.blocked) doomed_[s.job] = s.why;
   }
 
   /// Why job i waits, or "" when it does not.
@@ -181,9 +185,14 @@ class Reasons {
                            v.predicted_start ? "the next automatic retry releases it"
                                              : "`gpuq retry` the dep to run it");
       case Status::Failed: return failed(j, *s);
-      case Status::Running:
-        return v.overdue ? fmt::format("past its estimate ({:.1f}h run, est {:.1f}h)", v.elapsed / 3600, j.est_hours)
-                         : "";
+      case Status::Running: {
+        std::string hung = check_quiet(j, *s, p_, now_).text();
+        std::string over =
+            v.overdue ? fmt::format("past its estimate ({}h run, est {}h)", fixed(v.elapsed / 3600, 0, 1),
+                                    fixed(j.est_hours, 0, 1))
+                      : "";
+        return hung.empty() || over.empty() ? hung + over : hung + "; " + over;
+      }
       case Status::Done: return "";
       case Status::Pending: return pending(i);
     }
@@ -200,6 +209,7 @@ class Reasons {
 
   std::string failed(const Job& j, const JobState& s) const {
     if (outcome_of(s) == Outcome::Timeout) return timed_out(j, s);
+    if (outcome_of(s) == Outcome::Hung) return stopped_hung(j, s);
     if (outcome_of(s) == Outcome::Killed) return "killed; `gpuq retry " + j.id + "` runs it again";
     if (will_retry(&s, p_))
       return fmt::format("failed (exit {}); automatic retry {} of {} at {}", s.exit.value_or(kLostExit),
@@ -216,6 +226,22 @@ class Reasons {
     if (s.warn_sent)
       why += fmt::format(", warned with {} at {}", j.warn_signal ? j.warn_signal->text() : "its signal",
                          local_time(*s.warn_sent, now_));
+    if (will_retry(&s, p_))
+      return why + fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, p_.max_retries,
+                               local_time(retry_at(s, p_), now_));
+    return why + "; `gpuq retry " + j.id + "` runs it again";
+  }
+
+  // "stopped as hung: log silent 42 min, GPUs idle (on_quiet "kill")", and what comes next.
+  std::string stopped_hung(const Job& j, const JobState& s) const {
+    std::string why = "stopped as hung";
+    if (s.end) {
+      JobState then = s;
+      then.status = Status::Running;
+      QuietCheck c = check_quiet(j, then, p_, *s.end);
+      if (c.watched) why += ": " + c.detail();
+    }
+    why += " (on_quiet \"kill\")";
     if (will_retry(&s, p_))
       return why + fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, p_.max_retries,
                                local_time(retry_at(s, p_), now_));
@@ -244,6 +270,7 @@ class Reasons {
     for (size_t k = 0; k < parts.size(); ++k) why += (k ? "; " : "") + parts[k];
     if (why.empty() && starts_[i]) why = "ready: starts at the next tick";
     if (why.empty() && held_[i]) why = held(i, *held_[i]);
+    if (!doomed_[i].empty()) return why.empty() ? doomed_[i] : why + "; " + doomed_[i];
     return why.empty() ? stuck_[i] : why;
   }
 
@@ -254,14 +281,23 @@ class Reasons {
                          "waits for GPUs",
                          j.est_hours, p_.backfill_max_hours, plan_.jobs[h.head].id);
     std::string why = fmt::format("needs {} GPU{}, {} free", j.gpus, j.gpus == 1 ? "" : "s", h.free_for_job);
-    if (!h.closed) return why;
+    if (!h.closed) return why + others();
     std::vector<std::string> rs;
     const auto& mine = plan_.reservations_of[i];
     const auto& open = tick_.input.open;
     for (size_t r = 0; r < open.size(); ++r)
       if (open[r] && (plan_.reservations[r].gpus & h.closed) && std::find(mine.begin(), mine.end(), r) == mine.end())
         rs.push_back(fmt::format("#{}", r + 1));
-    return why + fmt::format(" to it; GPUs {} are closed by reservation {}", py_list(ids_of(h.closed)), names(rs));
+    return why + fmt::format(" to it; GPUs {} are closed by reservation {}", py_list(ids_of(h.closed)), names(rs)) +
+           others();
+  }
+
+  // "; GPU 1 busy: 20000 MiB in use by another process" for each GPU of the node another user's memory holds.
+  std::string others() const {
+    std::string s;
+    for (auto& [g, mib] : others_)
+      if (tick_.input.node & (GpuMask{1} << g)) s += "; " + busy_by_other_text(g, mib);
+    return s;
   }
 
   const Plan& plan_;
@@ -270,15 +306,18 @@ class Reasons {
   const TickPlan& tick_;
   const FileChecks& files_;
   double now_;
+  const std::map<int, long long>& others_;
   std::vector<const Held*> held_;
   std::vector<char> starts_;
   std::vector<std::string> stuck_;
+  std::vector<std::string> doomed_;  // predicted blocked: a dep is predicted to time out
 };
 
 }  // namespace
 
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
-                     const FileChecks& files_uncached, std::optional<size_t> explain_first) {
+                     const FileChecks& files_uncached, std::optional<size_t> explain_first,
+                     const std::map<int, long long>& others) {
   Outlook o;
   o.now = now;
   const size_t n = plan.jobs.size();
@@ -288,6 +327,8 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   SimStart start = live_start(plan, state, tick, p, now, files);
   o.sim = simulate(plan, p, &start);
   o.jobs = views_of(plan, state, now);
+  for (size_t i = 0; i < n; ++i)
+    if (const JobState* s = state.of(plan, i)) o.jobs[i].hung = check_quiet(plan.jobs[i], *s, p, now).hung;
 
   double last_end = 0;
   for (const SimRow& r : o.sim.rows) {
@@ -299,6 +340,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   }
   if (!o.sim.rows.empty()) o.finish = now + last_end * 3600;
   for (const Stuck& s : o.sim.stuck) o.never.push_back(s.job);
+  for (const Stuck& s : o.sim.blocked) o.never.push_back(s.job);
 
   // Which jobs to explain: all, or the first rows `status` shows.
   std::vector<size_t> explain;
@@ -310,7 +352,7 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
     for (size_t i = 0; i < n; ++i) explain.push_back(i);
   }
   PassResult pass = schedule_pass(plan, ReadySet(plan, p.backfill_max_hours, tick.ready), tick.input);
-  Reasons reasons(plan, state, p, tick, pass, o.sim, files, now);
+  Reasons reasons(plan, state, p, tick, pass, o.sim, files, now, others);
   for (size_t i : explain) o.jobs[i].why = reasons.why(i, o.jobs[i]);
   return o;
 }

@@ -110,7 +110,7 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
 // The members of a job that gpuq reads, each the last of its name. Others are ignored.
 struct JobFields {
   enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook,
-              kTimeLimit, kWarnSignal, kRetryOnTimeout, kCount };
+              kTimeLimit, kWarnSignal, kRetryOnTimeout, kQuietMinutes, kOnQuiet, kCount };
   element at[kCount];
   bool given[kCount] = {};
 
@@ -120,7 +120,8 @@ struct JobFields {
             : key == "est_hours" ? kEstHours : key == "deps" ? kDeps : key == "produced_by" ? kProducedBy
             : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook
             : key == "time_limit_hours" ? kTimeLimit : key == "warn_signal" ? kWarnSignal
-            : key == "retry_on_timeout" ? kRetryOnTimeout : kCount;
+            : key == "retry_on_timeout" ? kRetryOnTimeout : key == "quiet_minutes" ? kQuietMinutes
+            : key == "on_quiet" ? kOnQuiet : kCount;
       if (n == kCount) continue;
       at[n] = value;
       given[n] = true;
@@ -242,6 +243,21 @@ void read_limits(Build& b, const JobFields& f, Job& job, const Where& w) {
       b.add(w(), fmt::format("\"retry_on_timeout\" must be true or false, not {} ({})", type_name(*v), show(*v)));
     else
       job.retry_on_timeout = bool(*v);
+  }
+  if (const element* v = f.find_set(JobFields::kQuietMinutes)) {
+    if (auto p = check_number(*v, false, true); !p.empty())
+      b.add(w(), "\"quiet_minutes\" " + p);
+    else if (json_as_double(*v) <= 0)
+      b.add(w(), "\"quiet_minutes\" must be more than 0 (leave it out for no watchdog)");
+    else
+      job.quiet_minutes = json_as_double(*v);
+  }
+  if (const element* v = f.find_set(JobFields::kOnQuiet)) {
+    std::string_view what = v->is_string() ? std::string_view(*v) : std::string_view();
+    if (what != "warn" && what != "kill")
+      b.add(w(), fmt::format("\"on_quiet\" must be \"warn\" or \"kill\", not {}", show(*v)));
+    else
+      job.kill_on_quiet = what == "kill";
   }
 }
 

@@ -8,6 +8,7 @@ std::optional<Outcome> outcome_of(const JobState& s) {
   if (s.status == Status::Done) return Outcome::Done;
   if (s.status != Status::Failed) return std::nullopt;
   if (timed_out(s)) return Outcome::Timeout;
+  if (s.outcome && *s.outcome == "hung") return Outcome::Hung;
   if (s.exit == kKilledExit) return Outcome::Killed;
   if (s.exit == kLostExit) return Outcome::Lost;
   return Outcome::Failed;
@@ -20,6 +21,7 @@ const char* outcome_name(Outcome o) {
     case Outcome::Killed: return "killed";
     case Outcome::Lost: return "lost";
     case Outcome::Timeout: return "timeout";
+    case Outcome::Hung: return "hung";
   }
   return "failed";
 }
@@ -49,6 +51,19 @@ GpuMask busy_by_memory(const std::map<int, long long>& used_mib, long long max_u
   for (auto& [g, mib] : used_mib)
     if (mib > max_used_mib && g >= 0 && g <= kMaxGpuId) busy |= GpuMask{1} << g;
   return busy;
+}
+
+std::map<int, long long> used_by_others(const std::map<int, long long>& used_mib, long long max_used_mib,
+                                        const State& state) {
+  GpuMask ours = busy_in_state(state);
+  std::map<int, long long> others;
+  for (auto& [g, mib] : used_mib)
+    if (mib > max_used_mib && g >= 0 && g <= kMaxGpuId && !(ours & (GpuMask{1} << g))) others[g] = mib;
+  return others;
+}
+
+std::string busy_by_other_text(int gpu, long long mib) {
+  return "GPU " + std::to_string(gpu) + " busy: " + std::to_string(mib) + " MiB in use by another process";
 }
 
 bool blocks_dependents(Status st) { return st == Status::Failed || st == Status::Blocked; }

@@ -61,6 +61,7 @@ class Simulator {
     double produced_at_frac;
     uint32_t producer;  // kNone when no job produces its files
     uint8_t file_dep;   // it has a file: dep
+    uint8_t times_out;  // its estimate is over its limit and it is not retried: it fails at the limit
   };
 
   void index_deps();
@@ -73,6 +74,7 @@ class Simulator {
   void retries_due();
   void unblock();
   void tell_after_dependents(size_t j);
+  void block_dependents(size_t j);
   void explain_stuck();
   std::string why_stuck(size_t j) const;
   const PassInput& pass_input(GpuMask free, bool explain);
@@ -110,6 +112,7 @@ class Simulator {
   std::vector<double> start_, end_;
   std::vector<char> started_, done_, waits_producer_, awaits_retry_;
   std::vector<char> awaits_unblock_;  // Kind::Blocked, until the first retry
+  std::vector<char> blocked_;         // blocked by a dep predicted to time out (block_dependents)
   std::vector<char> after_met_;       // its after: dependents were told it finished
   bool unblocked_ = false;            // a retry has made every blocked job pending
   std::vector<long> res_unfinished_;
@@ -142,6 +145,7 @@ Simulator::Simulator(const Plan& plan, const SimOptions& opt, const SimStart* fr
       waits_producer_(n_, 0),
       awaits_retry_(n_, 0),
       awaits_unblock_(n_, 0),
+      blocked_(n_, 0),
       after_met_(n_, 0),
       res_unfinished_(plan.reservations.size()),
       gpu_free_at_(kMaxGpuId + 1, 0.0),
@@ -174,6 +178,7 @@ void Simulator::index_deps() {
       if (const auto& p = job.produced_by) pass == 0 ? produced_for_.count(*p) : produced_for_.add(*p, j);
       if (pass == 0) {
         pk_[j].est_hours = run_hours(job, opt_.time_limit_factor);  // est_hours, cut at its time limit
+        pk_[j].times_out = pk_[j].est_hours < job.est_hours && !job.retry_on_timeout;
         pk_[j].produced_at_frac = job.produced_at_frac;
         pk_[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
       }
@@ -240,14 +245,14 @@ void Simulator::take_live_state() {
     }
   }
   for (int g : ids_of(from_->busy))
-    if (g <= kMaxGpuId) gpu_free_at_[g] = std::max(gpu_free_at_[g], kSoon);
-  if (from_->busy) busy_until_ = kSoon;
+    if (g <= kMaxGpuId) gpu_free_at_[g] = std::max(gpu_free_at_[g], from_->busy_hours);
+  if (from_->busy) busy_until_ = from_->busy_hours;
 }
 
 // A job whose job deps are met is ready once its file: deps exist: at once when no job of
 // the plan produces them, else when its producer reaches produced_at_frac of its run.
 void Simulator::deps_done(size_t j) {
-  if (file_never(j) || awaits_retry_[j] || awaits_unblock_[j]) return;
+  if (file_never(j) || awaits_retry_[j] || awaits_unblock_[j] || blocked_[j]) return;
   if (!waits_for_producer(j))
     ready_.insert(j);
   else if (started_[pk_[j].producer])
@@ -344,8 +349,11 @@ void Simulator::finish_due() {
     size_t j = running_.top().second;
     running_.pop();
     done_[j] = 1;
-    for (size_t k : plain_dependents_[j])
-      if (--unmet_[k] == 0 && !started_[k]) deps_done(k);
+    if (pk_[j].times_out)
+      block_dependents(j);
+    else
+      for (size_t k : plain_dependents_[j])
+        if (--unmet_[k] == 0 && !started_[k]) deps_done(k);
     if (!after_met_[j]) {
       after_met_[j] = 1;
       for (size_t k : after_dependents_[j])
@@ -361,6 +369,33 @@ void Simulator::tell_after_dependents(size_t j) {
   if (after_met_[j]) return;
   after_met_[j] = 1;
   for (size_t d : after_dependents_[j]) --unmet_[d];
+}
+
+// Job j failed for good (it timed out): its plain dependents, and theirs, are blocked, as
+// `run` blocks them; a blocked job counts as finished for its after: dependents.
+void Simulator::block_dependents(size_t j) {
+  std::vector<std::pair<size_t, size_t>> stack{{j, j}};  // (failed or blocked job, the one that timed out)
+  while (!stack.empty()) {
+    auto [f, root] = stack.back();
+    stack.pop_back();
+    for (size_t k : plain_dependents_[f]) {
+      if (started_[k] || blocked_[k]) continue;
+      blocked_[k] = 1;  // out of the running: never started, never pending again
+      --pending_;
+      ready_.erase(k);
+      leave_reservations(k, 1);
+      const Job& r = plan_.jobs[root];
+      sim_.blocked.push_back({k, fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no "
+                                             "retry_on_timeout), so it never runs",
+                                             r.id, r.est_hours, pk_[root].est_hours)});
+      if (!after_met_[k]) {
+        after_met_[k] = 1;
+        for (size_t d : after_dependents_[k])
+          if (--unmet_[d] == 0 && !started_[d]) deps_done(d);
+      }
+      stack.push_back({k, root});
+    }
+  }
 }
 
 // Failed jobs whose automatic retry falls due now: pending again, back in their reservations.
@@ -412,7 +447,7 @@ void Simulator::explain_stuck() {
   sim_.stuck_at = t_;
   last_ = schedule_pass(plan_, ready_, pass_input(free_now(), true));
   for (size_t j = 0; j < n_; ++j)
-    if (!started_[j]) sim_.stuck.push_back({j, why_stuck(j)});
+    if (!started_[j] && !blocked_[j]) sim_.stuck.push_back({j, why_stuck(j)});
 }
 
 std::string Simulator::why_stuck(size_t j) const {

@@ -6,6 +6,10 @@
 
 namespace gpuq {
 
+namespace {
+constexpr double kWeekHours = 168;
+}  // namespace
+
 std::vector<Finding> loader_findings(const std::vector<std::string>& warnings) {
   std::vector<Finding> out;
   for (const std::string& w : warnings) out.push_back({false, "", w});
@@ -83,6 +87,15 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
                      fmt::format("est_hours {} is over its time_limit_hours {}: `run` stops it at the limit before "
                                  "it is expected to finish; raise the limit or lower the estimate",
                                  j.est_hours, *j.time_limit_hours)});
+    if (j.est_hours > kWeekHours)
+      out.push_back({false, j.id,
+                     fmt::format("est_hours {} is more than a week ({} h): est_hours is in hours; simulate, status "
+                                 "and the backfill rule take it as written",
+                                 j.est_hours, kWeekHours)});
+    if (j.kill_on_quiet && !j.quiet_minutes)
+      out.push_back({false, j.id,
+                     "has on_quiet \"kill\" but no quiet_minutes: the watchdog watches it only when `run` has "
+                     "--quiet-minutes; give it quiet_minutes"});
     if (j.time_limit_hours && j.warn_signal && j.warn_signal->seconds >= *j.time_limit_hours * 3600)
       out.push_back({false, j.id,
                      fmt::format("warn_signal {} comes {} s before a limit of {} s: the job gets it as soon as it "

@@ -206,6 +206,12 @@ bool PosixLauncher::warn_group(long long group, const WarnSpec& sig) {
   return n > 0 && gpuq::signal_group(group, n);
 }
 
+std::optional<long long> PosixLauncher::log_size(const std::string& id) {
+  struct stat st;
+  if (::stat(paths_.log(id).c_str(), &st) != 0) return std::nullopt;
+  return static_cast<long long>(st.st_size);
+}
+
 void PosixLauncher::note_in_log(const std::string& id, const std::string& line) {
   int fd = ::open(paths_.log(id).c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return;

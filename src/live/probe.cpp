@@ -37,26 +37,39 @@ bool parse_int(const std::string& s, long long* v) {
 
 }  // namespace
 
-std::optional<std::map<int, long long>> parse_gpu_memory(const std::string& csv, std::string* problem) {
-  std::map<int, long long> out;
+GpuReading parse_gpu_csv(const std::string& csv) {
+  GpuReading r;
+  std::map<int, long long> used;
   std::istringstream in(csv);
   std::string line;
   while (std::getline(in, line)) {
     if (trim(line).empty()) continue;
-    auto comma = line.find(',');
-    long long idx = 0, mib = 0;
-    if (comma == std::string::npos || !parse_int(trim(line.substr(0, comma)), &idx) ||
-        !parse_int(trim(line.substr(comma + 1)), &mib) || idx < 0 || idx > 63) {
-      *problem = fmt::format("unexpected line from nvidia-smi: '{}'", trim(line).substr(0, 80));
-      return std::nullopt;
+    std::vector<std::string> cols;
+    for (size_t from = 0;;) {
+      size_t comma = line.find(',', from);
+      cols.push_back(trim(line.substr(from, comma == std::string::npos ? std::string::npos : comma - from)));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
     }
-    out[static_cast<int>(idx)] = mib;
+    long long idx = 0, mib = 0, pct = 0;
+    bool no_util = cols.size() == 3 && !cols[2].empty() && cols[2][0] == '[';  // [N/A], [Not Supported]
+    bool util = cols.size() == 3 && !no_util && parse_int(cols[2], &pct) && pct >= 0 && pct <= 100;
+    if ((cols.size() != 2 && !util && !no_util) || !parse_int(cols[0], &idx) || !parse_int(cols[1], &mib) ||
+        idx < 0 || idx > 63) {
+      r.problem = fmt::format("unexpected line from nvidia-smi: '{}'", trim(line).substr(0, 80));
+      r.util_pct.clear();
+      return r;
+    }
+    used[static_cast<int>(idx)] = mib;
+    if (util) r.util_pct[static_cast<int>(idx)] = static_cast<int>(pct);
   }
-  if (out.empty()) {
-    *problem = "nvidia-smi printed no GPU";
-    return std::nullopt;
+  if (used.empty()) {
+    r.problem = "nvidia-smi printed no GPU";
+    r.util_pct.clear();
+    return r;
   }
-  return out;
+  r.used_mib = std::move(used);
+  return r;
 }
 
 GpuReading probe_gpus(const std::string& command, double timeout_s) {
@@ -67,7 +80,7 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
     return r;
   }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  std::vector<std::string> args{command, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"};
+  std::vector<std::string> args{command, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -115,8 +128,7 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
                               : fmt::format("{} was killed by signal {}", command, WTERMSIG(st));
     return r;
   }
-  r.used_mib = parse_gpu_memory(out, &r.problem);
-  return r;
+  return parse_gpu_csv(out);
 }
 
 }  // namespace gpuq

@@ -1,6 +1,7 @@
 // `gpuq run`: the original's loop, tick by tick, woken by events rather than only a timer.
 #include "gpuq/live/run_loop.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/watchdog.h"
 
 #include <fmt/format.h>
 
@@ -25,6 +26,8 @@ struct RunLoop::Tick {
   std::vector<Start> starts;       // what decide chose
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
+  std::map<int, int> util_pct;             // the probe's utilization per GPU (those that gave one)
+  bool have_reading = false;               // the probe gave a memory reading
   bool saved = false;
 };
 
@@ -48,6 +51,7 @@ TickResult RunLoop::tick() {
     escalate_kills(t);
     note_running(t);
     probe(t);
+    watch_quiet(t);
     phase("tick: refresh, probe");
     decide(t);
     phase("tick: decide");
@@ -170,8 +174,11 @@ void RunLoop::note_running(Tick& t) {
 // Memory held on a GPU (a foreign process, or a finished job's processes exiting) makes it busy.
 void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
+  t.util_pct = reading.util_pct;
+  t.have_reading = reading.used_mib.has_value();
   if (reading.used_mib) {
     t.busy |= busy_by_memory(*reading.used_mib, opt_.max_used_mib);
+    say_others(t, *reading.used_mib);
     if (!last_probe_problem_.empty()) say(t.now, "nvidia-smi gives readings again");
     last_probe_problem_.clear();
   } else if (reading.problem != last_probe_problem_) {
@@ -180,6 +187,77 @@ void RunLoop::probe(Tick& t) {
                            "original does",
                            reading.problem));
   }
+}
+
+// Says once when a GPU of the node becomes busy with another user's memory, and when it is
+// free of it again. The GPUs of a job that ended in the last minute are left out: its
+// processes may still be letting go of their memory.
+void RunLoop::say_others(Tick& t, const std::map<int, long long>& used_mib) {
+  constexpr double kSettle = 60;
+  GpuMask node = mask_of(opt_.node_gpus), settling = 0;
+  for (const auto& [id, s] : t.state.entries())
+    if (s.status != Status::Running && s.end && s.gpus && t.now - *s.end < kSettle) settling |= mask_of(*s.gpus);
+  std::map<int, long long> others = used_by_others(used_mib, opt_.max_used_mib, t.state);
+  for (auto& [g, mib] : others) {
+    GpuMask bit = GpuMask{1} << g;
+    if (!(node & bit) || (settling & bit) || others_said_.count(g)) continue;
+    others_said_[g] = mib;
+    say(t.now, busy_by_other_text(g, mib) + "; no job starts on it until that memory is let go");
+  }
+  for (auto it = others_said_.begin(); it != others_said_.end();) {
+    if (others.count(it->first)) {
+      ++it;
+      continue;
+    }
+    auto used = used_mib.find(it->first);
+    say(t.now, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", it->first,
+                           used == used_mib.end() ? 0 : used->second, opt_.max_used_mib));
+    it = others_said_.erase(it);
+  }
+}
+
+// The hang watchdog (watchdog.h): each watched job's log size and its GPUs' utilization
+// recorded in its entry, then judged. A job that looks hung is said once (until its log grows
+// again); with on_quiet "kill" it is stopped as at its time limit.
+void RunLoop::watch_quiet(Tick& t) {
+  for (auto& [id, s] : t.state.entries()) {
+    if (s.status != Status::Running || !s.pid || s.kill_sent) continue;
+    const Job* job = plan_.find(id);
+    if (!job || !quiet_minutes(*job, opt_)) continue;
+    note_activity(s, os_.launcher.log_size(id), t.util_pct, t.now);
+    QuietCheck c = check_quiet(*job, s, opt_, t.now);
+    if (!c.hung) {
+      t.wake_in = std::min(t.wake_in, c.next_in);
+      continue;
+    }
+    if (job->kill_on_quiet) {
+      stop_hung(t, *job, s, c);
+      continue;
+    }
+    if (s.hung_noted) continue;
+    s.hung_noted = t.now;
+    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: `gpuq kill {}` stops it, "
+                           "on_quiet \"kill\" would have",
+                           id, c.detail(), *quiet_minutes(*job, opt_), id));
+  }
+}
+
+// The watchdog stops a hung job as time_out stops one at its limit: SIGTERM, SIGKILL after
+// --kill-grace, the GPUs busy until the group is gone; the outcome "hung".
+void RunLoop::stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c) {
+  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
+  s.status = Status::Failed;
+  s.exit = timeout_exit(job);
+  s.end = t.now;
+  s.outcome = kHungOutcome;
+  if (sent) s.kill_sent = t.now;
+  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
+  say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
+                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
+                         retry));
+  os_.launcher.note_in_log(job.id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
+                                               "its process group, SIGKILL after --kill-grace {:g} s",
+                                               c.detail(), opt_.kill_grace));
 }
 
 namespace {
@@ -230,6 +308,7 @@ void RunLoop::start(Tick& t) {
       entry.start = t.now;
       entry.pid_start = l.pid_start;
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
+      t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
       t.launched.push_back({s.job, l});
       t.running.push_back(l.pid);
     } catch (const std::exception& e) {

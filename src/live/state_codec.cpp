@@ -44,7 +44,8 @@ long long as_integer(element v) {
 // The fields gpuq knows besides "status"; null in one of them is as good as absent.
 bool known_field(std::string_view key) {
   return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
-         key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome";
+         key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "log_size" ||
+         key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted";
 }
 
 // One field of an entry into `s`, or EntryError (`bad` words it).
@@ -72,11 +73,22 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
   } else if (key == "pid" || key == "exit" || key == "attempts") {
     if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
     (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
-  } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent") {
+  } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "log_grew" ||
+             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted") {
     if (!json_is_number(val))
       throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
-    (key == "start" ? s.start : key == "end" ? s.end : key == "kill_sent" ? s.kill_sent : s.warn_sent) =
-        json_as_double(val);
+    (key == "start"       ? s.start
+     : key == "end"       ? s.end
+     : key == "kill_sent" ? s.kill_sent
+     : key == "warn_sent" ? s.warn_sent
+     : key == "log_grew"  ? s.log_grew
+     : key == "gpus_busy" ? s.gpus_busy
+     : key == "gpus_read" ? s.gpus_read
+                          : s.hung_noted) = json_as_double(val);
+  } else if (key == "log_size") {
+    if (!json_is_integer(val) || as_integer(val) < 0)
+      throw bad(fmt::format("\"log_size\" must be a whole number of bytes, not {}", kind));
+    s.log_size = as_integer(val);
   } else if (key == "outcome") {
     if (!val.is_string()) throw bad(fmt::format("\"outcome\" must be a string, not {}", kind));
     s.outcome = std::string(std::string_view(val));
@@ -166,7 +178,8 @@ class DoubleTexts {
     auto& values = list.get_ref<nlohmann::json::array_t&>();
     values.reserve(state.entries().size() * 2);
     for (const auto& [id, s] : state.entries())
-      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent})
+      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.log_grew, &s.gpus_busy, &s.gpus_read,
+                            &s.hung_noted})
         if (*d) values.emplace_back(**d);
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
@@ -233,6 +246,11 @@ std::string dump_state(const State& state) {
     if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
     if (s.warn_sent) field("warn_sent"), doubles.put_next(out);
     if (s.outcome) field("outcome"), put_string(out, *s.outcome);
+    if (s.log_size) field("log_size"), put_integer(out, *s.log_size);
+    if (s.log_grew) field("log_grew"), doubles.put_next(out);
+    if (s.gpus_busy) field("gpus_busy"), doubles.put_next(out);
+    if (s.gpus_read) field("gpus_read"), doubles.put_next(out);
+    if (s.hung_noted) field("hung_noted"), doubles.put_next(out);
     for (auto& [k, v] : s.extra.items()) {
       out += ",\n  ";
       put_string(out, k);

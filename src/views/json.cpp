@@ -31,6 +31,7 @@ ojson job_json(const Plan& plan, const JobView& v) {
   e["est"] = j.est_hours;
   e["why"] = v.why;
   e["overdue"] = v.overdue;
+  e["hung"] = v.hung;
   e["predicted_start"] = opt_num(v.predicted_start);
   e["predicted_finish"] = opt_num(v.predicted_finish);
   return e;
@@ -79,6 +80,8 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
       v.predicted_finish = r->end;
     }
     for (const Stuck& s : sim.stuck)
+      if (s.job == i) v.why = s.why;
+    for (const Stuck& s : sim.blocked)
       if (s.job == i) v.why = s.why;
     jobs.push_back(job_json(plan, v));
   }

@@ -31,9 +31,11 @@ enum class Outcome {
   Lost,    ///< its process vanished without an exit code, or it could not start (exit -1)
   Timeout, ///< stopped by `run` at its time limit (gpuq's field "outcome": "timeout"; exit -15, or 124
            ///< with retry_on_timeout)
+  Hung,    ///< stopped by `run`'s hang watchdog, on_quiet "kill" (gpuq's field "outcome": "hung"); its exit
+           ///< code as Timeout's
 };
 
-/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout".
+/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout", "hung".
 const char* outcome_name(Outcome o);
 
 /// The outcome of a done or failed entry; nullopt for any other status.
@@ -46,6 +48,8 @@ struct Policy {
   long long max_retries = 2;
   double retry_after = 300;
   double time_limit_factor = 0;  ///< --time-limit-factor: a job without a limit gets this x est_hours (0: off)
+  double poll = 20;              ///< --poll: the longest wait of `run` between two looks (and GPU readings)
+  double quiet_minutes = 0;      ///< --quiet-minutes: a job without quiet_minutes gets this watchdog (0: off)
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt
@@ -82,6 +86,14 @@ GpuMask busy_in_state(const State& state);
 /// GPUs with more memory in use than `max_used_mib` (MiB per GPU id): another
 /// user's processes, or a finished job's still exiting.
 GpuMask busy_by_memory(const std::map<int, long long>& used_mib, long long max_used_mib);
+
+/// GPUs over `max_used_mib` in a reading that no running entry of the state holds
+/// (nor a killed one in its grace time): another user's memory, with its MiB.
+std::map<int, long long> used_by_others(const std::map<int, long long>& used_mib, long long max_used_mib,
+                                        const State& state);
+
+/// "GPU 1 busy: 20000 MiB in use by another process".
+std::string busy_by_other_text(int gpu, long long mib);
 
 /// The file checks of `file:` deps: a port. `run` and `status` look at the file
 /// system; tests and `simulate` pass a table.

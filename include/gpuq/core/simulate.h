@@ -15,6 +15,10 @@ namespace gpuq {
 /// Settings of a simulation: the rules' (the simulator reads the node's GPUs and the backfill limit).
 using SimOptions = Policy;
 
+/// The first instant after now: when a prediction from a live state lets happen
+/// what the next tick cannot (an overdue job ends, a late file appears).
+inline constexpr double kSoon = 1e-6;  // hours
+
 /// Where a simulation starts from when it predicts a live queue (`status`,
 /// `simulate --from-state`): per job, where the rule book says it stands now
 /// (live_start in outlook.h makes it from the next tick's plan). Times in the
@@ -40,13 +44,11 @@ struct SimStart {
   std::vector<double> retry_in;
   std::vector<char> files_present;  ///< per job: every file: dep exists now
   GpuMask busy = 0;                 ///< GPUs busy now but not by a running job of the plan (another
-                                    ///< user's memory, a kill in its grace time): free from kSoon
+                                    ///< user's memory, a kill in its grace time): free from busy_hours
+  double busy_hours = kSoon;  ///< when `busy` are free: `run`'s next look (--poll), no sooner
   bool any_running = false;         ///< some entry of the state is running (the stall breaker's test)
 };
 
-/// The first instant after now: when a prediction from a live state lets happen
-/// what the next tick cannot (an overdue job ends, a late file appears).
-inline constexpr double kSoon = 1e-6;  // hours
 
 /// One job of the predicted timeline.
 struct SimRow {
@@ -67,10 +69,16 @@ struct Simulation {
   std::vector<SimRow> rows;          ///< in the order jobs were started
   std::vector<std::string> notes;    ///< stall-breaker notes (fix 12), for stderr
   std::vector<Stuck> stuck;          ///< non-empty when the plan cannot be scheduled
+  std::vector<Stuck> blocked;        ///< jobs predicted never to run because a plain dep of theirs (or of
+                                     ///< their deps) is predicted to time out: est_hours over its limit,
+                                     ///< without retry_on_timeout (a failure, as `run` counts it)
   double stuck_at = 0;               ///< the time it got stuck
 };
 
-/// Simulates the plan with the same pass as `run`, each job lasting est_hours.
+/// Simulates the plan with the same pass as `run`, each job lasting est_hours,
+/// cut at its time limit (limits.h). A job cut at its limit without
+/// retry_on_timeout fails there: its plain dependents are blocked (`blocked`),
+/// its after: dependents go on.
 /// `file:` deps of a job with `produced_by` wait for that job to reach
 /// produced_at_frac of its run; other `file:` deps count as present.
 /// With `from`, starts from the live state instead of an empty node; a file:

@@ -37,7 +37,14 @@ struct JobState {
   std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
   std::optional<double> warn_sent;              ///< when run sent the job's warn_signal (sent once)
-  std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h)
+  std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
+                                                ///< "hung": stopped by the watchdog (watchdog.h)
+  // What run's hang watchdog saw of a running job (watchdog.h):
+  std::optional<long long> log_size;  ///< bytes of its log at run's last look
+  std::optional<double> log_grew;     ///< when run last saw the log grow (absent: not since the start)
+  std::optional<double> gpus_busy;    ///< when a reading last showed one of its GPUs over kIdlePercent
+  std::optional<double> gpus_read;    ///< when run last had a utilization reading of all its GPUs
+  std::optional<double> hung_noted;   ///< when run said it looks hung (said once, until the log grows)
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

@@ -53,6 +53,8 @@ class PosixLauncher : public Launcher {
   bool warn_group(long long group, const WarnSpec& sig) override;
   /// "[HH:MM:SS gpuq] LINE" appended to logs/ID.log (nothing when it cannot be opened).
   void note_in_log(const std::string& id, const std::string& line) override;
+  /// stat(2) of logs/ID.log.
+  std::optional<long long> log_size(const std::string& id) override;
   bool group_alive(long long group) override;
   void reap() override;
 

@@ -81,19 +81,23 @@ class Launcher {
   virtual bool warn_group(long long group, const WarnSpec& sig) = 0;
   /// Appends one line of gpuq's (a newline added) to the job's own log.
   virtual void note_in_log(const std::string& id, const std::string& line) = 0;
+  /// The size in bytes of the job's own log; nullopt when it cannot be looked at.
+  virtual std::optional<long long> log_size(const std::string& id) = 0;
   /// True while some process is still in group `group`.
   virtual bool group_alive(long long group) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;
 };
 
-/// A reading of the GPUs' memory, or why there is none.
+/// A reading of the GPUs' memory (and utilization, where given), or why there is none.
 struct GpuReading {
   std::optional<std::map<int, long long>> used_mib;  ///< GPU index -> MiB in use
   std::string problem;                               ///< why there is no reading
+  std::map<int, int> util_pct;                       ///< GPU index -> utilization in percent, for the GPUs
+                                                     ///< that gave one (none from an older nvidia-smi)
 };
 
-/// Reads the memory in use on each GPU.
+/// Reads the memory in use (and the utilization) of each GPU.
 class GpuProbe {
  public:
   virtual ~GpuProbe() = default;

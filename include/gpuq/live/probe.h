@@ -13,14 +13,17 @@
 
 namespace gpuq {
 
-/// Runs `COMMAND --query-gpu=index,memory.used --format=csv,noheader,nounits`
-/// (COMMAND found on PATH) and parses "index, MiB" lines. No command, a
-/// non-zero exit, a timeout or any line that is not two integers gives no
-/// reading, with the problem said.
+/// Runs `COMMAND --query-gpu=index,memory.used,utilization.gpu
+/// --format=csv,noheader,nounits` (COMMAND found on PATH) and parses its lines
+/// (parse_gpu_csv). No command, a non-zero exit, a timeout or a line it cannot
+/// read gives no reading, with the problem said.
 GpuReading probe_gpus(const std::string& command, double timeout_s);
 
-/// Parses nvidia-smi's CSV; nullopt with `problem` set on anything unexpected.
-std::optional<std::map<int, long long>> parse_gpu_memory(const std::string& csv, std::string* problem);
+/// Parses nvidia-smi's CSV: "index, MiB" or "index, MiB, percent" lines (an
+/// older nvidia-smi, or a fake one, prints two columns; a GPU that cannot say
+/// its utilization prints "[N/A]" or "[Not Supported]": it has no
+/// utilization). A reading without `problem`, or with it set on anything else.
+GpuReading parse_gpu_csv(const std::string& csv);
 
 /// The GpuProbe that asks nvidia-smi (probe_gpus).
 class NvidiaSmiProbe : public GpuProbe {

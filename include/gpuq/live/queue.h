@@ -22,7 +22,6 @@ namespace gpuq {
 
 /// `run`'s flags, with the original's defaults (the rules' among them).
 struct RunOptions : Policy {
-  double poll = 20;
   long long max_used_mib = 1024;
   double kill_grace = 30;
   std::string nvidia_smi = "nvidia-smi";

@@ -7,10 +7,12 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/core/watchdog.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/store.h"
@@ -33,7 +35,7 @@ struct TickResult {
 /// The loop of `gpuq run` over a plan. Each tick, under the store's lock:
 /// refresh (jobs that ended, their leftover groups killed), enforce time limits
 /// (the warning signal, then SIGTERM at the deadline: limits.h), escalate kills past
-/// --kill-grace, probe the GPUs, decide (decide_tick), start the chosen jobs
+/// --kill-grace, probe the GPUs, watch for hung jobs (watchdog.h), decide (decide_tick), start the chosen jobs
 /// held at their start lines, save, release them (or abandon them when the save
 /// failed: they start again after a good save, so no job runs twice), and watch
 /// (the events that can make another tick worth it). Prints the original's lines.
@@ -59,6 +61,9 @@ class RunLoop {
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void probe(Tick& t);
+  void say_others(Tick& t, const std::map<int, long long>& used_mib);
+  void watch_quiet(Tick& t);
+  void stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c);
   void decide(Tick& t);
   void start(Tick& t);
   void save(Tick& t);
@@ -76,6 +81,7 @@ class RunLoop {
   std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
   std::optional<State> cached_;         // what the last tick saved; kept while the store is unchanged
   std::string last_probe_problem_;
+  std::map<int, long long> others_said_;  // GPUs said busy with another user's memory, and their MiB
   std::string last_save_problem_;
 };
 
