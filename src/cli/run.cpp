@@ -35,7 +35,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   add_time_limit_factor(run, f);
   add_quiet_minutes(run, f);
   run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+                  "the nvidia-smi command to probe GPU memory and utilization with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
   run->callback([&] { action = [&] { return cmd_run(f); }; });
 }
 
