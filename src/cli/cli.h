@@ -43,6 +43,12 @@ struct Flags {
   bool strict = false;
   long lines = 20;
   bool follow = false;
+  std::vector<std::string> on_event;  ///< run --on-event
+  double hook_timeout = 60;
+  double events_max_mb = 64;
+  std::string since;                  ///< history --since
+  bool estimates = false;             ///< history --estimates
+  bool learned_estimates = false;     ///< status/simulate --learned-estimates
 };
 
 enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
@@ -97,6 +103,14 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action);
 void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
+void add_history_command(CLI::App& app, Flags& f, Action& action);
+
+/// Adds --learned-estimates (status, simulate).
+void add_learned_estimates(CLI::App* sub, Flags& f);
+
+/// With --learned-estimates: the pending jobs' est_hours scaled by what their id prefix
+/// took before (the event log), and a line on stderr saying which prefixes were used.
+void learn_into(const Flags& f, Plan& plan, const State& state);
 
 /// The subcommands: each returns the exit status.
 int cmd_run(const Flags& f);
@@ -105,5 +119,6 @@ int cmd_simulate(const Flags& f);
 int cmd_validate(const Flags& f);
 int cmd_logs(const Flags& f);
 int cmd_control(const Flags& f, const std::string& action);
+int cmd_history(const Flags& f);
 
 }  // namespace gpuq::cli

@@ -91,6 +91,9 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.on_event = f.on_event;
+  opt.hook_timeout = f.hook_timeout;
+  opt.events_max_mb = f.events_max_mb;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   return opt;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add_validate_command(app, f, action);
   add_logs_command(app, f, action);
   add_control_commands(app, f, action);
+  add_history_command(app, f, action);
 
   try {
     app.parse(argc, argv);

@@ -46,9 +46,12 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
   return bars;
 }
 
-int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, State state,
+int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus, State state,
                 std::optional<GpuReading> probed = std::nullopt) {
   PlanPaths paths = paths_for(f.plan);
+  std::optional<Plan> learned;  // --learned-estimates: a copy with the estimates learned
+  if (f.learned_estimates) learn_into(f, learned.emplace(given), state);
+  const Plan& plan = learned ? *learned : given;
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
   refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
@@ -136,6 +139,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
       ->expected(0, 1)
       ->default_str("5");
   status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  add_learned_estimates(status, f);
   status->callback([&] { action = [&] { return cmd_status(f); }; });
 }
 
