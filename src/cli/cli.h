@@ -45,6 +45,12 @@ struct Flags {
   bool follow = false;
 };
 
+/// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
+/// file, a command. Other values get no suggestion.
+inline constexpr const char* kPlanType = "PLAN";
+inline constexpr const char* kFileType = "FILE";
+inline constexpr const char* kCommandType = "COMMAND";
+
 enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 
 /// Adds --plan and the original's flags: those in `used` are documented, the
@@ -97,6 +103,23 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action);
 void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
+/// `--version` and `gpuq version`.
+void add_version_command(CLI::App& app, Action& action);
+/// `gpuq completion SHELL` and the hidden `gpuq __complete COMMAND PLAN [PREFIX]` (job ids
+/// for the scripts, actionable ones first). Add them last: the scripts list what `app` has.
+void add_completion_commands(CLI::App& app, Action& action);
+
+/// The hidden `--help-man`: every command's help, laid out for help2man (the man page).
+/// Add it last, after every subcommand.
+void add_man_help_flag(CLI::App& app);
+
+/// "gpuq 0.1.0 (commit abc123def456)": the project version, and the git commit when built
+/// from a checkout (generated at build time by cmake/version.cmake).
+const char* version_line();
+
+/// The completion script for `shell` (bash, zsh or fish), made from the subcommands and
+/// flags `app` defines.
+std::string completion_script(CLI::App& app, const std::string& shell);
 
 /// The subcommands: each returns the exit status.
 int cmd_run(const Flags& f);

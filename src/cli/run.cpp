@@ -34,7 +34,8 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
       ->check(CLI::NonNegativeNumber);
   add_time_limit_factor(run, f);
   run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
+      ->type_name(kCommandType);
   run->callback([&] { action = [&] { return cmd_run(f); }; });
 }
 
