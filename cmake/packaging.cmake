@@ -4,6 +4,10 @@
 # so that they cannot drift from its commands and flags.
 include(GNUInstallDirs)
 
+# The package's maintainer (the .deb and its changelog): a reserved example domain unless
+# the builder names a real one.
+set(GPUQ_MAINTAINER "The gpuq authors <gpuq@example.org>" CACHE STRING "the .deb's Maintainer field")
+
 # The man page: help2man (GNU, packaged by Debian) turns `gpuq --help-man` into troff and
 # adds the hand-written sections of doc/gpuq.h2m (description, files, environment, exit
 # status, examples). Chosen over scdoc or pandoc because then every subcommand and flag is
@@ -45,6 +49,7 @@ add_custom_command(
   VERBATIM)
 
 # Debian wants a changelog beside the copyright, compressed.
+# The changelog names the package's maintainer.
 configure_file(${PROJECT_SOURCE_DIR}/packaging/changelog.in ${GPUQ_DOC_DIR}/changelog @ONLY)
 add_custom_command(
   OUTPUT ${GPUQ_DOC_DIR}/changelog.gz
@@ -69,15 +74,15 @@ install(DIRECTORY examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples USE_SOU
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME gpuq)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "The gpuq authors <gpuq@localhost.localdomain>")
-set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CPACK_PACKAGE_CONTACT}")
+set(CPACK_PACKAGE_CONTACT "${GPUQ_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${GPUQ_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "dependency and priority GPU job queue for one multi-GPU node")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
- gpuq runs a research plan, a JSON list of jobs each with a bash script, a GPU
- count, a priority, dependencies and an estimated duration, on the GPUs of one
- node: it starts the highest-priority job that is ready and fits on free GPUs,
- backfills short jobs while a wide job waits, puts 2-GPU jobs on NVLink pairs,
- and predicts the whole timeline before you commit to it.")
+# The long description (CPack puts the summary before it and indents each line).
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "gpuq runs a research plan, a JSON list of jobs each with a bash script, a GPU
+count, a priority, dependencies and an estimated duration, on the GPUs of one
+node: it starts the highest-priority job that is ready and fits on free GPUs,
+backfills short jobs while a wide job waits, puts 2-GPU jobs on NVLink pairs,
+and predicts the whole timeline before you commit to it.")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)

@@ -9,6 +9,8 @@
 #include <random>
 #include <regex>
 
+#include "gpuq/core/rules.h"
+#include "gpuq/core/state.h"
 #include "gpuq/views/svg.h"
 #include "test_util.h"
 
@@ -128,4 +130,39 @@ TEST(Svg, StatusDrawsAKilledEarlierAttemptBesideTheRetry) {
   std::string svg = d.read("s.svg");
   EXPECT_EQ(count_of(svg, "<title>a (failed): -2.00h -> -1.00h"), 1) << svg;  // the killed attempt
   EXPECT_EQ(count_of(svg, "<title>a (predicted)"), 1) << svg;             // the retry
+}
+
+TEST(EarlierAttempts, TheAutomaticRetryKeepsTheFailedRunAndEveryOneBefore) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "s.sh", "gpus": 1, "est_hours": 1}])");
+  State state;
+  JobState run;
+  run.status = Status::Failed;
+  run.gpus = std::vector<int>{3};
+  run.start = 100;
+  for (int k = 0; k < 25; ++k) {  // 25 failed runs, each retried automatically
+    run.end = *run.start + 10;
+    run.exit = k;
+    JobState failed = run;
+    failed.extra = state.of(plan, 0) ? state.of(plan, 0)->extra : nlohmann::ordered_json();
+    state.set(plan, 0, failed);
+    TickPlan tick;
+    tick.retried.push_back({0, k + 1});
+    apply_tick(plan, tick, state);
+    run.start = *run.start + 100;
+  }
+  std::vector<EarlierAttempt> kept = earlier_attempts(*state.of(plan, 0));
+  ASSERT_EQ(kept.size(), kKeptAttempts);
+  EXPECT_EQ(kept.back().exit, 24);  // the newest last
+  EXPECT_EQ(kept.front().exit, static_cast<long long>(25 - kKeptAttempts));
+  EXPECT_EQ(kept.back().start, 100 + 24 * 100);
+  EXPECT_EQ(kept.back().end, 100 + 24 * 100 + 10);
+  EXPECT_EQ(kept.back().gpus, std::vector<int>{3});
+  EXPECT_EQ(state.of(plan, 0)->status, Status::Pending);
+}
+
+TEST(EarlierAttempts, AnEntryThatNeverRanAddsNone) {
+  JobState pending, next;
+  keep_attempts(pending, next);
+  EXPECT_TRUE(earlier_attempts(next).empty());
+  EXPECT_TRUE(next.extra.is_null());  // nothing written for the original to carry
 }

@@ -15,8 +15,8 @@ namespace {
 /// The top help, then for each command a "Command gpuq NAME:" heading (a subsection for
 /// help2man), its description, its usage, and its documented flags (CLI11's own lines).
 std::string man_help(CLI::App& app) {
-  std::string out = app.help();
-  const std::regex short_and_long(R"(^(\s+-\w),(--))");  // "-h, --help": help2man marks both up
+  const std::regex short_and_long(R"(^( +-\w),(--))", std::regex::multiline);  // "-h, --help": help2man marks both up
+  std::string out = std::regex_replace(app.help(), short_and_long, "$1, $2");
   for (CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); })) {
     std::istringstream lines(sub->help());
     std::string line;
@@ -26,7 +26,9 @@ std::string man_help(CLI::App& app) {
       if (!usage_seen) {
         if (line.rfind("Usage:", 0) == 0) {
           usage_seen = true;
-          out += "  " + std::regex_replace(line, std::regex(R"(^Usage: \S+)"), "Usage: gpuq") + "\n\n";
+          // CLI11 names the command alone ("Usage: run [OPTIONS]").
+          size_t at = line.find(sub->get_name());
+          out += "  Usage: gpuq " + line.substr(at == std::string::npos ? 7 : at) + "\n\n";
         }
         continue;
       }
