@@ -12,7 +12,7 @@ if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"${JOBS:-2}" --target gpuq gpuq_docs
 rm -f build/gpuq_*.deb
-(cd build && cpack -G DEB >/dev/null)
+(cd build && cpack -G DEB > cpack.log 2>&1) || { cat build/cpack.log; exit 1; }
 deb=$(ls build/gpuq_*.deb)
 echo "== built $deb"
 dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
