@@ -51,6 +51,12 @@ struct Flags {
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
 };
 
+/// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
+/// file, a command. Other values get no suggestion.
+inline constexpr const char* kPlanType = "PLAN";
+inline constexpr const char* kFileType = "FILE";
+inline constexpr const char* kCommandType = "COMMAND";
+
 enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 
 /// Adds --plan and the original's flags: those in `used` are documented, the
@@ -111,6 +117,23 @@ void add_learned_estimates(CLI::App* sub, Flags& f);
 /// With --learned-estimates: the pending jobs' est_hours scaled by what their id prefix
 /// took before (the event log), and a line on stderr saying which prefixes were used.
 void learn_into(const Flags& f, Plan& plan, const State& state);
+/// `--version` and `gpuq version`.
+void add_version_command(CLI::App& app, Action& action);
+/// `gpuq completion SHELL` and the hidden `gpuq __complete COMMAND PLAN [PREFIX]` (job ids
+/// for the scripts, actionable ones first). Add them last: the scripts list what `app` has.
+void add_completion_commands(CLI::App& app, Action& action);
+
+/// The hidden `--help-man`: every command's help, laid out for help2man (the man page).
+/// Add it last, after every subcommand.
+void add_man_help_flag(CLI::App& app);
+
+/// "gpuq 0.1.0 (commit abc123def456)": the project version, and the git commit when built
+/// from a checkout (generated at build time by cmake/version.cmake).
+const char* version_line();
+
+/// The completion script for `shell` (bash, zsh or fish), made from the subcommands and
+/// flags `app` defines.
+std::string completion_script(CLI::App& app, const std::string& shell);
 
 /// The subcommands: each returns the exit status.
 int cmd_run(const Flags& f);

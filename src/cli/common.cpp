@@ -21,7 +21,9 @@ namespace gpuq::cli {
 /// Adds --plan and the original's flags: those in `used` are documented, the
 /// rest accepted and ignored (the original took every flag with every command).
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
-  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")->required();
+  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")
+      ->required()
+      ->type_name(kPlanType);
   auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
   auto group = [&](CLI::Option* o, Flag x) { o->group(uses(x) ? "Options" : ""); };
   group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);

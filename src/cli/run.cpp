@@ -42,7 +42,8 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
       ->check(CLI::NonNegativeNumber);
   add_time_limit_factor(run, f);
   run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
+      ->type_name(kCommandType);
   run->add_option("--on-event", f.on_event,
                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
                   "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "

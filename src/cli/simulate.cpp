@@ -76,7 +76,8 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(sim, f, {kGpus, kAll, kBackfill});
   add_time_limit_factor(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
-  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE");
+  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
+      ->type_name(kFileType);
   sim->add_flag("--from-state", f.from_state,
                 "predict from the live state: what is done stays done, running jobs finish their estimate");
   add_learned_estimates(sim, f);

@@ -39,6 +39,7 @@ std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
         JobState fresh;
         fresh.status = Status::Pending;
         fresh.attempts = s.attempts;
+        keep_attempts(s, fresh);
         s = fresh;
         ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});
         break;
@@ -61,6 +62,7 @@ bool hold(State& state, const std::string& id, std::vector<std::string>& lines) 
   if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
     JobState held;
     held.status = Status::Held;
+    if (const JobState* prev = state.find(id)) keep_attempts(*prev, held);
     state.set(id, held);
     lines.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(st), id));
   } else if (st == Status::Held) {
@@ -84,6 +86,7 @@ bool retry(State& state, const std::string& id, std::vector<std::string>& lines)
   }
   JobState fresh;
   fresh.status = Status::Pending;
+  if (s) keep_attempts(*s, fresh);  // the picture of the past keeps the run a retry replaces
   state.set(id, fresh);
   lines.push_back(st == Status::Held ? fmt::format("released {} (was held); it is pending", id)
                                      : fmt::format("{} is pending again (was {})", id, status_name(st)));

@@ -225,6 +225,7 @@ void RunLoop::start(Tick& t) {
     long long attempts = t.state.of(plan_, s.job) ? t.state.of(plan_, s.job)->attempts_or0() : 0;
     JobState entry;
     entry.attempts = attempts;
+    if (const JobState* prev = t.state.of(plan_, s.job)) keep_attempts(*prev, entry);
     try {
       Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1});
       entry.status = Status::Running;
