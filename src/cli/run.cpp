@@ -49,7 +49,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
                   "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
                   "'failed,timeout:CMD' runs it for those only (event kinds: start, end, retry, kill, hold, timeout; "
-                  "end outcomes: done, failed, killed, lost); repeatable")
+                  "end outcomes: done, failed, killed, lost, hung); repeatable")
       ->allow_extra_args(false);
   run->add_option("--hook-timeout", f.hook_timeout, "seconds an --on-event command may run before it is stopped")
       ->capture_default_str()
