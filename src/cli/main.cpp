@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitBadInput;
   }
+  if (action && !resolve_plan(f)) return kExitBadInput;
   try {
     int status = action ? action() : 0;
     phase("free");

@@ -223,7 +223,7 @@ void RunLoop::start(Tick& t) {
     JobState entry;
     entry.attempts = attempts;
     try {
-      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1});
+      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1, j.args, j.env});
       entry.status = Status::Running;
       entry.gpus = s.gpus;
       entry.pid = l.pid;

@@ -27,6 +27,7 @@ struct RunOptions : Policy {
   double kill_grace = 30;
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;
+  std::string workdir;  ///< where jobs run, and relative scripts and file: deps are taken from ("": the current folder)
 };
 
 }  // namespace gpuq
