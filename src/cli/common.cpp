@@ -26,7 +26,8 @@ namespace gpuq::cli {
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
   sub->add_option("--plan", f.plan,
                   "the plan file (JSON); its state, lock and logs/ live beside it (default: $GPUQ_PLAN, else "
-                  "plan.json in the current folder)");
+                  "plan.json in the current folder)")
+      ->type_name(kPlanType);
   sub->add_option("--state-dir", f.state_dir,
                   "keep the state, locks and logs/ in this folder instead of beside the plan (default: "
                   "$GPUQ_STATE_DIR)");
@@ -150,6 +151,9 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.on_event = f.on_event;
+  opt.hook_timeout = f.hook_timeout;
+  opt.events_max_mb = f.events_max_mb;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   return opt;

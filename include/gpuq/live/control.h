@@ -44,7 +44,10 @@ struct ControlResult {
 /// (status 2, `plan_name` in the message); a refused id gives status 1. kill
 /// sends SIGTERM to the job's group (when its pid is still the job's), marks it
 /// failed with kKilledExit and records when, for run's --kill-grace.
+/// With `events_log`, what changed is appended to that event log (journal.h) once the
+/// state is written; a failed append is a line in the result (the next `run` logs it).
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
-                      const std::string& action, const std::vector<std::string>& ids);
+                      const std::string& action, const std::vector<std::string>& ids,
+                      const std::string& events_log = "");
 
 }  // namespace gpuq
