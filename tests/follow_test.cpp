@@ -193,14 +193,14 @@ TEST(Logs, TailAndFollow) {
   auto r = follow->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "line 29\nline 30\nlast words\n");
-  EXPECT_EQ(r.err, "gpuq logs: talk is done\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk is done (exit 0)\n");
   EXPECT_EQ(run->wait(kPatience).status, 0);
   EXPECT_EQ(q.gpuq({"logs", "talk", "-n", "1"}).out, "last words\n");
   // A job that is done: the tail, then how it ended.
   auto done = q.gpuq({"logs", "talk", "-n", "1", "-f"});
   EXPECT_EQ(done.status, 0);
   EXPECT_EQ(done.out, "last words\n");
-  EXPECT_EQ(done.err, "gpuq logs: talk is done\n");
+  EXPECT_EQ(done.err, "gpuq logs: talk is done (exit 0)\n");
 }
 
 TEST(Logs, FollowOfAPendingJobPrintsItsLogFromItsStart) {
@@ -215,8 +215,11 @@ TEST(Logs, FollowOfAPendingJobPrintsItsLogFromItsStart) {
   EXPECT_EQ(r.status, 0) << r.err;
   std::string all;
   for (int i = 1; i <= 30; ++i) all += "line " + std::to_string(i) + "\n";
-  EXPECT_EQ(r.out, all);  // every line, not the last 20: it followed from the log's creation
-  EXPECT_EQ(r.err, "gpuq logs: talk is done\n");
+  // Every line, not the last 20: it followed from the log's creation (gpuq's line for the attempt first).
+  EXPECT_THAT(r.out, ::testing::StartsWith("== gpuq: attempt 1 on GPUs [] at "));
+  EXPECT_EQ(r.out.substr(r.out.find('\n') + 1), all);
+  EXPECT_EQ(r.err, "gpuq logs: talk has not started yet (pending); waiting for it to start (Ctrl-C to stop)\n"
+                   "gpuq logs: talk is done (exit 0)\n");
   EXPECT_EQ(run->wait(kPatience).status, 0);
 }
 
@@ -238,7 +241,7 @@ TEST(Logs, FollowKeepsUpWithALogGrowingFast) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.size(), expected.size());
   EXPECT_TRUE(r.out == expected) << "the followed text differs from what the job wrote";
-  EXPECT_EQ(r.err, "gpuq logs: talk is done\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk is done (exit 0)\n");
   EXPECT_EQ(run->wait(kPatience).status, 0);
 }
 
@@ -247,14 +250,14 @@ TEST(Logs, FollowEndsWhenTheJobIsKilled) {
   q.plan("echo started\nsleep 300\n");
   auto run = q.start({"run", "--poll", "1", "--max-retries", "0"});
   ASSERT_TRUE(eventually([&] { return q.log_has("started\n"); }, kPatience));
-  auto follow = q.start({"logs", "talk", "-f"});
+  auto follow = q.start({"logs", "talk", "-n", "1", "-f"});  // the last line, not gpuq's line before it
   ASSERT_TRUE(eventually([&] { return follow->out() == "started\n"; }, kPatience)) << follow->out();
   auto kill = q.gpuq({"kill", "talk"});
   ASSERT_EQ(kill.status, 0) << kill.err;
   auto r = follow->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "started\n");
-  EXPECT_EQ(r.err, "gpuq logs: talk is failed\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk is failed: killed by gpuq kill (exit -15)\n");
   EXPECT_EQ(run->wait(kPatience).status, 0);
 }
 
@@ -263,13 +266,13 @@ TEST(Logs, FollowEndsWhenTheJobFails) {
   q.plan("echo trying\n" + wait_for("go") + "echo giving up\nexit 3\n");
   auto run = q.start({"run", "--poll", "1", "--max-retries", "0"});
   ASSERT_TRUE(eventually([&] { return q.log_has("trying\n"); }, kPatience));
-  auto follow = q.start({"logs", "talk", "-f"});
+  auto follow = q.start({"logs", "talk", "-n", "1", "-f"});  // the last line, not gpuq's line before it
   ASSERT_TRUE(eventually([&] { return follow->out() == "trying\n"; }, kPatience)) << follow->out();
   q.d.write("go", "");
   auto r = follow->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "trying\ngiving up\n");
-  EXPECT_EQ(r.err, "gpuq logs: talk is failed\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk is failed (exit 3)\n");
   EXPECT_EQ(run->wait(kPatience).status, 0);
 }
 
@@ -282,7 +285,8 @@ TEST(Logs, FollowEndsWhenAPendingJobIsHeld) {
   auto r = follow->wait(kPatience);
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err, "gpuq logs: talk is held\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk has not started yet (pending); waiting for it to start (Ctrl-C to stop)\n"
+                   "gpuq logs: talk is held\n");
 }
 
 TEST(Logs, FollowEndsWhenTheProcessVanishesWithoutAnyFileChanging) {
@@ -301,5 +305,5 @@ TEST(Logs, FollowEndsWhenTheProcessVanishesWithoutAnyFileChanging) {
   auto r = follow->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "working\n");
-  EXPECT_EQ(r.err, "gpuq logs: talk is failed\n");
+  EXPECT_EQ(r.err, "gpuq logs: talk is failed: its process vanished without an exit code, or it could not start\n");
 }

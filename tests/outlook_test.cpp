@@ -99,7 +99,7 @@ TEST(Validate, MissingScriptAndUnproducedMissingFile) {
   auto f = validate_plan(plan, {0, 1, 2, 3, 4, 5, 6, 7}, 0.5, none, readable);
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].job, "a");
-  EXPECT_THAT(f[0].text, HasSubstr("its script gone.sh is missing or not readable"));
+  EXPECT_THAT(f[0].text, HasSubstr("1 script is missing or not readable: gone.sh (job 'a')"));
   EXPECT_EQ(f[1].job, "b");
   EXPECT_THAT(f[1].text, HasSubstr("waits for the file data/missing.jsonl, which does not exist and that no job produces"));
 }
@@ -120,7 +120,7 @@ TEST(Validate, CommandExitStatusesAndStrict) {
   q.d.write("plan.json", R"([{"id": "a", "script": "nope.sh", "est_hours": 1}])");
   r = q.gpuq({"validate"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_THAT(r.out, HasSubstr("error: job 'a': its script nope.sh is missing"));
+  EXPECT_THAT(r.out, HasSubstr("error: job 'a': 1 script is missing or not readable: nope.sh (job 'a')"));
   q.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "est_hours": 1}])");
   EXPECT_EQ(q.gpuq({"validate", "--strict"}).status, 0);
 }

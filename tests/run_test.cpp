@@ -223,12 +223,23 @@ TEST(Run, ScriptPathExpandsHomeAndVariables) {
 
 TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   Queue q;
+  // A script missing when run starts: nothing starts (one message, exit 2).
   q.plan(R"([{"id": "gone", "script": "no_such.sh", "gpus": 0}, {"id": "fine", "script": "job.sh", "gpus": 0}])");
+  auto refused = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_THAT(refused.err, HasSubstr("nothing started: 1 script is missing or not readable: no_such.sh (job 'gone')"));
+  EXPECT_EQ(q.status_of("fine"), "none");
+  // A script that goes away while run goes: that job fails (exit 127), the queue goes on.
+  q.dir.write("victim.sh", "true\n");
+  q.dir.write("remover.sh", "rm victim.sh\n");
+  q.plan(R"([{"id": "remover", "script": "remover.sh", "gpus": 0},
+             {"id": "gone", "script": "victim.sh", "gpus": 0, "deps": ["remover"]},
+             {"id": "fine", "script": "job.sh", "gpus": 0, "deps": ["remover"]}])");
   auto r = q.start({"--max-retries", "0"})->wait(kPatience);
-  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
-  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("cannot run the script no_such.sh"));
+  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("cannot run the script victim.sh"));
   EXPECT_EQ(q.status_of("fine"), "done");
 }
 

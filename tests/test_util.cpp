@@ -141,6 +141,7 @@ Output Background::wait(double timeout_s) {
 }
 
 std::string Background::out() const { return slurp(io_.path() + "/out"); }
+std::string Background::err() const { return slurp(io_.path() + "/err"); }
 
 bool eventually(const std::function<bool()>& cond, double timeout_s) {
   for (int i = 0; i < static_cast<int>(timeout_s * 50); ++i) {

@@ -73,6 +73,7 @@ class Background {
   /// Waits up to `timeout_s` for it to exit; status -1 if it did not.
   Output wait(double timeout_s);
   std::string out() const;  ///< stdout so far
+  std::string err() const;  ///< stderr so far
   bool running();
 
  private:

@@ -24,7 +24,9 @@ constexpr int kExitBadInput = 2;
 
 /// Every flag of the original; each subcommand shows the ones it uses.
 struct Flags {
-  std::string plan;
+  std::string plan;       ///< --plan, else $GPUQ_PLAN, else ./plan.json (resolve_plan)
+  std::string state_dir;  ///< gpuq's own: --state-dir, else $GPUQ_STATE_DIR: state, locks and logs/ there
+  std::string workdir;    ///< gpuq's own: --workdir: scripts and file: deps are taken from there
   std::string gpus = "0,1,2,3,4,5,6,7";
   double poll = 20;
   bool all = false;
@@ -64,6 +66,23 @@ enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 /// rest accepted and ignored (the original took every flag with every command).
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
 
+/// Fills f.plan when --plan was not given: $GPUQ_PLAN, else plan.json in the current
+/// folder (saying on stderr which file was taken); and f.state_dir from $GPUQ_STATE_DIR.
+/// False, with the problem printed, when there is no plan to take.
+bool resolve_plan(Flags& f);
+
+/// The plan's files: beside the plan, or in --state-dir.
+PlanPaths plan_paths(const Flags& f);
+
+/// Where jobs run and relative script and file: paths are taken from.
+struct Workdir {
+  std::string path;   ///< "": the current folder (the original's way); else an absolute folder
+  std::string shown;  ///< for messages: the absolute folder and where it came from
+};
+
+/// --workdir, else the plan's "workdir" (relative to the plan file's folder), else the current folder.
+Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdir);
+
 /// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
 void add_time_limit_factor(CLI::App* sub, Flags& f);
 
@@ -80,6 +99,9 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
 
 /// --gpus as ids, or nullopt with the problem printed.
 std::optional<std::vector<int>> node_gpus(const Flags& f);
+
+/// True when `path` is a regular file this process can read (a script `run` can start).
+bool readable_file(const std::string& path);
 
 /// Writes `text` to `path`, or says why it could not.
 bool write_output(const std::string& path, const std::string& text);

@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
+#include "gpuq/live/proc.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/store.h"
 
@@ -21,9 +24,16 @@ namespace gpuq::cli {
 /// Adds --plan and the original's flags: those in `used` are documented, the
 /// rest accepted and ignored (the original took every flag with every command).
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
-  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")
-      ->required()
+  sub->add_option("--plan", f.plan,
+                  "the plan file (JSON); its state, lock and logs/ live beside it (default: $GPUQ_PLAN, else "
+                  "plan.json in the current folder)")
       ->type_name(kPlanType);
+  sub->add_option("--state-dir", f.state_dir,
+                  "keep the state, locks and logs/ in this folder instead of beside the plan (default: "
+                  "$GPUQ_STATE_DIR)");
+  sub->add_option("--workdir", f.workdir,
+                  "run jobs in this folder and take relative script and file: paths from it (default: the plan's "
+                  "\"workdir\", else the current folder)");
   auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
   auto group = [&](CLI::Option* o, Flag x) { o->group(uses(x) ? "Options" : ""); };
   group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);
@@ -64,6 +74,54 @@ void add_quiet_minutes(CLI::App* sub, Flags& f) {
                   "minutes marks it hung? (0: off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+}
+
+bool resolve_plan(Flags& f) {
+  if (f.state_dir.empty())
+    if (const char* env = std::getenv("GPUQ_STATE_DIR"); env && *env) f.state_dir = env;
+  if (!f.plan.empty()) return true;
+  if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) {
+    f.plan = env;
+    return true;
+  }
+  struct stat st;
+  if (::stat("plan.json", &st) == 0 && !S_ISDIR(st.st_mode)) {
+    f.plan = "plan.json";
+    fmt::print(stderr, "gpuq: no --plan given: using plan.json in the current folder\n");
+    return true;
+  }
+  fmt::print(stderr,
+             "gpuq: no plan: give --plan PLAN.json, set GPUQ_PLAN, or run gpuq in the folder that holds plan.json\n");
+  return false;
+}
+
+PlanPaths plan_paths(const Flags& f) {
+  if (!f.state_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(f.state_dir, ec);  // a failure is reported where a file is made in it
+  }
+  return paths_for(f.plan, f.state_dir);
+}
+
+Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto absolute = [&](const fs::path& p) {
+    fs::path a = fs::absolute(p, ec).lexically_normal();
+    std::string s = a.string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  if (!f.workdir.empty()) {
+    std::string p = absolute(expand_path(f.workdir));
+    return {p, p + " (--workdir)"};
+  }
+  if (plan_workdir) {
+    fs::path w = expand_path(*plan_workdir);
+    std::string p = absolute(w.is_absolute() ? w : fs::path(f.plan).parent_path() / w);
+    return {p, fmt::format("{} (the plan's \"workdir\" {})", p, *plan_workdir)};
+  }
+  return {"", absolute(fs::current_path(ec)) + " (the current folder)"};
 }
 
 std::optional<std::vector<int>> node_gpus(const Flags& f) {
@@ -110,6 +168,11 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   return opt;
 }
 
+
+bool readable_file(const std::string& path) {
+  struct stat st;
+  return ::access(path.c_str(), R_OK) == 0 && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 /// Writes `text` to `path`, or says why it could not.
 bool write_output(const std::string& path, const std::string& text) {

@@ -17,7 +17,7 @@ int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const Plan* plan = &loaded->plan;
-  PlanPaths paths = paths_for(f.plan);
+  PlanPaths paths = plan_paths(f);
   FileStore store(paths);
   PosixLauncher launcher(paths);
   SystemClock clock;

@@ -22,7 +22,7 @@ namespace {
 
 std::vector<Attempt> logged_attempts(const Flags& f, bool quiet_warnings = false) {
   std::vector<std::string> warnings;
-  std::vector<Event> events = read_events(events_path_for(paths_for(f.plan).state), &warnings);
+  std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), &warnings);
   if (!quiet_warnings)
     for (const std::string& w : warnings) fmt::print(stderr, "gpuq: event log: {}\n", w);
   return attempts_of(events);
@@ -141,7 +141,7 @@ int cmd_history(const Flags& f) {
     return since && when < *since;
   });
   if (f.estimates) return print_estimates(f, plan, attempts);
-  State state = read_state(paths_for(f.plan));
+  State state = read_state(plan_paths(f));
   auto outcome = [&](const Attempt& a) -> std::string {
     std::string o = a.outcome.value_or("");
     if (o.empty()) {
@@ -167,7 +167,7 @@ int cmd_history(const Flags& f) {
     return 0;
   }
   if (attempts.empty()) {
-    fmt::print("nothing in the event log {}{}\n", events_path_for(paths_for(f.plan).state),
+    fmt::print("nothing in the event log {}{}\n", events_path_for(plan_paths(f).state),
                f.jobs.empty() && !since ? " yet (gpuq run writes it)" : " that matches");
     return 0;
   }

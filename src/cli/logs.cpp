@@ -7,11 +7,35 @@
 
 #include "gpuq/live/follow.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/rules.h"
 #include "gpuq/live/store.h"
 
 #include "cli.h"
 
 namespace gpuq::cli {
+
+namespace {
+
+/// "done (exit 0)", "failed (exit 3)", "failed: killed by gpuq kill", ...: the status, and how it came to be.
+std::string how_it_ended(const JobState& s) {
+  std::string code = s.exit ? fmt::format("exit {}", *s.exit) : "no exit code";
+  switch (outcome_of(s).value_or(Outcome::Failed)) {
+    case Outcome::Done:
+      return fmt::format("{} ({})", status_name(s.status), code);
+    case Outcome::Killed:
+      return fmt::format("{}: killed by gpuq kill ({})", status_name(s.status), code);
+    case Outcome::Timeout:
+      return fmt::format("{}: stopped at its time limit ({})", status_name(s.status), code);
+    case Outcome::Lost:
+      return fmt::format("{}: its process vanished without an exit code, or it could not start", status_name(s.status));
+    case Outcome::Failed:
+      break;
+  }
+  if (s.status != Status::Failed) return status_name(s.status);  // held, blocked
+  return fmt::format("failed ({})", code);
+}
+
+}  // namespace
 
 int cmd_logs(const Flags& f) {
   auto loaded = load_command(f);
@@ -22,7 +46,7 @@ int cmd_logs(const Flags& f) {
     return kExitBadInput;
   }
   const std::string& id = f.jobs[0];
-  PlanPaths paths = paths_for(f.plan);
+  PlanPaths paths = plan_paths(f);
   if (f.follow) {
     // The longest wait without an inotify event (tests set it long, so that a missed event shows).
     double safety_s = 5;
@@ -31,8 +55,9 @@ int cmd_logs(const Flags& f) {
       double v = std::strtod(env, &end);
       if (*end == '\0' && v > 0 && v < 86400) safety_s = v;
     }
-    Status st = follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000));
-    fmt::print(stderr, "gpuq logs: {} is {}\n", id, status_name(st));
+    JobState last;
+    follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000), &last);
+    fmt::print(stderr, "gpuq logs: {} is {}\n", id, how_it_ended(last));
     return 0;
   }
   if (!print_tail(paths.log(id), f.lines, stdout)) {

@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitBadInput;
   }
+  // Commands that take --plan (not version or completion) find their plan when it was not given.
+  bool takes_plan = false;
+  for (const CLI::App* sub : app.get_subcommands()) takes_plan = takes_plan || sub->get_option_no_throw("--plan");
+  if (action && takes_plan && !resolve_plan(f)) return kExitBadInput;
   try {
     int status = action ? action() : 0;
     phase("free");

@@ -9,6 +9,8 @@
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/live/store.h"
+#include "gpuq/live/local_files.h"
+#include "gpuq/core/validate.h"
 
 #include "cli.h"
 
@@ -27,7 +29,19 @@ int cmd_run(const Flags& f) {
       return kExitBadInput;
     }
   }
-  PlanPaths paths = paths_for(f.plan);
+  Workdir wd = workdir_of(f, plan->workdir);
+  opt.workdir = wd.path;
+  PlanPaths paths = plan_paths(f);
+  State state = read_state(paths);
+  // Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
+  LocalFiles files(wd.path);
+  std::vector<size_t> missing = jobs_without_script(*plan, files, readable_file, [&](size_t i) {
+    return state.status_of(*plan, i) != Status::Done;
+  });
+  if (!missing.empty()) {
+    fmt::print(stderr, "gpuq run: nothing started: {}\n", missing_scripts_text(*plan, missing, files, wd.shown));
+    return kExitBadInput;
+  }
   RunGuard guard(paths);
   warn_unknown_entries(*plan, paths, read_state(paths));
   return run_queue(*plan, paths, opt, stdout);

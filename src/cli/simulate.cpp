@@ -27,7 +27,7 @@ int cmd_simulate(const Flags& f) {
   const Plan* plan = &loaded->plan;
   if (f.learned_estimates) {
     State state;
-    if (f.from_state) state = read_state(paths_for(f.plan));
+    if (f.from_state) state = read_state(plan_paths(f));
     learn_into(f, loaded->plan, state);
   }
   SimOptions opt;
@@ -36,12 +36,13 @@ int cmd_simulate(const Flags& f) {
   opt.time_limit_factor = f.time_limit_factor;
   std::optional<SimStart> from;
   if (f.from_state) {
-    PlanPaths paths = paths_for(f.plan);
+    PlanPaths paths = plan_paths(f);
     State state = read_state(paths);
     double now = unix_now();
     refresh(paths, state, now);
     RunOptions ro = run_options(f, *gpus);
-    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}), LocalFiles());
+    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}),
+                      LocalFiles(workdir_of(f, plan->workdir).path));
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);

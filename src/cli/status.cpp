@@ -7,6 +7,10 @@
 #include <future>
 #include <system_error>
 #include <thread>
+#include <tuple>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpuq/live/phase.h"
 #include "gpuq/live/async.h"
@@ -51,7 +55,7 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
 
 int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus, State state,
                 std::optional<GpuReading> probed = std::nullopt) {
-  PlanPaths paths = paths_for(f.plan);
+  PlanPaths paths = plan_paths(f);
   std::optional<Plan> learned;  // --learned-estimates: a copy with the estimates learned
   if (f.learned_estimates) learn_into(f, learned.emplace(given), state);
   const Plan& plan = learned ? *learned : given;
@@ -63,7 +67,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   // Text without --all shows the first rows only: only they need their reasons worked out.
   std::map<int, long long> others;
   GpuMask free = free_now(state, opt, std::move(probed), &others);
-  Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(),
+  Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   phase("outlook");
   if (!f.svg.empty() &&
@@ -94,6 +98,15 @@ std::future<GpuReading> probe_meanwhile(const RunOptions& opt) {
   return reading;
 }
 
+/// When the plan file last changed (size, mtime, inode): a change means it is read again.
+using PlanStamp = std::tuple<long long, long long, long long, unsigned long long>;
+PlanStamp plan_stamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
+          static_cast<long long>(st.st_mtim.tv_nsec), static_cast<unsigned long long>(st.st_ino)};
+}
+
 }  // namespace
 
 int cmd_status(const Flags& f) {
@@ -107,7 +120,7 @@ int cmd_status(const Flags& f) {
   std::future<GpuReading> probe;
   if (f.watch <= 0) {
     probe = probe_meanwhile(run_options(f, {}));
-    state = on_another_core([paths = paths_for(f.plan)] { return read_state(paths); });
+    state = on_another_core([paths = plan_paths(f)] { return read_state(paths); });
   }
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
@@ -119,16 +132,38 @@ int cmd_status(const Flags& f) {
     phase("read state (the rest of it)");
     return status_once(f, *plan, *gpus, std::move(s), probe.get());
   }
-  // Redraw until Ctrl-C, for a tmux pane.
+  // Redraw until Ctrl-C, for a tmux pane. Into a pipe or a file (not a terminal) each
+  // redraw is appended as plain text, without the codes that clear a screen.
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  std::optional<Plan> reloaded;
+  PlanStamp seen = plan_stamp(f.plan);
   while (true) {
-    std::fputs("\x1b[H\x1b[2J", stdout);
+    // The plan edited since the last redraw is read again (an edit with errors keeps the last good plan, and says so).
+    std::string plan_note;
+    if (PlanStamp now_stamp = plan_stamp(f.plan); now_stamp != seen) {
+      seen = now_stamp;
+      PlanLoad again = load_plan(f.plan, *gpus);
+      if (again.plan) {
+        reloaded = std::move(again.plan);
+        plan = &*reloaded;
+      } else {
+        plan_note = fmt::format("the plan {} was edited and is not valid ({} problem{}, first: {}); showing it as "
+                                "it was before the edit\n\n",
+                                f.plan, again.errors.size(), again.errors.size() == 1 ? "" : "s",
+                                again.errors.empty() ? "?" : again.errors[0]);
+      }
+    }
+    if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);
     fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch,
                clock_stamp(unix_now()));
+    std::fputs(plan_note.c_str(), stdout);
     try {
-      status_once(f, *plan, *gpus, read_state(paths_for(f.plan)));
+      status_once(f, *plan, *gpus, read_state(plan_paths(f)));
     } catch (const StoreError& e) {
       fmt::print("gpuq: {}\n", e.what());
     }
+    if (!terminal) std::fputs("\n", stdout);
+    std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(f.watch * 1000)));
   }
 }

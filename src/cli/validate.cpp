@@ -18,23 +18,36 @@ namespace gpuq::cli {
 int cmd_validate(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
-  std::vector<std::string> loader_warnings;
-  auto plan = load_or_report(f, *gpus, &loader_warnings);
-  if (!plan) return kExitBadInput;
-  auto readable = [](const std::string& p) {
-    struct stat st;
-    return ::access(p.c_str(), R_OK) == 0 && ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  };
+  PlanLoad load = load_plan(f.plan, *gpus);
+  const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
+  Workdir wd = workdir_of(f, plan ? plan->workdir : std::nullopt);
+  LocalFiles files(wd.path);
+  if (!load.plan) {
+    // The loader's errors, and in the same round what the files say of the jobs it could read.
+    std::vector<Finding> more = plan ? file_findings(*plan, files, readable_file, wd.shown) : std::vector<Finding>{};
+    fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size() + more.size(),
+               load.errors.size() + more.size() == 1 ? "" : "s");
+    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
+    for (const Finding& x : more)
+      fmt::print(stderr, "  {}: {}{}\n", f.plan, x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
+    return kExitBadInput;
+  }
+  // The sweeps, as the jobs they expand into.
+  for (const Sweep& sw : plan->sweeps) {
+    std::string ids;
+    for (size_t k = sw.first; k < sw.first + sw.count; ++k) ids += (ids.empty() ? "" : ", ") + plan->jobs[k].id;
+    fmt::print("sweep '{}': {} job(s): {}\n", sw.id, sw.count, ids);
+  }
   // The loader's warnings first (its checks come first), counted and printed as validate's own.
-  std::vector<Finding> findings = loader_findings(loader_warnings);
-  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, LocalFiles(), readable))
+  std::vector<Finding> findings = loader_findings(load.warnings);
+  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, files, readable_file, wd.shown))
     findings.push_back(std::move(x));
   // What earlier runs of the same kind of job took (the event log, when there is one).
-  std::vector<Event> events = read_events(events_path_for(paths_for(f.plan).state), nullptr);
+  std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {
     State state;
     try {
-      state = read_state(paths_for(f.plan));
+      state = read_state(plan_paths(f));
     } catch (const StoreError&) {
     }
     for (EstimateWarning& w : estimate_warnings(*plan, state, learn_estimates(attempts_of(events), *plan)))

@@ -25,27 +25,47 @@ std::optional<std::vector<int>> parse_gpu_list(std::string_view text, std::strin
   std::vector<int> ids;
   GpuMask seen = 0;
   size_t pos = 0;
-  while (true) {
-    size_t comma = text.find(',', pos);
-    std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+  // One id, or nullopt with the problem said.
+  auto id_of = [&](std::string_view item) -> std::optional<int> {
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     int g = -1;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
     if (item.empty() || ec != std::errc() || p != item.data() + item.size()) {
-      *err = "'" + std::string(item) + "' in --gpus '" + std::string(text) + "' is not a GPU id (expected e.g. 0,1,2,3)";
+      *err = "'" + std::string(item) + "' in --gpus '" + std::string(text) +
+             "' is not a GPU id (expected ids and ranges, e.g. 0,1,2,3 or 0-3 or 0,2-4)";
       return std::nullopt;
     }
     if (g < 0 || g > kMaxGpuId) {
       *err = "GPU id " + std::to_string(g) + " in --gpus is outside 0.." + std::to_string(kMaxGpuId);
       return std::nullopt;
     }
-    if (seen & (GpuMask{1} << g)) {
-      *err = "GPU id " + std::to_string(g) + " appears twice in --gpus '" + std::string(text) + "'";
-      return std::nullopt;
+    return g;
+  };
+  while (true) {
+    size_t comma = text.find(',', pos);
+    std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    // "A-B": every id from A to B (a range, as nvidia-smi and taskset write them).
+    size_t dash = item.find('-');
+    std::optional<int> lo = id_of(dash == std::string_view::npos ? item : item.substr(0, dash));
+    if (!lo) return std::nullopt;
+    std::optional<int> hi = lo;
+    if (dash != std::string_view::npos) {
+      hi = id_of(item.substr(dash + 1));
+      if (!hi) return std::nullopt;
+      if (*hi < *lo) {
+        *err = "the range '" + std::string(item) + "' in --gpus '" + std::string(text) + "' runs backwards";
+        return std::nullopt;
+      }
     }
-    seen |= GpuMask{1} << g;
-    ids.push_back(g);
+    for (int g = *lo; g <= *hi; ++g) {
+      if (seen & (GpuMask{1} << g)) {
+        *err = "GPU id " + std::to_string(g) + " appears twice in --gpus '" + std::string(text) + "'";
+        return std::nullopt;
+      }
+      seen |= GpuMask{1} << g;
+      ids.push_back(g);
+    }
     if (comma == std::string_view::npos) break;
     pos = comma + 1;
   }

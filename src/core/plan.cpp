@@ -13,6 +13,8 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <charconv>
+#include <unordered_map>
 
 namespace gpuq {
 
@@ -52,7 +54,7 @@ bool valid_job_id(std::string_view id) {
   if (id.empty() || id.size() > 200 || id.front() == '.') return false;
   for (char c : id) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-';
+              c == '-' || c == '=';
     if (!ok) return false;
   }
   return true;
@@ -110,7 +112,7 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
 // The members of a job that gpuq reads, each the last of its name. Others are ignored.
 struct JobFields {
   enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook,
-              kTimeLimit, kWarnSignal, kRetryOnTimeout, kQuietMinutes, kOnQuiet, kCount };
+              kTimeLimit, kWarnSignal, kRetryOnTimeout, kQuietMinutes, kOnQuiet, kArgs, kEnv, kMatrix, kCount };
   element at[kCount];
   bool given[kCount] = {};
 
@@ -121,7 +123,8 @@ struct JobFields {
             : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook
             : key == "time_limit_hours" ? kTimeLimit : key == "warn_signal" ? kWarnSignal
             : key == "retry_on_timeout" ? kRetryOnTimeout : key == "quiet_minutes" ? kQuietMinutes
-            : key == "on_quiet" ? kOnQuiet : kCount;
+            : key == "on_quiet" ? kOnQuiet : key == "args" ? kArgs : key == "env" ? kEnv
+            : key == "matrix" ? kMatrix : kCount;
       if (n == kCount) continue;
       at[n] = value;
       given[n] = true;
@@ -151,8 +154,9 @@ struct Build {
   }
 };
 
-// The job's id, indexed at position i when it is good and new.
-void read_id(Build& b, const JobFields& f, Job& job, size_t i) {
+// The job's id, indexed at position i when it is good and new (a sweep's id is not a job's: its
+// points are indexed instead, `index` false).
+void read_id(Build& b, const JobFields& f, Job& job, size_t i, bool index = true) {
   const element* id = f.find(JobFields::kId);
   if (!id) {
     b.add(b.where(i), "has no \"id\"");
@@ -164,6 +168,7 @@ void read_id(Build& b, const JobFields& f, Job& job, size_t i) {
                                   show(*id)));
   } else {
     job.id = std::string_view(*id);
+    if (!index) return;
     auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
     size_t first = b.plan.index.find_or_insert(job.id, i, id_of);  // indexed here unless a duplicate
     if (first != IdIndex::npos)
@@ -261,6 +266,173 @@ void read_limits(Build& b, const JobFields& f, Job& job, const Where& w) {
   }
 }
 
+// A variable name of the environment: a letter or '_', then letters, digits, '_'.
+bool env_name(std::string_view k) {
+  if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
+  for (char c : k)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+// A value of "env" or "matrix" as text: a string as written; a number in its shortest
+// form, with a short exponent (1e-4, not 0.0001 or 1e-04); nothing for other types.
+std::optional<std::string> value_text(element v) {
+  if (v.is_string()) return std::string(std::string_view(v));
+  if (json_is_integer(v)) return to_nlohmann(v).dump();
+  if (!json_is_number(v)) return std::nullopt;
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, json_as_double(v));
+  std::string t(buf, ec == std::errc() ? end : buf);
+  if (auto e = t.find('e'); e != std::string::npos) {
+    std::string mant = t.substr(0, e), exp = t.substr(e + 1);
+    bool neg = !exp.empty() && exp[0] == '-';
+    if (!exp.empty() && (exp[0] == '-' || exp[0] == '+')) exp.erase(0, 1);
+    while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+    t = mant + "e" + (neg ? "-" : "") + exp;
+  }
+  return t;
+}
+
+// "args" and "env".
+template <typename Where>
+void read_args_env(Build& b, const JobFields& f, Job& job, const Where& w) {
+  if (const element* v = f.find_set(JobFields::kArgs)) {
+    if (!v->is_array()) {
+      b.add(w(), fmt::format("\"args\" must be a list of strings, not {} ({})", type_name(*v), show(*v)));
+    } else {
+      size_t k = 0;
+      for (element a : simdjson::dom::array(*v)) {
+        if (!a.is_string())
+          b.add(w(), fmt::format("args[{}] must be a string, not {} ({})", k, type_name(a), show(a)));
+        else
+          job.args.emplace_back(std::string_view(a));
+        ++k;
+      }
+    }
+  }
+  if (const element* v = f.find_set(JobFields::kEnv)) {
+    if (!v->is_object()) {
+      b.add(w(), fmt::format("\"env\" must be an object of variables, e.g. {{\"SEED\": \"1\"}}, not {} ({})",
+                             type_name(*v), show(*v)));
+    } else {
+      for (auto [key, value] : simdjson::dom::object(*v)) {
+        std::optional<std::string> text = value_text(value);
+        if (!env_name(key))
+          b.add(w(), fmt::format("env: \"{}\" is not a variable name (letters, digits, '_', not starting with a digit)",
+                                 std::string(key)));
+        else if (!text)
+          b.add(w(), fmt::format("env \"{}\" must be a string or a number, not {} ({})", std::string(key),
+                                 type_name(value), show(value)));
+        else
+          job.env.emplace_back(std::string(key), *text);
+      }
+    }
+  }
+}
+
+// A job's "matrix": its keys and each key's values as text, or nullopt (with the problem added).
+using Matrix = std::vector<std::pair<std::string, std::vector<std::string>>>;
+template <typename Where>
+std::optional<Matrix> read_matrix(Build& b, element v, const Where& w) {
+  constexpr size_t kMaxPoints = 10000;
+  const char* example = "e.g. {\"lr\": [1e-4, 3e-4], \"wd\": [0, 0.1]}";
+  if (!v.is_object()) {
+    b.add(w(), fmt::format("\"matrix\" must be an object of lists, {}, not {} ({})", example, type_name(v), show(v)));
+    return std::nullopt;
+  }
+  Matrix m;
+  size_t points = 1;
+  bool ok = true;
+  for (auto [key, values] : simdjson::dom::object(v)) {
+    std::string k(key);
+    if (!env_name(k)) {
+      b.add(w(), fmt::format("matrix key \"{}\" must be a variable name (letters, digits, '_', not starting with a "
+                             "digit): each point gets it in its environment",
+                             k));
+      ok = false;
+      continue;
+    }
+    if (!values.is_array() || simdjson::dom::array(values).size() == 0) {
+      b.add(w(), fmt::format("matrix \"{}\" must be a non-empty list of values, not {}", k, show(values)));
+      ok = false;
+      continue;
+    }
+    std::vector<std::string> texts;
+    for (element x : simdjson::dom::array(values)) {
+      std::optional<std::string> t = value_text(x);
+      if (!t) {
+        b.add(w(), fmt::format("matrix \"{}\": {} is not a string or a number", k, show(x)));
+        ok = false;
+      } else {
+        texts.push_back(std::move(*t));
+      }
+    }
+    points *= std::max<size_t>(texts.size(), 1);
+    if (points > kMaxPoints) {
+      b.add(w(), fmt::format("\"matrix\" makes more than {} jobs", kMaxPoints));
+      return std::nullopt;
+    }
+    m.emplace_back(std::move(k), std::move(texts));
+  }
+  if (m.empty() && ok) b.add(w(), fmt::format("\"matrix\" is empty: give each swept variable its values, {}", example));
+  if (!ok || m.empty()) return std::nullopt;
+  return m;
+}
+
+// `text` with every {KEY} of the point replaced by its value.
+std::string fill_in(std::string text, const std::vector<std::pair<std::string, std::string>>& point) {
+  for (const auto& [k, v] : point) {
+    std::string key = "{" + k + "}";
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + v.size()))
+      text.replace(at, key.size(), v);
+  }
+  return text;
+}
+
+// The job read, expanded into one job per point of its matrix: `base` is at position i of the plan.
+void expand_sweep(Build& b, Job base, const Matrix& m, size_t i) {
+  size_t first = b.plan.jobs.size();
+  std::vector<size_t> at(m.size(), 0);  // the point: an index into each key's values, the first key slowest
+  auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
+  while (true) {
+    std::vector<std::pair<std::string, std::string>> point;
+    std::string id = base.id;
+    for (size_t k = 0; k < m.size(); ++k) {
+      point.emplace_back(m[k].first, m[k].second[at[k]]);
+      id += "_" + m[k].first + "=" + m[k].second[at[k]];
+    }
+    size_t pos = b.plan.jobs.size();
+    if (pos != i) {
+      std::optional<std::string> producer = b.raw_producer[i];  // a copy: push_back may move the vector
+      b.raw_producer.push_back(std::move(producer));
+    }
+    Job job = base;
+    job.id = id;
+    for (std::string& a : job.args) a = fill_in(a, point);
+    for (auto& [k, v] : job.env) v = fill_in(v, point);
+    for (auto& [k, v] : point) {
+      auto same = std::find_if(job.env.begin(), job.env.end(), [&](const auto& e) { return e.first == k; });
+      if (same != job.env.end()) same->second = v;
+      else job.env.emplace_back(k, v);
+    }
+    if (!valid_job_id(id)) {
+      b.add(fmt::format("job '{}'", base.id),
+            fmt::format("its matrix makes the id \"{}\", which cannot be a file name: use values of letters, "
+                        "digits, '.', '_', '-'",
+                        id));
+      job.id.clear();
+    } else if (size_t dup = b.plan.index.find_or_insert(job.id, pos, id_of); dup != IdIndex::npos) {
+      b.add(fmt::format("job '{}'", job.id), fmt::format("duplicate id (job #{} and a point of the sweep '{}')",
+                                                        dup + 1, base.id));
+    }
+    b.plan.jobs.push_back(std::move(job));
+    size_t k = m.size();
+    while (k > 0 && ++at[k - 1] == m[k - 1].second.size()) at[--k] = 0;
+    if (k == 0) break;
+  }
+  b.plan.sweeps.push_back({base.id, first, b.plan.jobs.size() - first});
+}
+
 // One element of the job list, checked and added to the plan (a bad one too, so
 // that positions stay right).
 void read_job(Build& b, element jj) {
@@ -273,7 +445,8 @@ void read_job(Build& b, element jj) {
     return;
   }
   JobFields f{simdjson::dom::object(jj)};
-  read_id(b, f, job, i);
+  const element* matrix = f.find_set(JobFields::kMatrix);
+  read_id(b, f, job, i, !matrix);
   // Formatted only when there is something to say: most jobs have nothing.
   auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
   const element* script = f.find(JobFields::kScript);
@@ -308,9 +481,17 @@ void read_job(Build& b, element jj) {
   }
   read_fractions(b, f, job, w);
   read_limits(b, f, job, w);
+  read_args_env(b, f, job, w);
   if (job.gpus > static_cast<int>(b.node_gpus.size()))
     b.add(w(), fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, b.node_gpus.size(),
                            py_list(b.node_gpus)));
+  if (matrix && !job.id.empty()) {
+    if (std::optional<Matrix> m = read_matrix(b, *matrix, w)) return expand_sweep(b, std::move(job), *m, i);
+    // A bad matrix: the job stands as one job, so that deps on it do not add errors of their own.
+    auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
+    if (size_t first = b.plan.index.find_or_insert(job.id, i, id_of); first != IdIndex::npos)
+      b.add(w(), fmt::format("duplicate id (job #{} and job #{})", first + 1, i + 1));
+  }
   b.plan.jobs.push_back(std::move(job));
 }
 
@@ -340,6 +521,11 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
       if (value.is_array()) read_jobs(b, simdjson::dom::array(value));
     } else if (key == "reservations") {
       res = value;
+    } else if (key == "workdir") {
+      if (!value.is_string() || std::string_view(value).empty())
+        b.add("\"workdir\"", "must be a folder's path (a string), not " + show(value));
+      else
+        b.plan.workdir = std::string(std::string_view(value));
     }
   }
   if (!jobs) {
@@ -362,8 +548,19 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
 // Deps and producers, now that every id is known.
 void link_jobs(Build& b) {
   Plan& plan = b.plan;
+  // A sweep's id names its points; it names no job itself.
+  std::unordered_map<std::string, size_t> sweep_of;
+  for (size_t k = 0; k < plan.sweeps.size(); ++k) {
+    const Sweep& sw = plan.sweeps[k];
+    if (const Job* same = plan.find(sw.id))
+      b.add(fmt::format("job '{}'", sw.id), fmt::format("is the id of a sweep (a job with a \"matrix\") and of job #{}",
+                                                       same - plan.jobs.data() + 1));
+    else if (!sweep_of.emplace(sw.id, k).second)
+      b.add(fmt::format("job '{}'", sw.id), "two sweeps (jobs with a \"matrix\") have this id");
+  }
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job& job = plan.jobs[i];
+    std::vector<Dep> points;  // deps on a sweep: one on each of its points
     size_t kept = 0;
     for (Dep& dep : job.deps) {
       if (dep.kind == Dep::Kind::File) {
@@ -373,6 +570,14 @@ void link_jobs(Build& b) {
         }
       } else {
         const Job* target = plan.find(dep.target);
+        if (!target && !sweep_of.empty()) {
+          if (auto sw = sweep_of.find(dep.target); sw != sweep_of.end()) {
+            const Sweep& sweep = plan.sweeps[sw->second];
+            for (size_t p = sweep.first; p < sweep.first + sweep.count; ++p)
+              points.push_back(Dep{dep.kind, plan.jobs[p].id, p});
+            continue;
+          }
+        }
         if (!target) {
           b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
           continue;
@@ -383,10 +588,13 @@ void link_jobs(Build& b) {
       ++kept;
     }
     job.deps.resize(kept);
+    for (Dep& d : points) job.deps.push_back(std::move(d));
     if (b.raw_producer[i]) {
       const Job* p = plan.find(*b.raw_producer[i]);
       if (!p)
-        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *b.raw_producer[i]));
+        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan{}", *b.raw_producer[i],
+                                      sweep_of.count(*b.raw_producer[i]) ? " (it is a sweep: name one of its points)"
+                                                                         : ""));
       else if (p == &job)
         b.add(b.where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
@@ -435,7 +643,17 @@ void read_reservations(Build& b, simdjson::dom::array list) {
     } else {
       for (element x : simdjson::dom::array(*js)) {
         const Job* m = x.is_string() ? b.plan.find(std::string_view(x)) : nullptr;
-        if (!m) {
+        // A sweep's id: every point of it.
+        auto sweep = !m && x.is_string()
+                         ? std::find_if(b.plan.sweeps.begin(), b.plan.sweeps.end(),
+                                        [&](const Sweep& sw) { return sw.id == std::string_view(x); })
+                         : b.plan.sweeps.end();
+        if (sweep != b.plan.sweeps.end()) {
+          for (size_t k = sweep->first; k < sweep->first + sweep->count; ++k) {
+            res.jobs.push_back(k);
+            b.plan.reservations_of[k].push_back(r);
+          }
+        } else if (!m) {
           b.add(rw, fmt::format("job {} is not in the plan", show(x)));
         } else {
           size_t k = static_cast<size_t>(m - b.plan.jobs.data());
@@ -518,7 +736,10 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
       return out;
     }
     std::optional<simdjson::dom::array> reservations;
-    if (!read_top(b, json.root, reservations)) return out;
+    if (!read_top(b, json.root, reservations)) {
+      if (!b.plan.jobs.empty()) out.partial = std::move(b.plan);
+      return out;
+    }
     link_jobs(b);
     b.plan.reservations_of.assign(b.plan.jobs.size(), {});
     if (reservations) read_reservations(b, *reservations);
@@ -527,6 +748,12 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
   if (out.errors.empty()) {
     rank_jobs(b.plan);
     out.plan = std::move(b.plan);
+  } else {
+    // For validate's file checks: a job whose producer could not be found may still get its files from it.
+    for (size_t i = 0; i < b.plan.jobs.size(); ++i)
+      if (b.raw_producer[i] && !b.plan.jobs[i].produced_by)
+        std::erase_if(b.plan.jobs[i].deps, [](const Dep& d) { return d.kind == Dep::Kind::File; });
+    out.partial = std::move(b.plan);
   }
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "gpuq/core/simulate.h"
 
 namespace gpuq {
@@ -16,8 +18,77 @@ std::vector<Finding> loader_findings(const std::vector<std::string>& warnings) {
   return out;
 }
 
+std::vector<size_t> jobs_without_script(const Plan& plan, const FileChecks& files,
+                                        const std::function<bool(const std::string&)>& readable,
+                                        const std::function<bool(size_t)>& wanted) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    if (!plan.jobs[i].script.empty() && (!wanted || wanted(i)) && !readable(files.expand(plan.jobs[i].script)))
+      out.push_back(i);
+  return out;
+}
+
+std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,
+                                 const std::string& folder) {
+  (void)files;
+  // By script, in plan order: a sweep's points, or jobs sharing one script, make one entry.
+  std::vector<std::pair<std::string, std::vector<size_t>>> by_script;
+  for (size_t i : jobs) {
+    const std::string& w = plan.jobs[i].script;
+    auto it = std::find_if(by_script.begin(), by_script.end(), [&](const auto& e) { return e.first == w; });
+    if (it == by_script.end()) by_script.push_back({w, {i}});
+    else it->second.push_back(i);
+  }
+  auto id = [&](size_t i) { return "'" + (plan.jobs[i].id.empty() ? std::string("?") : plan.jobs[i].id) + "'"; };
+  std::string list;
+  bool relative = false, spaced = false;
+  constexpr size_t kShown = 8, kIds = 3;
+  for (size_t k = 0; k < by_script.size(); ++k) {
+    const auto& [w, ids] = by_script[k];
+    relative = relative || (w[0] != '/' && w[0] != '~' && w[0] != '$');
+    spaced = spaced || w.find(' ') != std::string::npos;
+    if (k >= kShown) continue;
+    std::string who = ids.size() == 1 ? "job " + id(ids[0]) : fmt::format("{} jobs: ", ids.size());
+    for (size_t j = 0; ids.size() > 1 && j < ids.size() && j < kIds; ++j) who += (j ? ", " : "") + id(ids[j]);
+    if (ids.size() > kIds) who += ", ...";
+    list += fmt::format("{}{} ({})", k ? ", " : "", w, who);
+  }
+  if (by_script.size() > kShown) list += fmt::format(" and {} more", by_script.size() - kShown);
+  std::string text = fmt::format("{} script{} missing or not readable: {}", by_script.size(),
+                                 by_script.size() == 1 ? " is" : "s are", list);
+  if (spaced) text += " (a script's arguments go in \"args\", a list of strings, not in \"script\")";
+  if (!relative) return text + "; fix the paths or create the scripts";
+  return text + fmt::format(
+                    ". Relative script paths are taken from {}: start gpuq in the folder the scripts are in, or set "
+                    "\"workdir\" in the plan (a folder relative to the plan file), or give --workdir DIR",
+                    folder);
+}
+
+std::vector<Finding> file_findings(const Plan& plan, const FileChecks& files,
+                                   const std::function<bool(const std::string&)>& readable, const std::string& folder) {
+  std::vector<Finding> out;
+  std::vector<size_t> missing = jobs_without_script(plan, files, readable);
+  if (!missing.empty())
+    out.push_back({true, missing.size() == 1 ? plan.jobs[missing[0]].id : "",
+                   missing_scripts_text(plan, missing, files, folder)});
+  for (const Job& j : plan.jobs) {
+    if (j.produced_by) continue;
+    for (const Dep& d : j.deps) {
+      if (d.kind != Dep::Kind::File) continue;
+      std::string p = files.expand(d.target);
+      if (!files.exists(p))
+        out.push_back({true, j.id,
+                       fmt::format("waits for the file {}, which does not exist and that no job produces; create "
+                                   "it, or name the job that writes it in \"produced_by\"",
+                                   p)});
+    }
+  }
+  return out;
+}
+
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
-                                   const FileChecks& files, const std::function<bool(const std::string&)>& readable) {
+                                   const FileChecks& files, const std::function<bool(const std::string&)>& readable,
+                                   const std::string& folder) {
   std::vector<Finding> out;
   const GpuMask node = mask_of(node_gpus);
 
@@ -61,24 +132,8 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
                      fmt::format("can never start: {}. Change the reservations so that each job can get its GPUs",
                                  s.why)});
 
+  for (Finding& x : file_findings(plan, files, readable, folder)) out.push_back(std::move(x));
   for (const Job& j : plan.jobs) {
-    std::string script = files.expand(j.script);
-    if (!readable(script))
-      out.push_back({true, j.id,
-                     fmt::format("its script {} is missing or not readable (relative paths are taken from the "
-                                 "folder `gpuq run` starts in); fix the path or create the script",
-                                 script)});
-    if (!j.produced_by) {
-      for (const Dep& d : j.deps) {
-        if (d.kind != Dep::Kind::File) continue;
-        std::string p = files.expand(d.target);
-        if (!files.exists(p))
-          out.push_back({true, j.id,
-                         fmt::format("waits for the file {}, which does not exist and that no job produces; create "
-                                     "it, or name the job that writes it in \"produced_by\"",
-                                     p)});
-      }
-    }
     if (!j.est_given)
       out.push_back({false, j.id,
                      "has no est_hours: simulate and the backfill rule take 1.0; give it an estimate"});

@@ -227,27 +227,37 @@ class Watcher {
   std::string state_dir_, state_name_, logs_dir_, logs_name_, log_name_, exit_name_, aborted_name_;
 };
 
-/// The job's status as `status` would show it: the state, with ended processes seen.
-Status status_now(const PlanPaths& paths, const std::string& id) {
+/// The job's entry as `status` would show it: the state, with ended processes seen.
+JobState entry_now(const PlanPaths& paths, const std::string& id) {
   State state = read_state(paths);
   refresh(paths, state, unix_now());
-  return state.status_of(id);
+  const JobState* s = state.find(id);
+  return s ? *s : JobState{};
 }
 
 }  // namespace
 
 Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std::FILE* out, std::FILE* err,
-                  int safety_net_ms) {
+                  int safety_net_ms, JobState* last) {
   const std::string path = paths.log(id);
   Watcher watcher(paths, id, err);  // before the first read
-  LogCursor cursor = print_tail(path, lines, out).value_or(LogCursor{});
+  std::optional<LogCursor> first = print_tail(path, lines, out);
+  LogCursor cursor = first.value_or(LogCursor{});
+  bool waiting_said = false;
   Woken woken{true, true};
   while (true) {
     if (woken.state) {
-      Status st = status_now(paths, id);
-      if (st != Status::Running && st != Status::Pending) {
+      JobState s = entry_now(paths, id);
+      if (s.status != Status::Running && s.status != Status::Pending) {
         print_appended(path, cursor, out);  // what it wrote before it ended
-        return st;
+        if (last) *last = s;
+        return s.status;
+      }
+      // A job without a log has not started: say so once, so that the wait is not silent.
+      if (!first && !waiting_said && s.status == Status::Pending && cursor.ino == 0) {
+        fmt::print(err, "gpuq logs: {} has not started yet (pending); waiting for it to start (Ctrl-C to stop)\n", id);
+        std::fflush(err);
+        waiting_said = true;
       }
     }
     if (woken.log) {

@@ -32,15 +32,32 @@ struct Spawned {
   int go_fd = -1;  ///< write end of the start line
 };
 
-Spawned spawn_job(const PlanPaths& paths, const LaunchSpec& spec) {
+Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const LaunchSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(paths.logs, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message()));
-  std::string exitf = paths.exit(spec.id), logf = paths.log(spec.id), abortf = paths.aborted(spec.id);
+  // Absolute: the job may run in another folder (workdir).
+  auto absolute = [](const std::string& p) {
+    std::error_code e;
+    std::filesystem::path a = std::filesystem::absolute(p, e);
+    return e ? p : a.string();
+  };
+  std::string exitf = absolute(paths.exit(spec.id)), logf = paths.log(spec.id),
+              abortf = absolute(paths.aborted(spec.id));
   ::unlink(exitf.c_str());
   ::unlink(abortf.c_str());
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log < 0) fail("cannot open the log " + logf);
+  {
+    // One line before each attempt, so that attempts appended to one log can be told apart
+    // (the original appends them with nothing between; a line of text keeps the log a log).
+    std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+    std::string line = fmt::format("== gpuq: attempt {} on GPUs {} at {}\n", spec.attempt, py_list(spec.gpus), stamp);
+    ssize_t n = ::write(log, line.data(), line.size());
+    (void)n;  // a log that takes no line still takes the job's output, or fails it below
+  }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) {
     ::close(log);
@@ -66,23 +83,25 @@ Spawned spawn_job(const PlanPaths& paths, const LaunchSpec& spec) {
   env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // kept when already set
   env["GPUQ_JOB_ID"] = spec.id;
   env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
+  for (const auto& [k, v] : spec.env) env[k] = v;  // the plan's "env" (after gpuq's: a plan may set what it must)
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::string script = expand_path(spec.script);
+  std::string script = resolve_script(spec.script, workdir);
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
   std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
+  args.insert(args.end(), spec.args.begin(), spec.args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
   pid_t pid = 0;
   int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0]}, POSIX_SPAWN_SETSID, argv.data(),
-                         envp.data());
+                         envp.data(), workdir.empty() ? nullptr : workdir.c_str());
   ::close(log);
   ::close(devnull);
   ::close(go[0]);
@@ -146,7 +165,7 @@ PosixLauncher::~PosixLauncher() {
 }
 
 Launched PosixLauncher::launch(const LaunchSpec& spec) {
-  Spawned s = spawn_job(paths_, spec);
+  Spawned s = spawn_job(paths_, workdir_, spec);
   start_lines_[s.pid] = s.go_fd;
   return {s.pid, s.pid_start};
 }
@@ -229,8 +248,8 @@ bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(grou
 void PosixLauncher::reap() { reap_children(); }
 
 int job_wrapper(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE\n", kJobWrapperArg);
+  if (argc < 5) {
+    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE [ARG...]\n", kJobWrapperArg);
     return 2;
   }
   const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
@@ -255,9 +274,11 @@ int job_wrapper(int argc, char** argv) {
   if (::access(script, R_OK) != 0 || ::stat(script, &st) != 0 || !S_ISREG(st.st_mode)) {
     std::fprintf(stderr, "gpuq: cannot run the script %s: it is missing or not a readable file\n", script);
   } else {
-    char* args[] = {const_cast<char*>("bash"), const_cast<char*>(script), nullptr};
+    std::vector<char*> args{const_cast<char*>("bash"), const_cast<char*>(script)};
+    for (int a = 5; a < argc; ++a) args.push_back(argv[a]);  // the plan's "args"
+    args.push_back(nullptr);
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args, environ);
+    int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args.data(), environ);
     if (rc != 0) {
       std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
     } else {

@@ -6,7 +6,7 @@
 
 namespace gpuq {
 
-std::string LocalFiles::expand(const std::string& written) const { return expand_path(written); }
+std::string LocalFiles::expand(const std::string& written) const { return resolve_script(written, base_); }
 
 bool LocalFiles::exists(const std::string& path) const {
   struct stat st;

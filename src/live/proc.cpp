@@ -134,9 +134,10 @@ std::string expand_path(const std::string& s) {
 }
 
 int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
-                  char* const argv[], char* const envp[]) {
+                  char* const argv[], char* const envp[], const char* cwd) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
   for (size_t i = 0; i < fds.size(); ++i) posix_spawn_file_actions_adddup2(&fa, fds[i], static_cast<int>(i));
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -151,6 +152,12 @@ int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vec
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   return rc;
+}
+
+std::string resolve_script(const std::string& written, const std::string& workdir) {
+  std::string p = expand_path(written);
+  if (workdir.empty() || p.empty() || p[0] == '/') return p;
+  return workdir + (workdir.back() == '/' ? "" : "/") + p;
 }
 
 int reap_children() {

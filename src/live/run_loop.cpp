@@ -305,7 +305,7 @@ void RunLoop::start(Tick& t) {
     entry.attempts = attempts;
     if (const JobState* prev = t.state.of(plan_, s.job)) keep_attempts(*prev, entry);
     try {
-      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1});
+      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1, j.args, j.env});
       entry.status = Status::Running;
       entry.gpus = s.gpus;
       entry.pid = l.pid;

@@ -20,10 +20,10 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
-  PosixLauncher launcher(paths);
+  PosixLauncher launcher(paths, opt.workdir);
   NvidiaSmiProbe probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
   FileStore store(paths);
-  LocalFiles files;
+  LocalFiles files(opt.workdir);
   PosixWaker waker(paths.state);
   auto say = [out](const std::string& line) {
     fmt::print(out, "{}\n", line);

@@ -30,7 +30,13 @@ std::string with_suffix(const fs::path& p, const std::string& suffix) {
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw StoreError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  int e = errno;
+  // A plan in a folder gpuq cannot write to (a read-only mount, someone else's folder): say how to go on.
+  std::string hint = e == EROFS || e == EACCES || e == EPERM
+                         ? "; keep the state, locks and logs in a folder you can write with --state-dir DIR (or "
+                           "GPUQ_STATE_DIR)"
+                         : "";
+  throw StoreError(fmt::format("{} {}: {}{}", what, path, std::strerror(e), hint));
 }
 
 
@@ -48,14 +54,16 @@ void write_all(int fd, const std::string& data, const std::string& path) {
   }
 }
 
-PlanPaths paths_for(const std::string& plan) {
+PlanPaths paths_for(const std::string& plan, const std::string& state_dir) {
   PlanPaths p;
   fs::path pp(plan);
   p.plan = plan;
-  p.state = with_suffix(pp, ".state.json");
-  p.lock = with_suffix(pp, ".lock");
-  p.run_lock = with_suffix(pp, ".run.lock");
-  fs::path dir = pp.parent_path();
+  // With a state folder the files keep their names, in that folder.
+  fs::path named = state_dir.empty() ? pp : fs::path(state_dir) / pp.filename();
+  p.state = with_suffix(named, ".state.json");
+  p.lock = with_suffix(named, ".lock");
+  p.run_lock = with_suffix(named, ".run.lock");
+  fs::path dir = named.parent_path();
   p.logs = (dir.empty() ? fs::path("logs") : dir / "logs").string();
   return p;
 }
@@ -63,7 +71,15 @@ PlanPaths paths_for(const std::string& plan) {
 StateLock::StateLock(const PlanPaths& paths) {
   fd_ = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   // On a read-only folder an existing lock file can still be locked (the save will then fail and say so).
-  if (fd_ < 0 && (errno == EROFS || errno == EACCES)) fd_ = ::open(paths.lock.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd_ < 0 && (errno == EROFS || errno == EACCES)) {
+    int why = errno;
+    fd_ = ::open(paths.lock.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    // No lock file to fall back on: the cause is the folder (read-only), not the missing file.
+    if (fd_ < 0 && errno == ENOENT) {
+      errno = why;
+      fail("cannot create the lock file", paths.lock);
+    }
+  }
   if (fd_ < 0) {
     if (errno == ELOOP)
       throw StoreError(fmt::format("the lock file {} is a symbolic link; refusing to use it", paths.lock),

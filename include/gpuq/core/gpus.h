@@ -25,9 +25,9 @@ std::vector<int> ids_of(GpuMask mask);
 /// Number of GPUs in the mask.
 inline int count(GpuMask m) { return std::popcount(m); }
 
-/// Parses a `--gpus` value such as "0,1,2,3": ids in the order given.
+/// Parses a `--gpus` value such as "0,1,2,3", "0-3" or "0,2-4": ids in the order given.
 /// Returns nullopt and fills `err` on an empty list, a non-number, an id
-/// outside 0..63 or a repeated id.
+/// outside 0..63, a range that runs backwards or a repeated id.
 std::optional<std::vector<int>> parse_gpu_list(std::string_view text, std::string* err);
 
 /// The original's choice of GPUs for a job needing `n` among `free`:

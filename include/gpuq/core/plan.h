@@ -54,6 +54,8 @@ struct Job {
   // The hang watchdog (watchdog.h):
   std::optional<double> quiet_minutes;     ///< log silent (and GPUs idle) this long: hung?
   bool kill_on_quiet = false;              ///< "on_quiet": "kill": a hung job is stopped as at its limit
+  std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
+  std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)
 
   bool has_file_dep() const;
 };
@@ -63,6 +65,12 @@ struct Reservation {
   GpuMask gpus = 0;
   std::vector<int> gpu_list;   ///< as written in the plan
   std::vector<size_t> jobs;    ///< indices into Plan::jobs
+};
+
+/// A job with a "matrix": one job per point, at positions [first, first + count) of the plan.
+struct Sweep {
+  std::string id;  ///< the id written in the plan; a dep on it means every point
+  size_t first = 0, count = 0;
 };
 
 /// A number no other Plan object made in this process has (copies keep it).
@@ -78,6 +86,8 @@ struct Plan {
   std::vector<std::vector<size_t>> reservations_of;
   /// Ready order (priority, then position): by_rank[r] is the job of rank r, rank_of its inverse.
   std::vector<uint32_t> by_rank, rank_of;
+  std::vector<Sweep> sweeps;           ///< the jobs written with a "matrix", expanded
+  std::optional<std::string> workdir;  ///< gpuq's own plan-level "workdir", as written (none: the current folder)
 
   const Job* find(std::string_view id) const;
 };
@@ -87,6 +97,9 @@ struct PlanLoad {
   std::optional<Plan> plan;
   std::vector<std::string> errors;    ///< each "FILE: where: problem"
   std::vector<std::string> warnings;  ///< same form; the plan is usable
+  /// When the plan is not valid: its jobs as far as they could be read (ids, scripts and
+  /// deps of the jobs whose fields were good), so that validate checks their files too.
+  std::optional<Plan> partial;
 };
 
 /// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
@@ -100,15 +113,16 @@ void rank_jobs(Plan& plan);
 /// Reservation GPUs outside `node_gpus` are a warning (a plan written for the
 /// whole node, simulated on part of it) and are ignored. Members of a job or of
 /// the plan that gpuq does not read are ignored; a repeated member keeps its
-/// last value. The JSON is read as Python's json and nlohmann/json read it (a
+/// last value. A job with a "matrix" is expanded into one job per point (Sweep);
+/// a dep or reservation naming its id names every point. The JSON is read as Python's json and nlohmann/json read it (a
 /// byte order mark is skipped; an integer past 64 bits is a fractional number).
 PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
 
 /// Reads `path` and calls parse_plan; an unreadable file is one error.
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);
 
-/// True when `id` can be a file name: letters, digits, '.', '_', '-', not
-/// starting with '.', at most 200 characters.
+/// True when `id` can be a file name: letters, digits, '.', '_', '-', '=' (a sweep's
+/// points), not starting with '.', at most 200 characters.
 bool valid_job_id(std::string_view id);
 
 }  // namespace gpuq

@@ -23,8 +23,25 @@ struct Finding {
 /// job produces, and (warnings) jobs without est_hours. `files` expands the
 /// paths and says whether a file exists; warnings too for est_hours over
 /// time_limit_hours and a warn_signal sent no later than the job's start; `readable(path)` whether a script can be read.
+/// `folder` says where relative paths were taken from ("/home/me (the current folder)").
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
-                                   const FileChecks& files, const std::function<bool(const std::string&)>& readable);
+                                   const FileChecks& files, const std::function<bool(const std::string&)>& readable,
+                                   const std::string& folder = "the folder `gpuq run` starts in");
+
+/// The checks of the files alone (scripts, file: deps), which need no valid plan: validate
+/// makes them on the jobs of a plan that is not valid too. Missing scripts are one finding.
+std::vector<Finding> file_findings(const Plan& plan, const FileChecks& files,
+                                   const std::function<bool(const std::string&)>& readable, const std::string& folder);
+
+/// The jobs (positions) whose script `readable` refuses, among those `wanted` lets through.
+std::vector<size_t> jobs_without_script(const Plan& plan, const FileChecks& files,
+                                        const std::function<bool(const std::string&)>& readable,
+                                        const std::function<bool(size_t)>& wanted = nullptr);
+
+/// One message for all of them: the scripts, the folder relative paths were taken
+/// from (`folder`), and how to change it.
+std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,
+                                 const std::string& folder);
 
 /// The loader's warnings (a reservation's GPUs outside --gpus: the plan is usable)
 /// as validate's warnings about the plan as a whole, in the loader's words.

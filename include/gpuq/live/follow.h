@@ -44,8 +44,10 @@ uint64_t print_appended(const std::string& path, LogCursor& cursor, std::FILE* o
 /// the state file; `safety_net_ms` is the longest sleep without one (a job
 /// whose process vanished without an exit file while no `run` is going).
 /// Where inotify cannot be used it says why on `err` and looks every second.
-/// Returns the job's status at the end; StoreError when a file cannot be read.
+/// A job that has not started (pending, no log) is said to be waited for, on `err`, once.
+/// Returns the job's status at the end, and its whole entry in `last` when given;
+/// StoreError when a file cannot be read.
 Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std::FILE* out, std::FILE* err,
-                  int safety_net_ms = 5000);
+                  int safety_net_ms = 5000, JobState* last = nullptr);
 
 }  // namespace gpuq

@@ -17,7 +17,7 @@ namespace gpuq {
 /// The argument that makes the gpuq binary act as a job's wrapper.
 inline constexpr const char* kJobWrapperArg = "__job";
 
-/// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE` with the start
+/// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE [ARG...]` with the start
 /// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits), runs
 /// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
 /// The wrapper outlives the warning signals its group gets (USR1, USR2, HUP, ALRM,
@@ -31,9 +31,12 @@ int job_wrapper(int argc, char** argv);
 /// gets CUDA_VISIBLE_DEVICES, TDPRM_GPU0, CUDA_DEVICE_ORDER=PCI_BUS_ID (unless
 /// set), GPUQ_JOB_ID and GPUQ_ATTEMPT. The start line is a pipe: "go" lets it
 /// run; EOF (abandon, or gpuq's death) makes it leave logs/ID.aborted and exit.
+/// With a `workdir`, a job runs in that folder and a relative script path is taken
+/// from it; without one, from the folder gpuq runs in (the original's way).
 class PosixLauncher : public Launcher {
  public:
-  explicit PosixLauncher(PlanPaths paths) : paths_(std::move(paths)) {}
+  explicit PosixLauncher(PlanPaths paths, std::string workdir = "")
+      : paths_(std::move(paths)), workdir_(std::move(workdir)) {}
   /// Abandons the jobs launched and not yet released.
   ~PosixLauncher() override;
   PosixLauncher(const PosixLauncher&) = delete;
@@ -60,6 +63,7 @@ class PosixLauncher : public Launcher {
 
  private:
   PlanPaths paths_;
+  std::string workdir_;
   std::map<long long, int> start_lines_;  // pid -> write end of its start line
 };
 

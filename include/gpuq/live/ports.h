@@ -34,6 +34,8 @@ struct LaunchSpec {
   std::string script;        ///< as written in the plan; the launcher expands ~ and $VARS
   std::vector<int> gpus;
   long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
+  std::vector<std::string> args;  ///< the plan's "args": passed to the script
+  std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
 };
 
 /// A job launched and held at its start line: what the state records of it.

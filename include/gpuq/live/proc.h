@@ -48,9 +48,13 @@ std::string expand_path(const std::string& s);
 /// posix_spawn (posix_spawnp with `search_path`) with fd i of the child taken from
 /// `fds[i]`, every signal unblocked and back to its default (run blocks some for
 /// its signalfd), and `flags` added (POSIX_SPAWN_SETSID, POSIX_SPAWN_SETPGROUP with
-/// group 0). Returns 0 or the error number, as posix_spawn does.
+/// group 0), in the folder `cwd` when given. Returns 0 or the error number, as posix_spawn does.
 int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
-                  char* const argv[], char* const envp[]);
+                  char* const argv[], char* const envp[], const char* cwd = nullptr);
+
+/// A job's script as `run` starts it: ~ and $VARS expanded (expand_path), and a
+/// relative path taken from `workdir` when one is given.
+std::string resolve_script(const std::string& written, const std::string& workdir);
 
 /// Reaps every exited child without waiting. Returns how many were reaped.
 int reap_children();

@@ -26,6 +26,7 @@ struct RunOptions : Policy {
   double kill_grace = 30;
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;
+  std::string workdir;  ///< where jobs run, and relative scripts and file: deps are taken from ("": the current folder)
   std::vector<std::string> on_event;  ///< --on-event: hooks (hooks.h)
   double hook_timeout = 60;           ///< --hook-timeout, seconds
   double events_max_mb = 64;          ///< --events-max-mb: rotate the event log past this size (0: never)

@@ -28,8 +28,9 @@ struct PlanPaths {
   std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
 };
 
-/// The paths for a plan file (Python's Path.with_suffix rules).
-PlanPaths paths_for(const std::string& plan);
+/// The paths for a plan file (Python's Path.with_suffix rules): beside the plan, or
+/// with the same names in `state_dir` when it is given (gpuq's --state-dir).
+PlanPaths paths_for(const std::string& plan, const std::string& state_dir = "");
 
 /// An error of the OS or of a file's content, with the file named.
 struct StoreError : std::runtime_error {
