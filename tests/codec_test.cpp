@@ -38,7 +38,9 @@ std::string reference_dump(const State& state) {
     if (s.pid_start) e["pid_start"] = *s.pid_start;
     if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
     if (s.warn_sent) e["warn_sent"] = *s.warn_sent;
+    if (s.requeue) e["requeue"] = *s.requeue;
     if (s.outcome) e["outcome"] = *s.outcome;
+    if (s.reason) e["reason"] = *s.reason;
     for (auto& [k, v] : s.extra.items()) e[k] = v;
     out += first ? "\n " : ",\n ";
     first = false;
@@ -113,6 +115,8 @@ struct Gen {
       if (coin(20)) s.kill_sent = real();
       if (coin(20)) s.warn_sent = real();
       if (coin(20)) s.outcome = coin() ? std::string("timeout") : text();
+      if (coin(20)) s.requeue = real();
+      if (coin(20)) s.reason = text();
       for (size_t k = coin(30) ? below(3) + 1 : 0; k > 0; --k) {
         std::string key = "x" + text();
         s.extra[key] = value();

@@ -228,7 +228,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
-  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("cannot run the script no_such.sh"));
+  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("its script no_such.sh is missing or not a readable file"));
   EXPECT_EQ(q.status_of("fine"), "done");
 }
 

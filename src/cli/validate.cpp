@@ -15,8 +15,8 @@ namespace gpuq::cli {
 int cmd_validate(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
-  std::vector<std::string> loader_warnings;
-  auto plan = load_or_report(f, *gpus, &loader_warnings);
+  std::vector<std::string> loader_warnings, unknown_fields;
+  auto plan = load_or_report(f, *gpus, &loader_warnings, &unknown_fields);
   if (!plan) return kExitBadInput;
   auto readable = [](const std::string& p) {
     struct stat st;
@@ -24,6 +24,8 @@ int cmd_validate(const Flags& f) {
   };
   // The loader's warnings first (its checks come first), counted and printed as validate's own.
   std::vector<Finding> findings = loader_findings(loader_warnings);
+  // Fields gpuq does not read: notes the plan may carry, or a mistake; --strict takes them for mistakes.
+  for (std::string& u : unknown_fields) findings.push_back({f.strict, "", std::move(u)});
   for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, LocalFiles(), readable))
     findings.push_back(std::move(x));
   size_t errors = 0, warnings = 0;
@@ -40,7 +42,8 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action) {
   auto* validate = app.add_subcommand(
       "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
   add_flags(validate, f, {kGpus, kBackfill});
-  validate->add_flag("--strict", f.strict, "exit 1 when there are warnings (errors always exit 2)");
+  validate->add_flag("--strict", f.strict,
+                    "exit 1 when there are warnings, and take fields gpuq does not read for errors (exit 2)");
   validate->callback([&] { action = [&] { return cmd_validate(f); }; });
 }
 

@@ -3,6 +3,7 @@
 #include "gpuq/core/json_error.h"
 #include "gpuq/core/json_read.h"
 #include "gpuq/core/limits.h"
+#include "gpuq/core/suggest.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +11,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -107,12 +110,22 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
   return found;
 }
 
-// The members of a job that gpuq reads, each the last of its name. Others are ignored.
+}  // namespace
+
+const std::vector<std::string_view> kJobFieldNames = {
+    "id",         "script",           "gpus",        "priority",        "est_hours",        "deps",
+    "produced_by", "produced_at_frac", "first_look_frac", "time_limit_hours", "warn_signal", "retry_on_timeout"};
+
+namespace {
+
+// The members of a job that gpuq reads, each the last of its name. Others are kept aside
+// (`unknown`): a near miss of a known name is an error, the rest notes the plan may carry.
 struct JobFields {
   enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook,
               kTimeLimit, kWarnSignal, kRetryOnTimeout, kCount };
   element at[kCount];
   bool given[kCount] = {};
+  std::vector<std::string_view> unknown;
 
   explicit JobFields(simdjson::dom::object job) {
     for (auto [key, value] : job) {
@@ -121,7 +134,10 @@ struct JobFields {
             : key == "produced_at_frac" ? kProducedAt : key == "first_look_frac" ? kFirstLook
             : key == "time_limit_hours" ? kTimeLimit : key == "warn_signal" ? kWarnSignal
             : key == "retry_on_timeout" ? kRetryOnTimeout : kCount;
-      if (n == kCount) continue;
+      if (n == kCount) {
+        unknown.push_back(key);
+        continue;
+      }
       at[n] = value;
       given[n] = true;
     }
@@ -139,9 +155,25 @@ struct Build {
   Plan plan;
   // produced_by kept until every id is known (deps keep their target, and find their job then too).
   std::vector<std::optional<std::string>> raw_producer;
+  // Fields gpuq does not read and that are no typo of one: name -> (jobs, first few ids).
+  struct Note {
+    size_t jobs = 0;
+    std::string some;
+  };
+  std::map<std::string, Note, std::less<>> notes = {};
 
   void add(const std::string& where, const std::string& what) {
     out.errors.push_back(fmt::format("{}: {}: {}", file, where, what));
+  }
+  // `; did you mean "ID"?` for an id no job has (the first 20 such ids: each looks at every job).
+  size_t suggested = 0;
+  std::string suggest_id(std::string_view id) {
+    if (suggested++ >= 20) return "";
+    std::vector<std::string_view> ids;
+    ids.reserve(plan.jobs.size());
+    for (const Job& j : plan.jobs)
+      if (!j.id.empty()) ids.push_back(j.id);
+    return did_you_mean(id, ids);
   }
   // How messages name job i: by id once it has a good one, else by position.
   std::string where(size_t i) const {
@@ -245,6 +277,25 @@ void read_limits(Build& b, const JobFields& f, Job& job, const Where& w) {
   }
 }
 
+// A member of a job that gpuq does not read: a typo of a field the job does not give is an
+// error (`"dep"` would silently drop the job's deps); anything else is a note, which only
+// `validate` mentions.
+template <typename Where>
+void read_unknown(Build& b, const JobFields& f, std::string_view key, const std::string& id, const Where& w) {
+  auto near = nearest_name(key, kJobFieldNames);
+  if (near) {
+    size_t n = static_cast<size_t>(std::find(kJobFieldNames.begin(), kJobFieldNames.end(), *near) -
+                                   kJobFieldNames.begin());
+    if (!f.given[n]) {
+      b.add(w(), fmt::format("\"{}\" is not a field of a job; did you mean \"{}\"?", key, *near));
+      return;
+    }
+  }
+  auto it = b.notes.find(key);
+  if (it == b.notes.end()) it = b.notes.emplace(std::string(key), Build::Note{}).first;
+  if (it->second.jobs++ < 3) it->second.some += (it->second.some.empty() ? "" : ", ") + (id.empty() ? "?" : id);
+}
+
 // One element of the job list, checked and added to the plan (a bad one too, so
 // that positions stay right).
 void read_job(Build& b, element jj) {
@@ -260,6 +311,7 @@ void read_job(Build& b, element jj) {
   read_id(b, f, job, i);
   // Formatted only when there is something to say: most jobs have nothing.
   auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
+  for (std::string_view key : f.unknown) read_unknown(b, f, key, job.id, w);
   const element* script = f.find(JobFields::kScript);
   if (!script)
     b.add(w(), "has no \"script\"");
@@ -318,13 +370,24 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
     return false;
   }
   std::optional<element> jobs, res;
+  std::vector<std::string_view> unknown;
   for (auto [key, value] : simdjson::dom::object(root)) {
     if (key == "jobs") {
       jobs = value;
       if (value.is_array()) read_jobs(b, simdjson::dom::array(value));
     } else if (key == "reservations") {
       res = value;
+    } else {
+      unknown.push_back(key);
     }
+  }
+  for (std::string_view key : unknown) {
+    auto near = nearest_name(key, {"jobs", "reservations"});
+    if (near && !(*near == "jobs" ? jobs : res))
+      b.add("top level", fmt::format("\"{}\" is not a field of a plan; did you mean \"{}\"?", key, *near));
+    else
+      b.out.unknown_fields.push_back(
+          fmt::format("{}: top level: \"{}\" is not a field gpuq reads; it is ignored", b.file, key));
   }
   if (!jobs) {
     b.add("top level", "an object plan needs a \"jobs\" list");
@@ -358,7 +421,7 @@ void link_jobs(Build& b) {
       } else {
         const Job* target = plan.find(dep.target);
         if (!target) {
-          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
+          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan{}", dep_text(dep), b.suggest_id(dep.target)));
           continue;
         }
         dep.job = static_cast<size_t>(target - plan.jobs.data());
@@ -370,7 +433,8 @@ void link_jobs(Build& b) {
     if (b.raw_producer[i]) {
       const Job* p = plan.find(*b.raw_producer[i]);
       if (!p)
-        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan", *b.raw_producer[i]));
+        b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan{}", *b.raw_producer[i],
+                                      b.suggest_id(*b.raw_producer[i])));
       else if (p == &job)
         b.add(b.where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
@@ -420,7 +484,8 @@ void read_reservations(Build& b, simdjson::dom::array list) {
       for (element x : simdjson::dom::array(*js)) {
         const Job* m = x.is_string() ? b.plan.find(std::string_view(x)) : nullptr;
         if (!m) {
-          b.add(rw, fmt::format("job {} is not in the plan", show(x)));
+          b.add(rw, fmt::format("job {} is not in the plan{}", show(x),
+                                x.is_string() ? b.suggest_id(std::string_view(x)) : std::string()));
         } else {
           size_t k = static_cast<size_t>(m - b.plan.jobs.data());
           res.jobs.push_back(k);
@@ -503,6 +568,9 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
     }
     std::optional<simdjson::dom::array> reservations;
     if (!read_top(b, json.root, reservations)) return out;
+    for (const auto& [name, note] : b.notes)
+      out.unknown_fields.push_back(fmt::format("{}: \"{}\" in {} job(s) ({}{}) is not a field gpuq reads; it is ignored",
+                                               file, name, note.jobs, note.some, note.jobs > 3 ? ", ..." : ""));
     link_jobs(b);
     b.plan.reservations_of.assign(b.plan.jobs.size(), {});
     if (reservations) read_reservations(b, *reservations);
@@ -521,7 +589,43 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   return parse_plan_text(text, false, file, node_gpus);
 }
 
+std::string plan_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);  // follows symbolic links, as reading does
+  if (ec && st.type() != fs::file_type::not_found) return fmt::format("cannot read the plan: {}", ec.message());
+  switch (st.type()) {
+    case fs::file_type::not_found:
+      return fs::is_symlink(fs::symlink_status(path, ec)) ? "is a symbolic link to nothing (its target is missing)"
+                                                          : "";  // the reader says so, with errno's words
+    case fs::file_type::regular:
+      break;
+    case fs::file_type::directory:
+      return "is a folder, not a plan file";
+    case fs::file_type::fifo:
+      return "is a FIFO (a named pipe), not a plan file";
+    case fs::file_type::character:
+    case fs::file_type::block:
+      return "is a device, not a plan file";
+    case fs::file_type::socket:
+      return "is a socket, not a plan file";
+    default:
+      return "is not a regular file";
+  }
+  uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxPlanBytes)
+    return fmt::format("is {:.1f} GiB: more than the {} GiB a plan may have (is it the right file?)",
+                       static_cast<double>(size) / (1 << 30), kMaxPlanBytes >> 30);
+  return "";
+}
+
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
+  // A folder, a FIFO or a device would be read as garbage, wait for a writer, or never end.
+  if (std::string problem = plan_file_problem(path); !problem.empty()) {
+    PlanLoad out;
+    out.errors.push_back(fmt::format("{}: {}", path, problem));
+    return out;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     PlanLoad out;

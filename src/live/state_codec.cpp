@@ -44,7 +44,7 @@ long long as_integer(element v) {
 // The fields gpuq knows besides "status"; null in one of them is as good as absent.
 bool known_field(std::string_view key) {
   return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
-         key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome";
+         key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "reason" || key == "requeue";
 }
 
 // One field of an entry into `s`, or EntryError (`bad` words it).
@@ -72,14 +72,17 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
   } else if (key == "pid" || key == "exit" || key == "attempts") {
     if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
     (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
-  } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent") {
+  } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "requeue") {
     if (!json_is_number(val))
       throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
-    (key == "start" ? s.start : key == "end" ? s.end : key == "kill_sent" ? s.kill_sent : s.warn_sent) =
-        json_as_double(val);
-  } else if (key == "outcome") {
-    if (!val.is_string()) throw bad(fmt::format("\"outcome\" must be a string, not {}", kind));
-    s.outcome = std::string(std::string_view(val));
+    (key == "start"       ? s.start
+     : key == "end"       ? s.end
+     : key == "kill_sent" ? s.kill_sent
+     : key == "warn_sent" ? s.warn_sent
+                          : s.requeue) = json_as_double(val);
+  } else if (key == "outcome" || key == "reason") {
+    if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind));
+    (key == "outcome" ? s.outcome : s.reason) = std::string(std::string_view(val));
   } else if (key == "pid_start") {
     bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
     if (!whole) throw bad(fmt::format("\"pid_start\" must be a whole number, not {}", kind));
@@ -166,7 +169,7 @@ class DoubleTexts {
     auto& values = list.get_ref<nlohmann::json::array_t&>();
     values.reserve(state.entries().size() * 2);
     for (const auto& [id, s] : state.entries())
-      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent})
+      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.requeue})
         if (*d) values.emplace_back(**d);
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
@@ -232,7 +235,9 @@ std::string dump_state(const State& state) {
     if (s.pid_start) field("pid_start"), put_integer(out, *s.pid_start);
     if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
     if (s.warn_sent) field("warn_sent"), doubles.put_next(out);
+    if (s.requeue) field("requeue"), doubles.put_next(out);
     if (s.outcome) field("outcome"), put_string(out, *s.outcome);
+    if (s.reason) field("reason"), put_string(out, *s.reason);
     for (auto& [k, v] : s.extra.items()) {
       out += ",\n  ";
       put_string(out, k);

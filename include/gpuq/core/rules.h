@@ -23,6 +23,12 @@ inline constexpr long long kKilledExit = -15;
 /// The exit code recorded for a job whose process vanished, or that could not be started.
 inline constexpr long long kLostExit = -1;
 
+/// gpuq's field "outcome" of a job that could not be started for a cause no retry fixes
+/// (its log cannot be opened, its script is missing): it is finished and never retried
+/// automatically; its field "reason" says why, its exit is 127 (a missing script, as
+/// bash gives) or kLostExit.
+inline constexpr const char* kUnstartableOutcome = "unstartable";
+
 /// How a job's last attempt ended, read from the state file's codes.
 enum class Outcome {
   Done,    ///< exit 0
@@ -31,9 +37,10 @@ enum class Outcome {
   Lost,    ///< its process vanished without an exit code, or it could not start (exit -1)
   Timeout, ///< stopped by `run` at its time limit (gpuq's field "outcome": "timeout"; exit -15, or 124
            ///< with retry_on_timeout)
+  Unstartable,  ///< could not be started, and a retry would not help (kUnstartableOutcome)
 };
 
-/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout".
+/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout", "unstartable".
 const char* outcome_name(Outcome o);
 
 /// The outcome of a done or failed entry; nullopt for any other status.
@@ -49,8 +56,8 @@ struct Policy {
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt
-/// will be made. Done, blocked, killed, or failed with the automatic retries used
-/// up. `st` is the job's status (a tick may have changed it from the entry's);
+/// will be made. Done, blocked, killed, unstartable, or failed with the automatic
+/// retries used up. `st` is the job's status (a tick may have changed it from the entry's);
 /// the entry `s` is read only when `st` is failed.
 bool finished_as(Status st, const JobState* s, long long max_retries);
 

@@ -37,7 +37,10 @@ struct JobState {
   std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
   std::optional<double> warn_sent;              ///< when run sent the job's warn_signal (sent once)
-  std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h)
+  std::optional<double> requeue;                ///< when `gpuq requeue` stopped it: pending again once its group is gone
+  std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
+                                                ///< "unstartable": it could not be started (rules.h)
+  std::optional<std::string> reason;            ///< why it could not be started (outcome "unstartable")
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

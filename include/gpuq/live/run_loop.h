@@ -45,14 +45,20 @@ class RunLoop {
   /// One tick at the clock's now.
   TickResult tick();
 
+  /// `done(now)` is called after each tick (run_queue writes PLAN.run.json there).
+  void after_tick(std::function<void(double)> done) { after_tick_ = std::move(done); }
+
   /// Ticks, waiting between ticks, until every job is finished ("all jobs
-  /// finished", status 0), a stop signal (its line, status 0: running jobs go on,
+  /// finished: 10 done, 1 failed (hang: killed)", status 0), a stop signal (its line, status 0: running jobs go on,
   /// the next run adopts them), or a damaged state (status 1).
   int run();
 
  private:
   struct Tick;
   void load_state(Tick& t);
+  void say_changes(const Tick& t, const State& before);
+  void say_adopted(const Tick& t);
+  std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
   void enforce_limits(Tick& t);
   void time_out(Tick& t, const Job& job, JobState& s);
@@ -77,10 +83,17 @@ class RunLoop {
   std::optional<State> cached_;         // what the last tick saved; kept while the store is unchanged
   std::string last_probe_problem_;
   std::string last_save_problem_;
+  bool first_tick_ = true;
+  std::function<void(double)> after_tick_;
+  std::string summary_;  // how the jobs ended, for the last line
 };
 
+struct RunInfo;
+
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
-/// becomes the subreaper of its jobs' orphans). Returns the exit status.
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out);
+/// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
+/// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out,
+              RunInfo* info = nullptr);
 
 }  // namespace gpuq
