@@ -326,7 +326,9 @@ TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
   auto second = q.gpuq({"run", "--poll", "1"});
   EXPECT_EQ(second.status, 1);
-  EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) + ") is already running plan.json"));
+  EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) +
+                                    ", started as `gpuq run --plan plan.json` on "));
+  EXPECT_THAT(second.err, HasSubstr(") is already running plan.json"));
   q.dir.write("gate", "");
   EXPECT_EQ(first->wait(kPatience).status, 0);
   EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));

@@ -383,8 +383,11 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
   }
   for (std::string_view key : unknown) {
     auto near = nearest_name(key, {"jobs", "reservations"});
-    if (near && !(*near == "jobs" ? jobs : res))
-      b.add("top level", fmt::format("\"{}\" is not a field of a plan; did you mean \"{}\"?", key, *near));
+    if (near && !(*near == "jobs" ? jobs : res)) {
+      b.add("top level", fmt::format("\"{}\" is not a field of a plan; did you mean \"{}\"?{}", key, *near,
+                                     *near == "jobs" ? " (an object plan needs a \"jobs\" list)" : ""));
+      if (*near == "jobs") return false;
+    }
     else
       b.out.unknown_fields.push_back(
           fmt::format("{}: top level: \"{}\" is not a field gpuq reads; it is ignored", b.file, key));
