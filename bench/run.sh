@@ -84,12 +84,19 @@ n=80
   sep=$([[ $i -lt $((n-1)) ]] && echo , || true)
   dep=$([[ $i -gt 0 ]] && echo "\"deps\": [\"j$((i-1))\"]," || true)
   echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 1, $dep \"est_hours\": 0.01}$sep"; done; echo ']'; } > "$d/plan.json"
-(cd "$d" && "$G" run --plan plan.json --gpus 0 >/dev/null)
-for i in $(seq 1 $((n-1))); do
-  echo "$(cat "$d/t/j$i.start") - $(cat "$d/t/j$((i-1)).end")" | bc -l
-done > "$work/lat"
-printf '  median %.1f ms, 99th percentile %.1f ms (%d hand-offs)\n' \
-  "$(median < "$work/lat" | awk '{print $1*1000}')" "$(pct 99 < "$work/lat" | awk '{print $1*1000}')" $((n-1))
+chain() {  # extra flags of run; prints the median and 99th percentile
+  rm -rf "$d/t" "$d/plan.state.json" "$d/plan.events.jsonl" "$d/logs"; mkdir -p "$d/t"
+  (cd "$d" && "$G" run --plan plan.json --gpus 0 "$@" >/dev/null)
+  for i in $(seq 1 $((n-1))); do
+    echo "$(cat "$d/t/j$i.start") - $(cat "$d/t/j$((i-1)).end")" | bc -l
+  done > "$work/lat"
+  printf 'median %.1f ms, 99th percentile %.1f ms (%d hand-offs)' \
+    "$(median < "$work/lat" | awk '{print $1*1000}')" "$(pct 99 < "$work/lat" | awk '{print $1*1000}')" $((n-1))
+}
+echo "  $(chain)"
+if "$G" run --help | grep -q -- --on-event; then
+  echo "  with --on-event 'sleep 5' (a hook that takes 5 s, for every event): $(chain --on-event 'sleep 5' --hook-timeout 6)"
+fi
 
 echo "== overhead of a run: 400 jobs of 0.2 s on 8 GPUs (ideal makespan 10 s)"
 d=$work/many; mkdir -p "$d"; echo 'sleep 0.2' > "$d/job.sh"

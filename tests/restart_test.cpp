@@ -45,6 +45,27 @@ void expect_each_marker_once(const TempDir& d, int n) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(state["job" + std::to_string(i)]["status"], "done") << i;
 }
 
+// The event log (issue 17) against the state: each job's one run logged as one start and
+// one end, done, in order: no event lost or logged twice, however run was killed.
+void expect_each_run_logged_once(const TempDir& d, int n) {
+  std::map<std::string, std::vector<json>> per_job;
+  for (const std::string& line : lines_of(d.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line, nullptr, false);
+    if (e.is_discarded()) continue;  // a line torn by the SIGKILL: readers skip it, and its events come again
+    per_job[e["id"]].push_back(e);
+  }
+  for (int i = 0; i < n; ++i) {
+    std::string id = "job" + std::to_string(i);
+    const auto& es = per_job[id];
+    ASSERT_EQ(es.size(), 2u) << id << ": " << json(es).dump();
+    EXPECT_EQ(es[0]["event"], "start") << id;
+    EXPECT_EQ(es[1]["event"], "end") << id;
+    EXPECT_EQ(es[1]["outcome"], "done") << id;
+    EXPECT_EQ(es[0]["attempt"], 1) << id;
+    EXPECT_LE(es[0]["t"].get<double>(), es[1]["t"].get<double>()) << id;
+  }
+}
+
 }  // namespace
 
 TEST(Restart, KilledRunAdoptsItsRunningJobsAndNoJobRunsTwice) {
@@ -89,6 +110,7 @@ TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
   ASSERT_EQ(last.status, 0) << last.out << last.err;
   EXPECT_THAT(last.out, HasSubstr("all jobs finished"));
   expect_each_marker_once(d, n);
+  expect_each_run_logged_once(d, n);
 }
 
 TEST(DropIn, StateWrittenByTheOriginalIsCarriedOn) {

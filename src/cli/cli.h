@@ -43,7 +43,19 @@ struct Flags {
   bool strict = false;
   long lines = 20;
   bool follow = false;
+  std::vector<std::string> on_event;  ///< run --on-event
+  double hook_timeout = 60;
+  double events_max_mb = 64;
+  std::string since;                  ///< history --since
+  bool estimates = false;             ///< history --estimates
+  bool learned_estimates = false;     ///< status/simulate --learned-estimates
 };
+
+/// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
+/// file, a command. Other values get no suggestion.
+inline constexpr const char* kPlanType = "PLAN";
+inline constexpr const char* kFileType = "FILE";
+inline constexpr const char* kCommandType = "COMMAND";
 
 enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 
@@ -102,6 +114,31 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action);
 void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
+void add_history_command(CLI::App& app, Flags& f, Action& action);
+
+/// Adds --learned-estimates (status, simulate).
+void add_learned_estimates(CLI::App* sub, Flags& f);
+
+/// With --learned-estimates: the pending jobs' est_hours scaled by what their id prefix
+/// took before (the event log), and a line on stderr saying which prefixes were used.
+void learn_into(const Flags& f, Plan& plan, const State& state);
+/// `--version` and `gpuq version`.
+void add_version_command(CLI::App& app, Action& action);
+/// `gpuq completion SHELL` and the hidden `gpuq __complete COMMAND PLAN [PREFIX]` (job ids
+/// for the scripts, actionable ones first). Add them last: the scripts list what `app` has.
+void add_completion_commands(CLI::App& app, Action& action);
+
+/// The hidden `--help-man`: every command's help, laid out for help2man (the man page).
+/// Add it last, after every subcommand.
+void add_man_help_flag(CLI::App& app);
+
+/// "gpuq 0.1.0 (commit abc123def456)": the project version, and the git commit when built
+/// from a checkout (generated at build time by cmake/version.cmake).
+const char* version_line();
+
+/// The completion script for `shell` (bash, zsh or fish), made from the subcommands and
+/// flags `app` defines.
+std::string completion_script(CLI::App& app, const std::string& shell);
 
 /// The subcommands: each returns the exit status.
 int cmd_run(const Flags& f);
@@ -110,5 +147,6 @@ int cmd_simulate(const Flags& f);
 int cmd_validate(const Flags& f);
 int cmd_logs(const Flags& f);
 int cmd_control(const Flags& f, const std::string& action);
+int cmd_history(const Flags& f);
 
 }  // namespace gpuq::cli

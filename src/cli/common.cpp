@@ -21,7 +21,9 @@ namespace gpuq::cli {
 /// Adds --plan and the original's flags: those in `used` are documented, the
 /// rest accepted and ignored (the original took every flag with every command).
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
-  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")->required();
+  sub->add_option("--plan", f.plan, "the plan file (JSON); its state, lock and logs/ live beside it")
+      ->required()
+      ->type_name(kPlanType);
   auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
   auto group = [&](CLI::Option* o, Flag x) { o->group(uses(x) ? "Options" : ""); };
   group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);
@@ -97,6 +99,9 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.on_event = f.on_event;
+  opt.hook_timeout = f.hook_timeout;
+  opt.events_max_mb = f.events_max_mb;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   return opt;

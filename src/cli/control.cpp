@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "gpuq/live/journal.h"
 #include "gpuq/live/launcher.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/store.h"
@@ -25,7 +26,7 @@ int cmd_control(const Flags& f, const std::string& action) {
   FileStore store(paths);
   PosixLauncher launcher(paths);
   SystemClock clock;
-  ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs);
+  ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   if (action == "requeue" && r.status != kExitBadInput) {
     std::fflush(stdout);

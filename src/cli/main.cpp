@@ -58,15 +58,19 @@ int main(int argc, char** argv) {
       "backfilled while a wide job waits, 2-GPU jobs on NVLink pairs, state kept beside the plan.\n"
       "Exit status: 0 success, 1 the command could not do all its work, 2 bad input."};
   app.require_subcommand(1, 1);
-  app.set_version_flag("--version", "gpuq 0.1.0");
+  app.set_help_all_flag("--help-all", "print the help of every command");
   Flags f;
   Action action;
+  add_version_command(app, action);
   add_run_command(app, f, action);
   add_status_command(app, f, action);
   add_simulate_command(app, f, action);
   add_validate_command(app, f, action);
   add_logs_command(app, f, action);
   add_control_commands(app, f, action);
+  add_history_command(app, f, action);
+  add_completion_commands(app, action);
+  add_man_help_flag(app);
 
   try {
     app.parse(argc, argv);
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {  // --help-man
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -7,6 +7,7 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/hooks.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
@@ -22,6 +23,13 @@ int cmd_run(const Flags& f) {
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
   RunOptions opt = run_options(f, *gpus);
+  for (const std::string& text : opt.on_event) {
+    std::string problem;
+    if (!parse_hook(text, &problem)) {
+      fmt::print(stderr, "gpuq run: {}\n", problem);
+      return kExitBadInput;
+    }
+  }
   PlanPaths paths = paths_for(f.plan);
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
@@ -52,7 +60,21 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
       ->check(CLI::NonNegativeNumber);
   add_time_limit_factor(run, f);
   run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+                  "the nvidia-smi command to probe GPU memory with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
+      ->type_name(kCommandType);
+  run->add_option("--on-event", f.on_event,
+                  "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
+                  "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
+                  "'failed,timeout:CMD' runs it for those only (event kinds: start, end, retry, kill, hold, timeout; "
+                  "end outcomes: done, failed, killed, lost); repeatable")
+      ->allow_extra_args(false);
+  run->add_option("--hook-timeout", f.hook_timeout, "seconds an --on-event command may run before it is stopped")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--events-max-mb", f.events_max_mb,
+                  "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); 0: never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   run->callback([&] { action = [&] { return cmd_run(f); }; });
 }
 

@@ -25,6 +25,11 @@ int cmd_simulate(const Flags& f) {
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
+  if (f.learned_estimates) {
+    State state;
+    if (f.from_state) state = read_state(paths_for(f.plan));
+    learn_into(f, loaded->plan, state);
+  }
   SimOptions opt;
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
@@ -71,9 +76,11 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(sim, f, {kGpus, kAll, kBackfill});
   add_time_limit_factor(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
-  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE");
+  sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
+      ->type_name(kFileType);
   sim->add_flag("--from-state", f.from_state,
                 "predict from the live state: what is done stays done, running jobs finish their estimate");
+  add_learned_estimates(sim, f);
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });
 }
 

@@ -31,7 +31,7 @@ namespace gpuq::cli {
 
 namespace {
 
-/// The Gantt bars of a live queue: what ran (hours before now) and what is predicted.
+/// The Gantt bars of a live queue: what ran (hours before now, every attempt) and what is predicted.
 std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
   std::vector<Bar> bars;
   std::vector<char> predicted(plan.jobs.size(), 0);
@@ -43,7 +43,10 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
   }
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobState* s = state.of(plan, i);
-    if (predicted[i] || !s || !s->start || !s->end) continue;
+    if (!s) continue;
+    for (const EarlierAttempt& a : earlier_attempts(*s))  // each attempt a retry or a restart replaced
+      bars.push_back({i, a.exit == 0 ? "done" : "failed", (a.start - o.now) / 3600, (a.end - o.now) / 3600, a.gpus});
+    if (predicted[i] || !s->start || !s->end) continue;
     if (s->status != Status::Done && s->status != Status::Failed) continue;
     bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
                     s->gpus.value_or(std::vector<int>{})});
@@ -128,9 +131,12 @@ void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
   }
 }
 
-int status_once(const Flags& f, const Plan& plan, const std::vector<int>& gpus, State state,
+int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus, State state,
                 std::optional<GpuReading> probed = std::nullopt) {
   PlanPaths paths = paths_for(f.plan);
+  std::optional<Plan> learned;  // --learned-estimates: a copy with the estimates learned
+  if (f.learned_estimates) learn_into(f, learned.emplace(given), state);
+  const Plan& plan = learned ? *learned : given;
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
   refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
@@ -237,11 +243,13 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(status, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_time_limit_factor(status, f);
   status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
-  status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE");
+  status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")
+      ->type_name(kFileType);
   status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
       ->expected(0, 1)
       ->default_str("5");
   status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  add_learned_estimates(status, f);
   status->callback([&] { action = [&] { return cmd_status(f); }; });
 }
 

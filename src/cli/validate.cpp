@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include "gpuq/live/local_files.h"
+#include "gpuq/core/events.h"
 #include "gpuq/core/validate.h"
+#include "gpuq/live/journal.h"
+#include "gpuq/live/store.h"
 
 #include "cli.h"
 
@@ -28,6 +31,17 @@ int cmd_validate(const Flags& f) {
   for (std::string& u : unknown_fields) findings.push_back({f.strict, "", std::move(u)});
   for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, LocalFiles(), readable))
     findings.push_back(std::move(x));
+  // What earlier runs of the same kind of job took (the event log, when there is one).
+  std::vector<Event> events = read_events(events_path_for(paths_for(f.plan).state), nullptr);
+  if (!events.empty()) {
+    State state;
+    try {
+      state = read_state(paths_for(f.plan));
+    } catch (const StoreError&) {
+    }
+    for (EstimateWarning& w : estimate_warnings(*plan, state, learn_estimates(attempts_of(events), *plan)))
+      findings.push_back({false, std::move(w.job), std::move(w.text)});
+  }
   size_t errors = 0, warnings = 0;
   for (const Finding& x : findings) {
     (x.error ? errors : warnings)++;

@@ -174,6 +174,7 @@ void apply_tick(const Plan& plan, const TickPlan& tick, State& state) {
     JobState fresh;
     fresh.status = Status::Pending;
     fresh.attempts = attempts;
+    if (const JobState* prev = state.of(plan, i)) keep_attempts(*prev, fresh);
     state.set(plan, i, fresh);
   }
   if (tick.unblock)
@@ -182,6 +183,7 @@ void apply_tick(const Plan& plan, const TickPlan& tick, State& state) {
   for (size_t i : tick.blocked) {
     JobState blocked;
     blocked.status = Status::Blocked;
+    if (const JobState* prev = state.of(plan, i)) keep_attempts(*prev, blocked);
     state.set(plan, i, blocked);
   }
 }

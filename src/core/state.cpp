@@ -21,6 +21,43 @@ std::optional<Status> parse_status(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<EarlierAttempt> earlier_attempts(const JobState& s) {
+  std::vector<EarlierAttempt> out;
+  if (!s.extra.is_object()) return out;
+  auto it = s.extra.find(kEarlierAttemptsField);
+  if (it == s.extra.end() || !it->is_array()) return out;
+  for (const auto& a : *it) {
+    if (!a.is_object() || !a.contains("start") || !a.contains("end") || !a["start"].is_number() ||
+        !a["end"].is_number())
+      continue;
+    EarlierAttempt e;
+    e.start = a["start"].get<double>();
+    e.end = a["end"].get<double>();
+    if (a.contains("gpus") && a["gpus"].is_array())
+      for (const auto& g : a["gpus"])
+        if (g.is_number_integer()) e.gpus.push_back(g.get<int>());
+    if (a.contains("exit") && a["exit"].is_number_integer()) e.exit = a["exit"].get<long long>();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void keep_attempts(const JobState& prev, JobState& next) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  if (prev.extra.is_object())
+    if (auto it = prev.extra.find(kEarlierAttemptsField); it != prev.extra.end() && it->is_array()) list = *it;
+  if (prev.start && prev.end) {
+    nlohmann::ordered_json run = {{"start", *prev.start}, {"end", *prev.end}};
+    if (prev.gpus) run["gpus"] = *prev.gpus;
+    if (prev.exit) run["exit"] = *prev.exit;
+    list.push_back(std::move(run));
+  }
+  if (list.empty()) return;
+  if (list.size() > kKeptAttempts) list.erase(list.begin(), list.end() - static_cast<long>(kKeptAttempts));
+  if (!next.extra.is_object()) next.extra = nlohmann::ordered_json::object();
+  next.extra[kEarlierAttemptsField] = std::move(list);
+}
+
 size_t State::position(std::string_view id) const {
   return index_.find(id, [&](size_t k) -> const std::string& { return entries_[k].first; });
 }

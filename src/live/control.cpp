@@ -1,8 +1,10 @@
 // The live queue's records over the ports: refresh, the control commands, status rows.
 #include "gpuq/live/control.h"
+#include "gpuq/live/journal.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <ctime>
 #include <stdexcept>
@@ -53,6 +55,7 @@ std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
         JobState fresh;
         fresh.status = Status::Pending;
         fresh.attempts = s.attempts;
+        keep_attempts(s, fresh);
         s = fresh;
         ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});
         break;
@@ -75,6 +78,7 @@ bool hold(State& state, const std::string& id, std::vector<std::string>& lines) 
   if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
     JobState held;
     held.status = Status::Held;
+    if (const JobState* prev = state.find(id)) keep_attempts(*prev, held);
     state.set(id, held);
     lines.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(st), id));
   } else if (st == Status::Held) {
@@ -98,6 +102,7 @@ bool retry(State& state, const std::string& id, std::vector<std::string>& lines)
   }
   JobState fresh;
   fresh.status = Status::Pending;
+  if (s) keep_attempts(*s, fresh);  // the picture of the past keeps the run a retry replaces
   state.set(id, fresh);
   lines.push_back(st == Status::Held ? fmt::format("released {} (was held); it is pending", id)
                                      : fmt::format("{} is pending again (was {})", id, status_name(st)));
@@ -192,7 +197,7 @@ std::vector<std::string> finish_requeues(Store& store, Launcher& launcher, const
 }
 
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
-                      const std::string& action, const std::vector<std::string>& ids) {
+                      const std::string& action, const std::vector<std::string>& ids, const std::string& events_log) {
   if (action != "hold" && action != "retry" && action != "kill" && action != "requeue")
     throw std::invalid_argument("control: no action " + action);
   ControlResult r;
@@ -209,6 +214,12 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   Store::Locked lock(store);
   State state = store.read();
   double now = clock.now();
+  std::vector<std::pair<std::string, Seen>> before;
+  for (const auto& id : ids) {
+    const JobState* s = state.find(id);
+    bool again = std::any_of(before.begin(), before.end(), [&](const auto& b) { return b.first == id; });
+    if (!again) before.emplace_back(id, s ? seen_of(*s) : Seen{});
+  }
   bool refused = false;
   for (const auto& id : ids) {
     bool ok = action == "hold"      ? hold(state, id, r.lines)
@@ -218,6 +229,17 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
     refused = refused || !ok;
   }
   store.write(state, false);
+  if (!events_log.empty()) {
+    std::vector<Event> events;
+    for (const auto& [id, seen] : before)
+      if (const JobState* s = state.find(id))
+        for (Event& e : events_between(id, &seen, *s, now, action)) events.push_back(std::move(e));
+    try {
+      append_events(events_log, events);
+    } catch (const StoreError& e) {
+      r.lines.push_back(fmt::format("note: {}; the next `gpuq run` logs these events", e.what()));
+    }
+  }
   r.status = refused ? 1 : 0;
   return r;
 }

@@ -43,6 +43,7 @@ TickResult RunLoop::tick() {
   try {
     Store::Locked lock(os_.store);
     load_state(t);
+    catch_up_events(t);
     refresh_ended(t);
     enforce_limits(t);
     escalate_kills(t);
@@ -55,6 +56,8 @@ TickResult RunLoop::tick() {
     save(t);
     phase("tick: start, save");
     release_started(t);
+    record_events(t);
+    phase("tick: events");
     watch(t);
     phase("tick: watches");
     bool done = all_finished(t);
@@ -301,6 +304,7 @@ void RunLoop::start(Tick& t) {
     long long attempts = t.state.of(plan_, s.job) ? t.state.of(plan_, s.job)->attempts_or0() : 0;
     JobState entry;
     entry.attempts = attempts;
+    if (const JobState* prev = t.state.of(plan_, s.job)) keep_attempts(*prev, entry);
     try {
       Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1});
       entry.status = Status::Running;
@@ -387,6 +391,38 @@ void RunLoop::watch(Tick& t) {
     if (os_.files.exists(p)) t.wake_in = 0;
 }
 
+// What the control commands logged since the last tick: the log's view follows, and the hooks run.
+void RunLoop::catch_up_events(Tick& t) {
+  if (!journal_) return;
+  std::vector<std::string> warnings;
+  std::vector<Event> others = journal_->catch_up(t.state, &warnings);
+  for (const std::string& w : warnings) say(t.now, "event log: " + w);
+  if (hooks_) hooks_->fire(others);
+}
+
+// What this tick changed, logged once the state that records it is saved (a crash in
+// between: the next run's comparison logs it), then the hooks started (never awaited).
+void RunLoop::record_events(Tick& t) {
+  if (hooks_) hooks_->poll();
+  if (journal_ && t.saved) {
+    try {
+      std::vector<Event> events = journal_->record(t.state, t.now, "run");
+      if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
+      last_journal_problem_.clear();
+      if (hooks_) hooks_->fire(events);
+    } catch (const StoreError& e) {
+      if (last_journal_problem_ != e.what())
+        say(t.now, fmt::format("cannot append to the event log ({}); the events are logged at the next tick that "
+                               "can",
+                               e.what()));
+      last_journal_problem_ = e.what();
+      t.wake_in = std::min(t.wake_in, 5.0);
+    }
+  }
+  // Hooks running or waiting their turn: look again soon, to say their failures and start the rest.
+  if (hooks_ && hooks_->busy()) t.wake_in = std::min(t.wake_in, 0.5);
+}
+
 bool RunLoop::all_finished(const Tick& t) const {
   if (!last_save_problem_.empty()) return false;  // never finish with the last state unsaved
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
@@ -442,6 +478,13 @@ int RunLoop::run() {
     r.wake_in -= os_.clock.now() - before;
     if (r.next == TickResult::Next::Fatal) return 1;
     if (r.next == TickResult::Next::Finished) {
+      if (hooks_) {
+        hooks_->drain(std::min(opt_.hook_timeout + 6, 30.0));  // the last events' hooks, within reason
+        if (hooks_->busy())
+          say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting are not "
+                                           "run",
+                                           hooks_->running_count(), hooks_->waiting_count()));
+      }
       out_("all jobs finished: " + summary_);
       return 0;
     }

@@ -12,6 +12,7 @@
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/live/waker.h"
+#include "gpuq/core/local_time.h"
 
 namespace gpuq {
 
@@ -25,6 +26,16 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
   FileStore store(paths);
   LocalFiles files;
   PosixWaker waker(paths.state);
+  auto say = [out](const std::string& line) {
+    fmt::print(out, "{}\n", line);
+    std::fflush(out);
+  };
+  Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
+  std::vector<HookSpec> specs;
+  for (const std::string& text : opt.on_event)
+    if (auto h = parse_hook(text, nullptr)) specs.push_back(*h);
+  HookRunner hooks(std::move(specs), {opt.hook_timeout, paths.logs + "/gpuq-hooks.log", paths.plan, paths.logs},
+                   [&clock, say](const std::string& line) { say(fmt::format("{} {}", clock_stamp(clock.now()), line)); });
   RunLoop loop(
       plan, opt, {clock, launcher, probe, store, files, waker},
       [out](const std::string& line) {
@@ -32,6 +43,7 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
         std::fflush(out);
       },
       [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+  loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   if (!info) return loop.run();
   write_run_info(paths, *info);
   loop.after_tick([&](double now) {

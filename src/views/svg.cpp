@@ -43,6 +43,7 @@ struct Chart {
   const std::vector<int>& node_gpus;
   std::map<size_t, size_t> lane_of;  // bar -> its row among the 0-GPU rows
   std::map<int, size_t> row_of_gpu;
+  std::map<size_t, std::vector<std::pair<double, double>>> spans_on_row;  // row -> its bars' [x start, x end]
   size_t rows = 0;
   double t0 = 0, t1 = 0, scale = 1;
 
@@ -69,6 +70,9 @@ struct Chart {
     rows = node_gpus.size() + lane_free.size();
     scale = (width - left - right) / (t1 - t0);
     for (size_t i = 0; i < node_gpus.size(); ++i) row_of_gpu[node_gpus[i]] = i;
+    for (size_t k = 0; k < bars.size(); ++k)
+      for (size_t r : rows_of(k))
+        spans_on_row[r].push_back({x(bars[k].start), x(bars[k].start) + std::max(1.0, (bars[k].end - bars[k].start) * scale)});
   }
   double x(double h) const { return left + (h - t0) * scale; }
   double height() const { return top + static_cast<double>(rows) * row_h + 60; }
@@ -101,6 +105,8 @@ struct Chart {
   }
 
   // The time axis: a step of 1, 2 or 5 times a power of ten, for at most about 12 ticks.
+  // Each tick is a whole multiple of the step (no sum of steps, whose rounding printed
+  // -1.38778e-17h for 0), printed with the decimals the step needs.
   std::string axis() const {
     double span = t1 - t0, magnitude = std::pow(10.0, std::floor(std::log10(span / 12))), step = magnitude;
     for (double m : {1.0, 2.0, 5.0, 10.0})
@@ -108,20 +114,24 @@ struct Chart {
         step = m * magnitude;
         break;
       }
+    int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
     std::string out = fmt::format("<line x1=\"{:.0f}\" y1=\"{:.0f}\" x2=\"{:.0f}\" y2=\"{:.0f}\" stroke=\"#333\"/>\n",
                                   left, axis_y(), width - right, axis_y());
-    for (double h = std::ceil(t0 / step) * step; h <= t1 + 1e-9; h += step) {
+    auto first = static_cast<long long>(std::ceil(t0 / step - 1e-9));
+    auto last = static_cast<long long>(std::floor(t1 / step + 1e-9));
+    for (long long i = first; i <= last; ++i) {
+      double h = static_cast<double>(i) * step;
       out += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" stroke=\"#ccc\"/>"
-                         "<text x=\"{0:.1f}\" y=\"{3:.0f}\" text-anchor=\"middle\">{4}h</text>\n",
-                         x(h), top, axis_y() + 4, axis_y() + 18, fmt::format("{:g}", h));
+                         "<text x=\"{0:.1f}\" y=\"{3:.0f}\" text-anchor=\"middle\">{4:.{5}f}h</text>\n",
+                         x(h), top, axis_y() + 4, axis_y() + 18, h, decimals);
     }
     out += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">hours</text>\n",
                        (left + width - right) / 2, axis_y() + 36);
     return out;
   }
 
-  // Bar k on each of its rows, labelled where the label fits (about 6.5 px a character).
-  std::string bar(size_t k) {
+  // The rows bar k is drawn on.
+  std::vector<size_t> rows_of(size_t k) {
     const Bar& b = bars[k];
     std::vector<size_t> rws;
     if (b.gpus.empty())
@@ -129,25 +139,63 @@ struct Chart {
     else
       for (int g : b.gpus)
         if (row_of_gpu.count(g)) rws.push_back(row_of_gpu[g]);
+    return rws;
+  }
+
+  // Where the next bar on row r starts after x_end (or the chart's right edge).
+  double next_start(size_t r, double x_end) const {
+    double next = width - right;
+    if (auto it = spans_on_row.find(r); it != spans_on_row.end())
+      for (auto [xs, xe] : it->second)
+        if (xs >= x_end - 0.5 && xs < next) next = xs;
+    return next;
+  }
+
+  // Where the last bar on row r before x_start ends (or the chart's left edge).
+  double previous_end(size_t r, double x_start) const {
+    double prev = left;
+    if (auto it = spans_on_row.find(r); it != spans_on_row.end())
+      for (auto [xs, xe] : it->second)
+        if (xe <= x_start + 0.5 && xe > prev) prev = xe;
+    return prev;
+  }
+
+  // Bar k on each of its rows, with a hover title, and its id: inside the bar where it fits,
+  // else just after it or just before it where the row is free that far, else cut short
+  // inside (about 6.5 px a character).
+  std::string bar(size_t k) {
+    const Bar& b = bars[k];
     const std::string& id = plan.jobs[b.job].id;
     double w = std::max(1.0, (b.end - b.start) * scale);
+    double label_w = static_cast<double>(id.size()) * 6.5;
     std::string out;
-    for (size_t r : rws) {
+    for (size_t r : rows_of(k)) {
       double y = top + static_cast<double>(r) * row_h + 3;
       out += fmt::format(
           "<g><title>{} ({}): {:.2f}h -> {:.2f}h, GPUs {}</title>"
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" rx=\"2\" fill=\"{}\" stroke=\"white\" "
           "stroke-width=\"0.5\"/>",
           xml_escape(id), b.status, b.start, b.end, py_list(b.gpus), x(b.start), y, w, row_h - 6, fill_of(b.status));
-      size_t fit = static_cast<size_t>((w - 4) / 6.5);
-      if (fit >= 3) {
-        std::string label = id.size() <= fit ? id : id.substr(0, fit - 1) + "~";
-        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\">{}</text>", x(b.start) + 3, y + row_h * 0.5,
-                           b.status == "predicted" ? "#263238" : "white", xml_escape(label));
+      const char* inside_ink = b.status == "predicted" ? "#263238" : "white";
+      size_t fit = static_cast<size_t>(std::max(0.0, (w - 4) / 6.5));
+      if (label_w <= w - 4) {
+        out += label(x(b.start) + 3, y, inside_ink, id);
+      } else if (label_w <= next_start(r, x(b.start) + w) - (x(b.start) + w) - 6) {
+        out += label(x(b.start) + w + 3, y, "#263238", id);
+      } else if (label_w <= x(b.start) - previous_end(r, x(b.start)) - 6) {
+        out += label(x(b.start) - 3, y, "#263238", id, "end");
+      } else if (fit >= 3) {
+        out += label(x(b.start) + 3, y, inside_ink, id.substr(0, fit - 1) + "~");
       }
       out += "</g>\n";
     }
     return out;
+  }
+
+  std::string label(double lx, double y, const char* ink, const std::string& text,
+                    const char* anchor = "start") const {
+    return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"{}\">{}</text>", lx,
+                       y + row_h * 0.5, ink, anchor, xml_escape(text));
   }
 
   std::string now_line(double now_h) const {

@@ -46,6 +46,26 @@ struct JobState {
   long long attempts_or0() const { return attempts.value_or(0); }
 };
 
+/// One earlier run of a job: kept when its entry is replaced (retry, the automatic retry,
+/// hold, the next start), so that pictures of the past show every attempt.
+struct EarlierAttempt {
+  double start = 0, end = 0;
+  std::vector<int> gpus;
+  std::optional<long long> exit;  ///< 0 done; anything else failed (kKilledExit: killed)
+};
+
+/// The state field that holds them (gpuq's own: a list of {start, end, gpus, exit}; the
+/// original ignores it, and drops it when it replaces an entry).
+inline constexpr const char* kEarlierAttemptsField = "earlier_attempts";
+
+/// The earlier attempts recorded in `s`, oldest first; malformed items are skipped.
+std::vector<EarlierAttempt> earlier_attempts(const JobState& s);
+
+/// `next`, the entry that replaces `prev`, keeps prev's earlier attempts and prev's own run
+/// when it ran (a start and an end). The newest kKeptAttempts are kept.
+void keep_attempts(const JobState& prev, JobState& next);
+inline constexpr size_t kKeptAttempts = 20;
+
 /// Every job's entry, in file order (new entries at the end).
 class State {
  public:

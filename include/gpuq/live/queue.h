@@ -27,6 +27,9 @@ struct RunOptions : Policy {
   double kill_grace = 30;
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;
+  std::vector<std::string> on_event;  ///< --on-event: hooks (hooks.h)
+  double hook_timeout = 60;           ///< --hook-timeout, seconds
+  double events_max_mb = 64;          ///< --events-max-mb: rotate the event log past this size (0: never)
 };
 
 }  // namespace gpuq

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/live/hooks.h"
+#include "gpuq/live/journal.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/store.h"
@@ -42,6 +44,13 @@ class RunLoop {
   /// `out` gets the log lines, `err` the message of a fatal error.
   RunLoop(const Plan& plan, const RunOptions& opt, const Ports& ports, Say out, Say err);
 
+  /// Logs each tick's events to `journal` (journal.h) and runs `hooks` for them
+  /// (and for those the control commands log); either may be null.
+  void log_events(Journal* journal, HookRunner* hooks) {
+    journal_ = journal;
+    hooks_ = hooks;
+  }
+
   /// One tick at the clock's now.
   TickResult tick();
 
@@ -70,6 +79,8 @@ class RunLoop {
   void save(Tick& t);
   void release_started(Tick& t);
   void watch(Tick& t);
+  void catch_up_events(Tick& t);
+  void record_events(Tick& t);
   bool all_finished(const Tick& t) const;
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
@@ -86,6 +97,9 @@ class RunLoop {
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line
+  Journal* journal_ = nullptr;
+  HookRunner* hooks_ = nullptr;
+  std::string last_journal_problem_;
 };
 
 struct RunInfo;

@@ -1,0 +1,117 @@
+// The event log PLAN.events.jsonl as data: what happened to each job (start, end,
+// retry, kill, hold, timeout), worked out by comparing a job's entry before
+// and after a write of the state, so that every writer (run, the control commands)
+// logs the same way and a crash between the state's write and the log's append is
+// made good by the next comparison. Also the history and the learned estimates read
+// from such a log. Plain data and functions: the files are live/journal.h's.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/core/state.h"
+
+namespace gpuq {
+
+/// One line of the event log.
+struct Event {
+  double t = 0;              ///< when it happened (seconds since the epoch)
+  std::string kind;          ///< start, end, retry, kill, hold, timeout
+  std::string id;            ///< the job
+  long long attempt = 1;     ///< the attempt it concerns (GPUQ_ATTEMPT: 1 for the first run)
+  std::optional<std::vector<int>> gpus;  ///< start (and end): the GPUs
+  std::optional<long long> pid;          ///< start: the process group
+  std::optional<std::string> outcome;    ///< end: done, failed, killed, lost, timeout (unknown if not recorded)
+  std::optional<long long> exit;         ///< end: the exit code the state records
+  std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
+  std::optional<double> seconds;         ///< end: how long the attempt ran
+  std::string by;            ///< who made the change: "run", "kill", "hold", "retry", ...
+
+  bool operator==(const Event&) const = default;
+};
+
+/// The event kinds, in the order they are listed in help texts.
+const std::vector<std::string>& event_kinds();
+
+/// What the log last said of a job: enough to tell what a new entry changed. Blocked
+/// counts as pending; `start` is kept for running, done and failed only.
+struct Seen {
+  Status status = Status::Pending;
+  long long attempts = 0;
+  std::optional<double> start;
+  bool operator==(const Seen&) const = default;
+};
+
+/// What an entry looks like to the log.
+Seen seen_of(const JobState& s);
+
+/// The events that take job `id` from `before` to `after`, in the order they happened:
+/// an attempt's end (after its cause, kill or timeout), then retry or hold, then a new
+/// start (and its end, when the entry was seen only after it ended). Replaying them
+/// (apply_event) gives seen_of(after). A job never seen (`before` nullptr: no log when
+/// this run began) gets only its start, if running. `now` dates the events the entry does not
+/// date itself; `by` says who wrote the entry.
+std::vector<Event> events_between(const std::string& id, const Seen* before, const JobState& after, double now,
+                                  std::string_view by);
+
+/// The view after `e` (events replayed from the log rebuild what it last said).
+void apply_event(const Event& e, Seen& seen);
+
+/// One line of JSON (without the newline).
+std::string event_line(const Event& e);
+
+/// Parses one line; nullopt with `problem` set when it is not an event.
+std::optional<Event> parse_event(std::string_view line, std::string* problem);
+
+/// One attempt of a job, put together from its events.
+struct Attempt {
+  std::string id;
+  long long attempt = 1;
+  std::optional<std::vector<int>> gpus;
+  std::optional<double> start, end;
+  std::optional<std::string> outcome;  ///< nullopt while running (or when its end was never logged)
+  std::optional<long long> exit;
+  std::vector<std::string> causes;     ///< kill, timeout: what ended it
+};
+
+/// Every attempt the events tell of, in the order they started (a job held or
+/// blocked without starting has none).
+std::vector<Attempt> attempts_of(const std::vector<Event>& events);
+
+/// The learned ratio of run time to est_hours for one id prefix.
+struct Learned {
+  std::string prefix;        ///< "train_", "eval_", ... (the id up to its first '_' or '-'), or the whole id
+  size_t runs = 0;           ///< finished (done) attempts with an estimate
+  double median = 1;         ///< median of run time / est_hours
+  double low = 1, high = 1;  ///< the lowest and highest ratio
+  double median_hours = 0;   ///< median run time of those runs, in hours
+};
+
+/// The prefix estimates group a job under.
+std::string estimate_prefix(std::string_view id);
+
+/// Ratios of done attempts to the plan's est_hours (jobs not in the plan, or with an
+/// estimate of 0, are left out), per prefix, sorted by prefix.
+std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan);
+
+/// A job whose est_hours is more than `factor` times off the median run time of its
+/// prefix's done runs (at least `min_runs` of them), and what to say of it.
+struct EstimateWarning {
+  std::string job;
+  std::string text;
+};
+std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& state,
+                                               const std::vector<Learned>& learned, double factor = 3,
+                                               size_t min_runs = 3);
+
+/// The plan with each pending job's est_hours scaled by its prefix's median ratio,
+/// where the prefix has at least `min_runs` done runs. Jobs that have started keep theirs.
+/// Returns the prefixes used.
+std::vector<Learned> apply_learned(Plan& plan, const State& state, const std::vector<Learned>& learned,
+                                   size_t min_runs = 3);
+
+}  // namespace gpuq

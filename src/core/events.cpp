@@ -1,0 +1,281 @@
+#include "gpuq/core/events.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "gpuq/core/rules.h"
+
+namespace gpuq {
+
+const std::vector<std::string>& event_kinds() {
+  static const std::vector<std::string> kinds{"start", "end", "retry", "kill", "hold", "timeout"};
+  return kinds;
+}
+
+Seen seen_of(const JobState& s) {
+  // Blocked is pending to the log: the original makes every blocked job pending at each
+  // retry and blocks them again at the next tick, which says nothing about them.
+  Status st = s.status == Status::Blocked ? Status::Pending : s.status;
+  bool ran = st == Status::Running || st == Status::Done || st == Status::Failed;
+  return {st, s.attempts_or0(), ran ? s.start : std::nullopt};
+}
+
+std::vector<Event> events_between(const std::string& id, const Seen* before, const JobState& after, double now,
+                                  std::string_view by) {
+  std::vector<Event> out;
+  Seen a = seen_of(after);
+  Seen b = before ? *before : Seen{};
+  if (b == a) return out;
+  auto make = [&](const char* kind, double t, long long attempt) {
+    Event e;
+    e.t = t;
+    e.kind = kind;
+    e.id = id;
+    e.attempt = attempt;
+    e.by = std::string(by);
+    return e;
+  };
+  // The end of an attempt as `after` records it: its cause (kill, timeout), then the end.
+  auto end_of = [&](long long attempt, std::optional<double> started) {
+    std::optional<Outcome> o = outcome_of(after);
+    double t = after.end.value_or(now);
+    if (o == Outcome::Killed) out.push_back(make("kill", t, attempt));
+    if (o == Outcome::Timeout) out.push_back(make("timeout", t, attempt));
+    Event e = make("end", t, attempt);
+    e.outcome = o ? outcome_name(*o) : "unknown";
+    e.exit = after.exit;
+    e.gpus = after.gpus;
+    e.started = started;
+    if (started && after.end) e.seconds = *after.end - *started;
+    out.push_back(std::move(e));
+  };
+  bool was_running = b.status == Status::Running;
+  bool is_end = a.status == Status::Done || a.status == Status::Failed;
+  bool same_run = was_running && a.start == b.start;
+  // A job the log never saw is logged from its start (a run adopting it, the log begun later).
+  if (!before && !(a.status == Status::Running)) return out;
+  // 1. The attempt that was running ended (or, seen late, was followed by others).
+  if (was_running && !(same_run && a.status == Status::Running)) {
+    if (same_run && is_end) {
+      end_of(b.attempts + 1, b.start);
+    } else {
+      Event e = make("end", now, b.attempts + 1);
+      e.outcome = "unknown";  // the entry has moved on: how this attempt ended was not recorded
+      e.started = b.start;
+      out.push_back(std::move(e));
+    }
+  }
+  // 2. A new attempt since: started (and maybe ended), or one that could not start.
+  bool new_start = a.start && (a.status == Status::Running || is_end) && !same_run;
+  bool failed_launch = is_end && !a.start && !was_running;
+  bool was_over = b.status == Status::Failed || b.status == Status::Done || b.status == Status::Held;
+  if ((a.status == Status::Pending && (was_over || was_running)) || ((new_start || failed_launch) && was_over))
+    out.push_back(make("retry", now, a.attempts + 1));
+  if (a.status == Status::Held && b.status != Status::Held) out.push_back(make("hold", now, a.attempts + 1));
+  if (new_start) {
+    Event e = make("start", *a.start, a.attempts + 1);
+    e.gpus = after.gpus;
+    e.pid = after.pid;
+    out.push_back(std::move(e));
+    if (is_end) end_of(a.attempts + 1, a.start);
+  } else if (failed_launch) {
+    end_of(a.attempts + 1, std::nullopt);
+  }
+  return out;
+}
+
+void apply_event(const Event& e, Seen& seen) {
+  long long attempts = std::max(0LL, e.attempt - 1);
+  if (e.kind == "start") {
+    seen = {Status::Running, attempts, e.t};
+  } else if (e.kind == "end") {
+    bool done = e.outcome && *e.outcome == "done";
+    seen = {done ? Status::Done : Status::Failed, attempts, e.started};
+  } else if (e.kind == "retry") {
+    seen = {Status::Pending, attempts, std::nullopt};
+  } else if (e.kind == "hold") {
+    seen = {Status::Held, attempts, std::nullopt};
+  }
+  // kill and timeout come with their end.
+}
+
+namespace {
+
+// An ISO 8601 UTC time with milliseconds, for people and for tools that read the log.
+std::string iso_utc(double t) {
+  if (!std::isfinite(t) || t < 0 || t > 253402300799.0) return "";
+  auto secs = static_cast<long long>(std::floor(t));
+  long long ms = std::llround((t - static_cast<double>(secs)) * 1000);
+  if (ms == 1000) {
+    ++secs;
+    ms = 0;
+  }
+  // Civil from days (Howard Hinnant's algorithm): no time zone, no locale.
+  long long days = secs / 86400, rem = secs % 86400;
+  days += 719468;
+  long long era = days / 146097, doe = days - era * 146097;
+  long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  long long y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+  long long d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+  if (m <= 2) ++y;
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", y, m, d, rem / 3600, rem % 3600 / 60, rem % 60, ms);
+}
+
+}  // namespace
+
+std::string event_line(const Event& e) {
+  nlohmann::ordered_json j;
+  j["t"] = e.t;
+  j["time"] = iso_utc(e.t);
+  j["event"] = e.kind;
+  j["id"] = e.id;
+  j["attempt"] = e.attempt;
+  if (e.gpus) j["gpus"] = *e.gpus;
+  if (e.pid) j["pid"] = *e.pid;
+  if (e.outcome) j["outcome"] = *e.outcome;
+  if (e.exit) j["exit"] = *e.exit;
+  if (e.started) j["start"] = *e.started;
+  if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
+  j["by"] = e.by;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<Event> parse_event(std::string_view line, std::string* problem) {
+  auto fail = [&](std::string what) -> std::optional<Event> {
+    if (problem) *problem = std::move(what);
+    return std::nullopt;
+  };
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) return fail("not JSON (a line cut short by a crash?)");
+  if (!j.is_object()) return fail("not a JSON object");
+  Event e;
+  try {
+    if (!j.contains("t") || !j["t"].is_number()) return fail("no number \"t\"");
+    if (!j.contains("event") || !j["event"].is_string()) return fail("no string \"event\"");
+    if (!j.contains("id") || !j["id"].is_string()) return fail("no string \"id\"");
+    e.t = j["t"].get<double>();
+    e.kind = j["event"].get<std::string>();
+    e.id = j["id"].get<std::string>();
+    if (j.contains("attempt") && j["attempt"].is_number_integer()) e.attempt = j["attempt"].get<long long>();
+    if (j.contains("gpus") && j["gpus"].is_array()) e.gpus = j["gpus"].get<std::vector<int>>();
+    if (j.contains("pid") && j["pid"].is_number_integer()) e.pid = j["pid"].get<long long>();
+    if (j.contains("outcome") && j["outcome"].is_string()) e.outcome = j["outcome"].get<std::string>();
+    if (j.contains("exit") && j["exit"].is_number_integer()) e.exit = j["exit"].get<long long>();
+    if (j.contains("start") && j["start"].is_number()) e.started = j["start"].get<double>();
+    if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
+    if (j.contains("by") && j["by"].is_string()) e.by = j["by"].get<std::string>();
+  } catch (const nlohmann::json::exception& x) {
+    return fail(x.what());
+  }
+  return e;
+}
+
+std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
+  std::vector<Attempt> out;
+  std::unordered_map<std::string, size_t> open;  // id -> its attempt still running in `out`
+  for (const Event& e : events) {
+    if (e.kind == "start") {
+      Attempt a;
+      a.id = e.id;
+      a.attempt = e.attempt;
+      a.gpus = e.gpus;
+      a.start = e.t;
+      open[e.id] = out.size();
+      out.push_back(std::move(a));
+    } else if (e.kind == "kill" || e.kind == "timeout") {
+      auto it = open.find(e.id);
+      if (it != open.end()) out[it->second].causes.push_back(e.kind);
+    } else if (e.kind == "end") {
+      auto it = open.find(e.id);
+      Attempt* a;
+      if (it != open.end()) {
+        a = &out[it->second];
+        open.erase(it);
+      } else {
+        out.push_back({e.id, e.attempt, e.gpus, e.started, std::nullopt, {}, {}, {}});
+        a = &out.back();
+      }
+      a->end = e.t;
+      a->outcome = e.outcome.value_or("unknown");
+      a->exit = e.exit;
+    }
+  }
+  return out;
+}
+
+std::string estimate_prefix(std::string_view id) {
+  size_t cut = id.find_first_of("_-");
+  return std::string(cut == std::string_view::npos || cut == 0 ? id : id.substr(0, cut + 1));
+}
+
+std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan) {
+  std::map<std::string, std::vector<double>> ratios, took;
+  for (const Attempt& a : attempts) {
+    if (a.outcome != "done" || !a.start || !a.end) continue;
+    const Job* j = plan.find(a.id);
+    if (!j || !(j->est_hours > 0)) continue;
+    double hours = (*a.end - *a.start) / 3600;
+    if (!(hours >= 0)) continue;
+    ratios[estimate_prefix(a.id)].push_back(hours / j->est_hours);
+    took[estimate_prefix(a.id)].push_back(hours);
+  }
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  std::vector<Learned> out;
+  for (auto& [prefix, r] : ratios) {
+    double m = median(r);
+    out.push_back({prefix, r.size(), m, r.front(), r.back(), median(took[prefix])});
+  }
+  return out;
+}
+
+std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& state,
+                                               const std::vector<Learned>& learned, double factor, size_t min_runs) {
+  std::map<std::string, const Learned*> by_prefix;
+  for (const Learned& l : learned)
+    if (l.runs >= min_runs && l.median_hours > 0) by_prefix[l.prefix] = &l;
+  std::vector<EstimateWarning> out;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    Status st = state.status_of(plan, i);
+    if (st != Status::Pending && st != Status::Held) continue;
+    auto it = by_prefix.find(estimate_prefix(j.id));
+    if (it == by_prefix.end() || !j.est_given) continue;
+    const Learned& l = *it->second;
+    double r = j.est_hours / l.median_hours;
+    if (r > factor || r < 1 / factor)
+      out.push_back({j.id, fmt::format("est_hours {:g} is {:.1f}x the median run time of the {} {}* runs in the event "
+                                       "log ({:.2f}h); `gpuq history --estimates` shows them",
+                                       j.est_hours, r, l.runs, l.prefix, l.median_hours)});
+  }
+  return out;
+}
+
+std::vector<Learned> apply_learned(Plan& plan, const State& state, const std::vector<Learned>& learned,
+                                   size_t min_runs) {
+  std::map<std::string, const Learned*> by_prefix;
+  for (const Learned& l : learned)
+    if (l.runs >= min_runs) by_prefix[l.prefix] = &l;
+  std::map<std::string, const Learned*> used;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    if (state.status_of(plan, i) != Status::Pending) continue;
+    Job& j = plan.jobs[i];
+    auto it = by_prefix.find(estimate_prefix(j.id));
+    if (it == by_prefix.end()) continue;
+    j.est_hours *= it->second->median;
+    used[it->first] = it->second;
+  }
+  std::vector<Learned> out;
+  for (auto& [p, l] : used) out.push_back(*l);
+  return out;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,524 @@
+// The event log (issue 17): what each state change logs, the log file (torn lines,
+// rotation, exactly once), hooks, history and learned estimates.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpuq/core/events.h"
+#include "gpuq/core/rules.h"
+#include "gpuq/live/hooks.h"
+#include "gpuq/live/journal.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+JobState running(double start, long long attempts, std::vector<int> gpus = {0}, long long pid = 100) {
+  JobState s;
+  s.status = Status::Running;
+  s.start = start;
+  s.attempts = attempts;
+  s.gpus = gpus;
+  s.pid = pid;
+  return s;
+}
+
+JobState ended(const JobState& r, Status st, long long exit, double end) {
+  JobState s = r;
+  s.status = st;
+  s.exit = exit;
+  s.end = end;
+  return s;
+}
+
+std::vector<std::string> kinds(const std::vector<Event>& es) {
+  std::vector<std::string> k;
+  for (const Event& e : es) k.push_back(e.kind);
+  return k;
+}
+
+using V = std::vector<std::string>;
+
+}  // namespace
+
+TEST(EventsBetween, EachChangeOfAnEntryLogsWhatHappened) {
+  Seen pending{};
+  JobState r = running(1000, 0, {2, 3}, 4242);
+  auto start = events_between("a", &pending, r, 1001, "run");
+  ASSERT_EQ(kinds(start), V{"start"});
+  EXPECT_EQ(start[0].t, 1000);  // dated by the entry, not by now
+  EXPECT_EQ(start[0].attempt, 1);
+  EXPECT_EQ(start[0].gpus, (std::vector<int>{2, 3}));
+  EXPECT_EQ(start[0].pid, 4242);
+
+  Seen run = seen_of(r);
+  EXPECT_TRUE(events_between("a", &run, r, 1500, "run").empty()) << "no change, no event";
+
+  auto done = events_between("a", &run, ended(r, Status::Done, 0, 1600), 1601, "run");
+  ASSERT_EQ(kinds(done), V{"end"});
+  EXPECT_EQ(done[0].outcome, "done");
+  EXPECT_EQ(done[0].exit, 0);
+  EXPECT_DOUBLE_EQ(*done[0].seconds, 600);
+  EXPECT_EQ(done[0].t, 1600);
+
+  auto failed = events_between("a", &run, ended(r, Status::Failed, 3, 1700), 1701, "run");
+  ASSERT_EQ(kinds(failed), V{"end"});
+  EXPECT_EQ(failed[0].outcome, "failed");
+  EXPECT_EQ(failed[0].exit, 3);
+
+  auto killed = events_between("a", &run, ended(r, Status::Failed, kKilledExit, 1200), 1200, "kill");
+  EXPECT_EQ(kinds(killed), (V{"kill", "end"}));
+  EXPECT_EQ(killed[1].outcome, "killed");
+  EXPECT_EQ(killed[0].by, "kill");
+
+  JobState t = ended(r, Status::Failed, kKilledExit, 1300);
+  t.outcome = "timeout";
+  auto timed = events_between("a", &run, t, 1300, "run");
+  EXPECT_EQ(kinds(timed), (V{"timeout", "end"}));
+  EXPECT_EQ(timed[1].outcome, "timeout");
+
+  // The automatic retry: failed, then pending with one more attempt, then its start.
+  Seen failed_seen = seen_of(ended(r, Status::Failed, 3, 1700));
+  JobState again;
+  again.attempts = 1;
+  auto retry = events_between("a", &failed_seen, again, 2000, "run");
+  ASSERT_EQ(kinds(retry), V{"retry"});
+  EXPECT_EQ(retry[0].attempt, 2);
+  EXPECT_EQ(retry[0].t, 2000);
+
+  JobState held;
+  held.status = Status::Held;
+  EXPECT_EQ(kinds(events_between("a", &pending, held, 1, "hold")), V{"hold"});
+  JobState blocked;
+  blocked.status = Status::Blocked;
+  EXPECT_TRUE(events_between("a", &pending, blocked, 1, "run").empty()) << "blocked is pending to the log";
+
+  // Seen late (the original ran it, or run crashed before logging): failed, retried, run and done.
+  JobState later = ended(running(3000, 1), Status::Done, 0, 3600);
+  auto seen_late = events_between("a", &failed_seen, later, 4000, "run");
+  EXPECT_EQ(kinds(seen_late), (V{"retry", "start", "end"}));
+  EXPECT_EQ(seen_late[1].t, 3000);
+  EXPECT_DOUBLE_EQ(*seen_late[2].seconds, 600);
+  // A launch that failed (no start): its end alone, lost.
+  JobState lost;
+  lost.status = Status::Failed;
+  lost.exit = kLostExit;
+  lost.end = 7;
+  auto launch = events_between("a", &pending, lost, 7, "run");
+  ASSERT_EQ(kinds(launch), V{"end"});
+  EXPECT_EQ(launch[0].outcome, "lost");
+
+  // One write that ended an attempt and started the next (--retry-after 0): both.
+  auto both = events_between("a", &run, running(2100, 1), 2100, "run");
+  EXPECT_EQ(kinds(both), (V{"end", "start"}));
+  EXPECT_EQ(both[0].outcome, "unknown");
+  EXPECT_EQ(both[1].attempt, 2);
+
+  // A job the log never saw: its start if it runs (adopted), else nothing to say.
+  EXPECT_EQ(kinds(events_between("a", nullptr, r, 5, "run")), V{"start"});
+  EXPECT_TRUE(events_between("a", nullptr, ended(r, Status::Done, 0, 9), 9, "run").empty());
+  EXPECT_TRUE(events_between("a", nullptr, held, 9, "run").empty());
+}
+
+// Replaying what events_between logs rebuilds a view from which the same entry logs
+// nothing more, whatever the changes and however many a writer saw at once (a crash
+// between a state write and its log append): so a restarted run logs nothing twice.
+TEST(EventsBetween, ReplayingTheEventsLeavesNothingToLogForRandomChanges) {
+  const uint64_t seed = test_seed(17);
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 7);
+  Seen view{};
+  JobState s;
+  double now = 1000;
+  std::uniform_int_distribution<int> seen_after(1, 3);
+  size_t logged = 0;
+  for (int i = 0; i < 5000; ++i) {
+   JobState next = s;
+   for (int k = seen_after(rng); k > 0; --k) {
+    now += 10;
+    s = next;
+    switch (pick(rng)) {
+      case 0: next = running(now, s.attempts_or0()); break;
+      case 1: if (s.status == Status::Running) next = ended(s, Status::Done, 0, now); break;
+      case 2: if (s.status == Status::Running) next = ended(s, Status::Failed, 1, now); break;
+      case 3: if (s.status == Status::Running) next = ended(s, Status::Failed, kKilledExit, now); break;
+      case 4: next = JobState{}; next.attempts = s.attempts_or0() + 1; break;
+      case 5: next = JobState{}; next.status = Status::Held; break;
+      case 6: next = JobState{}; next.status = Status::Blocked; break;
+      default: next = JobState{}; break;
+    }
+   }
+    for (const Event& e : events_between("j", &view, next, now, "run")) {
+      ++logged;
+      // Each line survives the file: what is replayed is what a reader parses.
+      std::string problem;
+      auto back = parse_event(event_line(e), &problem);
+      ASSERT_TRUE(back) << problem;
+      ASSERT_EQ(*back, e);
+      apply_event(*back, view);
+    }
+    ASSERT_TRUE(events_between("j", &view, next, now + 1, "run").empty()) << "step " << i;
+    if (next.status == Status::Running || next.status == Status::Done || next.status == Status::Failed ||
+        next.status == Status::Held) {
+      ASSERT_EQ(view, seen_of(next)) << "step " << i;
+    }
+    s = next;
+  }
+  EXPECT_GT(logged, 3000u);
+}
+
+TEST(EventLine, IsOneLineOfJsonThatParsesBackExactly) {
+  Event e;
+  e.t = 1764582790.1234567;
+  e.kind = "end";
+  e.id = "eval \"x\"\n";
+  e.attempt = 3;
+  e.gpus = std::vector<int>{4, 5};
+  e.outcome = "failed";
+  e.exit = 137;
+  e.seconds = 12.5;
+  e.by = "run";
+  std::string line = event_line(e);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  json j = json::parse(line);
+  EXPECT_EQ(j["time"], "2025-12-01T09:53:10.123Z");
+  EXPECT_EQ(j["event"], "end");
+  auto back = parse_event(line, nullptr);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, e);
+  std::string problem;
+  EXPECT_FALSE(parse_event("{\"t\":1,\"event\":\"st", &problem));
+  EXPECT_THAT(problem, HasSubstr("not JSON"));
+  EXPECT_FALSE(parse_event("[1]", &problem));
+}
+
+TEST(Journal, ATornLastLineIsSkippedWithAWarningAndTheNextAppendStartsAFreshLine) {
+  TempDir d;
+  std::string path = d.path() + "/p.events.jsonl";
+  Event a;
+  a.t = 10;
+  a.kind = "hold";
+  a.id = "a";
+  a.by = "hold";
+  append_events(path, {a});
+  // A crash in the middle of the next line.
+  std::string torn = event_line(a);
+  torn.resize(torn.size() / 2);
+  d.write("p.events.jsonl", d.read("p.events.jsonl") + torn);
+  Event b = a;
+  b.id = "b";
+  append_events(path, {b});
+  std::vector<std::string> warnings;
+  auto events = read_events(path, &warnings);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].id, "a");
+  EXPECT_EQ(events[1].id, "b");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("p.events.jsonl line 2: skipped"));
+}
+
+TEST(Journal, LogsEachChangeOnceAndCatchesUpWithOtherWriters) {
+  TempDir d;
+  std::string path = d.path() + "/p.events.jsonl";
+  State st;
+  st.at("done_before");  // pending
+  st.set("done_before", ended(running(1, 0), Status::Done, 0, 2));
+  Journal j(path, 0);
+  EXPECT_TRUE(j.catch_up(st, nullptr).empty());
+  EXPECT_TRUE(j.record(st, 5, "run").empty()) << "with no log yet, logging begins with the state as it is";
+  EXPECT_FALSE(fs::exists(path));
+
+  st.set("a", running(10, 0));
+  EXPECT_EQ(kinds(j.record(st, 10, "run")), V{"start"});
+  EXPECT_TRUE(j.record(st, 11, "run").empty()) << "logged once";
+
+  // A control command kills a: its lines are appended by it; run reads them and logs nothing twice.
+  Seen before = seen_of(*st.find("a"));
+  st.set("a", ended(*st.find("a"), Status::Failed, kKilledExit, 20));
+  append_events(path, events_between("a", &before, *st.find("a"), 20, "kill"));
+  auto others = j.catch_up(st, nullptr);
+  EXPECT_EQ(kinds(others), (V{"kill", "end"}));
+  EXPECT_TRUE(j.record(st, 21, "run").empty());
+
+  // A writer that crashed after its state write, before its append: the next record logs it.
+  st.set("a", JobState{});
+  EXPECT_EQ(kinds(j.record(st, 30, "run")), V{"retry"});
+
+  // A restarted run reads the whole log: nothing logged twice, the next change logged.
+  Journal again(path, 0);
+  again.catch_up(st, nullptr);
+  EXPECT_TRUE(again.record(st, 40, "run").empty());
+  st.set("a", running(50, 0));
+  EXPECT_EQ(kinds(again.record(st, 50, "run")), V{"start"});
+  auto all = read_events(path, nullptr);
+  EXPECT_EQ(kinds(all), (V{"start", "kill", "end", "retry", "start"}));
+}
+
+TEST(Journal, RotatesPastItsSizeAndReadersReadEveryPartInOrder) {
+  TempDir d;
+  std::string path = d.path() + "/p.events.jsonl";
+  Journal j(path, 300);  // bytes: a couple of lines
+  State st;
+  j.catch_up(st, nullptr);
+  for (int i = 0; i < 12; ++i) {
+    st.set("j" + std::to_string(i), running(100 + i, 0));
+    j.record(st, 100 + i, "run");
+  }
+  EXPECT_TRUE(fs::exists(path + ".1"));
+  EXPECT_TRUE(fs::exists(path + ".2"));
+  auto all = read_events(path, nullptr);
+  ASSERT_EQ(all.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(all[i].id, "j" + std::to_string(i));
+  // A restarted run sees every part: nothing is logged again.
+  Journal again(path, 300);
+  again.catch_up(st, nullptr);
+  EXPECT_TRUE(again.record(st, 200, "run").empty());
+}
+
+TEST(Hooks, NamesBeforeAColonFilterAndAnythingElseIsTheCommand) {
+  auto h = parse_hook("failed,timeout:notify.sh \"$GPUQ_JOB_ID\"", nullptr);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->command, "notify.sh \"$GPUQ_JOB_ID\"");
+  EXPECT_EQ(h->only, (V{"failed", "timeout"}));
+  auto url = parse_hook("curl -d @- https://chat.example/hook", nullptr);
+  ASSERT_TRUE(url);
+  EXPECT_TRUE(url->only.empty());
+  EXPECT_EQ(url->command, "curl -d @- https://chat.example/hook");
+  std::string problem;
+  EXPECT_FALSE(parse_hook("fialed:x", &problem));
+  EXPECT_THAT(problem, HasSubstr("\"fialed\" is not an event kind"));
+  EXPECT_FALSE(parse_hook("end:", &problem));
+
+  Event end;
+  end.kind = "end";
+  end.outcome = "failed";
+  EXPECT_TRUE(hook_wants(*h, end));
+  end.outcome = "done";
+  EXPECT_FALSE(hook_wants(*h, end));
+  Event timeout;
+  timeout.kind = "timeout";
+  EXPECT_TRUE(hook_wants(*h, timeout));
+  end.outcome = "timeout";  // the end after a timeout: the hook runs once, for the timeout event
+  EXPECT_FALSE(hook_wants(*h, end));
+}
+
+namespace {
+
+Attempt done_run(const std::string& id, double hours, long long attempt = 1) {
+  Attempt a;
+  a.id = id;
+  a.attempt = attempt;
+  a.start = 1000;
+  a.end = 1000 + hours * 3600;
+  a.outcome = "done";
+  return a;
+}
+
+}  // namespace
+
+TEST(Estimates, MedianRatioPerPrefixFromDoneRunsOnly) {
+  Plan plan = plan_of(R"([
+    {"id": "train_a", "script": "x.sh", "gpus": 1, "est_hours": 2},
+    {"id": "train_b", "script": "x.sh", "gpus": 1, "est_hours": 4},
+    {"id": "train_c", "script": "x.sh", "gpus": 1, "est_hours": 1},
+    {"id": "train_d", "script": "x.sh", "gpus": 1, "est_hours": 10},
+    {"id": "eval_a", "script": "x.sh", "gpus": 1, "est_hours": 1},
+    {"id": "eval_b", "script": "x.sh", "gpus": 1, "est_hours": 0.5}
+  ])");
+  std::vector<Attempt> runs{done_run("train_a", 3), done_run("train_b", 6), done_run("train_c", 2),
+                            done_run("eval_a", 0.5), done_run("gone_x", 9)};
+  Attempt failed = done_run("train_c", 0.1, 2);
+  failed.outcome = "failed";  // a failed run says nothing of how long the job takes
+  runs.push_back(failed);
+  auto learned = learn_estimates(runs, plan);
+  ASSERT_EQ(learned.size(), 2u);
+  EXPECT_EQ(learned[0].prefix, "eval_");
+  EXPECT_EQ(learned[0].runs, 1u);
+  EXPECT_EQ(learned[1].prefix, "train_");
+  EXPECT_EQ(learned[1].runs, 3u);
+  EXPECT_DOUBLE_EQ(learned[1].median, 1.5);  // 3/2, 6/4, 2/1 -> 1.5, 1.5, 2
+  EXPECT_DOUBLE_EQ(learned[1].low, 1.5);
+  EXPECT_DOUBLE_EQ(learned[1].high, 2);
+  EXPECT_DOUBLE_EQ(learned[1].median_hours, 3);
+
+  State st;
+  st.set("train_a", ended(running(1, 0), Status::Done, 0, 2));
+  auto used = apply_learned(plan, st, learned);
+  ASSERT_EQ(used.size(), 1u) << "eval_ has one run, under the 3 needed";
+  EXPECT_DOUBLE_EQ(plan.find("train_d")->est_hours, 15);
+  EXPECT_DOUBLE_EQ(plan.find("train_a")->est_hours, 2) << "a job that ran keeps its estimate";
+  EXPECT_DOUBLE_EQ(plan.find("eval_b")->est_hours, 0.5);
+
+  // train_d's 10 h (now 15 after learning, but validate reads the plan as written) is
+  // over 3x the 3 h median: warned. train_b's 4 h is not.
+  Plan written = plan_of(R"([{"id": "train_d", "script": "x.sh", "gpus": 1, "est_hours": 10},
+                             {"id": "train_b", "script": "x.sh", "gpus": 1, "est_hours": 4}])");
+  auto warnings = estimate_warnings(written, State{}, learned);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].job, "train_d");
+  EXPECT_THAT(warnings[0].text, HasSubstr("3.3x the median run time of the 3 train_* runs"));
+}
+
+TEST(Estimates, AttemptsArePutTogetherFromStartsAndEnds) {
+  std::vector<Event> es;
+  auto ev = [&](double t, const char* kind, const char* id, long long attempt) {
+    Event e;
+    e.t = t;
+    e.kind = kind;
+    e.id = id;
+    e.attempt = attempt;
+    return e;
+  };
+  es.push_back(ev(10, "start", "a", 1));
+  es.push_back(ev(11, "start", "b", 1));
+  es.push_back(ev(20, "kill", "a", 1));
+  Event end = ev(20, "end", "a", 1);
+  end.outcome = "killed";
+  end.exit = -15;
+  es.push_back(end);
+  es.push_back(ev(30, "retry", "a", 2));
+  es.push_back(ev(40, "start", "a", 2));
+  auto att = attempts_of(es);
+  ASSERT_EQ(att.size(), 3u);
+  EXPECT_EQ(att[0].id, "a");
+  EXPECT_EQ(att[0].outcome, "killed");
+  EXPECT_EQ(att[0].causes, V{"kill"});
+  EXPECT_EQ(att[0].end, 20);
+  EXPECT_EQ(att[1].id, "b");
+  EXPECT_FALSE(att[1].outcome) << "still running";
+  EXPECT_EQ(att[2].attempt, 2);
+  EXPECT_EQ(att[2].start, 40);
+}
+
+// Real processes: run logs every start and end, the control commands their own events,
+// and the hooks run with the event in their environment and on stdin.
+TEST(EventLogRun, RunAndControlCommandsLogAndHooksSeeEachEvent) {
+  TempDir d;
+  d.write("nvidia-smi", "#!/bin/sh\nprintf '0, 0\\n1, 0\\n'\n", 0755);
+  std::map<std::string, std::string> env{{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"},
+                                         {"GPUQ_EVENTS_COPY", d.path() + "/copy.jsonl"}};
+  d.write("ok.sh", "exit 0\n");
+  d.write("bad.sh", "exit 3\n");
+  d.write("gate.sh", "while [ ! -e go ]; do sleep 0.02; done\n");
+  d.write("plan.json", R"([
+    {"id": "ok", "script": "ok.sh", "gpus": 1, "est_hours": 0.1},
+    {"id": "bad", "script": "bad.sh", "gpus": 1, "est_hours": 0.1, "deps": ["ok"]},
+    {"id": "slow", "script": "gate.sh", "gpus": 1, "est_hours": 0.1}
+  ])");
+  d.write("hook.sh", "read -r line; echo \"$GPUQ_EVENT $GPUQ_JOB_ID ${GPUQ_OUTCOME:-} ${GPUQ_EXIT:-} $line\" >> hooks.txt\n");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1", "--max-retries", "0",
+                         "--on-event", "bash hook.sh", "--on-event", "failed:exit 7", "--on-event", "start:sleep 30",
+                         "--on-event", std::string(EXAMPLES) + "/hooks/append.sh", "--hook-timeout", "1"},
+                        d.path(), env);
+  ASSERT_TRUE(eventually([&] { return d.read("plan.state.json").find("\"bad\"") != std::string::npos &&
+                                      json::parse(d.read("plan.state.json"))["bad"]["status"] == "failed"; }));
+  ASSERT_TRUE(eventually([&] { return json::parse(d.read("plan.state.json"))["slow"]["status"] == "running"; }));
+  auto k = run_gpuq({"kill", "--plan", "plan.json", "slow"}, d.path(), env);
+  ASSERT_EQ(k.status, 0) << k.out << k.err;
+  auto r = run->wait(kPatience);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+
+  auto events = read_events(d.path() + "/plan.events.jsonl", nullptr);
+  std::map<std::string, V> per_job;
+  for (const Event& e : events) per_job[e.id].push_back(e.kind + (e.outcome ? ":" + *e.outcome : "") + "/" + e.by);
+  EXPECT_EQ(per_job["ok"], (V{"start/run", "end:done/run"}));
+  EXPECT_EQ(per_job["bad"], (V{"start/run", "end:failed/run"}));
+  EXPECT_EQ(per_job["slow"], (V{"start/run", "kill/kill", "end:killed/kill"}));
+
+  // The hook that logs each event saw all 7, with their variables and the JSON line on stdin.
+  ASSERT_TRUE(eventually([&] { return lines_of(d.path() + "/hooks.txt").size() >= 7; }));
+  auto hooks = lines_of(d.path() + "/hooks.txt");
+  EXPECT_EQ(hooks.size(), 7u);
+  std::string all;
+  for (auto& l : hooks) all += l + "\n";
+  EXPECT_THAT(all, HasSubstr("end bad failed 3 {"));
+  EXPECT_THAT(all, HasSubstr("kill slow"));
+  EXPECT_THAT(all, HasSubstr("\"event\":\"end\",\"id\":\"bad\""));
+  // The example hook copies each event's line from stdin: the copy is the log.
+  ASSERT_TRUE(eventually([&] { return lines_of(d.path() + "/copy.jsonl").size() >= 7; }));
+  auto copy = lines_of(d.path() + "/copy.jsonl");
+  auto log = lines_of(d.path() + "/plan.events.jsonl");
+  std::sort(copy.begin(), copy.end());
+  std::sort(log.begin(), log.end());
+  EXPECT_EQ(copy, log);
+  // A failing hook, and one past its timeout, are each said once per event kind.
+  EXPECT_THAT(r.out, HasSubstr("hook 2 (failed:exit 7) failed (exit 7) for the end event of bad"));
+  EXPECT_THAT(r.out, HasSubstr("hook 3 (start:sleep 30) ran past --hook-timeout 1 s"));
+  size_t first = r.out.find("hook 3 (");
+  EXPECT_EQ(r.out.find("hook 3 (", first + 1), std::string::npos) << r.out;
+
+  // history: one row per attempt, how each ended.
+  auto h = run_gpuq({"history", "--plan", "plan.json"}, d.path(), env);
+  ASSERT_EQ(h.status, 0) << h.err;
+  EXPECT_THAT(h.out, HasSubstr("failed (exit 3)"));
+  EXPECT_THAT(h.out, HasSubstr("killed (exit -15)"));
+  auto hj = json::parse(run_gpuq({"history", "--plan", "plan.json", "--json", "--job", "slow"}, d.path(), env).out);
+  ASSERT_EQ(hj.size(), 1u);
+  EXPECT_EQ(hj[0]["outcome"], "killed");
+  EXPECT_EQ(hj[0]["causes"], json::array({"kill"}));
+}
+
+TEST(EventLogRun, ABadOnEventIsRefusedBeforeAnythingStarts) {
+  TempDir d;
+  d.write("ok.sh", "exit 0\n");
+  d.write("plan.json", R"([{"id": "ok", "script": "ok.sh", "gpus": 1, "est_hours": 0.1}])");
+  auto r = run_gpuq({"run", "--plan", "plan.json", "--on-event", "fail:echo"}, d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("\"fail\" is not an event kind"));
+  EXPECT_FALSE(fs::exists(d.path() + "/plan.state.json"));
+}
+
+TEST(EventLogRun, HistoryEstimatesAndLearnedPredictionsFromAFixtureLog) {
+  TempDir d;
+  d.write("x.sh", "exit 0\n");
+  d.write("plan.json", R"([
+    {"id": "train_a", "script": "x.sh", "gpus": 1, "est_hours": 1},
+    {"id": "train_b", "script": "x.sh", "gpus": 1, "est_hours": 1},
+    {"id": "train_c", "script": "x.sh", "gpus": 1, "est_hours": 2},
+    {"id": "train_new", "script": "x.sh", "gpus": 1, "est_hours": 2},
+    {"id": "train_huge", "script": "x.sh", "gpus": 1, "est_hours": 40}
+  ])");
+  // Three done runs: 2 h for est 1, 2 h for est 1, 4 h for est 2: all 2x.
+  std::string log;
+  double t = 1764500000;
+  for (auto [id, hours] : std::vector<std::pair<std::string, double>>{{"train_a", 2}, {"train_b", 2}, {"train_c", 4}}) {
+    Event s;
+    s.t = t;
+    s.kind = "start";
+    s.id = id;
+    s.by = "run";
+    Event e = s;
+    e.kind = "end";
+    e.t = t + hours * 3600;
+    e.outcome = "done";
+    e.exit = 0;
+    log += event_line(s) + "\n" + event_line(e) + "\n";
+  }
+  d.write("plan.events.jsonl", log);
+  auto est = run_gpuq({"history", "--plan", "plan.json", "--estimates"}, d.path());
+  ASSERT_EQ(est.status, 0) << est.err;
+  EXPECT_THAT(est.out, HasSubstr("train_"));
+  EXPECT_THAT(est.out, HasSubstr("2.00x"));
+  auto sim = run_gpuq({"simulate", "--plan", "plan.json", "--json"}, d.path());
+  auto learned = run_gpuq({"simulate", "--plan", "plan.json", "--json", "--learned-estimates"}, d.path());
+  ASSERT_EQ(learned.status, 0) << learned.err;
+  EXPECT_THAT(learned.err, HasSubstr("train_* x2.00 (3 runs)"));
+  // Five 1-GPU jobs on 8 GPUs run side by side: the plan takes its longest job, 40 h, then 80 h.
+  EXPECT_DOUBLE_EQ(json::parse(sim.out)["makespan_hours"].get<double>(), 40);
+  EXPECT_DOUBLE_EQ(json::parse(learned.out)["makespan_hours"].get<double>(), 80);
+  auto v = run_gpuq({"validate", "--plan", "plan.json"}, d.path());
+  EXPECT_THAT(v.out, HasSubstr("job 'train_huge': est_hours 40 is 20.0x the median run time of the 3 train_* runs"));
+  EXPECT_THAT(v.out, Not(HasSubstr("job 'train_new'")));
+}
