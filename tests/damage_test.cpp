@@ -149,7 +149,7 @@ TEST(Hostile, LogFileSymlinkFailsThatJobNotItsTarget) {
   fs::create_symlink(q.d.path() + "/victim.txt", q.d.path() + "/logs/a.log");
   auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_THAT(r.out, HasSubstr("cannot start a: cannot open the log logs/a.log"));
+  EXPECT_THAT(r.out, HasSubstr("cannot start a: its log logs/a.log is a symbolic link"));
   EXPECT_EQ(q.d.read("victim.txt"), "precious\n");
   json s = json::parse(q.d.read("plan.state.json"));
   EXPECT_EQ(s["a"]["status"], "failed");

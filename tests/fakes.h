@@ -48,6 +48,7 @@ class FakeLauncher : public Launcher {
   std::vector<std::pair<long long, std::string>> warnings;  ///< every warn_signal sent: group, "USR1@90"
   std::vector<std::pair<std::string, std::string>> log_notes;  ///< every line noted in a job's log: id, line
   std::optional<std::string> fail_next;              ///< the next launch throws this
+  std::map<std::string, std::string> cannot_start;   ///< id -> why: each launch of that job throws CannotStart
   std::map<long long, Proc> procs;
   std::set<long long> held, released, abandoned;
   std::map<std::string, long long> log_bytes;        ///< each job's log size (absent: none can be read)
@@ -86,6 +87,7 @@ class FakeLauncher : public Launcher {
       fail_next.reset();
       throw std::runtime_error(why);
     }
+    if (auto it = cannot_start.find(spec.id); it != cannot_start.end()) throw CannotStart(it->second);
     long long pid = next_pid_++;
     procs[pid].id = spec.id;
     held.insert(pid);

@@ -272,7 +272,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   EXPECT_TRUE(b["exit"].is_null());
   EXPECT_TRUE(b["outcome"].is_null());
   EXPECT_TRUE(b["predicted_start"].is_number());
-  EXPECT_EQ(b["why"], "ready: starts at the next tick");
+  EXPECT_EQ(b["why"], "ready: starts when `gpuq run` is started");  // no run holds the plan
 }
 
 TEST(Json, SimulateSchema) {

@@ -239,7 +239,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
-  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("cannot run the script victim.sh"));
+  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
   EXPECT_EQ(q.status_of("fine"), "done");
 }
 
@@ -337,7 +337,9 @@ TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "running"; }));
   auto second = q.gpuq({"run", "--poll", "1"});
   EXPECT_EQ(second.status, 1);
-  EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) + ") is already running plan.json"));
+  EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) +
+                                    ", started as `gpuq run --plan plan.json` on "));
+  EXPECT_THAT(second.err, HasSubstr(") is already running plan.json"));
   q.dir.write("gate", "");
   EXPECT_EQ(first->wait(kPatience).status, 0);
   EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));

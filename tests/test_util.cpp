@@ -77,7 +77,11 @@ Output run(const std::vector<std::string>& argv, const std::string& cwd, const s
   return Background(argv, cwd, env).wait(600);
 }
 
-std::string gpuq_binary() { return GPUQ_BINARY; }
+std::string gpuq_binary() {
+  // GPUQ_TEST_BINARY: another build (an older commit's), to check that a test fails on it.
+  const char* other = std::getenv("GPUQ_TEST_BINARY");
+  return other && *other ? other : GPUQ_BINARY;
+}
 
 Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd, const std::map<std::string, std::string>& env) {
   std::vector<std::string> argv{gpuq_binary()};

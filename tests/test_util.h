@@ -53,7 +53,7 @@ Output run(const std::vector<std::string>& argv, const std::string& cwd = ".",
 Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd = ".",
             const std::map<std::string, std::string>& env = {});
 
-/// Path of the built gpuq binary.
+/// Path of the built gpuq binary ($GPUQ_TEST_BINARY when set: to see a test fail on an older build).
 std::string gpuq_binary();
 
 }  // namespace gpuq::test

@@ -118,7 +118,8 @@ TEST(Tick, KillEscalatesToSigkillExactlyAfterTheGraceAndTheGpuWaitsForTheGroup) 
 
   q.clock.advance(29.5);
   TickResult r = q.tick();
-  EXPECT_THAT(q.out, IsEmpty());  // a's group is alive: GPU 0 is not free, b waits
+  // a's group is alive: GPU 0 is not free, b waits (the kill from the other shell gets its line)
+  EXPECT_THAT(q.out, ElementsAre(q.line("gpuq kill a from another shell: failed (was running)")));
   EXPECT_EQ(q.launcher.launches.size(), 1u);
   EXPECT_EQ(r.next, TickResult::Next::Wait);
   EXPECT_EQ(r.wake_in, 0.5);
@@ -195,7 +196,8 @@ TEST(Tick, AnAdoptedJobIsWatchedAndItsEndStartsItsDependant) {
          {}, {0, 1});
   q.adopt("a", 4242, {0});
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("start c on GPUs [1] (pid 1000)")));  // GPU 0 is a's
+  EXPECT_THAT(q.out, ElementsAre(q.line("adopted 1 running job: a"),
+                                 q.line("start c on GPUs [1] (pid 1000)")));  // GPU 0 is a's
   EXPECT_THAT(q.waker.jobs, ElementsAre(4242, 1000));
   q.launcher.exit(4242, 0);
   q.tick();
@@ -208,7 +210,8 @@ TEST(Tick, AVanishedJobFailsWithExitMinusOne) {
   q.adopt("a", 4242, {0});
   q.launcher.vanish(4242);
   TickResult r = q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("failed a (its process is gone without an exit code)")));
+  EXPECT_THAT(q.out, ElementsAre(q.line("adopted 1 running job: a"),
+                                 q.line("failed a (its process is gone without an exit code)")));
   EXPECT_EQ(q.status("a"), Status::Failed);
   EXPECT_EQ(q.entry("a").exit, -1);
   EXPECT_EQ(r.wake_in, 300);
@@ -219,7 +222,8 @@ TEST(Tick, AnAbortedLaunchIsRequeuedWithItsAttemptsAndStartedAgain) {
   q.adopt("a", 4242, {0}, 1);
   q.launcher.abort(4242);
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("requeued a: its launch was cut short before it ran"),
+  EXPECT_THAT(q.out, ElementsAre(q.line("adopted 1 running job: a"),
+                                 q.line("requeued a: its launch was cut short before it ran"),
                                  q.line("start a on GPUs [0] (pid 1000)")));
   ASSERT_EQ(q.launcher.launches.size(), 1u);
   EXPECT_EQ(q.launcher.launches[0].attempt, 2);
@@ -234,7 +238,7 @@ TEST(Tick, WhatAnEndedJobLeftIsNotKilledWhenItsPidIsAnotherProcessNow) {
   q.launcher.exit(4242, 0);
   q.launcher.procs[4242].recycled = true;
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("done a")));
+  EXPECT_THAT(q.out, ElementsAre(q.line("adopted 1 running job: a"), q.line("done a")));
   EXPECT_THAT(q.launcher.signals, IsEmpty());
 }
 
@@ -310,7 +314,7 @@ TEST(Tick, AJobWithItsFilesWaitingForAGpuWatchesNoFile) {
   q.adopt("r", 4242, {0});
   q.files.present.insert("x");
   TickResult r = q.tick();
-  EXPECT_THAT(q.out, IsEmpty());
+  EXPECT_THAT(q.out, ElementsAre(q.line("adopted 1 running job: r")));
   EXPECT_THAT(q.waker.files, IsEmpty());
   EXPECT_EQ(r.wake_in, 3600);  // r's end wakes run (watch_jobs), not a timer
   EXPECT_THAT(q.waker.jobs, ElementsAre(4242));
@@ -342,7 +346,7 @@ TEST(Tick, RunEndsWhenAllJobsAreFinished) {
   auto at = [&](double t, const std::string& s) { return clock_stamp(t) + " " + s; };
   EXPECT_THAT(q.out, ElementsAre(at(t0, "start a on GPUs [0] (pid 1000)"), at(t0 + 2, "done a"),
                                  at(t0 + 2, "start b on GPUs [0] (pid 1001)"), at(t0 + 4, "done b"),
-                                 "all jobs finished"));
+                                 "all jobs finished: 2 done"));
   EXPECT_THAT(q.waker.waits, ElementsAre(3600, 3600));
 }
 

@@ -93,9 +93,11 @@ void add_quiet_minutes(CLI::App* sub, Flags& f);
 RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
 
 /// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
-/// or to `warnings` when given (validate reports them as its own findings).
+/// or to `warnings` when given (validate reports them as its own findings); the fields
+/// gpuq does not read to `unknown_fields` when given (else they are not mentioned).
 std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
-                                   std::vector<std::string>* warnings = nullptr);
+                                   std::vector<std::string>* warnings = nullptr,
+                                   std::vector<std::string>* unknown_fields = nullptr);
 
 /// --gpus as ids, or nullopt with the problem printed.
 std::optional<std::vector<int>> node_gpus(const Flags& f);
@@ -114,6 +116,9 @@ struct Loaded {
 
 /// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
 std::optional<Loaded> load_command(const Flags& f);
+
+/// Warns when the plan is a symbolic link and a state file beside the link is not the one used.
+void warn_state_beside_link(const std::string& plan);
 
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state);

@@ -134,7 +134,12 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
 /// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings).
 std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
-                                   std::vector<std::string>* warnings) {
+                                   std::vector<std::string>* warnings, std::vector<std::string>* unknown_fields) {
+  // A path that is no plan file at all: one line, before any talk of problems in a plan.
+  if (std::string problem = plan_file_problem(f.plan); !problem.empty()) {
+    fmt::print(stderr, "gpuq: plan {}: {}\n", f.plan, problem);
+    return std::nullopt;
+  }
   PlanLoad load = load_plan(f.plan, gpus);
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
@@ -142,6 +147,7 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
     return std::nullopt;
   }
+  if (unknown_fields) *unknown_fields = std::move(load.unknown_fields);
   if (warnings)
     *warnings = load.warnings;
   else
@@ -192,6 +198,11 @@ std::optional<Loaded> load_command(const Flags& f) {
   auto plan = load_or_report(f, *gpus);
   if (!plan) return std::nullopt;
   return Loaded{std::move(*gpus), std::move(*plan)};
+}
+
+void warn_state_beside_link(const std::string& plan) {
+  if (std::string split = state_beside_link_problem(paths_for(plan)); !split.empty())
+    fmt::print(stderr, "gpuq: warning: {}\n", split);
 }
 
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).

@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "gpuq/live/journal.h"
 #include "gpuq/live/launcher.h"
@@ -13,24 +15,75 @@
 
 namespace gpuq::cli {
 
+bool wait_for_requeues(const Flags& f, FileStore& store, PosixLauncher& launcher);
+
 int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const Plan* plan = &loaded->plan;
   PlanPaths paths = plan_paths(f);
+  warn_state_beside_link(f.plan);
   FileStore store(paths);
   PosixLauncher launcher(paths);
   SystemClock clock;
   ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
+  if (action == "requeue" && r.status != kExitBadInput) {
+    std::fflush(stdout);
+    if (!wait_for_requeues(f, store, launcher)) return kExitFailure;
+  }
   return r.status;
+}
+
+/// The rest of `requeue`: wait for each stopped job's group to be gone (SIGKILL after
+/// --kill-grace), then make the job pending. False when a group outlived SIGKILL too.
+bool wait_for_requeues(const Flags& f, FileStore& store, PosixLauncher& launcher) {
+  std::vector<std::pair<std::string, long long>> groups;
+  {
+    State state = store.read();
+    for (const auto& id : f.jobs)
+      if (const JobState* s = state.find(id); s && s->requeue && s->status == Status::Running && s->pid)
+        groups.push_back({id, *s->pid});
+  }
+  auto all_gone = [&] {
+    for (auto& [id, g] : groups)
+      if (launcher.group_alive(g)) return false;
+    return true;
+  };
+  auto wait = [&](double seconds) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!all_gone() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return all_gone();
+  };
+  if (!wait(f.kill_grace)) {
+    for (auto& [id, g] : groups)
+      if (launcher.group_alive(g)) {
+        launcher.signal_group(g, Signal::Kill);
+        fmt::print("SIGKILL to {} (process group {}): still alive {:g} s after SIGTERM\n", id, g, f.kill_grace);
+      }
+    wait(10);
+  }
+  bool gone = all_gone();
+  std::vector<std::string> stopped;
+  for (auto& [id, g] : groups) stopped.push_back(id);
+  for (const auto& line : finish_requeues(store, launcher, stopped)) fmt::print("{}\n", line);
+  return gone;
 }
 
 void add_control_commands(CLI::App& app, Flags& f, Action& action) {
   auto* retry = app.add_subcommand("retry", "make failed, blocked, held or done jobs pending again (not running ones)");
   auto* kill = app.add_subcommand("kill", fmt::format("stop running jobs: SIGTERM to the process group, marked failed (exit {})", kKilledExit));
   auto* hold = app.add_subcommand("hold", "keep pending, failed or blocked jobs from starting until `retry`");
-  for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"}}) {
+  auto* requeue = app.add_subcommand(
+      "requeue", "stop running jobs and make them pending again, as one step: `after:` dependents never see them finished");
+  requeue
+      ->add_option("--kill-grace", f.kill_grace,
+                   "seconds the job may take to exit after SIGTERM before its process group gets SIGKILL")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"},
+                           std::pair{requeue, "requeue"}}) {
     add_flags(sub, f, {});
     sub->add_option("job", f.jobs, "job ids")->required();
     std::string action_name = name;

@@ -9,9 +9,46 @@
 #include "cli.h"
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/phase.h"
+#include "gpuq/core/suggest.h"
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
 
 using namespace gpuq;
 using namespace gpuq::cli;
+
+namespace {
+
+/// "did you mean" for a mistyped subcommand or flag of a command line CLI11 refused.
+std::vector<std::string> typo_hints(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> hints;
+  std::vector<std::string> commands, flags;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
+    for (const CLI::Option* o : sub->get_options())
+      for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
+  }
+  std::vector<std::string_view> command_views(commands.begin(), commands.end());
+  std::vector<std::string_view> flag_views(flags.begin(), flags.end());
+  auto known = [](const std::vector<std::string>& list, std::string_view w) {
+    return std::find(list.begin(), list.end(), w) != list.end();
+  };
+  if (argc > 1 && argv[1][0] != '-' && !known(commands, argv[1]))
+    if (auto near = nearest_name(argv[1], command_views))
+      hints.push_back(fmt::format("there is no command \"{}\"; did you mean \"{}\"?", argv[1], *near));
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a.substr(0, 2) != "--" || a.size() == 2) continue;
+    a = a.substr(0, a.find('='));
+    if (known(flags, a) || a == "--help" || a == "--version") continue;
+    if (auto near = nearest_name(a, flag_views))
+      hints.push_back(fmt::format("there is no flag {}; did you mean {}?", a, *near));
+  }
+  return hints;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], kJobWrapperArg) == 0) return job_wrapper(argc, argv);
@@ -47,6 +84,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    for (const std::string& hint : typo_hints(app, argc, argv)) fmt::print(stderr, "gpuq: {}\n", hint);
     return kExitBadInput;
   }
   // Commands that take --plan (not version or completion) find their plan when it was not given.

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <unistd.h>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/live/proc.h"
 #include "gpuq/live/hooks.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/live/store.h"
 #include "gpuq/live/local_files.h"
@@ -43,8 +46,23 @@ int cmd_run(const Flags& f) {
     return kExitBadInput;
   }
   RunGuard guard(paths);
+  // Two states for one plan file would run every job twice: refuse until there is one.
+  if (std::string split = state_beside_link_problem(paths); !split.empty()) {
+    fmt::print(stderr, "gpuq run: {}\n", split);
+    return kExitFailure;
+  }
   warn_unknown_entries(*plan, paths, read_state(paths));
-  return run_queue(*plan, paths, opt, stdout);
+  // What `status` reads to tell whether this run works, and on which version of the plan.
+  RunInfo info;
+  info.pid = ::getpid();
+  char host[256] = {0};
+  info.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "?";
+  info.plan = f.plan;
+  info.started = unix_now();
+  info.tick = info.started;
+  info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
+  keep_loaded_plan(paths, f.plan);
+  return run_queue(*plan, paths, opt, stdout, &info);
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {

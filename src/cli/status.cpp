@@ -11,14 +11,18 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unordered_set>
+
 
 #include "gpuq/live/phase.h"
 #include "gpuq/live/async.h"
 #include "gpuq/live/local_files.h"
+#include "gpuq/core/local_time.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/run_info.h"
 #include "gpuq/live/store.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/svg.h"
@@ -53,6 +57,83 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
   return bars;
 }
 
+/// What status knows of the plan's `gpuq run`, and the ids of the plan it loaded when the
+/// plan on disk is another (nullopt when it is the same, or unknown).
+struct RunLook {
+  RunSeen seen;
+  std::optional<std::unordered_set<std::string>> loaded_ids;
+};
+
+RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
+  RunLook l;
+  RunPresence p = run_presence(paths);
+  l.seen.running = p.running;
+  if (p.info) {
+    l.seen.pid = p.info->pid;
+    l.seen.host = p.info->host;
+    l.seen.started = p.info->started;
+    l.seen.last_tick = p.info->tick;
+    l.seen.ended = p.info->ended;
+    l.seen.plan_loaded_at = p.info->loaded.mtime;
+  } else if (!p.lock_pid.empty()) {
+    char* end = nullptr;
+    long long pid = std::strtoll(p.lock_pid.c_str(), &end, 10);
+    if (end && !*end && pid > 0) l.seen.pid = pid;
+  }
+  if (!p.running || !p.info || p.info->loaded.hash.empty()) return l;
+  // Size and time first: the whole text is hashed only when one of them moved.
+  struct stat st {};
+  if (::stat(paths.plan.c_str(), &st) != 0) return l;
+  double mtime = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+  if (static_cast<long long>(st.st_size) == p.info->loaded.size && mtime == p.info->loaded.mtime) return l;
+  auto now = stamp_plan(paths.plan);
+  if (!now || now->hash == p.info->loaded.hash) return l;
+  l.seen.plan_changed = true;
+  PlanLoad loaded = load_plan(paths.run_plan, gpus);
+  if (loaded.plan) {
+    l.loaded_ids.emplace();
+    for (const Job& j : loaded.plan->jobs) l.loaded_ids->insert(j.id);
+  }
+  return l;
+}
+
+/// The lines about the plan's `gpuq run`, before the outlook.
+std::string run_lines(const Flags& f, const RunSeen& r, double now) {
+  std::string who = r.pid ? fmt::format("pid {}{}", *r.pid, r.host.empty() ? "" : " on " + r.host) : "pid ?";
+  if (!r.running) {
+    std::string last;
+    if (r.pid && (r.ended || r.last_tick))
+      last = fmt::format(" (the last one, {}, {} at {})", who, r.ended ? "ended" : "stopped ticking",
+                         local_time(r.ended ? *r.ended : *r.last_tick, now));
+    return fmt::format("no `gpuq run` is running this plan{}: nothing starts until `gpuq run --plan {}` is started\n",
+                       last, f.plan);
+  }
+  std::string out = fmt::format("`gpuq run` ({}) is running this plan", who);
+  if (r.last_tick)
+    out += fmt::format("; its last tick {} ({:.0f} s ago)", clock_stamp(*r.last_tick), std::max(0.0, now - *r.last_tick));
+  out += "\n";
+  if (r.plan_changed)
+    out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since: run does not see the edit "
+                       "until it is restarted (Ctrl-C it, then `gpuq run` again; its jobs keep running). The "
+                       "prediction below is for the plan on disk\n",
+                       r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?", f.plan);
+  return out;
+}
+
+/// The reasons as they are for the run that is (or is not) going: none starts anything, and
+/// a run on an older plan does not know the jobs added since.
+void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
+  static const std::string kNextTick = "ready: starts at the next tick";
+  std::string loaded_at = run.seen.plan_loaded_at ? local_time(*run.seen.plan_loaded_at, o.now) : "?";
+  for (JobView& v : o.jobs) {
+    if (!run.seen.running) {
+      if (v.why == kNextTick) v.why = "ready: starts when `gpuq run` is started";
+    } else if (run.loaded_ids && v.status == "pending" && !run.loaded_ids->count(plan.jobs[v.job].id)) {
+      v.why = fmt::format("not in the plan `gpuq run` loaded at {}: it starts only once run is restarted", loaded_at);
+    }
+  }
+}
+
 int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus, State state,
                 std::optional<GpuReading> probed = std::nullopt) {
   PlanPaths paths = plan_paths(f);
@@ -69,12 +150,15 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   GpuMask free = free_now(state, opt, std::move(probed), &others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
+  RunLook run = look_at_run(paths, gpus);
+  reasons_for_run(plan, run, o);
   phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string out = f.json ? outlook_json(plan, f.plan, o)
-                           : format_status(plan, state, now, f.all) + "\n" + format_outlook(plan, o, f.all);
+  std::string out = f.json ? outlook_json(plan, f.plan, o, run.seen)
+                           : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) +
+                                 format_outlook(plan, o, f.all);
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
@@ -126,6 +210,7 @@ int cmd_status(const Flags& f) {
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
+  warn_state_beside_link(f.plan);
   phase("load plan");
   if (f.watch <= 0) {
     State s = state.get();

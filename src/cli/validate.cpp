@@ -18,6 +18,11 @@ namespace gpuq::cli {
 int cmd_validate(const Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
+  // A path that is no plan file at all: one line, before any talk of problems in a plan.
+  if (std::string problem = plan_file_problem(f.plan); !problem.empty()) {
+    fmt::print(stderr, "gpuq: plan {}: {}\n", f.plan, problem);
+    return kExitBadInput;
+  }
   PlanLoad load = load_plan(f.plan, *gpus);
   const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
   Workdir wd = workdir_of(f, plan ? plan->workdir : std::nullopt);
@@ -40,6 +45,8 @@ int cmd_validate(const Flags& f) {
   }
   // The loader's warnings first (its checks come first), counted and printed as validate's own.
   std::vector<Finding> findings = loader_findings(load.warnings);
+  // Fields gpuq does not read: notes the plan may carry, or a mistake; --strict takes them for mistakes.
+  for (std::string& u : load.unknown_fields) findings.push_back({f.strict, "", std::move(u)});
   for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, files, readable_file, wd.shown))
     findings.push_back(std::move(x));
   // What earlier runs of the same kind of job took (the event log, when there is one).
@@ -67,7 +74,8 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action) {
   auto* validate = app.add_subcommand(
       "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
   add_flags(validate, f, {kGpus, kBackfill});
-  validate->add_flag("--strict", f.strict, "exit 1 when there are warnings (errors always exit 2)");
+  validate->add_flag("--strict", f.strict,
+                    "exit 1 when there are warnings, and take fields gpuq does not read for errors (exit 2)");
   validate->callback([&] { action = [&] { return cmd_validate(f); }; });
 }
 

@@ -211,6 +211,9 @@ class Reasons {
     if (outcome_of(s) == Outcome::Timeout) return timed_out(j, s);
     if (outcome_of(s) == Outcome::Hung) return stopped_hung(j, s);
     if (outcome_of(s) == Outcome::Killed) return "killed; `gpuq retry " + j.id + "` runs it again";
+    if (outcome_of(s) == Outcome::Unstartable)
+      return fmt::format("could not start: {}; not retried automatically: fix that, then `gpuq retry {}`",
+                         s.reason.value_or("unknown cause"), j.id);
     if (will_retry(&s, p_))
       return fmt::format("failed (exit {}); automatic retry {} of {} at {}", s.exit.value_or(kLostExit),
                          s.attempts_or0() + 1, p_.max_retries, local_time(retry_at(s, p_), now_));

@@ -3,6 +3,7 @@
 #include "gpuq/core/json_error.h"
 #include "gpuq/core/json_read.h"
 #include "gpuq/core/limits.h"
+#include "gpuq/core/suggest.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +11,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <charconv>
@@ -109,12 +112,23 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
   return found;
 }
 
-// The members of a job that gpuq reads, each the last of its name. Others are ignored.
+}  // namespace
+
+const std::vector<std::string_view> kJobFieldNames = {
+    "id",         "script",           "gpus",        "priority",        "est_hours",        "deps",
+    "produced_by", "produced_at_frac", "first_look_frac", "time_limit_hours", "warn_signal", "retry_on_timeout",
+    "quiet_minutes", "on_quiet", "args", "env", "matrix"};
+
+namespace {
+
+// The members of a job that gpuq reads, each the last of its name. Others are kept aside
+// (`unknown`): a near miss of a known name is an error, the rest notes the plan may carry.
 struct JobFields {
   enum Name { kId, kScript, kGpus, kPriority, kEstHours, kDeps, kProducedBy, kProducedAt, kFirstLook,
               kTimeLimit, kWarnSignal, kRetryOnTimeout, kQuietMinutes, kOnQuiet, kArgs, kEnv, kMatrix, kCount };
   element at[kCount];
   bool given[kCount] = {};
+  std::vector<std::string_view> unknown;
 
   explicit JobFields(simdjson::dom::object job) {
     for (auto [key, value] : job) {
@@ -125,7 +139,10 @@ struct JobFields {
             : key == "retry_on_timeout" ? kRetryOnTimeout : key == "quiet_minutes" ? kQuietMinutes
             : key == "on_quiet" ? kOnQuiet : key == "args" ? kArgs : key == "env" ? kEnv
             : key == "matrix" ? kMatrix : kCount;
-      if (n == kCount) continue;
+      if (n == kCount) {
+        unknown.push_back(key);
+        continue;
+      }
       at[n] = value;
       given[n] = true;
     }
@@ -143,9 +160,25 @@ struct Build {
   Plan plan;
   // produced_by kept until every id is known (deps keep their target, and find their job then too).
   std::vector<std::optional<std::string>> raw_producer;
+  // Fields gpuq does not read and that are no typo of one: name -> (jobs, first few ids).
+  struct Note {
+    size_t jobs = 0;
+    std::string some;
+  };
+  std::map<std::string, Note, std::less<>> notes = {};
 
   void add(const std::string& where, const std::string& what) {
     out.errors.push_back(fmt::format("{}: {}: {}", file, where, what));
+  }
+  // `; did you mean "ID"?` for an id no job has (the first 20 such ids: each looks at every job).
+  size_t suggested = 0;
+  std::string suggest_id(std::string_view id) {
+    if (suggested++ >= 20) return "";
+    std::vector<std::string_view> ids;
+    ids.reserve(plan.jobs.size());
+    for (const Job& j : plan.jobs)
+      if (!j.id.empty()) ids.push_back(j.id);
+    return did_you_mean(id, ids);
   }
   // How messages name job i: by id once it has a good one, else by position.
   std::string where(size_t i) const {
@@ -433,6 +466,25 @@ void expand_sweep(Build& b, Job base, const Matrix& m, size_t i) {
   b.plan.sweeps.push_back({base.id, first, b.plan.jobs.size() - first});
 }
 
+// A member of a job that gpuq does not read: a typo of a field the job does not give is an
+// error (`"dep"` would silently drop the job's deps); anything else is a note, which only
+// `validate` mentions.
+template <typename Where>
+void read_unknown(Build& b, const JobFields& f, std::string_view key, const std::string& id, const Where& w) {
+  auto near = nearest_name(key, kJobFieldNames);
+  if (near) {
+    size_t n = static_cast<size_t>(std::find(kJobFieldNames.begin(), kJobFieldNames.end(), *near) -
+                                   kJobFieldNames.begin());
+    if (!f.given[n]) {
+      b.add(w(), fmt::format("\"{}\" is not a field of a job; did you mean \"{}\"?", key, *near));
+      return;
+    }
+  }
+  auto it = b.notes.find(key);
+  if (it == b.notes.end()) it = b.notes.emplace(std::string(key), Build::Note{}).first;
+  if (it->second.jobs++ < 3) it->second.some += (it->second.some.empty() ? "" : ", ") + (id.empty() ? "?" : id);
+}
+
 // One element of the job list, checked and added to the plan (a bad one too, so
 // that positions stay right).
 void read_job(Build& b, element jj) {
@@ -449,6 +501,7 @@ void read_job(Build& b, element jj) {
   read_id(b, f, job, i, !matrix);
   // Formatted only when there is something to say: most jobs have nothing.
   auto w = [&] { return job.id.empty() ? fmt::format("job #{}", i + 1) : fmt::format("job '{}'", job.id); };
+  for (std::string_view key : f.unknown) read_unknown(b, f, key, job.id, w);
   const element* script = f.find(JobFields::kScript);
   if (!script)
     b.add(w(), "has no \"script\"");
@@ -515,6 +568,7 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
     return false;
   }
   std::optional<element> jobs, res;
+  std::vector<std::string_view> unknown;
   for (auto [key, value] : simdjson::dom::object(root)) {
     if (key == "jobs") {
       jobs = value;
@@ -526,7 +580,20 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
         b.add("\"workdir\"", "must be a folder's path (a string), not " + show(value));
       else
         b.plan.workdir = std::string(std::string_view(value));
+    } else {
+      unknown.push_back(key);
     }
+  }
+  for (std::string_view key : unknown) {
+    auto near = nearest_name(key, {"jobs", "reservations", "workdir"});
+    if (near && !(*near == "jobs" ? jobs : res)) {
+      b.add("top level", fmt::format("\"{}\" is not a field of a plan; did you mean \"{}\"?{}", key, *near,
+                                     *near == "jobs" ? " (an object plan needs a \"jobs\" list)" : ""));
+      if (*near == "jobs") return false;
+    }
+    else
+      b.out.unknown_fields.push_back(
+          fmt::format("{}: top level: \"{}\" is not a field gpuq reads; it is ignored", b.file, key));
   }
   if (!jobs) {
     b.add("top level", "an object plan needs a \"jobs\" list");
@@ -579,7 +646,7 @@ void link_jobs(Build& b) {
           }
         }
         if (!target) {
-          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan", dep_text(dep)));
+          b.add(b.where(i), fmt::format("dep \"{}\" names no job of the plan{}", dep_text(dep), b.suggest_id(dep.target)));
           continue;
         }
         dep.job = static_cast<size_t>(target - plan.jobs.data());
@@ -594,7 +661,7 @@ void link_jobs(Build& b) {
       if (!p)
         b.add(b.where(i), fmt::format("\"produced_by\" names \"{}\", no job of the plan{}", *b.raw_producer[i],
                                       sweep_of.count(*b.raw_producer[i]) ? " (it is a sweep: name one of its points)"
-                                                                         : ""));
+                                                                         : b.suggest_id(*b.raw_producer[i])));
       else if (p == &job)
         b.add(b.where(i), "\"produced_by\" names the job itself: it would wait for its own output");
       else
@@ -654,7 +721,8 @@ void read_reservations(Build& b, simdjson::dom::array list) {
             b.plan.reservations_of[k].push_back(r);
           }
         } else if (!m) {
-          b.add(rw, fmt::format("job {} is not in the plan", show(x)));
+          b.add(rw, fmt::format("job {} is not in the plan{}", show(x),
+                                x.is_string() ? b.suggest_id(std::string_view(x)) : std::string()));
         } else {
           size_t k = static_cast<size_t>(m - b.plan.jobs.data());
           res.jobs.push_back(k);
@@ -740,6 +808,9 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
       if (!b.plan.jobs.empty()) out.partial = std::move(b.plan);
       return out;
     }
+    for (const auto& [name, note] : b.notes)
+      out.unknown_fields.push_back(fmt::format("{}: \"{}\" in {} job(s) ({}{}) is not a field gpuq reads; it is ignored",
+                                               file, name, note.jobs, note.some, note.jobs > 3 ? ", ..." : ""));
     link_jobs(b);
     b.plan.reservations_of.assign(b.plan.jobs.size(), {});
     if (reservations) read_reservations(b, *reservations);
@@ -764,7 +835,43 @@ PlanLoad parse_plan(std::string_view text, const std::string& file, const std::v
   return parse_plan_text(text, false, file, node_gpus);
 }
 
+std::string plan_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);  // follows symbolic links, as reading does
+  if (ec && st.type() != fs::file_type::not_found) return fmt::format("cannot read the plan: {}", ec.message());
+  switch (st.type()) {
+    case fs::file_type::not_found:
+      return fs::is_symlink(fs::symlink_status(path, ec)) ? "is a symbolic link to nothing (its target is missing)"
+                                                          : "";  // the reader says so, with errno's words
+    case fs::file_type::regular:
+      break;
+    case fs::file_type::directory:
+      return "is a folder, not a plan file";
+    case fs::file_type::fifo:
+      return "is a FIFO (a named pipe), not a plan file";
+    case fs::file_type::character:
+    case fs::file_type::block:
+      return "is a device, not a plan file";
+    case fs::file_type::socket:
+      return "is a socket, not a plan file";
+    default:
+      return "is not a regular file";
+  }
+  uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxPlanBytes)
+    return fmt::format("is {:.1f} GiB: more than the {} GiB a plan may have (is it the right file?)",
+                       static_cast<double>(size) / (1 << 30), kMaxPlanBytes >> 30);
+  return "";
+}
+
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
+  // A folder, a FIFO or a device would be read as garbage, wait for a writer, or never end.
+  if (std::string problem = plan_file_problem(path); !problem.empty()) {
+    PlanLoad out;
+    out.errors.push_back(fmt::format("{}: {}", path, problem));
+    return out;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     PlanLoad out;

@@ -9,6 +9,7 @@ std::optional<Outcome> outcome_of(const JobState& s) {
   if (s.status != Status::Failed) return std::nullopt;
   if (timed_out(s)) return Outcome::Timeout;
   if (s.outcome && *s.outcome == "hung") return Outcome::Hung;
+  if (s.outcome && *s.outcome == kUnstartableOutcome) return Outcome::Unstartable;
   if (s.exit == kKilledExit) return Outcome::Killed;
   if (s.exit == kLostExit) return Outcome::Lost;
   return Outcome::Failed;
@@ -22,13 +23,20 @@ const char* outcome_name(Outcome o) {
     case Outcome::Lost: return "lost";
     case Outcome::Timeout: return "timeout";
     case Outcome::Hung: return "hung";
+    case Outcome::Unstartable: return "unstartable";
   }
   return "failed";
 }
 
+namespace {
+
+bool unstartable(const JobState& s) { return s.outcome && *s.outcome == kUnstartableOutcome; }
+
+}  // namespace
+
 bool finished_as(Status st, const JobState* s, long long max_retries) {
   if (st == Status::Done || st == Status::Blocked) return true;
-  return st == Status::Failed && (s->exit == kKilledExit || s->attempts_or0() >= max_retries);
+  return st == Status::Failed && (s->exit == kKilledExit || s->attempts_or0() >= max_retries || unstartable(*s));
 }
 
 bool finished(const JobState* s, long long max_retries) { return s && finished_as(s->status, s, max_retries); }
@@ -74,7 +82,8 @@ namespace {
 
 // Failed, not killed, retries left: the original retries it once --retry-after has passed.
 bool retries_left(const JobState* s, const Policy& p) {
-  return s && s->status == Status::Failed && s->exit != kKilledExit && s->attempts_or0() < p.max_retries;
+  return s && s->status == Status::Failed && s->exit != kKilledExit && s->attempts_or0() < p.max_retries &&
+         !unstartable(*s);
 }
 
 }  // namespace

@@ -9,15 +9,31 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "gpuq/core/local_time.h"
 #include "gpuq/live/launcher.h"
 
 namespace gpuq {
+
+JobState requeued(const JobState& s) {
+  JobState fresh;
+  fresh.status = Status::Pending;
+  fresh.attempts = s.attempts;
+  return fresh;
+}
 
 std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
   std::vector<Ended> ended;
   for (auto& [id, s] : state.entries()) {
     if (s.status != Status::Running) continue;
     Observed o = launcher.observe(id, s);
+    if (s.requeue && o.kind != Observed::Kind::Running) {
+      // `gpuq requeue`: pending again, but only once nothing of the job is left (its GPUs are
+      // free then); until then it stays running, so that no `after:` dependent starts.
+      if (s.pid && launcher.group_alive(*s.pid)) continue;
+      s = requeued(s);
+      ended.push_back({id, fmt::format("requeued {}: its process group is gone; it is pending again", id)});
+      continue;
+    }
     switch (o.kind) {
       case Observed::Kind::Running:
         continue;
@@ -123,11 +139,66 @@ bool kill(State& state, const std::string& id, Launcher& launcher, double now, s
   return true;
 }
 
+/// `requeue ID`: SIGTERM to a running job's group; it stays running (with "requeue") until the
+/// group is gone, then refresh makes it pending.
+bool requeue(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
+  JobState* s = state.find(id);
+  Status st = s ? s->status : Status::Pending;
+  if (st != Status::Running) {
+    lines.push_back(fmt::format("not requeued: {} is not running (it is {}){}", id, status_name(st),
+                                st == Status::Pending ? "" : fmt::format("; `gpuq retry {}` makes it pending", id)));
+    return false;
+  }
+  if (s->requeue) {
+    lines.push_back(fmt::format("{} is being requeued already (since {})", id, local_time(*s->requeue, now)));
+    return true;
+  }
+  bool sent = launcher.identify(*s) == Identity::Same && launcher.signal_group(*s->pid, Signal::Term);
+  if (!sent && !(s->pid && launcher.group_alive(*s->pid))) {
+    *s = requeued(*s);
+    lines.push_back(fmt::format("requeued {}: its process was already gone; it is pending again", id));
+    return true;
+  }
+  s->requeue = now;
+  s->kill_sent = now;  // run sends SIGKILL after --kill-grace, as after `kill`
+  lines.push_back(fmt::format("requeueing {}: sent SIGTERM to process group {}; it stays running until the group is "
+                              "gone, then it is pending again",
+                              id, s->pid.value_or(0)));
+  return true;
+}
+
 }  // namespace
+
+std::vector<std::string> finish_requeues(Store& store, Launcher& launcher, const std::vector<std::string>& ids) {
+  std::vector<std::string> lines;
+  Store::Locked lock(store);
+  State state = store.read();
+  bool changed = false;
+  for (const auto& id : ids) {
+    JobState* s = state.find(id);
+    if (!s || !s->requeue || s->status != Status::Running) {
+      lines.push_back(fmt::format("requeued {}: its process group is gone; `gpuq run` has made it pending again (it "
+                                  "is {} now)",
+                                  id, status_name(s ? s->status : Status::Pending)));
+      continue;
+    }
+    if (s->pid && launcher.group_alive(*s->pid)) {
+      lines.push_back(fmt::format("{}: process group {} is still there; it becomes pending once it is gone (`gpuq "
+                                  "run` sees to it)",
+                                  id, *s->pid));
+      continue;
+    }
+    *s = requeued(*s);
+    changed = true;
+    lines.push_back(fmt::format("requeued {}: its process group is gone; it is pending again", id));
+  }
+  if (changed) store.write(state, false);
+  return lines;
+}
 
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
                       const std::string& action, const std::vector<std::string>& ids, const std::string& events_log) {
-  if (action != "hold" && action != "retry" && action != "kill")
+  if (action != "hold" && action != "retry" && action != "kill" && action != "requeue")
     throw std::invalid_argument("control: no action " + action);
   ControlResult r;
   std::vector<std::string> unknown;
@@ -151,9 +222,10 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   }
   bool refused = false;
   for (const auto& id : ids) {
-    bool ok = action == "hold"    ? hold(state, id, r.lines)
-              : action == "retry" ? retry(state, id, r.lines)
-                                  : kill(state, id, launcher, now, r.lines);
+    bool ok = action == "hold"      ? hold(state, id, r.lines)
+              : action == "retry"   ? retry(state, id, r.lines)
+              : action == "requeue" ? requeue(state, id, launcher, now, r.lines)
+                                    : kill(state, id, launcher, now, r.lines);
     refused = refused || !ok;
   }
   store.write(state, false);

@@ -21,7 +21,7 @@ namespace gpuq {
 namespace {
 
 const std::vector<std::string>& outcome_names() {
-  static const std::vector<std::string> names{"done", "failed", "killed", "lost", "hung", "unknown"};
+  static const std::vector<std::string> names{"done", "failed", "killed", "lost", "hung", "unstartable", "unknown"};
   return names;
 }
 

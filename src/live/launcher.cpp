@@ -23,7 +23,18 @@ namespace gpuq {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
+// Causes that may pass by themselves (memory, process or file limits, a full disk); the
+// others (a symbolic link, permissions, a read-only file system) stay until someone acts.
+bool may_pass(int e) {
+  return e == EAGAIN || e == ENOMEM || e == EMFILE || e == ENFILE || e == EINTR || e == ENOSPC || e == EDQUOT ||
+         e == EBUSY;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  std::string text = what + ": " + std::strerror(errno);
+  if (may_pass(errno)) throw std::runtime_error(text);
+  throw CannotStart(text);
+}
 
 /// A job spawned and held at its start line.
 struct Spawned {
@@ -35,7 +46,19 @@ struct Spawned {
 Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const LaunchSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(paths.logs, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message()));
+  if (ec) {
+    std::string text = fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message());
+    if (may_pass(ec.value())) throw std::runtime_error(text);
+    throw CannotStart(text);
+  }
+  // bash would exit 127 at once, and every retry too.
+  std::string script = resolve_script(spec.script, workdir);
+  struct stat sst;
+  if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &sst) != 0 || !S_ISREG(sst.st_mode))
+    throw CannotStart(fmt::format("its script {} is missing or not a readable file (a relative path is taken from "
+                                  "{})",
+                                  script, workdir.empty() ? "the folder `gpuq run` was started in" : workdir),
+                      127);
   // Absolute: the job may run in another folder (workdir).
   auto absolute = [](const std::string& p) {
     std::error_code e;
@@ -47,6 +70,8 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
   ::unlink(exitf.c_str());
   ::unlink(abortf.c_str());
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (log < 0 && errno == ELOOP)
+    throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
   if (log < 0) fail("cannot open the log " + logf);
   {
     // One line before each attempt, so that attempts appended to one log can be told apart
@@ -90,7 +115,6 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::string script = resolve_script(spec.script, workdir);
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
   std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};

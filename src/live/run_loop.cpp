@@ -65,6 +65,7 @@ TickResult RunLoop::tick() {
     watch(t);
     phase("tick: watches");
     bool done = all_finished(t);
+    if (done) summary_ = outcomes(t.state);
     phase("tick: finished?");
     if (t.saved) cached_ = std::move(t.state);  // the next tick starts from it, unless the store changes
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
@@ -78,9 +79,87 @@ TickResult RunLoop::tick() {
 void RunLoop::load_state(Tick& t) {
   bool same = cached_ && os_.store.unchanged_since_write();
   t.state = same ? std::move(*cached_) : os_.store.read();
-  cached_.reset();
   t.now = os_.clock.now();
+  if (cached_ && !same) say_changes(t, *cached_);
+  cached_.reset();
+  if (first_tick_) say_adopted(t);
+  first_tick_ = false;
   phase(same ? "tick: state (kept)" : "tick: state (read)");
+}
+
+namespace {
+
+// The command that most likely made an entry go from `was` to `now` (kill, hold, ...).
+std::string command_of(Status was, const JobState& now) {
+  if (now.status == Status::Held) return "hold";
+  if (was == Status::Running && now.status == Status::Failed && now.exit == kKilledExit) return "kill";
+  if (was == Status::Running && now.status == Status::Pending) return "requeue";
+  if (now.status == Status::Pending) return "retry";
+  return "";
+}
+
+// "a, b, c" (the first 10, then the count of the rest).
+std::string id_list(const std::vector<std::string>& ids) {
+  std::string out;
+  for (size_t k = 0; k < ids.size() && k < 10; ++k) out += (k ? ", " : "") + ids[k];
+  if (ids.size() > 10) out += fmt::format(" and {} more", ids.size() - 10);
+  return out;
+}
+
+}  // namespace
+
+// The state was replaced since this loop saved it: a control command from another shell
+// (or the original's). One line per job of the plan whose status it changed.
+void RunLoop::say_changes(const Tick& t, const State& before) {
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    const JobState* was = before.of(plan_, i);
+    const JobState* now = t.state.of(plan_, i);
+    Status a = was ? was->status : Status::Pending, b = now ? now->status : Status::Pending;
+    if (a == b && now && now->requeue && !(was && was->requeue))
+      say(t.now, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
+                             "once the group is gone",
+                             plan_.jobs[i].id));
+    if (a == b) continue;
+    JobState shown = now ? *now : JobState{};
+    std::string cmd = command_of(a, shown);
+    say(t.now, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
+                           plan_.jobs[i].id, status_name(b), status_name(a)));
+  }
+}
+
+// The first tick: the jobs an earlier run (gpuq's or the original's) left running.
+void RunLoop::say_adopted(const Tick& t) {
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : t.state.entries())
+    if (s.status == Status::Running) ids.push_back(id);
+  if (!ids.empty())
+    say(t.now, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
+}
+
+// "10 done, 1 failed (hang: killed)": how each job of the plan ended.
+std::string RunLoop::outcomes(const State& state) const {
+  size_t done = 0;
+  std::vector<std::string> failed, blocked;
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    const JobState* s = state.of(plan_, i);
+    if (!s) continue;
+    if (s->status == Status::Done) ++done;
+    if (s->status == Status::Blocked) blocked.push_back(plan_.jobs[i].id);
+    if (s->status != Status::Failed) continue;
+    std::string how;
+    switch (outcome_of(*s).value_or(Outcome::Failed)) {
+      case Outcome::Killed: how = "killed"; break;
+      case Outcome::Timeout: how = "timed out"; break;
+      case Outcome::Unstartable: how = "could not start"; break;
+      case Outcome::Lost: how = "lost"; break;
+      default: how = fmt::format("exit {}", s->exit.value_or(kLostExit));
+    }
+    failed.push_back(plan_.jobs[i].id + ": " + how);
+  }
+  std::string out = fmt::format("{} done", done);
+  if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
+  if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
+  return out;
 }
 
 // Jobs that ended: record, then kill what they left in their process group (fix 7: only
@@ -315,6 +394,17 @@ void RunLoop::start(Tick& t) {
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
       t.launched.push_back({s.job, l});
       t.running.push_back(l.pid);
+    } catch (const CannotStart& e) {
+      // Failed for good: a retry would fail alike.
+      entry.status = Status::Failed;
+      entry.exit = e.exit;
+      entry.end = t.now;
+      entry.outcome = kUnstartableOutcome;
+      entry.reason = e.what();
+      os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
+      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then "
+                             "`gpuq retry {}`)",
+                             j.id, e.what(), j.id));
     } catch (const std::exception& e) {
       entry.status = Status::Failed;
       entry.exit = kLostExit;
@@ -461,6 +551,7 @@ int RunLoop::run() {
   while (true) {
     double before = os_.clock.now();
     TickResult r = tick();
+    if (after_tick_) after_tick_(os_.clock.now());
     // wake_in counts from the tick's start: a tick that started many jobs took a while,
     // and a deadline must not come that much later.
     r.wake_in -= os_.clock.now() - before;
@@ -473,7 +564,7 @@ int RunLoop::run() {
                                            "run",
                                            hooks_->running_count(), hooks_->waiting_count()));
       }
-      out_("all jobs finished");
+      out_("all jobs finished: " + summary_);
       return 0;
     }
     Wake w = os_.waker.wait(std::max(0.0, r.wake_in));

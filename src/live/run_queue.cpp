@@ -9,13 +9,14 @@
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/live/waker.h"
 #include "gpuq/core/local_time.h"
 
 namespace gpuq {
 
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out) {
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info) {
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
@@ -43,7 +44,16 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
       },
       [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
-  return loop.run();
+  if (!info) return loop.run();
+  write_run_info(paths, *info);
+  loop.after_tick([&](double now) {
+    info->tick = now;
+    write_run_info(paths, *info);
+  });
+  int status = loop.run();
+  info->ended = clock.now();
+  write_run_info(paths, *info);
+  return status;
 }
 
 }  // namespace gpuq

@@ -45,7 +45,8 @@ long long as_integer(element v) {
 bool known_field(std::string_view key) {
   return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
          key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "log_size" ||
-         key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted";
+         key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "reason" ||
+         key == "requeue";
 }
 
 // One field of an entry into `s`, or EntryError (`bad` words it).
@@ -74,7 +75,7 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
     if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
     (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
   } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "log_grew" ||
-             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted") {
+             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "requeue") {
     if (!json_is_number(val))
       throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
     (key == "start"       ? s.start
@@ -84,14 +85,15 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
      : key == "log_grew"  ? s.log_grew
      : key == "gpus_busy" ? s.gpus_busy
      : key == "gpus_read" ? s.gpus_read
+     : key == "requeue"   ? s.requeue
                           : s.hung_noted) = json_as_double(val);
   } else if (key == "log_size") {
     if (!json_is_integer(val) || as_integer(val) < 0)
       throw bad(fmt::format("\"log_size\" must be a whole number of bytes, not {}", kind));
     s.log_size = as_integer(val);
-  } else if (key == "outcome") {
-    if (!val.is_string()) throw bad(fmt::format("\"outcome\" must be a string, not {}", kind));
-    s.outcome = std::string(std::string_view(val));
+  } else if (key == "outcome" || key == "reason") {
+    if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind));
+    (key == "outcome" ? s.outcome : s.reason) = std::string(std::string_view(val));
   } else if (key == "pid_start") {
     bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
     if (!whole) throw bad(fmt::format("\"pid_start\" must be a whole number, not {}", kind));
@@ -178,8 +180,8 @@ class DoubleTexts {
     auto& values = list.get_ref<nlohmann::json::array_t&>();
     values.reserve(state.entries().size() * 2);
     for (const auto& [id, s] : state.entries())
-      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.log_grew, &s.gpus_busy, &s.gpus_read,
-                            &s.hung_noted})
+      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.requeue, &s.log_grew, &s.gpus_busy,
+                            &s.gpus_read, &s.hung_noted})
         if (*d) values.emplace_back(**d);
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
@@ -245,7 +247,9 @@ std::string dump_state(const State& state) {
     if (s.pid_start) field("pid_start"), put_integer(out, *s.pid_start);
     if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
     if (s.warn_sent) field("warn_sent"), doubles.put_next(out);
+    if (s.requeue) field("requeue"), doubles.put_next(out);
     if (s.outcome) field("outcome"), put_string(out, *s.outcome);
+    if (s.reason) field("reason"), put_string(out, *s.reason);
     if (s.log_size) field("log_size"), put_integer(out, *s.log_size);
     if (s.log_grew) field("log_grew"), doubles.put_next(out);
     if (s.gpus_busy) field("gpus_busy"), doubles.put_next(out);

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <string_view>
 
+#include "gpuq/core/local_time.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/run_info.h"
 
 namespace gpuq {
 
@@ -58,14 +60,37 @@ PlanPaths paths_for(const std::string& plan, const std::string& state_dir) {
   PlanPaths p;
   fs::path pp(plan);
   p.plan = plan;
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(pp, ec))) {
+    fs::path real = fs::canonical(pp, ec);  // a link to nothing keeps the path as given
+    if (!ec) {
+      p.state_beside_link = with_suffix(pp, ".state.json");
+      pp = real;
+    }
+  }
   // With a state folder the files keep their names, in that folder.
   fs::path named = state_dir.empty() ? pp : fs::path(state_dir) / pp.filename();
+  if (!state_dir.empty()) p.state_beside_link.clear();
   p.state = with_suffix(named, ".state.json");
   p.lock = with_suffix(named, ".lock");
   p.run_lock = with_suffix(named, ".run.lock");
+  p.run_info = with_suffix(named, ".run.json");
+  p.run_plan = with_suffix(named, ".run.plan.json");
   fs::path dir = named.parent_path();
   p.logs = (dir.empty() ? fs::path("logs") : dir / "logs").string();
   return p;
+}
+
+std::string state_beside_link_problem(const PlanPaths& paths) {
+  if (paths.state_beside_link.empty()) return "";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(paths.state_beside_link, ec))) return "";
+  if (fs::equivalent(paths.state_beside_link, paths.state, ec) && !ec) return "";
+  return fmt::format("{} is a symbolic link, so gpuq keeps the plan's state beside the file it points to ({}); the "
+                     "state {} beside the link is not used. If it is this plan's (written by the original, or an "
+                     "earlier gpuq, run through the link), stop that run and move it (and the link's logs/) beside "
+                     "the plan file; else remove it",
+                     paths.plan, paths.state, paths.state_beside_link);
 }
 
 StateLock::StateLock(const PlanPaths& paths) {
@@ -141,10 +166,15 @@ RunGuard::RunGuard(const PlanPaths& paths) {
                                    paths.run_lock, pid, kLockGrace.count(), paths.run_lock),
                        StoreError::Kind::Content);
     std::string_view shown = pid.empty() ? std::string_view("?") : std::string_view(pid);
-    throw StoreError(fmt::format("another `gpuq run` (pid {}) is already running {}; two queues would fight over the "
-                                 "same GPUs. Stop it first (Ctrl-C or kill {}); its jobs keep running and this run "
-                                 "will adopt them",
-                                 shown, paths.plan, shown),
+    // Name the first run as it was started: it may have been given another path to the same plan file.
+    std::string first;
+    if (auto info = read_run_info(paths); info && std::to_string(info->pid) == pid)
+      first = fmt::format(", started as `gpuq run --plan {}` on {} at {}", info->plan, info->host,
+                          local_time(info->started, info->started));
+    throw StoreError(fmt::format("another `gpuq run` (pid {}{}) is already running {}; two queues would fight over "
+                                 "the same GPUs. Stop it first (Ctrl-C or kill {}); its jobs keep running and this "
+                                 "run will adopt them",
+                                 shown, first, paths.plan, shown),
                      StoreError::Kind::Content);
   }
   // The pid, through a second descriptor: closing it leaves the flock (held by fd_) in place.
@@ -162,18 +192,26 @@ RunGuard::~RunGuard() {
 }
 
 std::optional<std::string> read_file(const std::string& path, bool nofollow) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+  // O_NONBLOCK: a FIFO in a file's place must not wait for a writer (it is refused below).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
     if (errno == ELOOP && nofollow)
       throw StoreError(fmt::format("{} is a symbolic link; refusing to follow it", path), StoreError::Kind::Content);
     fail("cannot open", path);
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) st.st_size = 0;
+  else if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw StoreError(fmt::format("{} is {}, not a file gpuq can read", path,
+                                 S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file"),
+                     StoreError::Kind::Content);
+  }
   // Straight into one buffer of the file's size (a byte more, to see the end at once):
   // no second copy. A file that grows meanwhile is read to its end all the same.
   std::string out;
-  struct stat st;
-  out.resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 65536);
+  out.resize(st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 65536);
   size_t len = 0;
   while (true) {
     if (len == out.size()) out.resize(out.size() * 2);

@@ -39,7 +39,7 @@ ojson job_json(const Plan& plan, const JobView& v) {
 
 }  // namespace
 
-std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o) {
+std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o, const RunSeen& run) {
   ojson doc = ojson::object();
   doc["plan"] = plan_path;
   doc["now"] = o.now;
@@ -47,6 +47,18 @@ std::string outlook_json(const Plan& plan, const std::string& plan_path, const O
   ojson counts = ojson::object();
   for (const JobView& v : o.jobs) counts[v.status] = counts.value(v.status, 0) + 1;
   doc["counts"] = counts;
+  if (run.running) {
+    ojson r = ojson::object();
+    r["pid"] = run.pid ? ojson(*run.pid) : ojson(nullptr);
+    r["host"] = run.host.empty() ? ojson(nullptr) : ojson(run.host);
+    r["started"] = opt_num(run.started);
+    r["last_tick"] = opt_num(run.last_tick);
+    r["plan_loaded_at"] = opt_num(run.plan_loaded_at);
+    r["plan_changed"] = run.plan_changed;
+    doc["run"] = std::move(r);
+  } else {
+    doc["run"] = nullptr;
+  }
   ojson jobs = ojson::array();
   for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v));
   doc["jobs"] = std::move(jobs);

@@ -100,7 +100,14 @@ struct PlanLoad {
   /// When the plan is not valid: its jobs as far as they could be read (ids, scripts and
   /// deps of the jobs whose fields were good), so that validate checks their files too.
   std::optional<Plan> partial;
+  /// Fields gpuq does not read and that are no typo of one (plans may carry notes):
+  /// "FILE: "NAME" in N job(s) (a, b, ...) is not a field gpuq reads; it is ignored".
+  /// Only `validate` shows them (an error with --strict).
+  std::vector<std::string> unknown_fields;
 };
+
+/// The fields of a job, as the plan spells them (in the order README lists them).
+extern const std::vector<std::string_view> kJobFieldNames;
 
 /// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).
 void rank_jobs(Plan& plan);
@@ -118,7 +125,15 @@ void rank_jobs(Plan& plan);
 /// byte order mark is skipped; an integer past 64 bits is a fractional number).
 PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
 
-/// Reads `path` and calls parse_plan; an unreadable file is one error.
+/// The largest plan file load_plan reads (a million jobs take about 150 MB).
+inline constexpr uintmax_t kMaxPlanBytes = uintmax_t{1} << 30;
+
+/// Why `path` cannot be a plan file ("is a folder, not a plan file", a FIFO, a
+/// device, missing, over kMaxPlanBytes), or "" when it is a regular file to read.
+std::string plan_file_problem(const std::string& path);
+
+/// Reads `path` and calls parse_plan; an unreadable file, a folder, a FIFO, a device
+/// or a file over kMaxPlanBytes is one error naming the file.
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);
 
 /// True when `id` can be a file name: letters, digits, '.', '_', '-', '=' (a sweep's

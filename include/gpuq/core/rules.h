@@ -23,6 +23,12 @@ inline constexpr long long kKilledExit = -15;
 /// The exit code recorded for a job whose process vanished, or that could not be started.
 inline constexpr long long kLostExit = -1;
 
+/// gpuq's field "outcome" of a job that could not be started for a cause no retry fixes
+/// (its log cannot be opened, its script is missing): it is finished and never retried
+/// automatically; its field "reason" says why, its exit is 127 (a missing script, as
+/// bash gives) or kLostExit.
+inline constexpr const char* kUnstartableOutcome = "unstartable";
+
 /// How a job's last attempt ended, read from the state file's codes.
 enum class Outcome {
   Done,    ///< exit 0
@@ -33,9 +39,11 @@ enum class Outcome {
            ///< with retry_on_timeout)
   Hung,    ///< stopped by `run`'s hang watchdog, on_quiet "kill" (gpuq's field "outcome": "hung"); its exit
            ///< code as Timeout's
+  Unstartable,  ///< could not be started, and a retry would not help (kUnstartableOutcome)
 };
 
-/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout", "hung".
+/// The outcome as `status --json` spells it: "done", "failed", "killed", "lost", "timeout", "hung",
+/// "unstartable".
 const char* outcome_name(Outcome o);
 
 /// The outcome of a done or failed entry; nullopt for any other status.
@@ -53,8 +61,8 @@ struct Policy {
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt
-/// will be made. Done, blocked, killed, or failed with the automatic retries used
-/// up. `st` is the job's status (a tick may have changed it from the entry's);
+/// will be made. Done, blocked, killed, unstartable, or failed with the automatic
+/// retries used up. `st` is the job's status (a tick may have changed it from the entry's);
 /// the entry `s` is read only when `st` is failed.
 bool finished_as(Status st, const JobState* s, long long max_retries);
 

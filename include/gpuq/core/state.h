@@ -37,8 +37,11 @@ struct JobState {
   std::optional<unsigned long long> pid_start;  ///< start time of `pid` (/proc/PID/stat field 22)
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
   std::optional<double> warn_sent;              ///< when run sent the job's warn_signal (sent once)
+  std::optional<double> requeue;                ///< when `gpuq requeue` stopped it: pending again once its group is gone
   std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
-                                                ///< "hung": stopped by the watchdog (watchdog.h)
+                                                ///< "hung": stopped by the watchdog (watchdog.h);
+                                                ///< "unstartable": it could not be started (rules.h)
+  std::optional<std::string> reason;            ///< why it could not be started (outcome "unstartable")
   // What run's hang watchdog saw of a running job (watchdog.h):
   std::optional<long long> log_size;  ///< bytes of its log at run's last look
   std::optional<double> log_grew;     ///< when run last saw the log grow (absent: not since the start)

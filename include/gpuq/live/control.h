@@ -44,10 +44,22 @@ struct ControlResult {
 /// (status 2, `plan_name` in the message); a refused id gives status 1. kill
 /// sends SIGTERM to the job's group (when its pid is still the job's), marks it
 /// failed with kKilledExit and records when, for run's --kill-grace.
+/// `requeue` (gpuq's own) sends SIGTERM to a running job's group and marks the entry
+/// "requeue" (and kill_sent, for run's SIGKILL after --kill-grace); it stays running
+/// until the whole group is gone, then refresh makes it pending (attempts kept): no
+/// `after:` dependent ever sees it finished.
 /// With `events_log`, what changed is appended to that event log (journal.h) once the
 /// state is written; a failed append is a line in the result (the next `run` logs it).
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
                       const std::string& action, const std::vector<std::string>& ids,
                       const std::string& events_log = "");
+
+/// The end of `gpuq requeue` once it has waited for the groups of `ids` (jobs it stopped):
+/// each still being requeued whose group is gone becomes pending, under the lock (a `run`
+/// may have done it already). The lines to print.
+std::vector<std::string> finish_requeues(Store& store, Launcher& launcher, const std::vector<std::string>& ids);
+
+/// A requeued job's fresh entry: pending, attempts kept.
+JobState requeued(const JobState& s);
 
 }  // namespace gpuq

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,13 +62,21 @@ enum class Identity {
   Other,  ///< the pid now belongs to a different process (recycled)
 };
 
+/// A launch failure that a retry cannot fix: the job's log cannot be opened (a symbolic
+/// link, a read-only folder), its script is missing or unreadable. Other failures
+/// (no memory, too many processes) are std::runtime_error: an automatic retry may help.
+struct CannotStart : std::runtime_error {
+  explicit CannotStart(const std::string& what, long long exit_code = -1) : std::runtime_error(what), exit(exit_code) {}
+  long long exit;  ///< the exit code the state records: 127 for a missing script (bash's), else kLostExit
+};
+
 /// Starts jobs, watches them and signals them.
 class Launcher {
  public:
   virtual ~Launcher() = default;
   /// Starts the job held at its start line: it runs only after release(), and
   /// never if abandon() (or the death of gpuq) comes first. Throws
-  /// std::runtime_error saying what failed.
+  /// CannotStart, or std::runtime_error, saying what failed.
   virtual Launched launch(const LaunchSpec& spec) = 0;
   /// Lets a launched job run: call once the state that records it is saved.
   virtual void release(const Launched& job) = 0;

@@ -56,14 +56,20 @@ class RunLoop {
   /// One tick at the clock's now.
   TickResult tick();
 
+  /// `done(now)` is called after each tick (run_queue writes PLAN.run.json there).
+  void after_tick(std::function<void(double)> done) { after_tick_ = std::move(done); }
+
   /// Ticks, waiting between ticks, until every job is finished ("all jobs
-  /// finished", status 0), a stop signal (its line, status 0: running jobs go on,
+  /// finished: 10 done, 1 failed (hang: killed)", status 0), a stop signal (its line, status 0: running jobs go on,
   /// the next run adopts them), or a damaged state (status 1).
   int run();
 
  private:
   struct Tick;
   void load_state(Tick& t);
+  void say_changes(const Tick& t, const State& before);
+  void say_adopted(const Tick& t);
+  std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
   void enforce_limits(Tick& t);
   void time_out(Tick& t, const Job& job, JobState& s);
@@ -94,13 +100,20 @@ class RunLoop {
   std::string last_probe_problem_;
   std::map<int, long long> others_said_;  // GPUs said busy with another user's memory, and their MiB
   std::string last_save_problem_;
+  bool first_tick_ = true;
+  std::function<void(double)> after_tick_;
+  std::string summary_;  // how the jobs ended, for the last line
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   std::string last_journal_problem_;
 };
 
+struct RunInfo;
+
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
-/// becomes the subreaper of its jobs' orphans). Returns the exit status.
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out);
+/// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
+/// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out,
+              RunInfo* info = nullptr);
 
 }  // namespace gpuq

@@ -16,21 +16,33 @@
 namespace gpuq {
 
 /// The files beside a plan, named as the original names them:
-/// plan.json -> plan.state.json, plan.lock, logs/ in the plan's folder.
+/// plan.json -> plan.state.json, plan.lock, logs/ in the plan's folder. When the
+/// plan is a symbolic link, they are beside the file it points to (one plan file,
+/// one queue, whichever link it is run through).
 struct PlanPaths {
-  std::string plan;
+  std::string plan;       ///< as given
   std::string state;
   std::string lock;
-  std::string run_lock;  ///< held by a `gpuq run` for its whole life (gpuq's own; the original has none)
+  std::string run_lock;   ///< held by a `gpuq run` for its whole life (gpuq's own; the original has none)
+  std::string run_info;   ///< PLAN.run.json: who runs the plan, its last tick, the plan it loaded (gpuq's own)
+  std::string run_plan;   ///< PLAN.run.plan.json: a copy of the plan as `run` loaded it (gpuq's own)
   std::string logs;
+  /// When `plan` is a symbolic link: the state file beside the link (which the original,
+  /// or a gpuq before this one, used), else "".
+  std::string state_beside_link;
   std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
   std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
   std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
 };
 
-/// The paths for a plan file (Python's Path.with_suffix rules): beside the plan, or
-/// with the same names in `state_dir` when it is given (gpuq's --state-dir).
+/// The paths for a plan file (Python's Path.with_suffix rules): beside the file a
+/// symbolic link points to, or with the same names in `state_dir` when it is given
+/// (gpuq's --state-dir).
 PlanPaths paths_for(const std::string& plan, const std::string& state_dir = "");
+
+/// When the plan was given through a symbolic link and a state file exists beside the
+/// link that is not the plan's own: what to tell the user (that state is not used), else "".
+std::string state_beside_link_problem(const PlanPaths& paths);
 
 /// An error of the OS or of a file's content, with the file named.
 struct StoreError : std::runtime_error {

@@ -5,6 +5,7 @@
 #error "the core does not include views: it returns data, views print it"
 #endif
 
+#include <optional>
 #include <string>
 
 #include "gpuq/core/outlook.h"
@@ -12,8 +13,20 @@
 
 namespace gpuq {
 
-/// `status --json`: {"plan", "now", "finish", "counts", "jobs": [JobView...]}.
-std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o);
+/// What `status` knows of the plan's `gpuq run` (its PLAN.run.json and run lock), as plain data.
+struct RunSeen {
+  bool running = false;                   ///< a `gpuq run` holds the plan's run lock now
+  std::optional<long long> pid;
+  std::string host;
+  std::optional<double> started, last_tick, ended;  ///< unix seconds
+  std::optional<double> plan_loaded_at;   ///< the modification time of the plan it loaded
+  bool plan_changed = false;              ///< the plan on disk is not the one it loaded
+};
+
+/// `status --json`: {"plan", "now", "finish", "counts", "run", "jobs": [JobView...]}; "run" is
+/// null when no `gpuq run` holds the plan.
+std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o,
+                         const RunSeen& run = RunSeen{});
 
 /// `simulate --json`: {"plan", "makespan_hours", "utilization", "stuck", "jobs": [...]}, times in hours.
 std::string simulation_json(const Plan& plan, const std::string& plan_path, const Simulation& sim,

@@ -1,0 +1,59 @@
+// Who runs a plan: PLAN.run.json, written by `gpuq run` at its start and after each
+// tick (gpuq's own file; the original neither writes nor reads it), so that `status`
+// can say whether a run is working, since when, and on which version of the plan.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <optional>
+#include <string>
+
+#include "gpuq/live/store.h"
+
+namespace gpuq {
+
+/// A plan file's version: its size, modification time and a hash of its bytes.
+struct PlanStamp {
+  long long size = 0;
+  double mtime = 0;   ///< unix seconds
+  std::string hash;   ///< FNV-1a 64 of the content, 16 hex digits
+  bool operator==(const PlanStamp&) const = default;
+};
+
+/// The stamp of the file at `path` (symbolic links followed), or nullopt when it cannot be read.
+std::optional<PlanStamp> stamp_plan(const std::string& path);
+
+/// The content of PLAN.run.json.
+struct RunInfo {
+  long long pid = 0;
+  std::string host;
+  std::string plan;             ///< the --plan the run was given
+  double started = 0;           ///< unix seconds
+  double tick = 0;              ///< the end of its last tick (unix seconds)
+  std::optional<double> ended;  ///< when it exited (all finished, or stopped)
+  PlanStamp loaded;             ///< the plan as it loaded it
+};
+
+/// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not
+/// state). False when it cannot be written (the run goes on; status then knows less).
+bool write_run_info(const PlanPaths& paths, const RunInfo& info);
+
+/// PLAN.run.json, or nullopt when it is missing or not readable as one.
+std::optional<RunInfo> read_run_info(const PlanPaths& paths);
+
+/// Keeps a copy of the plan's text as `run` loaded it (PLAN.run.plan.json), so that
+/// `status` can tell which jobs of an edited plan the run knows. False when it cannot.
+bool keep_loaded_plan(const PlanPaths& paths, const std::string& plan_file);
+
+/// Whether a `gpuq run` holds the plan's run lock now, and what its PLAN.run.json says.
+/// Looks without taking anything: a shared flock tried and let go at once.
+struct RunPresence {
+  bool running = false;
+  std::optional<RunInfo> info;  ///< the last run's (this one's when running)
+  std::string lock_pid;         ///< the pid in PLAN.run.lock ("" when none)
+};
+RunPresence run_presence(const PlanPaths& paths);
+
+}  // namespace gpuq

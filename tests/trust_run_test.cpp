@@ -1,0 +1,283 @@
+// Issue 12, trust, against the built binary with real bash jobs: path arguments that are
+// no plan file, a plan run through a symbolic link, status on a plan with and without a
+// run, jobs that cannot start, requeue, and "did you mean" on the command line.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Plan {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  Plan() {
+    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\necho '1, 0'\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    d.write("quick.sh", "echo ran >> ran.txt\n");
+    d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
+  }
+  Output gpuq(std::vector<std::string> args, const std::string& plan = "plan.json") const {
+    args.insert(args.begin() + 1, {"--plan", plan});
+    return run_gpuq(args, d.path(), env);
+  }
+  std::unique_ptr<Background> start(const std::string& plan = "plan.json", std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args{"run", "--plan", plan, "--poll", "1", "--gpus", "0,1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return start_gpuq(args, d.path(), env);
+  }
+  json state(const std::string& name = "plan.state.json") const {
+    std::string t = d.read(name);
+    return t.empty() ? json::object() : json::parse(t);
+  }
+  std::string status_of(const std::string& id) const {
+    json s = state();
+    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
+  }
+};
+
+// Kills what a test left running: the jobs' process groups recorded in the state.
+void kill_jobs(const Plan& p) {
+  json s = p.state();
+  for (auto& [id, e] : s.items())
+    if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
+}
+
+}  // namespace
+
+// Every command, given a path that is no plan file, says so and exits 2: no bad_alloc, no hang.
+TEST(PlanPaths, APathThatIsNoPlanFileIsAClearErrorForEveryCommand) {
+  Plan p;
+  fs::create_directories(p.d.path() + "/folder");
+  ASSERT_EQ(::mkfifo((p.d.path() + "/fifo.json").c_str(), 0644), 0);
+  {
+    std::ofstream huge(p.d.path() + "/huge.json");  // sparse: 1 GiB and a byte, no disk used
+  }
+  fs::resize_file(p.d.path() + "/huge.json", (uintmax_t{1} << 30) + 1);
+  fs::create_symlink("nowhere.json", p.d.path() + "/dangling.json");
+  struct Case {
+    std::string path, says;
+  };
+  const Case cases[] = {
+      {".", "gpuq: plan .: is a folder, not a plan file"},
+      {"folder", "folder: is a folder, not a plan file"},
+      {"fifo.json", "fifo.json: is a FIFO (a named pipe), not a plan file"},
+      {"/dev/zero", "/dev/zero: is a device, not a plan file"},
+      {"huge.json", "huge.json: is 1.0 GiB: more than the 1 GiB a plan may have"},
+      {"dangling.json", "dangling.json: is a symbolic link to nothing"},
+      {"missing.json", "missing.json: cannot read the plan: No such file or directory"},
+  };
+  const std::vector<std::vector<std::string>> commands = {
+      {"status"}, {"status", "--json"}, {"simulate"}, {"validate"}, {"run"}, {"hold", "a"},
+      {"retry", "a"}, {"kill", "a"}, {"requeue", "a"}, {"logs", "a"}};
+  for (const Case& c : cases) {
+    for (const auto& cmd : commands) {
+      std::vector<std::string> argv{"timeout", "30", gpuq_binary(), cmd[0], "--plan", c.path};
+      argv.insert(argv.end(), cmd.begin() + 1, cmd.end());
+      Output r = run(argv, p.d.path(), p.env);
+      SCOPED_TRACE(cmd[0] + " --plan " + c.path);
+      EXPECT_EQ(r.status, 2) << r.err;
+      EXPECT_THAT(r.err, Not(HasSubstr("bad_alloc")));
+      EXPECT_THAT(r.err, HasSubstr(c.says));
+    }
+  }
+}
+
+// A FIFO or a folder where the state belongs is an error, not a hang.
+TEST(PlanPaths, AStateFileThatIsAFifoIsAnErrorNotAHang) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0}])");
+  ASSERT_EQ(::mkfifo((p.d.path() + "/plan.state.json").c_str(), 0644), 0);
+  for (std::string cmd : {"status", "hold"}) {
+    std::vector<std::string> argv{"timeout", "30", gpuq_binary(), cmd, "--plan", "plan.json"};
+    if (cmd == "hold") argv.push_back("a");
+    Output r = run(argv, p.d.path(), p.env);
+    EXPECT_EQ(r.status, 1) << cmd << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("plan.state.json is a FIFO, not a file gpuq can read")) << cmd;
+  }
+}
+
+TEST(Typos, ValidateWarnsAboutUnknownFieldsAndStrictMakesThemErrors) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0, "est_hours": 1, "notes": "x"}])");
+  Output r = p.gpuq({"validate"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("warning: plan.json: \"notes\" in 1 job(s) (a) is not a field gpuq reads"));
+  Output strict = p.gpuq({"validate", "--strict"});
+  EXPECT_EQ(strict.status, 2);
+  EXPECT_THAT(strict.out, HasSubstr("error: plan.json: \"notes\" in 1 job(s) (a)"));
+  // Other commands take the plan without a word about notes.
+  Output s = p.gpuq({"simulate"});
+  EXPECT_EQ(s.status, 0);
+  EXPECT_THAT(s.err, Not(HasSubstr("notes")));
+}
+
+TEST(Typos, AMistypedCommandOrFlagGetsTheNearestName) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0}])");
+  Output r = run_gpuq({"stauts", "--plan", "plan.json"}, p.d.path(), p.env);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("there is no command \"stauts\"; did you mean \"status\"?"));
+  Output f = run_gpuq({"simulate", "--plan", "plan.json", "--gpu", "0,1"}, p.d.path(), p.env);
+  EXPECT_EQ(f.status, 2);
+  EXPECT_THAT(f.err, HasSubstr("there is no flag --gpu; did you mean --gpus?"));
+}
+
+// One plan file, one queue: through a symbolic link, the run lock is the plan file's.
+TEST(Symlink, ASecondRunThroughALinkIsRefusedAndNamesTheFirst) {
+  Plan p;
+  p.d.write("p/plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 2}])");
+  fs::create_directories(p.d.path() + "/other");
+  fs::create_symlink("../p/plan.json", p.d.path() + "/other/link.json");
+  auto first = p.start("p/plan.json");
+  ASSERT_TRUE(eventually([&] { return p.state("p/plan.state.json").value("a", json::object()).value("status", "") == "running"; }, kPatience));
+  Output second = run_gpuq({"run", "--plan", "other/link.json", "--poll", "1", "--gpus", "0,1"}, p.d.path(), p.env);
+  EXPECT_EQ(second.status, 1);
+  EXPECT_THAT(second.err, HasSubstr(fmt::format("another `gpuq run` (pid {}, started as `gpuq run --plan p/plan.json`",
+                                                first->pid())));
+  EXPECT_FALSE(fs::exists(p.d.path() + "/other/link.state.json"));
+  // status through the link sees the one queue
+  Output s = run_gpuq({"status", "--plan", "other/link.json", "--json", "--gpus", "0,1"}, p.d.path(), p.env);
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(json::parse(s.out)["jobs"][0]["status"], "running");
+  first->signal(SIGTERM);
+  first->wait(kPatience);
+  json st = p.state("p/plan.state.json");
+  ::kill(-st["a"]["pid"].get<int>(), SIGKILL);
+}
+
+TEST(Symlink, AStateBesideTheLinkIsReportedNotSilentlySplit) {
+  Plan p;
+  p.d.write("p/plan.json", R"([{"id": "a", "script": "../quick.sh", "gpus": 0}])");
+  fs::create_directories(p.d.path() + "/other");
+  fs::create_symlink("../p/plan.json", p.d.path() + "/other/link.json");
+  p.d.write("other/link.state.json", R"({"a": {"status": "done", "exit": 0}})");
+  Output r = run_gpuq({"run", "--plan", "other/link.json", "--poll", "1"}, p.d.path(), p.env);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("the state other/link.state.json beside the link is not used"));
+  EXPECT_FALSE(fs::exists(p.d.path() + "/ran.txt"));
+  Output s = run_gpuq({"status", "--plan", "other/link.json"}, p.d.path(), p.env);
+  EXPECT_THAT(s.err, HasSubstr("other/link.state.json beside the link is not used"));
+}
+
+TEST(StatusRun, WithoutARunStatusSaysNothingStartsUntilOneIsStarted) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 1}])");
+  Output t = p.gpuq({"status", "--gpus", "0,1"});
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("no `gpuq run` is running this plan: nothing starts until `gpuq run --plan plan.json` is started"));
+  EXPECT_THAT(t.out, HasSubstr("ready: starts when `gpuq run` is started"));
+  EXPECT_THAT(t.out, Not(HasSubstr("starts at the next tick")));
+  Output j = p.gpuq({"status", "--json", "--gpus", "0,1"});
+  json doc = json::parse(j.out);
+  EXPECT_TRUE(doc["run"].is_null());
+  EXPECT_EQ(doc["jobs"][0]["why"], "ready: starts when `gpuq run` is started");
+}
+
+// status names the run that holds the plan; after the plan is edited, it says the run uses
+// the plan as loaded and does not promise the new job a start.
+TEST(StatusRun, StatusNamesTheRunAndSaysWhenThePlanChangedUnderIt) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1}])");
+  auto r = p.start();
+  ASSERT_TRUE(eventually([&] { return p.status_of("a") == "running"; }, kPatience));
+  Output j = p.gpuq({"status", "--json", "--gpus", "0,1"});
+  json doc = json::parse(j.out);
+  ASSERT_TRUE(doc["run"].is_object()) << j.out;
+  EXPECT_EQ(doc["run"]["pid"], r->pid());
+  EXPECT_TRUE(doc["run"]["last_tick"].is_number());
+  EXPECT_EQ(doc["run"]["plan_changed"], false);
+  Output t = p.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(t.out, HasSubstr(fmt::format("`gpuq run` (pid {} on ", r->pid())));
+  // The plan gains a job while run goes.
+  p.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1}, {"id": "new", "script": "quick.sh", "gpus": 1}])");
+  Output j2 = p.gpuq({"status", "--json", "--gpus", "0,1"});
+  json doc2 = json::parse(j2.out);
+  EXPECT_EQ(doc2["run"]["plan_changed"], true);
+  EXPECT_THAT(doc2["jobs"][1]["why"].get<std::string>(), HasSubstr("not in the plan `gpuq run` loaded at"));
+  Output t2 = p.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(t2.out, HasSubstr("`gpuq run` is using the plan as loaded at"));
+  EXPECT_THAT(t2.out, HasSubstr("plan.json changed since"));
+  EXPECT_THAT(t2.out, Not(HasSubstr("starts at the next tick")));
+  r->signal(SIGTERM);
+  r->wait(kPatience);
+  Output t3 = p.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(t3.out, HasSubstr(fmt::format("no `gpuq run` is running this plan (the last one, pid {}", r->pid())));
+  kill_jobs(p);
+}
+
+// The log cannot be opened (a symbolic link) and the script is missing: each job fails with
+// its reason, is not retried, and the rest of the plan runs and ends.
+TEST(Unstartable, JobsThatCannotStartFailWithTheirReasonAndAreNotRetried) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0},
+    {"id": "gone", "script": "no_such.sh", "gpus": 0},
+    {"id": "b", "script": "quick.sh", "gpus": 0, "deps": ["after:a", "after:gone"]}])");
+  p.d.write("victim.txt", "precious\n");
+  fs::create_directories(p.d.path() + "/logs");
+  fs::create_symlink(p.d.path() + "/victim.txt", p.d.path() + "/logs/a.log");
+  auto r = p.start("plan.json", {"--retry-after", "0"})->wait(kPatience);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(p.d.read("victim.txt"), "precious\n");
+  json s = p.state();
+  EXPECT_EQ(s["a"]["status"], "failed");
+  EXPECT_EQ(s["a"]["outcome"], "unstartable");
+  EXPECT_THAT(s["a"]["reason"].get<std::string>(), HasSubstr("logs/a.log is a symbolic link"));
+  EXPECT_EQ(s["a"].value("attempts", 0), 0);
+  EXPECT_EQ(s["gone"]["exit"], 127);
+  EXPECT_EQ(s["gone"]["outcome"], "unstartable");
+  EXPECT_EQ(s["gone"].value("attempts", 0), 0);
+  EXPECT_THAT(p.d.read("logs/gone.log"), HasSubstr("no_such.sh is missing or not a readable file"));
+  EXPECT_EQ(s["b"]["status"], "done");
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished: 1 done, 2 failed (a: could not start, gone: could not start)"));
+  Output st = p.gpuq({"status"});
+  EXPECT_THAT(st.out, HasSubstr("could not start: its log"));
+}
+
+// requeue: the job runs again; its after: dependent never starts in between.
+TEST(Requeue, ARunningJobStartsAgainAndItsDependentNeverSeesItFinished) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1},
+    {"id": "b", "script": "quick.sh", "gpus": 1, "deps": ["after:a"]}])");
+  auto r = p.start();
+  // Its script has begun (the state says running a moment before the job is let go).
+  ASSERT_TRUE(eventually([&] { return lines_of(p.d.path() + "/trace").size() == 1u; }, kPatience));
+  long long first = p.state()["a"]["pid"].get<long long>();
+  Output q = p.gpuq({"requeue", "a"});
+  EXPECT_EQ(q.status, 0) << q.out << q.err;
+  EXPECT_THAT(q.out, HasSubstr("requeued a: its process group is gone"));
+  ASSERT_TRUE(eventually([&] {
+    json s = p.state();
+    return s["a"]["status"] == "running" && s["a"]["pid"].get<long long>() != first;
+  }, kPatience));
+  EXPECT_TRUE(eventually([&] { return lines_of(p.d.path() + "/trace").size() == 2u; }, kPatience));  // a ran twice
+  EXPECT_FALSE(fs::exists(p.d.path() + "/ran.txt"));      // b never
+  EXPECT_EQ(p.status_of("b"), "pending");
+  ASSERT_TRUE(eventually([&] { return r->out().find("requeue a") != std::string::npos; }, kPatience));
+  r->signal(SIGTERM);
+  r->wait(kPatience);
+  kill_jobs(p);
+}
+
+// `status --watch` takes an edit of the plan at its next redraw.
+TEST(StatusRun, WatchReadsThePlanAgainWhenItChanges) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 1}])");
+  auto w = start_gpuq({"status", "--plan", "plan.json", "--gpus", "0,1", "--watch", "0.2"}, p.d.path(), p.env);
+  ASSERT_TRUE(eventually([&] { return w->out().find("ready: starts when") != std::string::npos; }, kPatience));
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 1}, {"id": "added_later", "script": "quick.sh", "gpus": 1}])");
+  EXPECT_TRUE(eventually([&] { return w->out().find("\nadded_later ") != std::string::npos; }, kPatience));
+  EXPECT_THAT(w->out(), Not(HasSubstr("not in plan.json")));
+}
