@@ -160,7 +160,7 @@ TEST(Symlink, ASecondRunThroughALinkIsRefusedAndNamesTheFirst) {
 
 TEST(Symlink, AStateBesideTheLinkIsReportedNotSilentlySplit) {
   Plan p;
-  p.d.write("p/plan.json", R"([{"id": "a", "script": "../quick.sh", "gpus": 0}])");
+  p.d.write("p/plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0}])");
   fs::create_directories(p.d.path() + "/other");
   fs::create_symlink("../p/plan.json", p.d.path() + "/other/link.json");
   p.d.write("other/link.state.json", R"({"a": {"status": "done", "exit": 0}})");
@@ -218,12 +218,16 @@ TEST(StatusRun, StatusNamesTheRunAndSaysWhenThePlanChangedUnderIt) {
   kill_jobs(p);
 }
 
-// The log cannot be opened (a symbolic link) and the script is missing: each job fails with
-// its reason, is not retried, and the rest of the plan runs and ends.
+// The log cannot be opened (a symbolic link) and the script has gone (run checks every
+// script before it starts anything, so this one is removed by an earlier job): each job
+// fails with its reason, is not retried, and the rest of the plan runs and ends.
 TEST(Unstartable, JobsThatCannotStartFailWithTheirReasonAndAreNotRetried) {
   Plan p;
+  p.d.write("victim.sh", "true\n");
+  p.d.write("remover.sh", "rm victim.sh\n");
   p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0},
-    {"id": "gone", "script": "no_such.sh", "gpus": 0},
+    {"id": "remover", "script": "remover.sh", "gpus": 0},
+    {"id": "gone", "script": "victim.sh", "gpus": 0, "deps": ["remover"]},
     {"id": "b", "script": "quick.sh", "gpus": 0, "deps": ["after:a", "after:gone"]}])");
   p.d.write("victim.txt", "precious\n");
   fs::create_directories(p.d.path() + "/logs");
@@ -239,9 +243,9 @@ TEST(Unstartable, JobsThatCannotStartFailWithTheirReasonAndAreNotRetried) {
   EXPECT_EQ(s["gone"]["exit"], 127);
   EXPECT_EQ(s["gone"]["outcome"], "unstartable");
   EXPECT_EQ(s["gone"].value("attempts", 0), 0);
-  EXPECT_THAT(p.d.read("logs/gone.log"), HasSubstr("no_such.sh is missing or not a readable file"));
+  EXPECT_THAT(p.d.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
   EXPECT_EQ(s["b"]["status"], "done");
-  EXPECT_THAT(r.out, HasSubstr("all jobs finished: 1 done, 2 failed (a: could not start, gone: could not start)"));
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished: 2 done, 2 failed (a: could not start, gone: could not start)"));
   Output st = p.gpuq({"status"});
   EXPECT_THAT(st.out, HasSubstr("could not start: its log"));
 }
