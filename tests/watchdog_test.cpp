@@ -299,6 +299,7 @@ TEST(WatchdogRun, AHangingJobIsStoppedAndThePlanFinishesOnItsOwn) {
   EXPECT_THAT(r.out, HasSubstr(" s, GPUs idle; on_quiet \"kill\"): SIGTERM to process group"));
   json s = q.state();
   EXPECT_EQ(s["hang"]["outcome"], "hung");
+  EXPECT_THAT(r.out, HasSubstr("failed (hang: stopped as hung)"));  // the last line says how, not "exit -15"
   EXPECT_EQ(s["hang"]["status"], "failed");
   EXPECT_EQ(s["talk"]["status"], "done");  // talked every 0.1 s for 3 s: never quiet for 2 s
   EXPECT_EQ(q.dir.read("next.ran"), "next\n");

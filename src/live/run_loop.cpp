@@ -150,6 +150,7 @@ std::string RunLoop::outcomes(const State& state) const {
     switch (outcome_of(*s).value_or(Outcome::Failed)) {
       case Outcome::Killed: how = "killed"; break;
       case Outcome::Timeout: how = "timed out"; break;
+      case Outcome::Hung: how = "stopped as hung"; break;
       case Outcome::Unstartable: how = "could not start"; break;
       case Outcome::Lost: how = "lost"; break;
       default: how = fmt::format("exit {}", s->exit.value_or(kLostExit));
