@@ -307,3 +307,17 @@ TEST(Logs, FollowEndsWhenTheProcessVanishesWithoutAnyFileChanging) {
   EXPECT_EQ(r.out, "working\n");
   EXPECT_EQ(r.err, "gpuq logs: talk is failed: its process vanished without an exit code, or it could not start\n");
 }
+
+// How a job ended, for the outcomes the watchdog and an impossible start leave.
+TEST(Logs, FollowSaysAJobWasStoppedAsHungOrCouldNotStart) {
+  Queue q;
+  q.plan("echo hi\n");
+  q.d.write("logs/talk.log", "hi\n");
+  q.d.write("plan.state.json", R"({"talk": {"status": "failed", "exit": -15, "start": 1, "end": 2, "outcome": "hung"}})");
+  auto hung = q.gpuq({"logs", "talk", "-f"});
+  EXPECT_EQ(hung.err, "gpuq logs: talk is failed: stopped by the hang watchdog (exit -15)\n");
+  q.d.write("plan.state.json",
+            R"({"talk": {"status": "failed", "exit": 127, "end": 2, "outcome": "unstartable", "reason": "its log is a symbolic link"}})");
+  auto cannot = q.gpuq({"logs", "talk", "-f"});
+  EXPECT_EQ(cannot.err, "gpuq logs: talk is failed: could not start: its log is a symbolic link\n");
+}

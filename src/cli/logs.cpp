@@ -26,6 +26,10 @@ std::string how_it_ended(const JobState& s) {
       return fmt::format("{}: killed by gpuq kill ({})", status_name(s.status), code);
     case Outcome::Timeout:
       return fmt::format("{}: stopped at its time limit ({})", status_name(s.status), code);
+    case Outcome::Hung:
+      return fmt::format("{}: stopped by the hang watchdog ({})", status_name(s.status), code);
+    case Outcome::Unstartable:
+      return fmt::format("{}: could not start: {}", status_name(s.status), s.reason.value_or("no reason recorded"));
     case Outcome::Lost:
       return fmt::format("{}: its process vanished without an exit code, or it could not start", status_name(s.status));
     case Outcome::Failed:
