@@ -198,6 +198,18 @@ void RunLoop::enforce_limits(Tick& t) {
   }
 }
 
+// Stops a running job as `kill` does (SIGTERM to its group while the pid is still the job's;
+// escalate_kills sends SIGKILL after --kill-grace), failed with `outcome`; true when sent.
+bool RunLoop::stop_as(Tick& t, const Job& job, JobState& s, const char* outcome) {
+  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
+  s.status = Status::Failed;
+  s.exit = timeout_exit(job);
+  s.end = t.now;
+  s.outcome = outcome;
+  if (sent) s.kill_sent = t.now;
+  return sent;
+}
+
 // The job's limit is reached: SIGTERM to its group and the entry failed as `kill` leaves
 // it (kill_sent: escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the
 // group is gone), with the gpuq field "outcome": "timeout" and an exit code the original
@@ -205,12 +217,7 @@ void RunLoop::enforce_limits(Tick& t) {
 void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
   double limit = *limit_hours(job, opt_.time_limit_factor);
   double ran = (t.now - *s.start) / 3600;
-  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
-  s.status = Status::Failed;
-  s.exit = timeout_exit(job);
-  s.end = t.now;
-  s.outcome = kTimeoutOutcome;
-  if (sent) s.kill_sent = t.now;
+  bool sent = stop_as(t, job, s, kTimeoutOutcome);
   std::string warned =
       s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
                                 local_time(*s.warn_sent, t.now))
@@ -328,12 +335,7 @@ void RunLoop::watch_quiet(Tick& t) {
 // The watchdog stops a hung job as time_out stops one at its limit: SIGTERM, SIGKILL after
 // --kill-grace, the GPUs busy until the group is gone; the outcome "hung".
 void RunLoop::stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c) {
-  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
-  s.status = Status::Failed;
-  s.exit = timeout_exit(job);
-  s.end = t.now;
-  s.outcome = kHungOutcome;
-  if (sent) s.kill_sent = t.now;
+  bool sent = stop_as(t, job, s, kHungOutcome);
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
   say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",

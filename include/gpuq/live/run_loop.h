@@ -72,6 +72,7 @@ class RunLoop {
   std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
   void enforce_limits(Tick& t);
+  bool stop_as(Tick& t, const Job& job, JobState& s, const char* outcome);
   void time_out(Tick& t, const Job& job, JobState& s);
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
