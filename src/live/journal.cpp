@@ -118,7 +118,11 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
       any = any || ::stat(p.c_str(), &st) == 0;
     }
     if (!any) {
-      // No log yet: logging begins with the state as it is.
+      // No log yet: logging begins with the state as it is, and the (empty) log is made
+      // now, so that a run killed before its first append does not take a job it started
+      // for one that ran before logging began (its mtime says when logging began).
+      int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd >= 0) ::close(fd);
       for (const auto& [id, s] : state.entries()) {
         index_.emplace(id, view_.size());
         view_.emplace_back(id, seen_of(s));
@@ -128,6 +132,8 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
     std::vector<Event> all = read_events(path_, warnings);
     for (const Event& e : all) apply(e);
     for (const Event& e : all) begin_ = std::min(begin_.value_or(e.t), e.t);
+    if (struct stat made {}; !begin_ && ::stat(path_.c_str(), &made) == 0)
+      begin_ = static_cast<double>(made.st_mtim.tv_sec) + made.st_mtim.tv_nsec * 1e-9;
     // In the state's order, so that record() finds each job where it looks first.
     std::vector<std::pair<std::string, Seen>> ordered;
     ordered.reserve(view_.size());
