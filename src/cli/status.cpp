@@ -183,8 +183,9 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   return 0;
 }
 
-/// nvidia-smi, asked on a thread of its own (it takes 0.1 to 0.5 s on a real node, or hangs
-/// until its timeout) while this one loads the plan and the state. The thread is detached:
+/// The GPU probe (--gpu-probe: NVML, or nvidia-smi, which takes 0.1 to 0.5 s on a real node,
+/// or hangs until its timeout), and for --pairs auto the topology, asked on a thread of its
+/// own while this one loads the plan and the state. The thread is detached:
 /// a command that fails before it needs the reading exits without waiting for it. It uses
 /// nothing but its copy of the command (no object that exit destroys). Where no thread can
 /// be had, nvidia-smi is asked when the reading is wanted.
