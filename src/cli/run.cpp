@@ -41,17 +41,11 @@ int cmd_run(const Flags& f) {
   // A job that waits on another job of the plan may have its script made by that job: its missing
   // script is said, not refused (it fails as unstartable if the script is still missing when due).
   LocalFiles files(wd.path);
-  auto waits_on_a_job = [&](size_t i) {
-    const Job& job = plan->jobs[i];
-    if (job.produced_by && state.status_of(*plan, *job.produced_by) != Status::Done) return true;
-    for (const Dep& d : job.deps)
-      if (d.kind != Dep::Kind::File && state.status_of(*plan, d.job) != Status::Done) return true;
-    return false;
-  };
+  auto done = [&](size_t i) { return state.status_of(*plan, i) == Status::Done; };
   std::vector<size_t> missing = jobs_without_script(*plan, files, readable_file, [&](size_t i) {
     return state.status_of(*plan, i) != Status::Done;
   });
-  auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(i); });
+  auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(*plan, i, done); });
   if (later != missing.begin()) {
     fmt::print(stderr, "gpuq run: nothing started: {}\n",
                missing_scripts_text(*plan, std::vector<size_t>(missing.begin(), later), files, wd.shown));
