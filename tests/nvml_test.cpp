@@ -220,3 +220,33 @@ TEST(NvmlCli, RunPlacesAPairOnTheBridgeAndKeepsJobsOffALostGpu) {
   EXPECT_EQ(dir.read("one.gpus"), "3\n");
   EXPECT_THAT(o.out, HasSubstr("GPU 1 busy: lost (GPU is lost); no job starts on it"));
 }
+
+TEST(NvmlCli, StatusNamesTheProcessThatHoldsABusyGpu) {
+  json node = bridged();
+  node["devices"][1]["processes"] = {{{"pid", ::getpid()}, {"used_mib", 150}}};
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("w.sh", "true\n");
+  dir.write("plan.json", R"([{"id": "wide", "script": "w.sh", "gpus": 4, "est_hours": 1}])");
+  Output o = run_gpuq({"status", "--plan", "plan.json", "--gpus", "0-3"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr(fmt::format("needs 4 GPUs, 3 free; GPU 1 busy: process {} `", ::getpid())));
+  EXPECT_THAT(o.out, HasSubstr("(150 MiB) is no gpuq job's"));
+}
+
+TEST(NvmlCli, SimulateKeepsTheOriginalPairsUnlessToldAndThenPlacesAsRun) {
+  json node = bridged();
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("plan.json", R"([{"id": "one", "script": "a.sh", "gpus": 1, "est_hours": 1},
+                             {"id": "two", "script": "b.sh", "gpus": 2, "est_hours": 1}])");
+  Output plain = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3"}, dir.path(), fake.env());
+  EXPECT_THAT(plain.out, HasSubstr("gpus=[2, 3]   two"));
+  Output topo = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--pairs", "auto"}, dir.path(), fake.env());
+  EXPECT_THAT(topo.out, HasSubstr("gpus=[1, 3]   two"));
+  Output listed = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--pairs", "1-2"}, dir.path());
+  EXPECT_THAT(listed.out, HasSubstr("gpus=[1, 2]   two"));
+  Output bad = run_gpuq({"simulate", "--plan", "plan.json", "--pairs", "1-1"}, dir.path());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("'1-1' in --pairs '1-1' is not a pair of two GPU ids"));
+}
