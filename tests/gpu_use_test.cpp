@@ -148,3 +148,24 @@ TEST(GpuUseOutlook, StatusNamesWhoHoldsABusyGpu) {
   EXPECT_EQ(o.jobs[0].why, "needs 2 GPUs, 1 free; GPU 1 busy: process 4242 `python train.py` (120 MiB) is no gpuq "
                            "job's");
 }
+
+TEST(GpuUseTick, AGpuLostMidRunIsSaidOnceAndGetsNoJob) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "est_hours": 1, "deps": ["a"]}])",
+         {}, {0, 1});
+  q.probe.reading = idle8();
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0] (pid 1000)")));
+  q.probe.reading.lost[0] = "GPU is lost";  // a's GPU falls off the bus; a fails
+  q.probe.reading.used_mib->erase(0);
+  q.launcher.exit(1000, 1);
+  q.clock.advance(20);
+  q.tick();
+  EXPECT_EQ(q.status("a"), Status::Failed);
+  q.launcher.exit_all_running(0);
+  q.clock.advance(400);  // past --retry-after: a runs again, not on the lost GPU 0
+  q.tick();
+  EXPECT_THAT(q.out, ::testing::Contains(q.line("GPU 0 busy: lost (GPU is lost); no job starts on it")));
+  EXPECT_EQ(q.status("a"), Status::Running);
+  EXPECT_EQ(q.entry("a").gpus, (std::vector<int>{1}));
+}
