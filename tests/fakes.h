@@ -215,9 +215,17 @@ class FakeStore : public Store {
 };
 
 /// A probe whose reading the test sets (8 idle GPUs at first).
+/// A reading of memory alone (or none, with the problem), as an older nvidia-smi gives.
+inline GpuReading reading_of(std::optional<std::map<int, long long>> used_mib, std::string problem = "") {
+  GpuReading r;
+  r.used_mib = std::move(used_mib);
+  r.problem = std::move(problem);
+  return r;
+}
+
 class FakeProbe : public GpuProbe {
  public:
-  GpuReading reading{std::map<int, long long>{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}}, "", {}};
+  GpuReading reading = reading_of(std::map<int, long long>{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}});
   int reads = 0;
   GpuReading read() override {
     ++reads;

@@ -257,19 +257,19 @@ TEST(Tick, AGpuOverMaxUsedMibIsNotGiven) {
 TEST(Tick, NoReadingIsSaidOnceAndEveryGpuCountsAsFree) {
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]}])",
          {}, {0});
-  q.probe.reading = {std::nullopt, "nvidia-smi exited with status 9", {}};
+  q.probe.reading = reading_of(std::nullopt, "nvidia-smi exited with status 9");
   q.tick();
   const std::string said = "no GPU memory reading (nvidia-smi exited with status 9); every GPU not used by a job "
                            "counts as free, as the original does";
   EXPECT_THAT(q.out, ElementsAre(q.line(said), q.line("start a on GPUs [0] (pid 1000)")));
   q.tick();
   EXPECT_THAT(q.out, IsEmpty());
-  q.probe.reading = {std::map<int, long long>{{0, 0}}, "", {}};
+  q.probe.reading = reading_of(std::map<int, long long>{{0, 0}});
   q.tick();
   EXPECT_THAT(q.out, ElementsAre(q.line("nvidia-smi gives readings again")));
   q.tick();
   EXPECT_THAT(q.out, IsEmpty());
-  q.probe.reading = {std::nullopt, "nvidia-smi exited with status 9", {}};
+  q.probe.reading = reading_of(std::nullopt, "nvidia-smi exited with status 9");
   q.tick();
   EXPECT_THAT(q.out, ElementsAre(q.line(said)));
   EXPECT_EQ(q.probe.reads, 5);
