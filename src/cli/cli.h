@@ -52,6 +52,12 @@ struct Flags {
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
+  // gpuq add:
+  std::string add_id;
+  std::optional<long long> add_gpus;
+  std::optional<double> add_priority, add_est_hours;
+  std::vector<std::string> add_deps;
+  std::vector<std::string> add_script;  ///< the script, then its arguments
 };
 
 /// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
@@ -143,6 +149,7 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
 void add_history_command(CLI::App& app, Flags& f, Action& action);
+void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action);  ///< add, pause, resume
 
 /// Adds --learned-estimates (status, simulate).
 void add_learned_estimates(CLI::App* sub, Flags& f);
@@ -176,5 +183,6 @@ int cmd_validate(const Flags& f);
 int cmd_logs(const Flags& f);
 int cmd_control(const Flags& f, const std::string& action);
 int cmd_history(const Flags& f);
+int cmd_add(const Flags& f);
 
 }  // namespace gpuq::cli
