@@ -23,9 +23,9 @@ namespace gpuq::cli {
 int cmd_run(const Flags& f) {
   // The text as it was before the load: the version the reload on edit compares with (an
   // edit between the two is then reloaded at the first tick, never missed).
-  std::string text;
+  std::string plan_text;
   try {
-    text = read_file(f.plan).value_or("");
+    plan_text = read_file(f.plan).value_or("");
   } catch (const StoreError&) {
   }
   auto loaded = load_command(f);
@@ -79,7 +79,7 @@ int cmd_run(const Flags& f) {
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
   keep_loaded_plan(paths, f.plan);
-  return run_queue(std::move(loaded->plan), paths, opt, stdout, &info, &text);
+  return run_queue(std::move(loaded->plan), paths, opt, stdout, &info, &plan_text);
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {
