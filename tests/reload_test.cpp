@@ -7,6 +7,7 @@
 
 #include "gpuq/core/plan_diff.h"
 #include "gpuq/core/plan_text.h"
+#include "gpuq/live/hooks.h"
 #include "gpuq/live/plan_watch.h"
 #include "tick_loop.h"
 
@@ -359,4 +360,18 @@ TEST(PlanFile, AnEditWithErrorsIsReportedOnceAfterTheSettleTime) {
   for (double t : {100.4, 101.0, 110.0}) EXPECT_EQ(f.look(t).kind, PlanLook::Kind::Same) << t;
   write_text(p, kAB);  // fixed
   EXPECT_EQ(f.look(111).kind, PlanLook::Kind::Loaded);
+}
+
+// ---- the plan's own events in the event log and the hooks' filters
+
+TEST(PlanEvents, ReloadPauseAndResumeAreEventKindsTheHooksAcceptAndTheLogKeeps) {
+  std::string problem;
+  EXPECT_TRUE(parse_hook("reload,pause,resume:notify.sh", &problem)) << problem;
+  Event e = plan_event("reload", 1000.5, "run", "+1 job (x)");
+  EXPECT_FALSE(job_event(e));
+  auto back = parse_event(event_line(e), &problem);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_EQ(*back, e);
+  EXPECT_EQ(back->detail, "+1 job (x)");
+  EXPECT_TRUE(attempts_of({e}).empty());  // history's attempts: none of a job
 }
