@@ -19,14 +19,18 @@
 
 namespace gpuq {
 
-int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info,
+int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
               const std::string* plan_text) {
+  RunOptions opt = given;
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
   PosixLauncher launcher(paths, opt.workdir);
-  NvidiaSmiProbe probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  // Read in the background (every second at most, once per tick at least): a tick never waits for it.
+  BackgroundProbe probe(make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
+                                   opt.nvidia_smi_timeout),
+                        1.0);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
   // The plan (and the file a link names) and PLAN.paused wake the wait when they change.
@@ -39,6 +43,10 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& opt, std::FIL
     fmt::print(out, "{}\n", line);
     std::fflush(out);
   };
+  if (opt.placement.kind == Placement::Kind::Auto) {
+    opt.placement.topology = probe.topology().value_or(Topology{});
+    say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
+  }
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
   std::vector<HookSpec> specs;
   for (const std::string& text : opt.on_event)
