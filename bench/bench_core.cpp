@@ -9,6 +9,9 @@
 
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/plan_diff.h"
+#include "gpuq/core/plan_text.h"
+#include "gpuq/live/plan_watch.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
@@ -115,5 +118,28 @@ void BM_StatusRows(benchmark::State& st) {
 BENCHMARK(BM_StatusRows)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// What `run` does when the plan file of n jobs changes: the look at the file (stat, read,
+// parse and check: PlanFile::look) and the diff against the plan in use.
+void BM_Reload(benchmark::State& st) {
+  const Fixture& f = fixture(st.range(0));
+  std::string path = "/tmp/gpuq-bench-reload-" + std::to_string(st.range(0)) + ".json";
+  std::string edited = *append_job_text(f.plan_text, R"({"id": "added_by_the_edit", "script": "x.sh"})", nullptr);
+  double now = 1e9;
+  for (auto _ : st) {
+    st.PauseTiming();
+    PlanFile file(path, {0, 1, 2, 3, 4, 5, 6, 7}, f.plan_text);
+    if (FILE* out = std::fopen(path.c_str(), "w")) {
+      std::fwrite(edited.data(), 1, edited.size(), out);
+      std::fclose(out);
+    }
+    st.ResumeTiming();
+    PlanLook l = file.look(now += 10);
+    if (!l.plan) st.SkipWithError("the edit did not load");
+    else benchmark::DoNotOptimize(diff_plans(f.plan, *l.plan));
+  }
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_Reload)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -134,6 +134,37 @@ echo "$a $b $hz $watch" | awk '{printf "  %d clock ticks in %d s: %.3f%% of one 
 kill "$pid"; wait "$pid" 2>/dev/null || true
 pkill -f "sleep $((watch + 10))" 2>/dev/null || true
 fi
+if [[ $section == all || $section == reload ]]; then
+echo "== reload on edit: the plan's rename to the start of a newly added ready job, at the default --poll 20"
+echo "   (50 edits, each a temporary file renamed over the plan; the job's first line takes bash's \$EPOCHREALTIME)"
+d=$work/reload; mkdir -p "$d/t"
+echo 'echo "$EPOCHREALTIME" > "t/$GPUQ_JOB_ID.start"' > "$d/job.sh"
+echo 'sleep 600' > "$d/hold.sh"
+plan_with() {  # the plan with jobs e1..eN (0 GPUs, ready at once) after a job that keeps run going
+  { echo '[{"id": "hold", "script": "hold.sh", "gpus": 1}'
+    for i in $(seq 1 "$1"); do echo ",{\"id\": \"e$i\", \"script\": \"job.sh\", \"gpus\": 0}"; done
+    echo ']'; } > "$d/.plan.tmp"
+}
+plan_with 0; mv "$d/.plan.tmp" "$d/plan.json"
+(cd "$d" && exec "$G" run --plan plan.json >/dev/null) & pid=$!
+until [[ -s $d/plan.state.json ]] && grep -q running "$d/plan.state.json"; do sleep 0.05; done
+for i in $(seq 1 50); do
+  plan_with "$i"
+  t0=$EPOCHREALTIME; mv "$d/.plan.tmp" "$d/plan.json"
+  until [[ -s $d/t/e$i.start ]]; do sleep 0.001; done
+  echo "$(cat "$d/t/e$i.start") - $t0" | bc -l
+  sleep 0.3  # past the settle re-check, so that each edit is measured alone
+done > "$work/rl"
+printf '  median %.1f ms, 90th percentile %.1f ms, max %.1f ms (50 edits)\n' "$(median < "$work/rl" | awk '{print $1*1000}')" \
+  "$(pct 90 < "$work/rl" | awk '{print $1*1000}')" "$(sort -g "$work/rl" | tail -1 | awk '{print $1*1000}')"
+kill "$pid"; wait "$pid" 2>/dev/null || true
+pkill -f "$d/hold.sh" 2>/dev/null || true; for p in $(grep -o '"pid": [0-9]*' "$d/plan.state.json" | grep -o '[0-9]*'); do kill -9 -"$p" 2>/dev/null || true; done
+if [[ -x build/bench_core ]]; then
+  echo "   a reload of a 10,000-job plan in-process (read, parse and check, diff; Google Benchmark, median of 5):"
+  build/bench_core --benchmark_filter='Reload' --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>/dev/null |
+    grep median | sed 's/^/  /'
+fi
+fi
 if [[ $section == all || $section == limits ]]; then
 echo "== time limits: from a job's deadline (the state's start + its limit) to its SIGTERM, at the default --poll 20"
 echo "   (50 jobs at once, limits 2-5.5 s; the job's TERM trap takes bash's \$EPOCHREALTIME)"

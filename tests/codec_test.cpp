@@ -39,6 +39,7 @@ std::string reference_dump(const State& state) {
     if (s.kill_sent) e["kill_sent"] = *s.kill_sent;
     if (s.warn_sent) e["warn_sent"] = *s.warn_sent;
     if (s.requeue) e["requeue"] = *s.requeue;
+    if (s.removed) e["removed"] = *s.removed;
     if (s.outcome) e["outcome"] = *s.outcome;
     if (s.reason) e["reason"] = *s.reason;
     if (s.log_size) e["log_size"] = *s.log_size;
@@ -121,6 +122,7 @@ struct Gen {
       if (coin(20)) s.warn_sent = real();
       if (coin(20)) s.outcome = coin() ? std::string("timeout") : text();
       if (coin(20)) s.requeue = real();
+      if (coin(20)) s.removed = real();
       if (coin(20)) s.reason = text();
       if (coin(20)) s.log_size = static_cast<long long>(below(1u << 30));
       if (coin(20)) s.log_grew = real();

@@ -56,6 +56,12 @@ struct Flags {
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
+  // gpuq add:
+  std::string add_id;
+  std::optional<long long> add_gpus;
+  std::optional<double> add_priority, add_est_hours;
+  std::vector<std::string> add_deps;
+  std::vector<std::string> add_script;  ///< the script, then its arguments
 };
 
 /// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
@@ -157,6 +163,7 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
 void add_history_command(CLI::App& app, Flags& f, Action& action);
+void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action);  ///< add, pause, resume
 void add_gpus_command(CLI::App& app, Flags& f, Action& action);
 
 /// Adds --learned-estimates (status, simulate).
@@ -191,6 +198,7 @@ int cmd_validate(const Flags& f);
 int cmd_logs(const Flags& f);
 int cmd_control(const Flags& f, const std::string& action);
 int cmd_history(const Flags& f);
+int cmd_add(const Flags& f);
 int cmd_gpus(const Flags& f);
 
 }  // namespace gpuq::cli

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   add_logs_command(app, f, action);
   add_control_commands(app, f, action);
   add_history_command(app, f, action);
+  add_plan_edit_commands(app, f, action);
   add_gpus_command(app, f, action);
   add_completion_commands(app, action);
   add_man_help_flag(app);

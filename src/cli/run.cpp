@@ -21,6 +21,13 @@
 namespace gpuq::cli {
 
 int cmd_run(const Flags& f) {
+  // The text as it was before the load: the version the reload on edit compares with (an
+  // edit between the two is then reloaded at the first tick, never missed).
+  std::string plan_text;
+  try {
+    plan_text = read_file(f.plan).value_or("");
+  } catch (const StoreError&) {
+  }
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
@@ -77,8 +84,9 @@ int cmd_run(const Flags& f) {
   info.started = unix_now();
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
+  info.loaded_at = info.started;
   keep_loaded_plan(paths, f.plan);
-  return run_queue(*plan, paths, opt, stdout, &info);
+  return run_queue(std::move(loaded->plan), paths, opt, stdout, &info, &plan_text);
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {
@@ -97,7 +105,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   run->add_option("--on-event", f.on_event,
                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
                   "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
-                  "'failed,timeout:CMD' runs it for those only (event kinds: start, end, retry, kill, hold, timeout; "
+                  "'failed,timeout:CMD' runs it for those only (event kinds: start, end, retry, kill, hold, timeout, reload, pause, resume; "
                   "end outcomes: done, failed, killed, lost, hung); repeatable")
       ->allow_extra_args(false);
   run->add_option("--hook-timeout", f.hook_timeout, "seconds an --on-event command may run before it is stopped")

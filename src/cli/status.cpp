@@ -17,6 +17,7 @@
 #include "gpuq/live/phase.h"
 #include "gpuq/live/async.h"
 #include "gpuq/live/local_files.h"
+#include "gpuq/live/plan_edit.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/plan.h"
@@ -66,6 +67,7 @@ struct RunLook {
 
 RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
   RunLook l;
+  l.seen.paused_since = paused_since(paths);
   RunPresence p = run_presence(paths);
   l.seen.running = p.running;
   if (p.info) {
@@ -74,7 +76,7 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
     l.seen.started = p.info->started;
     l.seen.last_tick = p.info->tick;
     l.seen.ended = p.info->ended;
-    l.seen.plan_loaded_at = p.info->loaded.mtime;
+    l.seen.plan_loaded_at = p.info->loaded_at.value_or(p.info->loaded.mtime);
   } else if (!p.lock_pid.empty()) {
     char* end = nullptr;
     long long pid = std::strtoll(p.lock_pid.c_str(), &end, 10);
@@ -89,6 +91,8 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
   auto now = stamp_plan(paths.plan);
   if (!now || now->hash == p.info->loaded.hash) return l;
   l.seen.plan_changed = true;
+  // run reloads a valid edit at once: one it keeps running without has problems.
+  if (PlanLoad disk = load_plan(paths.plan, gpus); !disk.plan) l.seen.plan_problems = disk.errors.size();
   PlanLoad loaded = load_plan(paths.run_plan, gpus);
   if (loaded.plan) {
     l.loaded_ids.emplace();
@@ -100,23 +104,32 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
 /// The lines about the plan's `gpuq run`, before the outlook.
 std::string run_lines(const Flags& f, const RunSeen& r, double now) {
   std::string who = r.pid ? fmt::format("pid {}{}", *r.pid, r.host.empty() ? "" : " on " + r.host) : "pid ?";
+  std::string paused = r.paused_since ? fmt::format("paused since {}: no new job starts until `gpuq resume --plan "
+                                                    "{}` (running jobs go on)\n",
+                                                    local_time(*r.paused_since, now), f.plan)
+                                      : "";
   if (!r.running) {
     std::string last;
     if (r.pid && (r.ended || r.last_tick))
       last = fmt::format(" (the last one, {}, {} at {})", who, r.ended ? "ended" : "stopped ticking",
                          local_time(r.ended ? *r.ended : *r.last_tick, now));
-    return fmt::format("no `gpuq run` is running this plan{}: nothing starts until `gpuq run --plan {}` is started\n",
-                       last, f.plan);
+    return paused + fmt::format("no `gpuq run` is running this plan{}: nothing starts until `gpuq run --plan {}` is "
+                                "started\n",
+                                last, f.plan);
   }
-  std::string out = fmt::format("`gpuq run` ({}) is running this plan", who);
+  std::string out = paused + fmt::format("`gpuq run` ({}) is running this plan", who);
   if (r.last_tick)
     out += fmt::format("; its last tick {} ({:.0f} s ago)", clock_stamp(*r.last_tick), std::max(0.0, now - *r.last_tick));
   out += "\n";
-  if (r.plan_changed)
-    out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since: run does not see the edit "
-                       "until it is restarted (Ctrl-C it, then `gpuq run` again; its jobs keep running). The "
-                       "prediction below is for the plan on disk\n",
-                       r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?", f.plan);
+  std::string loaded_at = r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?";
+  if (r.plan_problems)
+    out += fmt::format("the plan on disk has {} problem{}; still running the version loaded at {} (`gpuq validate "
+                       "--plan {}` lists them; fix the file and run reloads it)\n",
+                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at, f.plan);
+  else if (r.plan_changed)
+    out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since and is reloaded at run's "
+                       "next tick\n",
+                       loaded_at, f.plan);
   return out;
 }
 
@@ -129,7 +142,7 @@ void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
     if (!run.seen.running) {
       if (v.why == kNextTick) v.why = "ready: starts when `gpuq run` is started";
     } else if (run.loaded_ids && v.status == "pending" && !run.loaded_ids->count(plan.jobs[v.job].id)) {
-      v.why = fmt::format("not in the plan `gpuq run` loaded at {}: it starts only once run is restarted", loaded_at);
+      v.why = fmt::format("not in the plan `gpuq run` loaded at {}: it starts once run has reloaded the plan", loaded_at);
     }
   }
 }
@@ -215,6 +228,17 @@ PlanStamp plan_stamp(const std::string& path) {
           static_cast<long long>(st.st_mtim.tv_nsec), static_cast<unsigned long long>(st.st_ino)};
 }
 
+/// The plan on disk has problems (load_command printed them): while a `gpuq run` goes on
+/// with the version it loaded (PLAN.run.plan.json), status shows that one, and says so.
+std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
+  auto gpus = node_gpus(f);
+  PlanPaths paths = plan_paths(f);
+  if (!gpus || !run_presence(paths).running) return std::nullopt;
+  PlanLoad kept = load_plan(paths.run_plan, *gpus);
+  if (!kept.plan) return std::nullopt;
+  return Loaded{std::move(*gpus), std::move(*kept.plan)};
+}
+
 }  // namespace
 
 int cmd_status(const Flags& f) {
@@ -231,6 +255,7 @@ int cmd_status(const Flags& f) {
     state = on_another_core([paths = plan_paths(f)] { return read_state(paths); });
   }
   auto loaded = load_command(f);
+  if (!loaded) loaded = plan_run_goes_on_with(f);  // an edit with errors: the run's own version
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;

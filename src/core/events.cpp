@@ -13,8 +13,21 @@
 namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
-  static const std::vector<std::string> kinds{"start", "end", "retry", "kill", "hold", "timeout"};
+  static const std::vector<std::string> kinds{"start",  "end",    "retry", "kill",
+                                              "hold",   "timeout", "reload", "pause", "resume"};
   return kinds;
+}
+
+bool job_event(const Event& e) { return e.kind != "reload" && e.kind != "pause" && e.kind != "resume"; }
+
+Event plan_event(const std::string& kind, double t, std::string_view by, std::optional<std::string> detail) {
+  Event e;
+  e.t = t;
+  e.kind = kind;
+  e.attempt = 0;
+  e.by = std::string(by);
+  e.detail = std::move(detail);
+  return e;
 }
 
 Seen seen_of(const JobState& s) {
@@ -142,6 +155,7 @@ std::string event_line(const Event& e) {
   if (e.started) j["start"] = *e.started;
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
   j["by"] = e.by;
+  if (e.detail) j["detail"] = *e.detail;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -169,6 +183,7 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
     if (j.contains("start") && j["start"].is_number()) e.started = j["start"].get<double>();
     if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
     if (j.contains("by") && j["by"].is_string()) e.by = j["by"].get<std::string>();
+    if (j.contains("detail") && j["detail"].is_string()) e.detail = j["detail"].get<std::string>();
   } catch (const nlohmann::json::exception& x) {
     return fail(x.what());
   }

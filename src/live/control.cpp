@@ -18,6 +18,7 @@ JobState requeued(const JobState& s) {
   JobState fresh;
   fresh.status = Status::Pending;
   fresh.attempts = s.attempts;
+  fresh.removed = s.removed;
   return fresh;
 }
 
@@ -55,6 +56,7 @@ std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
         JobState fresh;
         fresh.status = Status::Pending;
         fresh.attempts = s.attempts;
+        fresh.removed = s.removed;  // a job the plan no longer has stays one that never starts
         keep_attempts(s, fresh);
         s = fresh;
         ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});

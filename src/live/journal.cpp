@@ -99,6 +99,7 @@ void append_events(const std::string& path, const std::vector<Event>& events) {
 Journal::Journal(std::string path, double max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
 
 void Journal::apply(const Event& e) {
+  if (!job_event(e)) return;  // the plan's own (reload, pause, resume)
   auto it = index_.find(e.id);
   if (it == index_.end()) {
     it = index_.emplace(e.id, view_.size()).first;
@@ -215,6 +216,16 @@ std::vector<Event> Journal::record(const State& state, double now, std::string_v
   }
   rotate_if_big();
   return events;
+}
+
+bool Journal::append_plan_event(const Event& e) {
+  struct stat st {};
+  bool read_all = ::stat(path_.c_str(), &st) == 0 && st.st_ino == inode_ && st.st_size == offset_;
+  append_events(path_, {e});
+  // Nothing of others' unread: our own line is not theirs to catch up with.
+  if (!read_all || ::stat(path_.c_str(), &st) != 0) return false;
+  offset_ = st.st_size;
+  return true;
 }
 
 void Journal::rotate_if_big() {

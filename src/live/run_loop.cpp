@@ -12,32 +12,18 @@
 #include "gpuq/live/control.h"
 #include "gpuq/live/phase.h"
 #include "gpuq/live/proc.h"
+#include "run_tick.h"
 
 namespace gpuq {
 
 // How soon the next tick comes when the GPU reading predates a job's end (seconds).
 constexpr double kStaleReadingWake = 1.5;
 
-/// One tick's working state.
-struct RunLoop::Tick {
-  State state;
-  double now = 0;
-  double wake_in = 0;
-  GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
-  bool any_running = false;
-  std::vector<long long> running;  // pids to wake on the end of: running jobs, killed ones dying
-  std::vector<Start> starts;       // what decide chose
-  std::vector<std::pair<size_t, Launched>> launched;
-  std::vector<std::string> missing_files;  // file: deps decide found missing
-  std::map<int, int> util_pct;             // the probe's utilization per GPU (those that gave one)
-  bool have_reading = false;               // the probe gave a memory reading
-  bool saved = false;
-};
-
-RunLoop::RunLoop(const Plan& plan, const RunOptions& opt, const Ports& ports, Say out, Say err)
-    : plan_(plan), opt_(opt), os_(ports), out_(std::move(out)), err_(std::move(err)) {
-  for (size_t i = 0; i < plan.jobs.size(); ++i)
-    if (plan.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
+RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, Say err)
+    : plan_(std::move(plan)), opt_(opt), os_(ports), out_(std::move(out)), err_(std::move(err)) {
+  for (size_t i = 0; i < plan_.jobs.size(); ++i)
+    if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
+  loaded_at_ = os_.clock.now();
 }
 
 void RunLoop::say(double now, const std::string& line) const { out_(fmt::format("{} {}", clock_stamp(now), line)); }
@@ -50,6 +36,8 @@ TickResult RunLoop::tick() {
     Store::Locked lock(os_.store);
     load_state(t);
     catch_up_events(t);
+    reload_plan(t);
+    note_pause(t);
     refresh_ended(t);
     enforce_limits(t);
     escalate_kills(t);
@@ -184,7 +172,7 @@ void RunLoop::refresh_ended(Tick& t) {
 void RunLoop::enforce_limits(Tick& t) {
   for (auto& [id, s] : t.state.entries()) {
     if (s.status != Status::Running || !s.pid) continue;
-    const Job* job = plan_.find(id);
+    const Job* job = job_of(id);
     if (!job) continue;
     LimitCheck c = check_limit(*job, s, opt_.time_limit_factor, t.now);
     if (c.act == LimitCheck::Act::Timeout) {
@@ -256,6 +244,10 @@ void RunLoop::escalate_kills(Tick& t) {
 
 // Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
 void RunLoop::note_running(Tick& t) {
+  for (auto it = started_as_.begin(); it != started_as_.end();) {  // ended: their next attempt takes the plan's
+    const JobState* s = t.state.find(it->first);
+    it = s && s->status == Status::Running ? std::next(it) : started_as_.erase(it);
+  }
   t.busy |= busy_in_state(t.state);
   for (auto& [id, s] : t.state.entries()) {
     if (s.status != Status::Running) continue;
@@ -330,7 +322,7 @@ void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules) {
 void RunLoop::watch_quiet(Tick& t) {
   for (auto& [id, s] : t.state.entries()) {
     if (s.status != Status::Running || !s.pid || s.kill_sent) continue;
-    const Job* job = plan_.find(id);
+    const Job* job = job_of(id);
     if (!job || !quiet_minutes(*job, opt_)) continue;
     note_activity(s, os_.launcher.log_size(id), t.util_pct, t.now);
     QuietCheck c = check_quiet(*job, s, opt_, t.now);
@@ -389,6 +381,10 @@ void RunLoop::decide(Tick& t) {
   TickDecision d = decide_tick(plan_, t.state, opt_, t.now, free, t.any_running, files);
   for (auto& [id, n] : d.retried) say(t.now, fmt::format("auto-retry {} (retry {})", id, n));
   t.wake_in = std::min(t.wake_in, d.next_retry_in);
+  if (t.paused) {  // `gpuq pause`: the running jobs go on, nothing new starts
+    d.pass.starts.clear();
+    d.pass.stall_broken = false;
+  }
   if (d.pass.stall_broken)
     say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",
@@ -525,6 +521,9 @@ void RunLoop::record_events(Tick& t) {
 
 bool RunLoop::all_finished(const Tick& t) const {
   if (!last_save_problem_.empty()) return false;  // never finish with the last state unsaved
+  // A job a reload removed from the plan is left to finish: run waits for it.
+  for (const auto& [id, s] : t.state.entries())
+    if (s.removed && (s.status == Status::Running || s.kill_sent)) return false;
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
     const JobState* s = t.state.of(plan_, i);
     Status st = s ? s->status : Status::Pending;

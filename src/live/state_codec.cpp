@@ -46,7 +46,7 @@ bool known_field(std::string_view key) {
   return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
          key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "log_size" ||
          key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "reason" ||
-         key == "requeue";
+         key == "requeue" || key == "removed";
 }
 
 // One field of an entry into `s`, or EntryError (`bad` words it).
@@ -75,7 +75,8 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
     if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
     (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
   } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "log_grew" ||
-             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "requeue") {
+             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "requeue" ||
+             key == "removed") {
     if (!json_is_number(val))
       throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
     (key == "start"       ? s.start
@@ -86,6 +87,7 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
      : key == "gpus_busy" ? s.gpus_busy
      : key == "gpus_read" ? s.gpus_read
      : key == "requeue"   ? s.requeue
+     : key == "removed"   ? s.removed
                           : s.hung_noted) = json_as_double(val);
   } else if (key == "log_size") {
     if (!json_is_integer(val) || as_integer(val) < 0)
@@ -180,8 +182,8 @@ class DoubleTexts {
     auto& values = list.get_ref<nlohmann::json::array_t&>();
     values.reserve(state.entries().size() * 2);
     for (const auto& [id, s] : state.entries())
-      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.requeue, &s.log_grew, &s.gpus_busy,
-                            &s.gpus_read, &s.hung_noted})
+      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.requeue, &s.removed, &s.log_grew,
+                            &s.gpus_busy, &s.gpus_read, &s.hung_noted})
         if (*d) values.emplace_back(**d);
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
@@ -248,6 +250,7 @@ std::string dump_state(const State& state) {
     if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
     if (s.warn_sent) field("warn_sent"), doubles.put_next(out);
     if (s.requeue) field("requeue"), doubles.put_next(out);
+    if (s.removed) field("removed"), doubles.put_next(out);
     if (s.outcome) field("outcome"), put_string(out, *s.outcome);
     if (s.reason) field("reason"), put_string(out, *s.reason);
     if (s.log_size) field("log_size"), put_integer(out, *s.log_size);

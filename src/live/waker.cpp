@@ -26,7 +26,8 @@ void warn(const std::string& call) { fmt::print(stderr, "gpuq run: {}: {}\n", ca
 
 }  // namespace
 
-PosixWaker::PosixWaker(std::string state_file) : state_file_(std::move(state_file)) {
+PosixWaker::PosixWaker(std::string state_file, std::vector<std::string> also)
+    : state_file_(std::move(state_file)), also_(std::move(also)) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
@@ -46,7 +47,7 @@ PosixWaker::~PosixWaker() {
 
 int PosixWaker::watch_folder(const std::string& dir) {
   if (inotify_ < 0) return -1;
-  return inotify_add_watch(inotify_, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB);
+  return inotify_add_watch(inotify_, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM);
 }
 
 std::vector<std::string> PosixWaker::watch_files(const std::vector<std::string>& paths) {
@@ -65,6 +66,7 @@ std::vector<std::string> PosixWaker::watch_files(const std::vector<std::string>&
     return true;
   };
   add(state_file_);
+  for (const std::string& p : also_) add(p);
   for (const std::string& p : paths)
     if (add(p)) watched.push_back(p);
   return watched;

@@ -47,6 +47,9 @@ std::string outlook_json(const Plan& plan, const std::string& plan_path, const O
   ojson counts = ojson::object();
   for (const JobView& v : o.jobs) counts[v.status] = counts.value(v.status, 0) + 1;
   doc["counts"] = counts;
+  doc["plan_loaded_at"] = run.running ? opt_num(run.plan_loaded_at) : ojson(nullptr);
+  doc["paused"] = run.paused_since.has_value();
+  doc["paused_since"] = opt_num(run.paused_since);
   if (run.running) {
     ojson r = ojson::object();
     r["pid"] = run.pid ? ojson(*run.pid) : ojson(nullptr);
@@ -55,6 +58,7 @@ std::string outlook_json(const Plan& plan, const std::string& plan_path, const O
     r["last_tick"] = opt_num(run.last_tick);
     r["plan_loaded_at"] = opt_num(run.plan_loaded_at);
     r["plan_changed"] = run.plan_changed;
+    r["plan_problems"] = run.plan_problems ? ojson(*run.plan_problems) : ojson(nullptr);
     doc["run"] = std::move(r);
   } else {
     doc["run"] = nullptr;

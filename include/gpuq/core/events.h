@@ -20,8 +20,8 @@ namespace gpuq {
 /// One line of the event log.
 struct Event {
   double t = 0;              ///< when it happened (seconds since the epoch)
-  std::string kind;          ///< start, end, retry, kill, hold, timeout
-  std::string id;            ///< the job
+  std::string kind;          ///< start, end, retry, kill, hold, timeout; reload, pause, resume (of the plan)
+  std::string id;            ///< the job ("" for the plan's own events)
   long long attempt = 1;     ///< the attempt it concerns (GPUQ_ATTEMPT: 1 for the first run)
   std::optional<std::vector<int>> gpus;  ///< start (and end): the GPUs
   std::optional<long long> pid;          ///< start: the process group
@@ -30,12 +30,20 @@ struct Event {
   std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::string by;            ///< who made the change: "run", "kill", "hold", "retry", ...
+  std::optional<std::string> detail;     ///< reload: what changed ("+2 jobs (a, b), 1 removed (c)")
 
   bool operator==(const Event&) const = default;
 };
 
 /// The event kinds, in the order they are listed in help texts.
 const std::vector<std::string>& event_kinds();
+
+/// True for the events of a job (start ... timeout); false for the plan's own (reload,
+/// pause, resume), which change no job's view.
+bool job_event(const Event& e);
+
+/// A plan event (reload, pause, resume) at `t`, made by `by`.
+Event plan_event(const std::string& kind, double t, std::string_view by, std::optional<std::string> detail = {});
 
 /// What the log last said of a job: enough to tell what a new entry changed. Blocked
 /// counts as pending; `start` is kept for running, done and failed only.

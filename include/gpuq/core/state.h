@@ -38,6 +38,8 @@ struct JobState {
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
   std::optional<double> warn_sent;              ///< when run sent the job's warn_signal (sent once)
   std::optional<double> requeue;                ///< when `gpuq requeue` stopped it: pending again once its group is gone
+  std::optional<double> removed;                ///< when a reload of the plan dropped the job (`run` never starts it
+                                                ///< again; a running one is left to finish)
   std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
                                                 ///< "hung": stopped by the watchdog (watchdog.h);
                                                 ///< "unstartable": it could not be started (rules.h)

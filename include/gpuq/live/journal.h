@@ -54,6 +54,11 @@ class Journal {
   /// call logs them again).
   std::vector<Event> record(const State& state, double now, std::string_view by);
 
+  /// Appends one of the plan's own events (reload, pause, resume: job_event is false), as
+  /// record does: throws StoreError naming the file. True when the line is taken as read
+  /// (the caller fires the hooks for it); false when the next catch_up returns it.
+  bool append_plan_event(const Event& e);
+
   const std::string& path() const { return path_; }
 
  private:

@@ -33,7 +33,8 @@ struct RunInfo {
   double started = 0;           ///< unix seconds
   double tick = 0;              ///< the end of its last tick (unix seconds)
   std::optional<double> ended;  ///< when it exited (all finished, or stopped)
-  PlanStamp loaded;             ///< the plan as it loaded it
+  PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
+  std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
 };
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not

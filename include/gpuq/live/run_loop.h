@@ -15,6 +15,7 @@
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/hooks.h"
 #include "gpuq/live/journal.h"
+#include "gpuq/live/plan_watch.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/store.h"
@@ -44,7 +45,25 @@ struct TickResult {
 class RunLoop {
  public:
   /// `out` gets the log lines, `err` the message of a fatal error.
-  RunLoop(const Plan& plan, const RunOptions& opt, const Ports& ports, Say out, Say err);
+  RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, Say err);
+
+  /// Reload on edit: each tick looks at `source`; a valid new version replaces the plan
+  /// (pending jobs take their new definition, running ones keep the one they started with
+  /// until they end, jobs no longer in the plan are marked "removed" and never started
+  /// again), one line says what changed, and `reloaded(text, now)` is called (run_queue
+  /// keeps PLAN.run.json and the copy of the plan in step). A version with errors changes
+  /// nothing: its problems are said once. Null: the plan is read once.
+  void watch_plan(PlanSource* source, std::function<void(const std::string&, double)> reloaded = {}) {
+    plan_source_ = source;
+    reloaded_ = std::move(reloaded);
+  }
+
+  /// `paused()` says since when the plan is paused (`gpuq pause`), or nullopt: while it
+  /// is, no job starts (running ones go on).
+  void pause_from(std::function<std::optional<double>()> paused) { paused_ = std::move(paused); }
+
+  /// The plan in use (the last version reloaded).
+  const Plan& plan() const { return plan_; }
 
   /// Logs each tick's events to `journal` (journal.h) and runs `hooks` for them
   /// (and for those the control commands log); either may be null.
@@ -67,6 +86,10 @@ class RunLoop {
  private:
   struct Tick;
   void load_state(Tick& t);
+  void reload_plan(Tick& t);
+  void take_plan(Tick& t, Plan next, const std::string& text);
+  void note_pause(Tick& t);
+  const Job* job_of(const std::string& id) const;
   void say_changes(const Tick& t, const State& before);
   void say_adopted(const Tick& t);
   std::string outcomes(const State& state) const;
@@ -92,7 +115,7 @@ class RunLoop {
   int stopped(const Wake& w);
   void say(double now, const std::string& line) const;
 
-  const Plan& plan_;
+  Plan plan_;
   const RunOptions opt_;
   Ports os_;
   Say out_, err_;
@@ -108,6 +131,13 @@ class RunLoop {
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   std::string last_journal_problem_;
+  PlanSource* plan_source_ = nullptr;
+  std::function<void(const std::string&, double)> reloaded_;
+  double loaded_at_ = 0;                   // when the plan in use was loaded
+  std::map<std::string, Job> started_as_;  // running jobs whose definition a reload changed: the one they run
+  std::function<std::optional<double>()> paused_;
+  std::optional<double> was_paused_;  // what the last tick saw
+  bool pause_seen_ = false;
 };
 
 struct RunInfo;
@@ -115,7 +145,9 @@ struct RunInfo;
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
 /// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
 /// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out,
-              RunInfo* info = nullptr);
+/// `plan_text` is the text `plan` was loaded from: the plan file is watched for edits
+/// against it (RunLoop::watch_plan).
+int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info = nullptr,
+              const std::string* plan_text = nullptr);
 
 }  // namespace gpuq

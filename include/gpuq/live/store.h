@@ -26,6 +26,7 @@ struct PlanPaths {
   std::string run_lock;   ///< held by a `gpuq run` for its whole life (gpuq's own; the original has none)
   std::string run_info;   ///< PLAN.run.json: who runs the plan, its last tick, the plan it loaded (gpuq's own)
   std::string run_plan;   ///< PLAN.run.plan.json: a copy of the plan as `run` loaded it (gpuq's own)
+  std::string paused;     ///< PLAN.paused: there while `gpuq pause` holds the plan (gpuq's own)
   std::string logs;
   /// When `plan` is a symbolic link: the state file beside the link (which the original,
   /// or a gpuq before this one, used), else "".

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gpuq/live/ports.h"
 
@@ -20,8 +21,9 @@ namespace gpuq {
 /// folders (a folder that does not exist is not watched).
 class PosixWaker : public Waker {
  public:
-  /// `state_file`: the state, whose replacement always wakes the wait.
-  explicit PosixWaker(std::string state_file);
+  /// `state_file`: the state, whose replacement always wakes the wait; `also`: more files
+  /// whose change (written, replaced, made or removed) always wakes it (the plan, PLAN.paused).
+  explicit PosixWaker(std::string state_file, std::vector<std::string> also = {});
   ~PosixWaker() override;
   PosixWaker(const PosixWaker&) = delete;
   PosixWaker& operator=(const PosixWaker&) = delete;
@@ -38,6 +40,7 @@ class PosixWaker : public Waker {
   bool read_inotify();
 
   std::string state_file_;
+  std::vector<std::string> also_;
   int sigfd_ = -1;
   int inotify_ = -1;
   bool wake_now_ = false;

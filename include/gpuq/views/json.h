@@ -21,10 +21,12 @@ struct RunSeen {
   std::optional<double> started, last_tick, ended;  ///< unix seconds
   std::optional<double> plan_loaded_at;   ///< the modification time of the plan it loaded
   bool plan_changed = false;              ///< the plan on disk is not the one it loaded
+  std::optional<size_t> plan_problems;    ///< the plan on disk has this many problems (run goes on with its own)
+  std::optional<double> paused_since;     ///< `gpuq pause` holds the plan (not run's own: the plan's)
 };
 
-/// `status --json`: {"plan", "now", "finish", "counts", "run", "jobs": [JobView...]}; "run" is
-/// null when no `gpuq run` holds the plan.
+/// `status --json`: {"plan", "now", "finish", "counts", "plan_loaded_at", "paused", "paused_since",
+/// "run", "jobs": [JobView...]}; "run" (and "plan_loaded_at") null when no `gpuq run` holds the plan.
 std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o,
                          const RunSeen& run = RunSeen{});
 

@@ -1,0 +1,119 @@
+// `gpuq add`, `gpuq pause` and `gpuq resume`: changes to a plan that a running `gpuq run`
+// takes without a restart (it reloads the plan file on edit, and looks at PLAN.paused).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/core/plan_text.h"
+#include "gpuq/live/plan_edit.h"
+#include "gpuq/live/proc.h"
+#include "gpuq/live/store.h"
+
+#include "cli.h"
+
+namespace gpuq::cli {
+
+namespace {
+
+// The job `gpuq add` appends, as one line of JSON laid out as people write plans ("key":
+// value, ", " between): the fields given, in the README's order.
+std::string job_text(const Flags& f) {
+  auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
+  auto list = [&](auto first, auto last) {
+    std::string out = "[";
+    for (auto it = first; it != last; ++it) out += (it == first ? "" : ", ") + str(*it);
+    return out + "]";
+  };
+  std::string out = fmt::format("{{\"id\": {}, \"script\": {}", str(f.add_id), str(f.add_script.front()));
+  if (f.add_gpus) out += fmt::format(", \"gpus\": {}", *f.add_gpus);
+  if (f.add_priority) out += fmt::format(", \"priority\": {}", *f.add_priority);
+  if (f.add_est_hours) out += fmt::format(", \"est_hours\": {}", *f.add_est_hours);
+  if (!f.add_deps.empty()) out += ", \"deps\": " + list(f.add_deps.begin(), f.add_deps.end());
+  if (f.add_script.size() > 1) out += ", \"args\": " + list(f.add_script.begin() + 1, f.add_script.end());
+  return out + "}";
+}
+
+}  // namespace
+
+int cmd_add(const Flags& f) {
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
+  if (std::string why = plan_file_problem(f.plan); !why.empty()) {
+    fmt::print(stderr, "gpuq add: {}\n", why);
+    return kExitBadInput;
+  }
+  PlanPaths paths = plan_paths(f);
+  // The file itself, where the plan is a link: the link stays a link.
+  std::error_code ec;
+  std::string target = std::filesystem::canonical(f.plan, ec).string();
+  if (ec) target = f.plan;
+  FileStore store(paths);
+  Store::Locked lock(store);  // one writer of the plan at a time: two adds never lose one
+  std::string text = read_file(target).value_or("");
+  PlanLoad before = parse_plan(text, f.plan, *gpus);
+  if (!before.plan) {
+    for (const std::string& e : before.errors) fmt::print(stderr, "{}\n", e);
+    fmt::print(stderr, "gpuq add: the plan has {} problem(s) already; fix them first (nothing was added)\n",
+               before.errors.size());
+    return kExitBadInput;
+  }
+  std::string problem;
+  auto next = append_job_text(text, job_text(f), &problem);
+  if (!next) {
+    fmt::print(stderr, "gpuq add: {}: {}; nothing was added\n", f.plan, problem);
+    return kExitBadInput;
+  }
+  PlanLoad after = parse_plan(*next, f.plan, *gpus);
+  if (!after.plan) {
+    for (const std::string& e : after.errors) fmt::print(stderr, "{}\n", e);
+    fmt::print(stderr, "gpuq add: {} not added: the plan with it would have {} problem(s); {} is unchanged\n",
+               f.add_id, after.errors.size(), f.plan);
+    return kExitBadInput;
+  }
+  replace_file_durably(target, *next);
+  fmt::print("added {} to {} ({} jobs); a running `gpuq run` starts it when it is ready\n", f.add_id, f.plan,
+             after.plan->jobs.size());
+  return 0;
+}
+
+void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
+  auto* add = app.add_subcommand("add", "append one job to the plan file (checked first; the rest of the file kept "
+                                        "as it is); a running `gpuq run` picks it up");
+  add->add_option("--plan", f.plan, "the plan file (JSON) (default: $GPUQ_PLAN, else plan.json in the current folder)")
+      ->type_name(kPlanType);
+  add->add_option("--state-dir", f.state_dir, "the folder of the plan's state and lock (default: $GPUQ_STATE_DIR)");
+  add->add_option("--id", f.add_id, "the new job's id")->required();
+  add->add_option("--gpus", f.add_gpus, "GPUs the job needs (plan default: 1)")->check(CLI::NonNegativeNumber);
+  add->add_option("--priority", f.add_priority, "its priority, lower first (plan default: 50)");
+  add->add_option("--deps", f.add_deps, "jobs it waits for, comma-separated (after:ID and file:PATH too)")
+      ->delimiter(',');
+  add->add_option("--est-hours", f.add_est_hours, "its estimated duration in hours (plan default: 1)")
+      ->check(CLI::NonNegativeNumber);
+  add->add_option("--node-gpus", f.gpus, "GPU ids of this node, to check the job's width against")
+      ->capture_default_str();
+  add->add_option("script", f.add_script, "-- SCRIPT [ARGS...]: the job's bash script and its arguments")->required();
+  add->callback([&] { action = [&] { return cmd_add(f); }; });
+  for (bool on : {true, false}) {
+    auto* sub = app.add_subcommand(on ? "pause" : "resume",
+                                   on ? "start no new job until `gpuq resume` (running jobs go on; kept across "
+                                        "restarts of `gpuq run`)"
+                                      : "let jobs start again after `gpuq pause`");
+    add_flags(sub, f, {});
+    sub->callback([&, on] {
+      action = [&, on] {
+        if (auto why = plan_file_problem(f.plan); !why.empty()) {
+          fmt::print(stderr, "gpuq {}: {}\n", on ? "pause" : "resume", why);
+          return kExitBadInput;
+        }
+        fmt::print("{}\n", set_paused(plan_paths(f), on, unix_now()));
+        return 0;
+      };
+    });
+  }
+}
+
+}  // namespace gpuq::cli

@@ -1,0 +1,82 @@
+// `gpuq run`'s steps for a plan that changes while it runs: reload on edit, and pause.
+#include <fmt/format.h>
+
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/plan_diff.h"
+#include "gpuq/live/run_loop.h"
+#include "run_tick.h"
+
+namespace gpuq {
+
+// The plan file changed: a valid version replaces the plan now; one with errors is said once
+// (after the settle time: an editor may be mid-save) and changes nothing.
+void RunLoop::reload_plan(Tick& t) {
+  if (!plan_source_) return;
+  PlanLook l = plan_source_->look(t.now);
+  t.wake_in = std::min(t.wake_in, l.recheck_in);
+  if (l.kind == PlanLook::Kind::Loaded) {
+    take_plan(t, std::move(*l.plan), l.text);
+  } else if (l.kind == PlanLook::Kind::Broken) {
+    for (const std::string& e : l.errors) say(t.now, e);
+    say(t.now, fmt::format("the plan on disk has {} problem{}; still running the version loaded at {}",
+                           l.errors.size(), l.errors.size() == 1 ? "" : "s", local_time(loaded_at_, t.now)));
+  }
+}
+
+// `next` replaces the plan: pending jobs take their new definition at once (the scheduling
+// pass reads the plan), running ones keep the one they started with (started_as_) until
+// they end, entries of jobs no longer in the plan get "removed" (nothing starts them again;
+// a running one is left to finish), and a job back in the plan loses the mark.
+void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
+  PlanChange c = diff_plans(plan_, next);
+  for (auto& [id, s] : t.state.entries()) {
+    const Job* now = next.find(id);
+    if (s.status == Status::Running && !started_as_.count(id))
+      if (const Job* was = plan_.find(id); was && (!now || !same_job(plan_, *was, next, *now)))
+        started_as_.emplace(id, *was);
+    if (now) {
+      s.removed.reset();
+    } else if (!s.removed && s.status != Status::Done) {
+      s.removed = t.now;
+    }
+  }
+  plan_ = std::move(next);
+  with_file_deps_.clear();
+  for (size_t i = 0; i < plan_.jobs.size(); ++i)
+    if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
+  loaded_at_ = t.now;
+  std::string what = change_text(c);
+  say(t.now, "plan reloaded: " + what);
+  if (reloaded_) reloaded_(text, t.now);
+  if (!journal_) return;
+  try {
+    Event e = plan_event("reload", t.now, "run", what);
+    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e});
+  } catch (const StoreError& e) {
+    say(t.now, fmt::format("cannot append the reload to the event log ({})", e.what()));
+  }
+}
+
+// `gpuq pause` / `gpuq resume` from another shell: said once each way.
+void RunLoop::note_pause(Tick& t) {
+  if (!paused_) return;
+  std::optional<double> since = paused_();
+  t.paused = since.has_value();
+  if (pause_seen_ && since.has_value() == was_paused_.has_value()) return;
+  if (since)
+    say(t.now, fmt::format("paused since {}: no new job starts until `gpuq resume` (running jobs go on)",
+                           local_time(*since, t.now)));
+  else if (pause_seen_)
+    say(t.now, "resumed: jobs start again");
+  pause_seen_ = true;
+  was_paused_ = since;
+}
+
+// The definition a running job runs with (the one it started with, when a reload changed
+// or removed it), else the plan's; nullptr for a job in neither.
+const Job* RunLoop::job_of(const std::string& id) const {
+  auto it = started_as_.find(id);
+  return it != started_as_.end() ? &it->second : plan_.find(id);
+}
+
+}  // namespace gpuq
