@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <unistd.h>
 
 #include "gpuq/core/plan.h"
@@ -11,6 +12,7 @@
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/store.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/core/validate.h"
@@ -18,6 +20,47 @@
 #include "cli.h"
 
 namespace gpuq::cli {
+
+namespace {
+
+// What run --slurm hands sbatch; nullopt (with `problem`) for a plan Slurm cannot take.
+std::optional<SlurmOptions> slurm_options(const Flags& f, const Plan& plan, const std::string& workdir,
+                                          std::string* problem) {
+  if (std::string why = slurm_plan_problem(plan); !why.empty()) {
+    *problem = why;
+    return std::nullopt;
+  }
+  SlurmOptions o;
+  o.partition = f.partition;
+  o.account = f.account;
+  o.qos = f.qos;
+  o.sbatch_args = f.sbatch_arg;
+  o.time_margin = f.time_margin;
+  o.max_queued = f.max_queued;
+  o.reservations = slurm_reservations(plan);
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  o.gpuq_binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : "gpuq";
+  o.chdir = std::filesystem::absolute(workdir.empty() ? "." : workdir).lexically_normal().string();
+  return o;
+}
+
+// A state whose running jobs belong to the other kind of run: Slurm ids read as pids, or pids sent to scancel.
+std::string mode_mix_problem(const State& state, bool slurm) {
+  for (const auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running) continue;
+    if (!slurm && s.slurm_id)
+      return fmt::format("job {} is running in Slurm (Slurm job {}): this plan is run with --slurm until its Slurm "
+                         "jobs have ended",
+                         id, *s.slurm_id);
+    if (slurm && !s.slurm_id)
+      return fmt::format("job {} is running on this machine (pid {}): run --slurm once no job runs here",
+                         id, s.pid.value_or(0));
+  }
+  return "";
+}
+
+}  // namespace
 
 int cmd_run(const Flags& f) {
   auto loaded = load_command(f);
@@ -36,6 +79,27 @@ int cmd_run(const Flags& f) {
   opt.workdir = wd.path;
   PlanPaths paths = plan_paths(f);
   State state = read_state(paths);
+  std::optional<Plan> slurm_plan;
+  std::optional<SlurmOptions> slurm;
+  if (f.slurm) {
+    std::string problem;
+    slurm = slurm_options(f, *plan, wd.path, &problem);
+    if (!slurm) {
+      fmt::print(stderr, "gpuq run --slurm: {}\n", problem);
+      return kExitBadInput;
+    }
+    // Slurm places the jobs: this node's GPU ids only bound how many one decision takes,
+    // and a reservation is Slurm's (--reservation), not a closed GPU of this node.
+    slurm_plan = slurm_copy(*plan);
+    plan = &*slurm_plan;
+    opt.node_gpus.clear();
+    for (int g = 0; g < 64; ++g) opt.node_gpus.push_back(g);
+    if (!f.poll_given) opt.poll = 30;
+  }
+  if (std::string mix = mode_mix_problem(state, f.slurm); !mix.empty()) {
+    fmt::print(stderr, "gpuq run: nothing started: {}\n", mix);
+    return kExitFailure;
+  }
   // Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
   LocalFiles files(wd.path);
   std::vector<size_t> missing = jobs_without_script(*plan, files, readable_file, [&](size_t i) {
@@ -62,7 +126,7 @@ int cmd_run(const Flags& f) {
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   keep_loaded_plan(paths, f.plan);
-  return run_queue(*plan, paths, opt, stdout, &info);
+  return run_queue(*plan, paths, opt, stdout, &info, slurm ? &*slurm : nullptr);
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {
@@ -90,7 +154,26 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); 0: never")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  run->callback([&] { action = [&] { return cmd_run(f); }; });
+  run->add_flag("--slurm", f.slurm,
+                "submit each ready job to Slurm (sbatch) instead of starting it here; gpuq keeps the plan's deps, "
+                "priorities and retries, Slurm places the jobs (README: Running on a Slurm cluster)");
+  run->add_option("--partition", f.partition, "--slurm: the partition to submit to (sbatch --partition)");
+  run->add_option("--account", f.account, "--slurm: the account to charge (sbatch --account)");
+  run->add_option("--qos", f.qos, "--slurm: the quality of service (sbatch --qos)");
+  run->add_option("--max-queued", f.max_queued, "--slurm: at most this many of the plan's jobs in Slurm's queue")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--time-margin", f.time_margin,
+                  "--slurm: a job without time_limit_hours gets sbatch --time of est_hours x this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--sbatch-arg", f.sbatch_arg, "--slurm: one more argument for every sbatch (repeatable)")
+      ->allow_extra_args(false);
+  CLI::Option* poll = run->get_option("--poll");
+  run->callback([&, poll] {
+    f.poll_given = poll->count() > 0;
+    action = [&] { return cmd_run(f); };
+  });
 }
 
 }  // namespace gpuq::cli

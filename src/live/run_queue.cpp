@@ -11,21 +11,34 @@
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/waker.h"
 #include "gpuq/core/local_time.h"
 
 namespace gpuq {
 
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info) {
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info,
+              const SlurmOptions* slurm) {
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
-  PosixLauncher launcher(paths, opt.workdir);
-  NvidiaSmiProbe probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  PosixLauncher local_launcher(paths, opt.workdir);
+  NvidiaSmiProbe local_probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
-  PosixWaker waker(paths.state);
+  PosixWaker local_waker(paths.state);
+  // Slurm mode: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
+  std::optional<SlurmLauncher> slurm_launcher;
+  std::optional<SlurmWaker> slurm_waker;
+  SlurmProbe slurm_probe;
+  if (slurm) {
+    slurm_launcher.emplace(plan, paths, *slurm);
+    slurm_waker.emplace(local_waker, *slurm_launcher, paths);
+  }
+  Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm_launcher) : local_launcher;
+  GpuProbe& probe = slurm ? static_cast<GpuProbe&>(slurm_probe) : local_probe;
+  Waker& waker = slurm ? static_cast<Waker&>(*slurm_waker) : local_waker;
   auto say = [out](const std::string& line) {
     fmt::print(out, "{}\n", line);
     std::fflush(out);

@@ -107,14 +107,18 @@ class RunLoop {
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   std::string last_journal_problem_;
+  bool queue_stopped_ = false;   // this tick's launches stopped: the batch queue is full
+  std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
 };
 
 struct RunInfo;
+struct SlurmOptions;
 
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
 /// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
 /// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
+/// With `slurm`, jobs are submitted to Slurm instead (slurm.h): the same loop over the Slurm ports.
 int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out,
-              RunInfo* info = nullptr);
+              RunInfo* info = nullptr, const SlurmOptions* slurm = nullptr);
 
 }  // namespace gpuq
