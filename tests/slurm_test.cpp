@@ -161,14 +161,14 @@ TEST_F(SlurmTest, RetryKillHoldAndTimeLimit) {
   EXPECT_THAT(h.out, ::testing::HasSubstr("scontrol hold"));
   EXPECT_EQ(state_of(d)["waiter"]["status"], "held");
   long long waiter_id = state_of(d)["waiter"]["slurm_id"];
-  EXPECT_THAT(run({"squeue", "-h", "-j", std::to_string(waiter_id), "-o", "%r"}).out, ::testing::HasSubstr("JobHeldUser"));
+  EXPECT_THAT(run({"squeue", "-h", "-j", std::to_string(waiter_id), "-o", "%r"}).out, ::testing::HasSubstr("JobHeld"));
   Output k = run_gpuq({"kill", "--plan", "plan.json", "long"}, d.path());
   EXPECT_EQ(k.status, 0) << k.out << k.err;
   long long long_id = state_of(d)["long"]["slurm_id"];
   ASSERT_TRUE(wait_until([&] { return run({"squeue", "-h", "-j", std::to_string(long_id)}).out.empty(); }, 20));
   // long's GPUs are free, but waiter is held: still pending in Slurm.
   EXPECT_THAT(run({"squeue", "-h", "-j", std::to_string(waiter_id), "-o", "%T %r"}).out,
-              ::testing::HasSubstr("PENDING JobHeldUser"));
+              ::testing::HasSubstr("PENDING JobHeld"));
   Output r = run_gpuq({"retry", "--plan", "plan.json", "waiter"}, d.path());
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("scontrol release"));

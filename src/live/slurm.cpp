@@ -306,7 +306,7 @@ void SlurmLauncher::survey(State& state, double now) {
     if (q && q->state == "PENDING") {
       s.start = now;  // its time limit counts from when it runs
       // Held but recorded running: an earlier run died between its save and its release.
-      if (q->reason == "JobHeldUser" && !std::count(held_.begin(), held_.end(), *s.slurm_id))
+      if (q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
         stray_holds.push_back(*s.slurm_id);
     }
     struct stat st;
