@@ -5,10 +5,11 @@
 # medians over 100. Usage: bash bench/slurm.sh   (needs build/gpuq, slurm-wlm, munge; as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 G=${GPUQ_BIN:-$PWD/build/gpuq}
 work=$(mktemp -d)
 slurm=$work/slurm
-trap 'bash tests/slurm/stop.sh "$slurm"; rm -rf "$work"' EXIT
+trap 'bash "$repo/tests/slurm/stop.sh" "$slurm"; rm -rf "$work"' EXIT
 GPUQ_SLURM_PORT=${GPUQ_SLURM_PORT:-16917} bash tests/slurm/start.sh "$slurm"
 export SLURM_CONF=$slurm/slurm.conf
 mkdir -p "$work/bin"

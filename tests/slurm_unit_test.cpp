@@ -126,3 +126,41 @@ TEST(SlurmUnit, CommandResultCapturesOutputAndStatus) {
 
 }  // namespace
 }  // namespace gpuq::test
+
+namespace gpuq::test {
+namespace {
+
+// What `run --slurm` refuses, `validate --slurm` says; neither needs a Slurm to say it.
+TEST(SlurmCli, ValidateAndRunRefuseAReservationOfGpuIds) {
+  TempDir d;
+  d.write("a.sh", "true\n");
+  d.write("plan.json", R"({"jobs": [{"id": "a", "script": "a.sh", "gpus": 1}],
+                           "reservations": [{"gpus": [7], "jobs": ["a"]}]})");
+  Output plain = run_gpuq({"validate", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(plain.status, 0) << plain.out << plain.err;
+  Output v = run_gpuq({"validate", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  EXPECT_THAT(v.out, HasSubstr("error: --slurm: reservation #1 closes GPUs [7]"));
+  Output r = run_gpuq({"run", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gpuq run --slurm: reservation #1 closes GPUs [7]"));
+  EXPECT_EQ(d.read("plan.state.json"), "") << "nothing started";
+}
+
+// A plan whose jobs are in Slurm's queue is not run on this machine (its pids are Slurm ids), nor the reverse.
+TEST(SlurmCli, RunRefusesAStateOfTheOtherKind) {
+  TempDir d;
+  d.write("a.sh", "true\n");
+  d.write("plan.json", R"([{"id": "a", "script": "a.sh", "gpus": 0}, {"id": "b", "script": "a.sh", "gpus": 0}])");
+  d.write("plan.state.json", R"({"a": {"status": "running", "gpus": [], "pid": 77, "start": 1.0, "slurm_id": 77}})");
+  Output r = run_gpuq({"run", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("job a is running in Slurm (Slurm job 77)"));
+  d.write("plan.state.json", R"({"a": {"status": "running", "gpus": [0], "pid": 1, "start": 1.0}})");
+  Output s = run_gpuq({"run", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(s.status, 1) << s.out << s.err;
+  EXPECT_THAT(s.err, HasSubstr("job a is running on this machine (pid 1)"));
+}
+
+}  // namespace
+}  // namespace gpuq::test
