@@ -204,6 +204,23 @@ TEST(Validate, MissingScriptsAreOneFindingNamingTheFolder) {
   EXPECT_THAT(found[0].text, HasSubstr("taken from /home/me (the current folder)"));
 }
 
+// A job that waits on another may have its script written by it: a warning of its own, not the error.
+TEST(Validate, AScriptAJobWaitsForIsAWarningNotAnError) {
+  Plan plan = plan_of(R"([{"id": "make", "script": "make.sh"}, {"id": "use", "script": "gen/use.sh", "deps": ["make"]},
+                         {"id": "root", "script": "gone.sh"}])");
+  auto readable = [](const std::string& p) { return p == "make.sh"; };
+  const FileTable all([](const std::string&) { return true; });
+  auto found = file_findings(plan, all, readable, "/home/me (the current folder)");
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_TRUE(found[0].error);
+  EXPECT_EQ(found[0].job, "root");
+  EXPECT_THAT(found[0].text, HasSubstr("1 script is missing or not readable: gone.sh (job 'root')"));
+  EXPECT_FALSE(found[1].error);
+  EXPECT_EQ(found[1].job, "use");
+  EXPECT_THAT(found[1].text, HasSubstr("not there yet, for jobs that wait on other jobs (which may make them): "
+                                       "1 script is missing or not readable: gen/use.sh (job 'use')"));
+}
+
 // --- 8: args, env, matrix ---
 
 TEST(Sweep, ExpandsIntoOneJobPerPointWithEnvArgsAndDeps) {

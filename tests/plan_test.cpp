@@ -107,6 +107,20 @@ TEST(PlanLoader, DuplicateIdNamesBothPositions) {
               HasSubstr("job 'a': duplicate id (job #1 and job #2)"));
 }
 
+// A sweep is one element of the file however many points it makes: the jobs after it are
+// named by where they stand in the file, not by their index among the expanded jobs.
+TEST(PlanLoader, PositionsCountASweepOnce) {
+  const char* sweep = R"({"id": "s", "script": "s.sh", "matrix": {"lr": [1, 2, 3]}})";
+  EXPECT_THAT(only_error(std::string("[") + sweep + R"(, {"script": "b.sh"}])"), HasSubstr("job #2: has no \"id\""));
+  EXPECT_THAT(only_error(std::string("[") + sweep + R"(, {"id": "a", "script": "a.sh"}, {"id": "a", "script": "b.sh"}])"),
+              HasSubstr("job 'a': duplicate id (job #2 and job #3)"));
+  const char* sweep2 = R"({"id": "t", "script": "t.sh", "matrix": {"a": [1, 2], "b": ["x", "y"]}})";
+  EXPECT_THAT(only_error(std::string("[") + sweep + ", " + sweep2 + R"(, {"id": 5, "script": "a.sh"}])"),
+              HasSubstr("job #3: \"id\" must be a string"));
+  EXPECT_THAT(only_error(std::string(R"([{"id": "s_lr=2", "script": "a.sh"}, )") + sweep + "]"),
+              HasSubstr("duplicate id (job #1 and a point of the sweep 's')"));
+}
+
 TEST(PlanLoader, IdsThatCannotBeFileNamesAreRejected) {
   for (const char* bad : {"../x", "a/b", ".hidden", "sp ace", "semi;colon", ""}) {
     std::string json = std::string(R"([{"id": ")") + bad + R"(", "script": "a.sh"}])";

@@ -243,6 +243,21 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   EXPECT_EQ(q.status_of("fine"), "done");
 }
 
+// A script that an earlier job of the plan writes is not there when run starts: the job that
+// waits for its maker is not refused (only said), and runs once its script exists.
+TEST(Run, ScriptMadeByAnEarlierJobIsAwaitedNotRefused) {
+  Queue q;
+  q.dir.write("make.sh", "mkdir -p gen && printf 'echo made > made.txt\\n' > gen/use.sh\n");
+  q.plan(R"([{"id": "make", "script": "make.sh", "gpus": 0},
+             {"id": "use", "script": "gen/use.sh", "gpus": 0, "deps": ["make"]}])");
+  auto r = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("not there yet, for jobs that wait on other jobs (which may make them): "
+                               "1 script is missing or not readable: gen/use.sh (job 'use')"));
+  EXPECT_EQ(q.status_of("use"), "done");
+  EXPECT_EQ(q.dir.read("made.txt"), "made\n");
+}
+
 TEST(Run, JobEnvironmentAndExitFile) {
   Queue q;
   q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <unistd.h>
@@ -101,14 +102,22 @@ int cmd_run(const Flags& f) {
     return kExitFailure;
   }
   // Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
+  // A job that waits on another job of the plan may have its script made by that job: its missing
+  // script is said, not refused (it fails as unstartable if the script is still missing when due).
   LocalFiles files(wd.path);
+  auto done = [&](size_t i) { return state.status_of(*plan, i) == Status::Done; };
   std::vector<size_t> missing = jobs_without_script(*plan, files, readable_file, [&](size_t i) {
     return state.status_of(*plan, i) != Status::Done;
   });
-  if (!missing.empty()) {
-    fmt::print(stderr, "gpuq run: nothing started: {}\n", missing_scripts_text(*plan, missing, files, wd.shown));
+  auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(*plan, i, done); });
+  if (later != missing.begin()) {
+    fmt::print(stderr, "gpuq run: nothing started: {}\n",
+               missing_scripts_text(*plan, std::vector<size_t>(missing.begin(), later), files, wd.shown));
     return kExitBadInput;
   }
+  if (!missing.empty())
+    fmt::print(stderr, "gpuq run: not there yet, for jobs that wait on other jobs (which may make them): {}\n",
+               missing_scripts_text(*plan, missing, files, wd.shown));
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
   if (std::string split = state_beside_link_problem(paths); !split.empty()) {

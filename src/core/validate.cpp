@@ -28,6 +28,14 @@ std::vector<size_t> jobs_without_script(const Plan& plan, const FileChecks& file
   return out;
 }
 
+bool waits_on_a_job(const Plan& plan, size_t i, const std::function<bool(size_t)>& done) {
+  const Job& job = plan.jobs[i];
+  if (job.produced_by && !done(*job.produced_by)) return true;
+  for (const Dep& d : job.deps)
+    if (d.kind != Dep::Kind::File && !done(d.job)) return true;
+  return false;
+}
+
 std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,
                                  const std::string& folder) {
   (void)files;
@@ -68,9 +76,16 @@ std::vector<Finding> file_findings(const Plan& plan, const FileChecks& files,
                                    const std::function<bool(const std::string&)>& readable, const std::string& folder) {
   std::vector<Finding> out;
   std::vector<size_t> missing = jobs_without_script(plan, files, readable);
-  if (!missing.empty())
-    out.push_back({true, missing.size() == 1 ? plan.jobs[missing[0]].id : "",
-                   missing_scripts_text(plan, missing, files, folder)});
+  auto nothing_done = [](size_t) { return false; };
+  auto later = std::stable_partition(missing.begin(), missing.end(),
+                                     [&](size_t i) { return !waits_on_a_job(plan, i, nothing_done); });
+  if (later != missing.begin())
+    out.push_back({true, later - missing.begin() == 1 ? plan.jobs[missing[0]].id : "",
+                   missing_scripts_text(plan, std::vector<size_t>(missing.begin(), later), files, folder)});
+  if (later != missing.end())
+    out.push_back({false, missing.end() - later == 1 ? plan.jobs[*later].id : "",
+                   "not there yet, for jobs that wait on other jobs (which may make them): " +
+                       missing_scripts_text(plan, std::vector<size_t>(later, missing.end()), files, folder)});
   for (const Job& j : plan.jobs) {
     if (j.produced_by) continue;
     for (const Dep& d : j.deps) {

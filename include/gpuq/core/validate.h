@@ -38,6 +38,10 @@ std::vector<size_t> jobs_without_script(const Plan& plan, const FileChecks& file
                                         const std::function<bool(const std::string&)>& readable,
                                         const std::function<bool(size_t)>& wanted = nullptr);
 
+/// Whether job i waits on another job of the plan (a dep, `after:`, `produced_by`) that `done`
+/// does not call done: such a job's missing script may yet be written by the job it waits on.
+bool waits_on_a_job(const Plan& plan, size_t i, const std::function<bool(size_t)>& done);
+
 /// One message for all of them: the scripts, the folder relative paths were taken
 /// from (`folder`), and how to change it.
 std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,

@@ -1,0 +1,72 @@
+#include "gpuq/core/gpu_use.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "gpuq/core/rules.h"
+
+namespace gpuq {
+
+namespace {
+
+bool on_node(int g) { return g >= 0 && g <= kMaxGpuId; }
+
+std::string process_text(const GpuProcess& p) {
+  std::string s = std::to_string(p.pid);
+  std::string what = !p.command.empty() ? p.command : p.name;
+  if (!what.empty()) s += " `" + what + "`";
+  if (p.used_mib >= 0) s += fmt::format(" ({} MiB)", p.used_mib);
+  return s;
+}
+
+}  // namespace
+
+std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, const State& state,
+                                                         const GpuRules& rules) {
+  std::map<int, std::vector<GpuProcess>> out;
+  if (!r.processes) return out;
+  std::unordered_set<long long> jobs;
+  for (const auto& [id, s] : state.entries())
+    if ((s.status == Status::Running || s.kill_sent) && s.pid) jobs.insert(*s.pid);
+  for (const auto& [g, procs] : *r.processes)
+    for (const GpuProcess& p : procs) {
+      bool ours = std::any_of(p.lineage.begin(), p.lineage.end(), [&](long long q) { return jobs.count(q) > 0; }) ||
+                  jobs.count(p.pid);
+      bool ignored = std::find(rules.ignore.begin(), rules.ignore.end(), p.name) != rules.ignore.end();
+      if (!ours && !ignored) out[g].push_back(p);
+    }
+  return out;
+}
+
+GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
+  GpuMask busy = 0;
+  if (r.used_mib) busy |= busy_by_memory(*r.used_mib, rules.max_used_mib);
+  for (const auto& [g, procs] : foreign_processes(r, state, rules))
+    if (on_node(g)) busy |= GpuMask{1} << g;
+  for (const auto& [g, why] : r.lost)
+    if (on_node(g)) busy |= GpuMask{1} << g;
+  return busy;
+}
+
+std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
+  std::map<int, std::string> out;
+  GpuMask ours = busy_in_state(state);
+  auto mine = [&](int g) { return !on_node(g) || (ours >> g & 1); };
+  if (r.used_mib)
+    for (auto& [g, mib] : used_by_others(*r.used_mib, rules.max_used_mib, state)) out[g] = busy_by_other_text(g, mib);
+  for (const auto& [g, procs] : foreign_processes(r, state, rules)) {
+    if (mine(g)) continue;
+    std::string list;
+    for (size_t k = 0; k < procs.size() && k < 3; ++k) list += (k ? ", " : "") + process_text(procs[k]);
+    if (procs.size() > 3) list += fmt::format(" and {} more", procs.size() - 3);
+    out[g] = fmt::format("GPU {} busy: process{} {} {} no gpuq job's", g, procs.size() == 1 ? "" : "es", list,
+                         procs.size() == 1 ? "is" : "are");
+  }
+  for (const auto& [g, why] : r.lost)
+    if (!mine(g)) out[g] = fmt::format("GPU {} busy: lost ({})", g, why);
+  return out;
+}
+
+}  // namespace gpuq
