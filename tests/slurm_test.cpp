@@ -165,6 +165,7 @@ TEST_F(SlurmTest, RetryKillHoldAndTimeLimit) {
   Output k = run_gpuq({"kill", "--plan", "plan.json", "long"}, d.path());
   EXPECT_EQ(k.status, 0) << k.out << k.err;
   long long long_id = state_of(d)["long"]["slurm_id"];
+  EXPECT_THAT(k.out, ::testing::HasSubstr(fmt::format("killed long: scancel of Slurm job {}", long_id)));
   ASSERT_TRUE(wait_until([&] { return run({"squeue", "-h", "-j", std::to_string(long_id)}).out.empty(); }, 20));
   // long's GPUs are free, but waiter is held: still pending in Slurm.
   EXPECT_THAT(run({"squeue", "-h", "-j", std::to_string(waiter_id), "-o", "%T %r"}).out,

@@ -159,7 +159,12 @@ bool kill(State& state, const std::string& id, Launcher& launcher, double now, s
   s->status = Status::Failed;
   s->exit = kKilledExit;
   s->end = now;
-  if (sent) {
+  if (sent && s->slurm_id) {
+    s->kill_sent = now;
+    lines.push_back(fmt::format("killed {}: scancel of Slurm job {}; `gpuq run` sends SIGKILL (scancel -s KILL) if "
+                                "it outlives --kill-grace",
+                                id, *s->slurm_id));
+  } else if (sent) {
     s->kill_sent = now;
     lines.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
                                 "outlives --kill-grace",
