@@ -70,6 +70,19 @@ for n in 10000 100000; do
 done
 
 fi
+if [[ $section == all || $section == probe ]]; then
+echo "== the GPU probe: one reading, NVML against nvidia-smi (build/bench_probe)"
+echo "   (NVML: the tests' fake libnvidia-ml.so.1 over 8 GPUs; nvidia-smi: a fake script, and one that"
+echo "    sleeps 0.3 s as a real one takes 0.1-0.6 s; on a real node give the real library and command)"
+lib=${GPUQ_NVML_LIB:-$PWD/build/fake_nvml/libnvidia-ml.so.1}
+{ echo '{"devices": ['; for i in 0 1 2 3 4 5 6 7; do
+  echo "{\"bus_id\": \"00000000:$((16 + i)):00.0\", \"used_mib\": 300, \"util\": 0, \"processes\": [{\"pid\": $$, \"used_mib\": 100}]}$([[ $i -lt 7 ]] && echo ,)"
+done; echo ']}'; } > "$work/nvml.json"
+printf '#!/bin/sh\nsleep 0.3\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/slow-smi"
+chmod +x "$work/slow-smi"
+GPUQ_FAKE_NVML=$work/nvml.json build/bench_probe "$lib" "$work/nvidia-smi" 30
+GPUQ_FAKE_NVML=$work/nvml.json build/bench_probe "$lib" "$work/slow-smi" 10 | grep -v NVML
+fi
 if [[ $section == all || $section == run ]]; then
 echo "== dispatch latency: a job's exit to the next job's start, at the default --poll 20"
 echo "   (from the last line of one job's script to the first line of the next's: bash's \$EPOCHREALTIME, no fork)"
@@ -94,6 +107,10 @@ chain() {  # extra flags of run; prints the median and 99th percentile
     "$(median < "$work/lat" | awk '{print $1*1000}')" "$(pct 99 < "$work/lat" | awk '{print $1*1000}')" $((n-1))
 }
 echo "  $(chain)"
+if "$G" run --help | grep -q -- --gpu-probe; then
+  printf '#!/bin/sh\nsleep 0.3\nprintf "0, 0\\n"\n' > "$work/slow-smi"; chmod +x "$work/slow-smi"
+  echo "  with an nvidia-smi that takes 0.3 s (read in the background): $(GPUQ_NVIDIA_SMI=$work/slow-smi chain --gpu-probe nvidia-smi)"
+fi
 if "$G" run --help | grep -q -- --on-event; then
   echo "  with --on-event 'sleep 5' (a hook that takes 5 s, for every event): $(chain --on-event 'sleep 5' --hook-timeout 6)"
 fi

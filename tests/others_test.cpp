@@ -34,7 +34,7 @@ TEST(Others, TheReasonNamesTheGpuAndThePredictionKeepsItBusyUntilTheNextReading)
   pol.poll = 20;
   FileTable yes([](const std::string&) { return true; });
   double now = 1'000'000;
-  Outlook o = make_outlook(p, State{}, pol, now, 0b01, yes, std::nullopt, {{1, 20000}});
+  Outlook o = make_outlook(p, State{}, pol, now, 0b01, yes, std::nullopt, {{1, busy_by_other_text(1, 20000)}});
   EXPECT_EQ(o.jobs[0].why, "needs 2 GPUs, 1 free; GPU 1 busy: 20000 MiB in use by another process");
   ASSERT_TRUE(o.jobs[0].predicted_start);
   EXPECT_DOUBLE_EQ(*o.jobs[0].predicted_start, now + 20);  // not now: GPU 1 is busy until run looks again

@@ -106,6 +106,9 @@ Background::Background(const std::vector<std::string>& argv, const std::string& 
     dup2(in, 0);
     dup2(o, 1);
     dup2(e, 2);
+    // No real NVML in tests (a node with GPUs would answer instead of the fake nvidia-smi):
+    // tests of NVML name the fake library themselves.
+    if (!std::getenv("GPUQ_NVML_LIB")) setenv("GPUQ_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

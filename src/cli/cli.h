@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
 #include <future>
 #include <initializer_list>
 #include <optional>
@@ -38,6 +39,9 @@ struct Flags {
   double time_limit_factor = 0;  ///< gpuq's own: a job without time_limit_hours gets this x est_hours (0: none)
   double quiet_minutes = 0;      ///< gpuq's own: the hang watchdog for every job without quiet_minutes (0: none)
   std::string nvidia_smi;
+  std::string gpu_probe = "auto";              ///< gpuq's own: --gpu-probe auto|nvml|nvidia-smi|none
+  std::string pairs;                           ///< gpuq's own: --pairs auto|original|0-1,2-3 ("": the command's default)
+  std::vector<std::string> ignore_process;     ///< gpuq's own: --ignore-process NAME (repeatable)
   std::vector<std::string> jobs;
   bool json = false;
   std::string svg;
@@ -96,6 +100,16 @@ void add_time_limit_factor(CLI::App* sub, Flags& f);
 /// Adds gpuq's --quiet-minutes (run, and status, which marks hung jobs as run sees them).
 void add_quiet_minutes(CLI::App* sub, Flags& f);
 
+/// Adds gpuq's --gpu-probe, --pairs (its help naming `pairs_default`) and --ignore-process.
+void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default);
+
+/// --pairs (or `dflt` when not given) as a Placement; with "auto" the topology is read from the
+/// probe --gpu-probe names. Nullopt, with the problem printed, for a bad value.
+std::optional<Placement> placement_of(const Flags& f, const char* dflt, const RunOptions& opt);
+
+/// The probe --gpu-probe names, for a command that reads once (not in the background).
+std::unique_ptr<GpuProbe> probe_of(const RunOptions& opt);
+
 /// The run options the flags give for the node's GPUs `gpus`.
 RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
 
@@ -133,11 +147,11 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 /// One heap of transparent huge pages for the short commands that read a big plan.
 void huge_page_heap();
 
-/// The free GPUs as `run` would see them now: not used by a running job, not over
-/// --max-used-mib (the reading `probed`, else nvidia-smi is asked now). With
-/// `others`, also the GPUs another user's memory makes busy (used_by_others).
+/// The free GPUs as `run` would see them now: not used by a running job, not busy by the
+/// reading (busy_by_reading: `probed`, else the probe is asked now). With `others`, also why
+/// each GPU another user holds is busy (held_by_others).
 GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt,
-                 std::map<int, long long>* others = nullptr);
+                 std::map<int, std::string>* others = nullptr);
 
 /// What the parsed command line asks to run: a subcommand's function, bound to the flags.
 using Action = std::function<int()>;
@@ -150,6 +164,7 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action);
 void add_logs_command(CLI::App& app, Flags& f, Action& action);
 void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry, kill, hold
 void add_history_command(CLI::App& app, Flags& f, Action& action);
+void add_gpus_command(CLI::App& app, Flags& f, Action& action);
 
 /// Adds --learned-estimates (status, simulate).
 void add_learned_estimates(CLI::App* sub, Flags& f);
@@ -183,5 +198,6 @@ int cmd_validate(const Flags& f);
 int cmd_logs(const Flags& f);
 int cmd_control(const Flags& f, const std::string& action);
 int cmd_history(const Flags& f);
+int cmd_gpus(const Flags& f);
 
 }  // namespace gpuq::cli

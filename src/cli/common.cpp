@@ -171,6 +171,8 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.events_max_mb = f.events_max_mb;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
+  opt.gpu_probe = f.gpu_probe;
+  opt.ignore_process = f.ignore_process;
   return opt;
 }
 
@@ -248,14 +250,46 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
-/// The free GPUs as `run` would see them now: not used by a running job, not over --max-used-mib.
+/// The free GPUs as `run` would see them now: not used by a running job, not busy by the reading.
 GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
-                 std::map<int, long long>* others) {
+                 std::map<int, std::string>* others) {
   GpuMask busy = busy_in_state(state);
-  GpuReading reading = probed ? std::move(*probed) : NvidiaSmiProbe(opt.nvidia_smi, opt.nvidia_smi_timeout).read();
-  if (reading.used_mib) busy |= busy_by_memory(*reading.used_mib, opt.max_used_mib);
-  if (reading.used_mib && others) *others = used_by_others(*reading.used_mib, opt.max_used_mib, state);
+  GpuReading reading = probed ? std::move(*probed) : probe_of(opt)->read();
+  GpuRules rules{opt.max_used_mib, opt.ignore_process};
+  if (reading.used_mib) busy |= busy_by_reading(reading, state, rules);
+  if (reading.used_mib && others) *others = held_by_others(reading, state, rules);
   return mask_of(opt.node_gpus) & ~busy;
+}
+
+void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default) {
+  sub->add_option("--gpu-probe", f.gpu_probe,
+                  "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"}));
+  sub->add_option("--pairs", f.pairs,
+                  fmt::format("how multi-GPU jobs are placed: auto (from the GPU topology), original (pairs 0-1, "
+                              "2-3, 4-5, 6-7), or pairs such as 0-2,1-3 (default: {})",
+                              pairs_default));
+  sub->add_option("--ignore-process", f.ignore_process,
+                  "a process name (as ps shows it) whose GPU processes never make a GPU busy; repeatable")
+      ->allow_extra_args(false);
+}
+
+std::optional<Placement> placement_of(const Flags& f, const char* dflt, const RunOptions& opt) {
+  std::string text = f.pairs.empty() ? dflt : f.pairs;
+  std::string err;
+  std::optional<Placement> p = parse_pairs(text, &err);
+  if (!p) {
+    fmt::print(stderr, "gpuq: {}\n", err);
+    return std::nullopt;
+  }
+  if (p->kind == Placement::Kind::Auto) p->topology = probe_of(opt)->topology().value_or(Topology{});
+  return p;
+}
+
+std::unique_ptr<GpuProbe> probe_of(const RunOptions& opt) {
+  return make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
+                    opt.nvidia_smi_timeout);
 }
 
 }  // namespace gpuq::cli

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   add_logs_command(app, f, action);
   add_control_commands(app, f, action);
   add_history_command(app, f, action);
+  add_gpus_command(app, f, action);
   add_completion_commands(app, action);
   add_man_help_flag(app);
 
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   }
   // Commands that take --plan (not version or completion) find their plan when it was not given.
   bool takes_plan = false;
-  for (const CLI::App* sub : app.get_subcommands()) takes_plan = takes_plan || sub->get_option_no_throw("--plan");
+  for (const CLI::App* sub : app.get_subcommands())
+    takes_plan = takes_plan || (sub->get_option_no_throw("--plan") && sub->get_name() != "gpus");  // gpus: optional
   if (action && takes_plan && !resolve_plan(f)) return kExitBadInput;
   try {
     int status = action ? action() : 0;

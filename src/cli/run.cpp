@@ -69,6 +69,13 @@ int cmd_run(const Flags& f) {
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
   RunOptions opt = run_options(f, *gpus);
+  std::string pairs_err;
+  std::optional<Placement> placement = parse_pairs(f.pairs.empty() ? "auto" : f.pairs, &pairs_err);
+  if (!placement) {
+    fmt::print(stderr, "gpuq run: {}\n", pairs_err);
+    return kExitBadInput;
+  }
+  opt.placement = *placement;  // auto: run_queue reads the topology from its probe
   for (const std::string& text : opt.on_event) {
     std::string problem;
     if (!parse_hook(text, &problem)) {
@@ -150,6 +157,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   run->add_option("--nvidia-smi", f.nvidia_smi,
                   "the nvidia-smi command to probe GPU memory and utilization with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
       ->type_name(kCommandType);
+  add_gpu_flags(run, f, "auto");
   run->add_option("--on-event", f.on_event,
                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
                   "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "

@@ -34,6 +34,10 @@ int cmd_simulate(const Flags& f) {
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.time_limit_factor = f.time_limit_factor;
+  // The original's pairs unless --pairs says otherwise: its output stays the original's.
+  std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
+  if (!placement) return kExitBadInput;
+  opt.placement = std::move(*placement);
   std::optional<SimStart> from;
   if (f.from_state) {
     PlanPaths paths = plan_paths(f);
@@ -41,6 +45,7 @@ int cmd_simulate(const Flags& f) {
     double now = unix_now();
     refresh(paths, state, now);
     RunOptions ro = run_options(f, *gpus);
+    ro.placement = opt.placement;
     from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}),
                       LocalFiles(workdir_of(f, plan->workdir).path));
   }
@@ -86,6 +91,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   sim->add_flag("--from-state", f.from_state,
                 "predict from the live state: what is done stays done, running jobs finish their estimate");
   add_learned_estimates(sim, f);
+  add_gpu_flags(sim, f, "original");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });
 }
 

@@ -155,8 +155,14 @@ std::string slurm_refresh(const PlanPaths& paths, State& state, double now) {
   return out;
 }
 
+/// A reading of the GPUs and, for --pairs auto, their topology.
+struct Probed {
+  GpuReading reading;
+  std::optional<Topology> topology;
+};
+
 int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus, State state,
-                std::optional<GpuReading> probed = std::nullopt) {
+                std::optional<Probed> probed = std::nullopt) {
   PlanPaths paths = plan_paths(f);
   std::optional<Plan> learned;  // --learned-estimates: a copy with the estimates learned
   if (f.learned_estimates) learn_into(f, learned.emplace(given), state);
@@ -166,9 +172,21 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   std::string slurm = slurm_refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
+  std::string pairs_err;
+  std::optional<Placement> placement = parse_pairs(f.pairs.empty() ? "auto" : f.pairs, &pairs_err);
+  if (!placement) {
+    fmt::print(stderr, "gpuq status: {}\n", pairs_err);
+    return kExitBadInput;
+  }
+  opt.placement = std::move(*placement);
+  if (opt.placement.kind == Placement::Kind::Auto) {
+    std::optional<Topology> t = probed ? probed->topology : probe_of(opt)->topology();
+    opt.placement.topology = t.value_or(Topology{});
+  }
   // Text without --all shows the first rows only: only they need their reasons worked out.
-  std::map<int, long long> others;
-  GpuMask free = free_now(state, opt, std::move(probed), &others);
+  std::map<int, std::string> others;
+  GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
+                          &others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   RunLook run = look_at_run(paths, gpus);
@@ -186,15 +204,21 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   return 0;
 }
 
-/// nvidia-smi, asked on a thread of its own (it takes 0.1 to 0.5 s on a real node, or hangs
-/// until its timeout) while this one loads the plan and the state. The thread is detached:
+/// The GPU probe (--gpu-probe: NVML, or nvidia-smi, which takes 0.1 to 0.5 s on a real node,
+/// or hangs until its timeout), and for --pairs auto the topology, asked on a thread of its
+/// own while this one loads the plan and the state. The thread is detached:
 /// a command that fails before it needs the reading exits without waiting for it. It uses
 /// nothing but its copy of the command (no object that exit destroys). Where no thread can
 /// be had, nvidia-smi is asked when the reading is wanted.
-std::future<GpuReading> probe_meanwhile(const RunOptions& opt) {
-  auto ask = [command = opt.nvidia_smi, timeout = opt.nvidia_smi_timeout] { return probe_gpus(command, timeout); };
-  std::packaged_task<GpuReading()> task(ask);
-  std::future<GpuReading> reading = task.get_future();
+std::future<Probed> probe_meanwhile(const RunOptions& opt, bool topology) {
+  auto ask = [opt, topology] {
+    std::unique_ptr<GpuProbe> probe = probe_of(opt);
+    Probed out{probe->read(), std::nullopt};
+    if (topology) out.topology = probe->topology();
+    return out;
+  };
+  std::packaged_task<Probed()> task(ask);
+  std::future<Probed> reading = task.get_future();
   try {
     std::thread(std::move(task)).detach();
   } catch (const std::system_error&) {
@@ -222,9 +246,9 @@ int cmd_status(const Flags& f) {
   // wait for the plan's (get() rethrows them), so a bad plan is still reported first
   // and alone, and a damaged state is reported by main (exit 1).
   std::future<State> state;
-  std::future<GpuReading> probe;
+  std::future<Probed> probe;
   if (f.watch <= 0) {
-    probe = probe_meanwhile(run_options(f, {}));
+    probe = probe_meanwhile(run_options(f, {}), f.pairs.empty() || f.pairs == "auto");
     state = on_another_core([paths = plan_paths(f)] { return read_state(paths); });
   }
   auto loaded = load_command(f);
@@ -287,6 +311,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
       ->expected(0, 1)
       ->default_str("5");
   status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  add_gpu_flags(status, f, "auto");
   add_learned_estimates(status, f);
   status->callback([&] { action = [&] { return cmd_status(f); }; });
 }

@@ -32,8 +32,8 @@ std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, co
     if ((s.status == Status::Running || s.kill_sent) && s.pid) jobs.insert(*s.pid);
   for (const auto& [g, procs] : *r.processes)
     for (const GpuProcess& p : procs) {
-      bool ours = std::any_of(p.lineage.begin(), p.lineage.end(), [&](long long q) { return jobs.count(q) > 0; }) ||
-                  jobs.count(p.pid);
+      bool ours = jobs.count(p.pid) ||
+                  std::any_of(p.lineage.begin(), p.lineage.end(), [&](long long q) { return jobs.count(q) > 0; });
       bool ignored = std::find(rules.ignore.begin(), rules.ignore.end(), p.name) != rules.ignore.end();
       if (!ours && !ignored) out[g].push_back(p);
     }

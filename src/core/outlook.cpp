@@ -160,7 +160,7 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
 class Reasons {
  public:
   Reasons(const Plan& plan, const State& state, const Policy& p, const TickPlan& tick, const PassResult& pass,
-          const Simulation& sim, const FileChecks& files, double now, const std::map<int, long long>& others)
+          const Simulation& sim, const FileChecks& files, double now, const std::map<int, std::string>& others)
       : plan_(plan), state_(state), p_(p), tick_(tick), files_(files), now_(now), others_(others),
         held_(plan.jobs.size(), nullptr), starts_(plan.jobs.size(), 0), stuck_(plan.jobs.size()),
         doomed_(plan.jobs.size()) {
@@ -298,8 +298,8 @@ class Reasons {
   // "; GPU 1 busy: 20000 MiB in use by another process" for each GPU of the node another user's memory holds.
   std::string others() const {
     std::string s;
-    for (auto& [g, mib] : others_)
-      if (tick_.input.node & (GpuMask{1} << g)) s += "; " + busy_by_other_text(g, mib);
+    for (auto& [g, text] : others_)
+      if (tick_.input.node & (GpuMask{1} << g)) s += "; " + text;
     return s;
   }
 
@@ -309,7 +309,7 @@ class Reasons {
   const TickPlan& tick_;
   const FileChecks& files_;
   double now_;
-  const std::map<int, long long>& others_;
+  const std::map<int, std::string>& others_;
   std::vector<const Held*> held_;
   std::vector<char> starts_;
   std::vector<std::string> stuck_;
@@ -320,7 +320,7 @@ class Reasons {
 
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files_uncached, std::optional<size_t> explain_first,
-                     const std::map<int, long long>& others) {
+                     const std::map<int, std::string>& others) {
   Outlook o;
   o.now = now;
   const size_t n = plan.jobs.size();

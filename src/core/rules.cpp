@@ -181,6 +181,7 @@ TickPlan plan_tick(const Plan& plan, const State& state, const Policy& p, double
       if (!leaves_reservation(st[m])) in.open[r] = true;
   in.nothing_running = !any_running;
   in.explain = explain;
+  in.placement = &p.placement;
   return tick;
 }
 

@@ -232,7 +232,7 @@ struct PassRunner {
       if (!best) break;
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
-      auto gpus = pick_gpus(a.gpus, free & ~closed[a.sig]);
+      auto gpus = pick_gpus(a.gpus, free & ~closed[a.sig], in.placement);
       free &= ~mask_of(*gpus);
       out.starts.push_back({j, std::move(*gpus)});
       p = best;
@@ -275,7 +275,7 @@ void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in,
   if (stalled) {
     size_t head = *out.waiting_head;
     GpuMask usable = in.node & ~runner.closed_to(head);
-    stalled = !pick_gpus(plan.jobs[head].gpus, usable);  // else it will fit once GPUs free up
+    stalled = !pick_gpus(plan.jobs[head].gpus, usable, in.placement);  // else it will fit once GPUs free up
   }
   if (!stalled) {
     if (in.explain) runner.explain(out, false);

@@ -154,6 +154,7 @@ Simulator::Simulator(const Plan& plan, const SimOptions& opt, const SimStart* fr
   for (size_t r = 0; r < plan.reservations.size(); ++r)
     res_unfinished_[r] = static_cast<long>(plan.reservations[r].jobs.size());
   in_.node = mask_of(opt.node_gpus);
+  in_.placement = &opt.placement;
   index_deps();
 }
 

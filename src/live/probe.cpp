@@ -72,15 +72,19 @@ GpuReading parse_gpu_csv(const std::string& csv) {
   return r;
 }
 
-GpuReading probe_gpus(const std::string& command, double timeout_s) {
-  GpuReading r;
+namespace {
+
+// Runs `args` (args[0] found on PATH) with its stdout into `out`; "" when it exited 0, else
+// what went wrong. Its own process group, killed at the timeout. The caller may be the
+// background probe's thread: posix_spawn and the calls here are thread-safe, and the run
+// loop's reap_children may collect the child first (then waitpid says ECHILD, its exit
+// status is unknown, and the output alone decides).
+std::string run_capture(const std::vector<std::string>& args_in, double timeout_s, std::string* out) {
+  const std::string& command = args_in[0];
   int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
-    r.problem = std::string("pipe2: ") + std::strerror(errno);
-    return r;
-  }
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  std::vector<std::string> args{command, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits"};
+  std::vector<std::string> args = args_in;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -91,10 +95,8 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
   ::close(devnull);
   if (rc != 0) {
     ::close(pipefd[0]);
-    r.problem = fmt::format("cannot run {}: {}", command, std::strerror(rc));
-    return r;
+    return fmt::format("cannot run {}: {}", command, std::strerror(rc));
   }
-  std::string out;
   double deadline = monotonic_now() + timeout_s;
   bool timed_out = false;
   while (true) {
@@ -111,24 +113,45 @@ GpuReading probe_gpus(const std::string& command, double timeout_s) {
     ssize_t got = ::read(pipefd[0], buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
-    out.append(buf, static_cast<size_t>(got));
-    if (out.size() > (1 << 20)) break;
+    out->append(buf, static_cast<size_t>(got));
+    if (out->size() > (1 << 20)) break;
   }
   ::close(pipefd[0]);
   if (timed_out) ::killpg(pid, SIGKILL);
   int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  int w;
+  while ((w = ::waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
-    r.problem = fmt::format("{} did not answer within {} s", command, timeout_s);
-    return r;
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    r.problem = WIFEXITED(st) ? fmt::format("{} exited with status {}", command, WEXITSTATUS(st))
-                              : fmt::format("{} was killed by signal {}", command, WTERMSIG(st));
-    return r;
-  }
-  return parse_gpu_csv(out);
+  if (timed_out) return fmt::format("{} did not answer within {} s", command, timeout_s);
+  if (w < 0) return "";  // reaped by the run loop (ECHILD): the output decides
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return WIFEXITED(st) ? fmt::format("{} exited with status {}", command, WEXITSTATUS(st))
+                         : fmt::format("{} was killed by signal {}", command, WTERMSIG(st));
+  return "";
+}
+
+}  // namespace
+
+GpuReading probe_gpus(const std::string& command, double timeout_s) {
+  std::string out;
+  std::string problem =
+      run_capture({command, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits"},
+                  timeout_s, &out);
+  GpuReading r;
+  if (problem.empty()) r = parse_gpu_csv(out);
+  else r.problem = problem;
+  r.source = "nvidia-smi";
+  return r;
+}
+
+std::optional<Topology> probe_topology_smi(const std::string& command, double timeout_s, std::string* problem) {
+  std::string out;
+  *problem = run_capture({command, "topo", "-m"}, timeout_s, &out);
+  if (!problem->empty()) return std::nullopt;
+  std::string err;
+  std::optional<Topology> t = parse_topo_matrix(out, &err);
+  if (!t) *problem = fmt::format("{} topo -m: {}", command, err);
+  return t;
 }
 
 }  // namespace gpuq

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -36,7 +38,43 @@ bool read_stat(long long pid, char* state, unsigned long long* start) {
   return true;
 }
 
+// The parent, process group and session of `pid` (fields 4, 5 and 6 of /proc/PID/stat).
+bool read_parentage(long long pid, long long* ppid, long long* pgid, long long* sid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!f || !std::getline(f, line)) return false;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(line.substr(close + 2));
+  char state;
+  return static_cast<bool>(rest >> state >> *ppid >> *pgid >> *sid);
+}
+
 }  // namespace
+
+GpuProcess describe_process(long long pid) {
+  GpuProcess p;
+  p.pid = pid;
+  p.lineage.push_back(pid);
+  long long ppid = 0, pgid = 0, sid = 0;
+  if (!read_parentage(pid, &ppid, &pgid, &sid)) return p;
+  p.lineage.push_back(pgid);
+  p.lineage.push_back(sid);
+  for (int depth = 0; ppid > 1 && depth < 64; ++depth) {
+    p.lineage.push_back(ppid);
+    long long up = 0;
+    if (!read_parentage(ppid, &up, &pgid, &sid)) break;
+    ppid = up;
+  }
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::getline(comm, p.name);
+  std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string raw((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  std::replace(raw.begin(), raw.end(), '\0', ' ');
+  p.command = raw.size() > 60 ? raw.substr(0, 57) + "..." : raw;
+  return p;
+}
 
 double monotonic_now() {
   timespec ts;

@@ -16,6 +16,9 @@
 
 namespace gpuq {
 
+// How soon the next tick comes when the GPU reading predates a job's end (seconds).
+constexpr double kStaleReadingWake = 1.5;
+
 /// One tick's working state.
 struct RunLoop::Tick {
   State state;
@@ -270,16 +273,27 @@ void RunLoop::note_running(Tick& t) {
   }
 }
 
-// Memory held on a GPU (a foreign process, or a finished job's processes exiting) makes it busy.
+// Memory held on a GPU, a compute process of no gpuq job's, or a GPU lost to the driver makes
+// it busy (gpu_use.h). The reading comes from the probe's last refresh (BackgroundProbe): one
+// taken before a job ended may still show that job's memory, so the next tick comes soon.
 void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
+  if (!reading.source_note.empty() && reading.source_note != last_source_note_)
+    say(t.now, "GPU probe: " + reading.source_note);
+  last_source_note_ = reading.source_note;
   t.util_pct = reading.util_pct;
   t.have_reading = reading.used_mib.has_value();
+  GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
   if (reading.used_mib) {
-    t.busy |= busy_by_memory(*reading.used_mib, opt_.max_used_mib);
-    say_others(t, *reading.used_mib);
-    if (!last_probe_problem_.empty()) say(t.now, "nvidia-smi gives readings again");
+    t.busy |= busy_by_reading(reading, t.state, rules);
+    say_others(t, reading, rules);
+    if (!last_probe_problem_.empty())
+      say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
     last_probe_problem_.clear();
+    for (const auto& [id, s] : t.state.entries())
+      if (reading.taken && s.status != Status::Running && s.end && *s.end > *reading.taken &&
+          t.now - *s.end < 60)
+        t.wake_in = std::min(t.wake_in, kStaleReadingWake);
   } else if (reading.problem != last_probe_problem_) {
     last_probe_problem_ = reading.problem;
     say(t.now, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
@@ -288,29 +302,33 @@ void RunLoop::probe(Tick& t) {
   }
 }
 
-// Says once when a GPU of the node becomes busy with another user's memory, and when it is
-// free of it again. The GPUs of a job that ended in the last minute are left out: its
-// processes may still be letting go of their memory.
-void RunLoop::say_others(Tick& t, const std::map<int, long long>& used_mib) {
+// Says once when a GPU of the node becomes busy for another user (memory, a process, lost),
+// and when it is free again. The GPUs of a job that ended in the last minute are left out:
+// its processes may still be letting go of their memory.
+void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules) {
   constexpr double kSettle = 60;
   GpuMask node = mask_of(opt_.node_gpus), settling = 0;
   for (const auto& [id, s] : t.state.entries())
     if (s.status != Status::Running && s.end && s.gpus && t.now - *s.end < kSettle) settling |= mask_of(*s.gpus);
-  std::map<int, long long> others = used_by_others(used_mib, opt_.max_used_mib, t.state);
-  for (auto& [g, mib] : others) {
+  std::map<int, std::string> others = held_by_others(r, t.state, rules);
+  auto foreign = foreign_processes(r, t.state, rules);
+  for (auto& [g, text] : others) {
     GpuMask bit = GpuMask{1} << g;
     if (!(node & bit) || (settling & bit) || others_said_.count(g)) continue;
-    others_said_[g] = mib;
-    say(t.now, busy_by_other_text(g, mib) + "; no job starts on it until that memory is let go");
+    others_said_[g] = text;
+    const char* until = r.lost.count(g)       ? "; no job starts on it"
+                        : foreign.count(g)    ? "; no job starts on it until that process ends"
+                                              : "; no job starts on it until that memory is let go";
+    say(t.now, text + until);
   }
   for (auto it = others_said_.begin(); it != others_said_.end();) {
     if (others.count(it->first)) {
       ++it;
       continue;
     }
-    auto used = used_mib.find(it->first);
+    auto used = r.used_mib->find(it->first);
     say(t.now, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", it->first,
-                           used == used_mib.end() ? 0 : used->second, opt_.max_used_mib));
+                           used == r.used_mib->end() ? 0 : used->second, opt_.max_used_mib));
     it = others_said_.erase(it);
   }
 }

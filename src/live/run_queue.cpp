@@ -17,14 +17,21 @@
 
 namespace gpuq {
 
-int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info,
+int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
               const SlurmOptions* slurm) {
+  RunOptions opt = given;
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
   PosixLauncher local_launcher(paths, opt.workdir);
-  NvidiaSmiProbe local_probe(opt.nvidia_smi, opt.nvidia_smi_timeout);
+  // Read in the background (every second at most, once per tick at least): a tick never waits for it.
+  // Not in Slurm mode: the cluster's GPUs are Slurm's business.
+  std::optional<BackgroundProbe> local_probe;
+  if (!slurm)
+    local_probe.emplace(make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
+                                   opt.nvidia_smi_timeout),
+                        1.0);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
   PosixWaker local_waker(paths.state);
@@ -37,12 +44,16 @@ int run_queue(const Plan& plan, const PlanPaths& paths, const RunOptions& opt, s
     slurm_waker.emplace(local_waker, *slurm_launcher, paths);
   }
   Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm_launcher) : local_launcher;
-  GpuProbe& probe = slurm ? static_cast<GpuProbe&>(slurm_probe) : local_probe;
+  GpuProbe& probe = slurm ? static_cast<GpuProbe&>(slurm_probe) : *local_probe;
   Waker& waker = slurm ? static_cast<Waker&>(*slurm_waker) : local_waker;
   auto say = [out](const std::string& line) {
     fmt::print(out, "{}\n", line);
     std::fflush(out);
   };
+  if (!slurm && opt.placement.kind == Placement::Kind::Auto) {
+    opt.placement.topology = local_probe->topology().value_or(Topology{});
+    say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
+  }
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
   std::vector<HookSpec> specs;
   for (const std::string& text : opt.on_event)

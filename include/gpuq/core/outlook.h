@@ -61,11 +61,11 @@ bool any_running(const State& state);
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
 /// With `explain_first`, only that many jobs get their `why`: the first not
 /// done in predicted order, the rows `status` prints without --all.
-/// Each file: dep is looked at once. `others` are the GPUs another user's memory
-/// makes busy (used_by_others), which a job waiting for GPUs names.
+/// Each file: dep is looked at once. `others` says why each GPU another user holds is
+/// busy (held_by_others), which a job waiting for GPUs names.
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::optional<size_t> explain_first = std::nullopt,
-                     const std::map<int, long long>& others = {});
+                     const std::map<int, std::string>& others = {});
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
 /// the order `status` lists them in. With `first`, only the first `first` of

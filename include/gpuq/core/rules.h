@@ -58,6 +58,7 @@ struct Policy {
   double time_limit_factor = 0;  ///< --time-limit-factor: a job without a limit gets this x est_hours (0: off)
   double poll = 20;              ///< --poll: the longest wait of `run` between two looks (and GPU readings)
   double quiet_minutes = 0;      ///< --quiet-minutes: a job without quiet_minutes gets this watchdog (0: off)
+  Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt

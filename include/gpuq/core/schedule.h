@@ -9,6 +9,7 @@
 
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/topology.h"
 
 namespace gpuq {
 
@@ -99,6 +100,7 @@ struct PassInput {
   std::vector<bool> open;          ///< per reservation: some job it lists is unfinished
   bool nothing_running = false;    ///< no job of the plan is running
   bool explain = false;            ///< fill PassResult::held (costs a walk over every ready job)
+  const Placement* placement = nullptr;  ///< how multi-GPU jobs are placed (null: the original's pairs)
 };
 
 /// A job the pass starts, and its GPUs.

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/gpu_use.h"
 #include "gpuq/core/rules.h"
+#include "gpuq/core/topology.h"
 #include "gpuq/core/state.h"
 
 namespace gpuq {
@@ -128,20 +130,14 @@ class Launcher {
   virtual long long queue_room(const State& state) { (void)state; return -1; }
 };
 
-/// A reading of the GPUs' memory (and utilization, where given), or why there is none.
-struct GpuReading {
-  std::optional<std::map<int, long long>> used_mib;  ///< GPU index -> MiB in use
-  std::string problem;                               ///< why there is no reading
-  std::map<int, int> util_pct;                       ///< GPU index -> utilization in percent, for the GPUs
-                                                     ///< that gave one (none from an older nvidia-smi)
-};
-
 /// Reads the memory in use (and the utilization) of each GPU.
 class GpuProbe {
  public:
   virtual ~GpuProbe() = default;
   /// A reading now; never throws (a failure is a reading with its problem said).
   virtual GpuReading read() = 0;
+  /// How the GPUs are connected; nullopt when the source cannot say (read once, at the start).
+  virtual std::optional<Topology> topology() { return std::nullopt; }
 };
 
 /// Where the state lives. Every method but read() may be called only while

@@ -35,6 +35,11 @@ std::optional<unsigned long long> process_start_time(long long pid);
 /// given, the same process that had that start time (not a recycled pid).
 bool process_alive(long long pid, std::optional<unsigned long long> start);
 
+/// A process as /proc shows it now: its name (comm), its command line (shortened), and its
+/// lineage: its pid, process group, session, then each parent's pid up to init. Only the
+/// pid when /proc has no such process (gone, or in another pid namespace).
+GpuProcess describe_process(long long pid);
+
 /// True when some process is still in process group `pgid`.
 bool group_alive(long long pgid);
 

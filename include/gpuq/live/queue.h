@@ -23,6 +23,8 @@ namespace gpuq {
 /// `run`'s flags, with the original's defaults (the rules' among them).
 struct RunOptions : Policy {
   long long max_used_mib = 1024;
+  std::vector<std::string> ignore_process;  ///< --ignore-process: names whose GPU processes never make a GPU busy
+  std::string gpu_probe = "auto";           ///< --gpu-probe: auto, nvml, nvidia-smi, none
   double kill_grace = 30;
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;

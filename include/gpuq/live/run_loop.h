@@ -77,7 +77,7 @@ class RunLoop {
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void probe(Tick& t);
-  void say_others(Tick& t, const std::map<int, long long>& used_mib);
+  void say_others(Tick& t, const GpuReading& r, const GpuRules& rules);
   void watch_quiet(Tick& t);
   void stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c);
   void decide(Tick& t);
@@ -99,7 +99,8 @@ class RunLoop {
   std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
   std::optional<State> cached_;         // what the last tick saved; kept while the store is unchanged
   std::string last_probe_problem_;
-  std::map<int, long long> others_said_;  // GPUs said busy with another user's memory, and their MiB
+  std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
+  std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;

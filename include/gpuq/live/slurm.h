@@ -139,7 +139,11 @@ class SlurmLauncher : public Launcher {
 /// The probe in Slurm mode: the cluster's GPUs are Slurm's business; an empty reading.
 class SlurmProbe : public GpuProbe {
  public:
-  GpuReading read() override { return GpuReading{std::map<int, long long>{}, "", {}}; }
+  GpuReading read() override {
+    GpuReading r;
+    r.used_mib.emplace();
+    return r;
+  }
 };
 
 /// The waker in Slurm mode: a job's end is its logs/ID.exit appearing (the wrapper

@@ -1,0 +1,61 @@
+// What a GPU probe reads of the node (memory, utilization, compute processes, lost GPUs)
+// and the rules on it: which GPUs another user holds, and how that is said. Pure: the
+// probes (live/probe.h, live/nvml.h) fill a GpuReading; run, status and gpus read it here.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/gpus.h"
+#include "gpuq/core/state.h"
+
+namespace gpuq {
+
+/// A compute process on a GPU, as the probe saw it (NVML's process list).
+struct GpuProcess {
+  long long pid = 0;
+  long long used_mib = -1;         ///< its memory on that GPU; -1 when not given
+  std::string name;                ///< its command's name (/proc comm), "" when not readable
+  std::string command;             ///< its command line, shortened, "" when not readable
+  std::vector<long long> lineage;  ///< its pid, process group, session and ancestors, read when it was seen
+};
+
+/// A reading of the GPUs, or why there is none.
+struct GpuReading {
+  std::optional<std::map<int, long long>> used_mib;  ///< GPU index -> MiB in use
+  std::string problem;                               ///< why there is no reading
+  std::map<int, int> util_pct;                       ///< GPU index -> utilization in percent, for the GPUs
+                                                     ///< that gave one (none from an older nvidia-smi)
+  std::string source;                                ///< "nvml", "nvidia-smi" ("" for a fake)
+  std::string source_note;                           ///< how the source was chosen: "NVML: ...; nvidia-smi from now on"
+  /// GPU index -> its compute processes; only from a source that lists them (NVML).
+  std::optional<std::map<int, std::vector<GpuProcess>>> processes;
+  std::map<int, std::string> lost;     ///< GPU index -> why it gives no reading ("GPU is lost")
+  std::map<int, std::string> names;    ///< GPU index -> its product name (NVML)
+  std::map<int, long long> total_mib;  ///< GPU index -> its memory (NVML)
+  std::optional<double> taken;         ///< when it was read (unix s), for a reading kept from before
+};
+
+/// The rules on a reading: --max-used-mib and --ignore-process.
+struct GpuRules {
+  long long max_used_mib = 1024;
+  std::vector<std::string> ignore;  ///< process names (comm) that never make a GPU busy
+};
+
+/// The processes on each GPU that belong to no gpuq job: none of their lineage is the pid
+/// of a running entry of the state (or of a killed one in its grace time), and their name is
+/// not in `rules.ignore`. Empty without a process list.
+std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, const State& state,
+                                                         const GpuRules& rules);
+
+/// The GPUs the reading makes busy: memory over max_used_mib, a foreign process, lost.
+GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules);
+
+/// Why each GPU that no entry of the state holds is busy by the reading, GPU -> text:
+/// "GPU 5 busy: process 4242 `python train.py` (20000 MiB) is no gpuq job's",
+/// "GPU 1 busy: 20000 MiB in use by another process", "GPU 3 busy: lost (GPU is lost)".
+std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules);
+
+}  // namespace gpuq

@@ -1,0 +1,171 @@
+// Busy means a foreign process (issue 15, point 3): the rule on NVML's process list, and
+// run's lines and placement on it (fakes, tick by tick).
+#include <gmock/gmock.h>
+
+#include "gpuq/core/gpu_use.h"
+#include "gpuq/core/outlook.h"
+#include "tick_loop.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+namespace {
+
+GpuProcess proc(long long pid, std::vector<long long> lineage, std::string name, long long mib = 100) {
+  GpuProcess p;
+  p.pid = pid;
+  p.lineage = std::move(lineage);
+  p.name = std::move(name);
+  p.command = p.name + " train.py";
+  p.used_mib = mib;
+  return p;
+}
+
+State running(const std::string& id, long long pid, std::vector<int> gpus) {
+  State st;
+  JobState s;
+  s.status = Status::Running;
+  s.pid = pid;
+  s.gpus = std::move(gpus);
+  st.set(id, s);
+  return st;
+}
+
+GpuReading idle8() {
+  GpuReading r;
+  r.used_mib = std::map<int, long long>{};
+  r.processes.emplace();
+  for (int g = 0; g < 8; ++g) (*r.used_mib)[g] = 300;  // what NVML reports on an idle GPU of a recent driver
+  return r;
+}
+
+}  // namespace
+
+TEST(GpuUse, AProcessUnderAJobIsOursAnyOtherIsForeignUnlessIgnored) {
+  State st = running("a", 5000, {0});
+  GpuReading r = idle8();
+  (*r.processes)[0] = {proc(5012, {5012, 5012, 5000, 5003, 5000, 1}, "python")};  // a's grandchild
+  (*r.processes)[5] = {proc(777, {777, 777, 700, 700, 1}, "python", 150)};     // another user's, little memory
+  (*r.processes)[6] = {proc(888, {888, 888, 800, 1}, "Xorg")};
+  GpuRules rules{1024, {"Xorg"}};
+  auto foreign = foreign_processes(r, st, rules);
+  ASSERT_EQ(foreign.size(), 1u);
+  ASSERT_EQ(foreign.count(5), 1u);
+  EXPECT_EQ(foreign[5][0].pid, 777);
+  EXPECT_EQ(busy_by_reading(r, st, rules), mask_of({5}));  // 300 MiB everywhere is under --max-used-mib
+  EXPECT_EQ(held_by_others(r, st, rules),
+            (std::map<int, std::string>{{5, "GPU 5 busy: process 777 `python train.py` (150 MiB) is no gpuq job's"}}));
+  rules.ignore = {};
+  EXPECT_EQ(busy_by_reading(r, st, rules), mask_of({5, 6}));
+}
+
+TEST(GpuUse, MemoryStillCountsWithoutAProcessListAndALostGpuIsBusy) {
+  GpuReading r;
+  r.used_mib = std::map<int, long long>{{0, 0}, {1, 20000}};
+  r.lost[2] = "GPU is lost";
+  GpuRules rules;
+  EXPECT_TRUE(foreign_processes(r, State{}, rules).empty());
+  EXPECT_EQ(busy_by_reading(r, State{}, rules), mask_of({1, 2}));
+  EXPECT_EQ(held_by_others(r, State{}, rules),
+            (std::map<int, std::string>{{1, "GPU 1 busy: 20000 MiB in use by another process"},
+                                        {2, "GPU 2 busy: lost (GPU is lost)"}}));
+}
+
+TEST(GpuUseTick, AForeignProcessOnGpu5KeepsJobsOffItAndRunSaysWhoHoldsIt) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "est_hours": 1}])",
+         {}, {4, 5, 6});
+  q.probe.reading = idle8();
+  (*q.probe.reading.processes)[4] = {proc(4242, {4242, 4242, 4200, 1}, "python", 120)};
+  (*q.probe.reading.processes)[5] = {proc(4343, {4343, 4343, 4300, 1}, "Xorg", 20)};
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("GPU 4 busy: process 4242 `python train.py` (120 MiB) is no gpuq job's; no "
+                                        "job starts on it until that process ends"),
+                                 q.line("GPU 5 busy: process 4343 `Xorg train.py` (20 MiB) is no gpuq job's; no job "
+                                        "starts on it until that process ends"),
+                                 q.line("start a on GPUs [6] (pid 1000)")));
+  // The job's own process on its GPU is not foreign; the tenant leaves GPU 4.
+  (*q.probe.reading.processes)[6] = {proc(1007, {1007, 1000, 1000, 1000, 1}, "python", 30000)};
+  (*q.probe.reading.processes)[4].clear();
+  q.clock.advance(20);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("GPU 4 free again: 300 MiB in use (at most --max-used-mib 1024)"),
+                                 q.line("start b on GPUs [4] (pid 1001)")));
+}
+
+TEST(GpuUseTick, IgnoredProcessesBlockNothing) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1}])",
+         [](RunOptions& o) { o.ignore_process = {"Xorg"}; }, {5});
+  q.probe.reading = idle8();
+  (*q.probe.reading.processes)[5] = {proc(4343, {4343, 4343, 4300, 1}, "Xorg", 150)};
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [5] (pid 1000)")));
+}
+
+TEST(GpuUseTick, TheProbeSourceIsSaidOnceAndAgainOnlyWhenItChanges) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1}])", {}, {0});
+  q.probe.reading.source_note = "NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on";
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("GPU probe: NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on"),
+                                 q.line("start a on GPUs [0] (pid 1000)")));
+  q.clock.advance(20);
+  q.tick();
+  EXPECT_THAT(q.out, IsEmpty());
+}
+
+TEST(GpuUseTick, AReadingOlderThanAJobsEndBringsTheNextTickSoon) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "est_hours": 1}])",
+         {}, {0});
+  q.tick();  // a starts on GPU 0
+  q.launcher.exit(1000, 0);
+  q.clock.advance(5);
+  // The background reading was taken before a ended, and still shows its memory.
+  q.probe.reading.used_mib = std::map<int, long long>{{0, 30000}};
+  q.probe.reading.taken = q.clock.t - 2;
+  TickResult r = q.tick();
+  EXPECT_EQ(q.status("a"), Status::Done);
+  EXPECT_EQ(q.status("b"), Status::Pending);
+  EXPECT_LE(r.wake_in, 1.5);  // not --poll (3600): the fresh reading comes within a second
+  q.probe.reading.used_mib = std::map<int, long long>{{0, 0}};
+  q.probe.reading.taken = q.clock.t + 0.5;
+  q.clock.advance(1.5);
+  r = q.tick();
+  EXPECT_EQ(q.status("b"), Status::Running);
+}
+
+TEST(GpuUseOutlook, StatusNamesWhoHoldsABusyGpu) {
+  Plan p = plan_of(R"([{"id": "wide", "script": "w.sh", "gpus": 2, "est_hours": 1}])", {0, 1});
+  Policy pol;
+  pol.node_gpus = {0, 1};
+  FileTable yes([](const std::string&) { return true; });
+  GpuReading r = idle8();
+  (*r.processes)[1] = {proc(4242, {4242, 4242, 4200, 1}, "python", 120)};
+  GpuRules rules;
+  Outlook o = make_outlook(p, State{}, pol, 1'000'000, 0b01, yes, std::nullopt, held_by_others(r, State{}, rules));
+  EXPECT_EQ(o.jobs[0].why, "needs 2 GPUs, 1 free; GPU 1 busy: process 4242 `python train.py` (120 MiB) is no gpuq "
+                           "job's");
+}
+
+TEST(GpuUseTick, AGpuLostMidRunIsSaidOnceAndGetsNoJob) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1},
+             {"id": "b", "script": "b.sh", "gpus": 1, "est_hours": 1, "deps": ["a"]}])",
+         {}, {0, 1});
+  q.probe.reading = idle8();
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0] (pid 1000)")));
+  q.probe.reading.lost[0] = "GPU is lost";  // a's GPU falls off the bus; a fails
+  q.probe.reading.used_mib->erase(0);
+  q.launcher.exit(1000, 1);
+  q.clock.advance(20);
+  q.tick();
+  EXPECT_EQ(q.status("a"), Status::Failed);
+  q.launcher.exit_all_running(0);
+  q.clock.advance(400);  // past --retry-after: a runs again, not on the lost GPU 0
+  q.tick();
+  EXPECT_THAT(q.out, ::testing::Contains(q.line("GPU 0 busy: lost (GPU is lost); no job starts on it")));
+  EXPECT_EQ(q.status("a"), Status::Running);
+  EXPECT_EQ(q.entry("a").gpus, (std::vector<int>{1}));
+}

@@ -1,0 +1,252 @@
+// The NVML probe (issue 15, point 1) against the fake libnvidia-ml.so.1 (fake_nvml.cpp):
+// boards, the PCI order, a foreign process, a library that fails, a GPU lost mid-run; and
+// `gpuq gpus` and `gpuq run` loading it through GPUQ_NVML_LIB.
+#include <gmock/gmock.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/core/gpu_use.h"
+#include "gpuq/live/nvml.h"
+#include "gpuq/live/probe.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string bus(int k) { return fmt::format("00000000:{:02X}:00.0", 0x18 + 0x10 * k); }
+
+// An 8-GPU HGX board: every GPU has 18 NVLinks to the NVSwitches. Listed out of PCI order.
+json hgx() {
+  json devs = json::array();
+  for (int k : {3, 0, 7, 1, 6, 2, 5, 4}) {
+    json links = json::array();
+    for (int l = 0; l < 18; ++l) links.push_back("switch");
+    devs.push_back({{"bus_id", bus(k)}, {"name", "NVIDIA H100 80GB HBM3"}, {"total_mib", 81559},
+                    {"used_mib", 300 + k}, {"util", 10 * k}, {"nvlinks", links}});
+  }
+  return {{"devices", devs}};
+}
+
+// A PCIe board of 4 GPUs with NVLink bridges on (0,2) and (1,3), 0-1 and 2-3 behind one switch.
+json bridged() {
+  json devs = json::array();
+  std::map<int, int> peer{{0, 2}, {2, 0}, {1, 3}, {3, 1}};
+  for (int k = 0; k < 4; ++k)
+    devs.push_back({{"bus_id", bus(k)}, {"name", "NVIDIA RTX A6000"}, {"used_mib", 5}, {"util", nullptr},
+                    {"nvlinks", {bus(peer[k]), bus(peer[k]), bus(peer[k]), bus(peer[k])}}});
+  return {{"devices", devs},
+          {"ancestors", {{bus(0), bus(1), 10}, {bus(2), bus(3), 10}}}};
+}
+
+// The fake library's file, for this process (NvmlProbe here) and for gpuq (GPUQ_FAKE_NVML).
+struct FakeNvml {
+  TempDir dir;
+  std::string path;
+  explicit FakeNvml(const json& node) {
+    path = dir.write("nvml.json", node.dump());
+    setenv("GPUQ_FAKE_NVML", path.c_str(), 1);
+  }
+  void set(const json& node) {
+    // A new file renamed over: the fake reads it again (its stamp changes).
+    dir.write("next.json", node.dump());
+    std::rename((dir.path() + "/next.json").c_str(), path.c_str());
+  }
+  std::map<std::string, std::string> env() const { return {{"GPUQ_NVML_LIB", FAKE_NVML}, {"GPUQ_FAKE_NVML", path}}; }
+};
+
+}  // namespace
+
+TEST(Nvml, HgxBoardInPciOrderWithNv18BetweenEveryPair) {
+  FakeNvml fake(hgx());
+  NvmlProbe probe(FAKE_NVML);
+  ASSERT_TRUE(probe.ok()) << probe.problem();
+  GpuReading r = probe.read();
+  ASSERT_TRUE(r.used_mib) << r.problem;
+  EXPECT_EQ(r.source, "nvml");
+  // GPU k is the k-th bus id, whatever order the driver lists them in.
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_EQ(r.used_mib->at(k), 300 + k);
+    EXPECT_EQ(r.util_pct.at(k), 10 * k);
+    EXPECT_EQ(r.total_mib.at(k), 81559);
+    EXPECT_EQ(r.names.at(k), "NVIDIA H100 80GB HBM3");
+  }
+  std::optional<Topology> t = probe.topology();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->links.size(), 28u);
+  for (auto& [ab, l] : t->links) EXPECT_EQ(l, (Link{Path::NvLink, 18}));
+}
+
+TEST(Nvml, PcieBoardWithBridgedPairsAndNoUtilization) {
+  FakeNvml fake(bridged());
+  NvmlProbe probe(FAKE_NVML);
+  ASSERT_TRUE(probe.ok()) << probe.problem();
+  GpuReading r = probe.read();
+  ASSERT_TRUE(r.used_mib) << r.problem;
+  EXPECT_TRUE(r.util_pct.empty());  // Not Supported: no utilization, still a reading
+  Placement p;
+  p.kind = Placement::Kind::Auto;
+  p.topology = *probe.topology();
+  EXPECT_EQ(p.topology.between(0, 2), (Link{Path::NvLink, 4}));
+  EXPECT_EQ(p.topology.between(0, 1), (Link{Path::Pix, 0}));
+  EXPECT_EQ(p.topology.between(1, 2), (Link{Path::Sys, 0}));
+  EXPECT_EQ(pairs_in_use(p, mask_of({0, 1, 2, 3})), (std::vector<std::pair<int, int>>{{0, 2}, {1, 3}}));
+}
+
+TEST(Nvml, BoardWithoutNvLinkUsesTheCommonAncestor) {
+  json node = bridged();
+  for (json& d : node["devices"]) d.erase("nvlinks");
+  FakeNvml fake(node);
+  NvmlProbe probe(FAKE_NVML);
+  ASSERT_TRUE(probe.ok()) << probe.problem();
+  Topology t = *probe.topology();
+  EXPECT_EQ(t.between(0, 1), (Link{Path::Pix, 0}));
+  EXPECT_EQ(t.between(0, 2), (Link{Path::Sys, 0}));
+  Placement p;
+  p.kind = Placement::Kind::Auto;
+  p.topology = t;
+  EXPECT_EQ(*pick_gpus(2, mask_of({1, 2, 3}), &p), (std::vector<int>{2, 3}));
+}
+
+TEST(Nvml, AForeignProcessOnGpu5IsSeenWithItsLineage) {
+  json node = hgx();
+  // This test process stands for the tenant: a real pid, so /proc has its lineage.
+  for (json& d : node["devices"])
+    if (d["bus_id"] == bus(5)) d["processes"] = {{{"pid", ::getpid()}, {"used_mib", 150}}};
+  FakeNvml fake(node);
+  NvmlProbe probe(FAKE_NVML);
+  GpuReading r = probe.read();
+  ASSERT_TRUE(r.processes);
+  ASSERT_EQ(r.processes->at(5).size(), 1u);
+  const GpuProcess& p = r.processes->at(5)[0];
+  EXPECT_EQ(p.pid, ::getpid());
+  EXPECT_EQ(p.used_mib, 150);
+  EXPECT_THAT(p.lineage, ::testing::Contains(static_cast<long long>(::getppid())));
+  EXPECT_EQ(busy_by_reading(r, State{}, GpuRules{}), mask_of({5}));
+  // Under a job whose pid is this process's parent, it is the job's own.
+  State st;
+  JobState s;
+  s.status = Status::Running;
+  s.pid = ::getppid();
+  s.gpus = std::vector<int>{5};
+  st.set("a", s);
+  EXPECT_TRUE(foreign_processes(r, st, GpuRules{}).empty());
+}
+
+TEST(Nvml, ALostGpuIsBusyAndTheRestStillRead) {
+  FakeNvml fake(hgx());
+  setenv("GPUQ_NVML_LIB", FAKE_NVML, 1);
+  std::unique_ptr<GpuProbe> probe = make_probe(ProbeKind::Auto, "/nonexistent/nvidia-smi", 5);
+  unsetenv("GPUQ_NVML_LIB");
+  GpuReading before = probe->read();
+  ASSERT_TRUE(before.used_mib) << before.problem;
+  EXPECT_TRUE(before.lost.empty());
+  json node = hgx();
+  for (json& d : node["devices"])
+    if (d["bus_id"] == bus(3)) d["lost"] = true;
+  fake.set(node);
+  GpuReading after = probe->read();
+  ASSERT_TRUE(after.used_mib) << after.problem;
+  EXPECT_EQ(after.source, "nvml");
+  EXPECT_EQ(after.lost, (std::map<int, std::string>{{3, "GPU is lost"}}));
+  EXPECT_EQ(after.used_mib->count(3), 0u);
+  EXPECT_EQ(busy_by_reading(after, State{}, GpuRules{}), mask_of({3}));
+  // Any other NVML error: nvidia-smi from then on (here there is none: no reading, said why).
+  for (json& d : node["devices"]) d["fail"] = 999;
+  fake.set(node);
+  GpuReading failed = probe->read();
+  EXPECT_FALSE(failed.used_mib);
+  EXPECT_EQ(failed.source, "nvidia-smi");
+  EXPECT_EQ(failed.source_note, "NVML: nvmlDeviceGetMemoryInfo(GPU 0): Unknown Error; nvidia-smi from now on");
+}
+
+TEST(NvmlCli, GpusJsonShowsTheBoardItsPairsAndTheForeignProcess) {
+  json node = bridged();
+  node["devices"][1]["processes"] = {{{"pid", ::getpid()}, {"used_mib", 150}}};
+  FakeNvml fake(node);
+  Output o = run_gpuq({"gpus", "--json"}, ".", fake.env());
+  ASSERT_EQ(o.status, 0) << o.err;
+  json j = json::parse(o.out);
+  EXPECT_EQ(j["source"], "nvml");
+  EXPECT_EQ(j["gpus"].size(), 4u);
+  EXPECT_EQ(j["gpus"][1]["processes"][0]["pid"], ::getpid());
+  EXPECT_EQ(j["gpus"][1]["processes"][0]["foreign"], true);
+  EXPECT_EQ(j["pairs"], json::parse("[[0, 2], [1, 3]]"));
+  EXPECT_EQ(j["placement"], "auto");
+  Output text = run_gpuq({"gpus"}, ".", fake.env());
+  EXPECT_THAT(text.out, HasSubstr("GPU probe: nvml (NVML ("));
+  EXPECT_THAT(text.out, HasSubstr("--pairs auto: 2-GPU jobs take [0, 2] [1, 3] first (from the GPU topology"));
+  EXPECT_THAT(text.out, HasSubstr("GPU0       X   PIX   NV4   SYS"));
+}
+
+TEST(NvmlCli, ALibraryThatFailsInitFallsBackToNvidiaSmiAndSaysSoOnce) {
+  FakeNvml fake({{"init", 9}, {"devices", json::array()}});
+  TempDir dir;
+  dir.write("smi.txt", "0, 0\n1, 0\n");
+  dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+  dir.write("job.sh", "sleep 0.3\n");
+  dir.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 0.01},
+                             {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 0.01, "deps": ["a"]}])");
+  auto env = fake.env();
+  env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1"}, dir.path(), env);
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::string said = "GPU probe: NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on";
+  size_t first = o.out.find(said);
+  EXPECT_NE(first, std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find(said, first + 1), std::string::npos) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished"));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("no GPU memory reading")));
+}
+
+TEST(NvmlCli, RunPlacesAPairOnTheBridgeAndKeepsJobsOffALostGpu) {
+  json node = bridged();
+  node["devices"][1]["lost"] = true;
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("job.sh", "echo \"$CUDA_VISIBLE_DEVICES\" > \"$GPUQ_JOB_ID.gpus\"\n");
+  dir.write("plan.json", R"([{"id": "pair", "script": "job.sh", "gpus": 2, "est_hours": 0.01},
+                             {"id": "one", "script": "job.sh", "gpus": 1, "est_hours": 0.01}])");
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0-3", "--poll", "1"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  EXPECT_EQ(dir.read("pair.gpus"), "0,2\n");  // the bridge, not the original's (0,1)... nor the lost GPU 1
+  EXPECT_EQ(dir.read("one.gpus"), "3\n");
+  EXPECT_THAT(o.out, HasSubstr("GPU 1 busy: lost (GPU is lost); no job starts on it"));
+}
+
+TEST(NvmlCli, StatusNamesTheProcessThatHoldsABusyGpu) {
+  json node = bridged();
+  node["devices"][1]["processes"] = {{{"pid", ::getpid()}, {"used_mib", 150}}};
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("w.sh", "true\n");
+  dir.write("plan.json", R"([{"id": "wide", "script": "w.sh", "gpus": 4, "est_hours": 1}])");
+  Output o = run_gpuq({"status", "--plan", "plan.json", "--gpus", "0-3"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr(fmt::format("needs 4 GPUs, 3 free; GPU 1 busy: process {} `", ::getpid())));
+  EXPECT_THAT(o.out, HasSubstr("(150 MiB) is no gpuq job's"));
+}
+
+TEST(NvmlCli, SimulateKeepsTheOriginalPairsUnlessToldAndThenPlacesAsRun) {
+  json node = bridged();
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("plan.json", R"([{"id": "one", "script": "a.sh", "gpus": 1, "est_hours": 1},
+                             {"id": "two", "script": "b.sh", "gpus": 2, "est_hours": 1}])");
+  Output plain = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3"}, dir.path(), fake.env());
+  EXPECT_THAT(plain.out, HasSubstr("gpus=[2, 3]   two"));
+  Output topo = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--pairs", "auto"}, dir.path(), fake.env());
+  EXPECT_THAT(topo.out, HasSubstr("gpus=[1, 3]   two"));
+  Output listed = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--pairs", "1-2"}, dir.path());
+  EXPECT_THAT(listed.out, HasSubstr("gpus=[1, 2]   two"));
+  Output bad = run_gpuq({"simulate", "--plan", "plan.json", "--pairs", "1-1"}, dir.path());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("'1-1' in --pairs '1-1' is not a pair of two GPU ids"));
+}
