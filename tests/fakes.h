@@ -91,7 +91,7 @@ class FakeLauncher : public Launcher {
     long long pid = next_pid_++;
     procs[pid].id = spec.id;
     held.insert(pid);
-    return {pid, static_cast<unsigned long long>(pid) * 10};
+    return {pid, static_cast<unsigned long long>(pid) * 10, std::nullopt};
   }
   void release(const Launched& job) override {
     note("release " + procs[job.pid].id);

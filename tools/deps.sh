@@ -5,7 +5,7 @@
 # tests drive real zsh and fish shells.
 set -euo pipefail
 pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc
-      help2man gzip man-db dpkg-dev file lintian zsh fish)
+      help2man gzip man-db dpkg-dev file lintian zsh fish slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

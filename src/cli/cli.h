@@ -62,6 +62,13 @@ struct Flags {
   std::optional<double> add_priority, add_est_hours;
   std::vector<std::string> add_deps;
   std::vector<std::string> add_script;  ///< the script, then its arguments
+  // run --slurm (slurm.h):
+  bool slurm = false;
+  std::string partition, account, qos;
+  long long max_queued = 200;
+  double time_margin = 1.5;
+  std::vector<std::string> sbatch_arg;
+  bool poll_given = false;  ///< --poll was on the command line (Slurm mode's default is 30 s)
 };
 
 /// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any

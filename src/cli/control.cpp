@@ -8,6 +8,7 @@
 
 #include "gpuq/live/journal.h"
 #include "gpuq/live/launcher.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/store.h"
 
@@ -15,7 +16,7 @@
 
 namespace gpuq::cli {
 
-bool wait_for_requeues(const Flags& f, FileStore& store, PosixLauncher& launcher);
+bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher);
 
 int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
@@ -24,7 +25,14 @@ int cmd_control(const Flags& f, const std::string& action) {
   PlanPaths paths = plan_paths(f);
   warn_state_beside_link(f.plan);
   FileStore store(paths);
-  PosixLauncher launcher(paths);
+  PosixLauncher local(paths);
+  // A plan run with --slurm: kill is scancel, hold of a job not started scontrol hold, retry scontrol release.
+  std::optional<SlurmLauncher> slurm;
+  try {
+    if (state_in_slurm(store.read())) slurm.emplace(*plan, paths, SlurmOptions{});
+  } catch (const StoreError&) {
+  }
+  Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm) : local;
   SystemClock clock;
   ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
@@ -37,7 +45,7 @@ int cmd_control(const Flags& f, const std::string& action) {
 
 /// The rest of `requeue`: wait for each stopped job's group to be gone (SIGKILL after
 /// --kill-grace), then make the job pending. False when a group outlived SIGKILL too.
-bool wait_for_requeues(const Flags& f, FileStore& store, PosixLauncher& launcher) {
+bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher) {
   std::vector<std::pair<std::string, long long>> groups;
   {
     State state = store.read();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <unistd.h>
 
 #include "gpuq/core/plan.h"
@@ -12,6 +13,7 @@
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/store.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/core/validate.h"
@@ -19,6 +21,47 @@
 #include "cli.h"
 
 namespace gpuq::cli {
+
+namespace {
+
+// What run --slurm hands sbatch; nullopt (with `problem`) for a plan Slurm cannot take.
+std::optional<SlurmOptions> slurm_options(const Flags& f, const Plan& plan, const std::string& workdir,
+                                          std::string* problem) {
+  if (std::string why = slurm_plan_problem(plan); !why.empty()) {
+    *problem = why;
+    return std::nullopt;
+  }
+  SlurmOptions o;
+  o.partition = f.partition;
+  o.account = f.account;
+  o.qos = f.qos;
+  o.sbatch_args = f.sbatch_arg;
+  o.time_margin = f.time_margin;
+  o.max_queued = f.max_queued;
+  o.reservations = slurm_reservations(plan);
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  o.gpuq_binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : "gpuq";
+  o.chdir = std::filesystem::absolute(workdir.empty() ? "." : workdir).lexically_normal().string();
+  return o;
+}
+
+// A state whose running jobs belong to the other kind of run: Slurm ids read as pids, or pids sent to scancel.
+std::string mode_mix_problem(const State& state, bool slurm) {
+  for (const auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running) continue;
+    if (!slurm && s.slurm_id)
+      return fmt::format("job {} is running in Slurm (Slurm job {}): this plan is run with --slurm until its Slurm "
+                         "jobs have ended",
+                         id, *s.slurm_id);
+    if (slurm && !s.slurm_id)
+      return fmt::format("job {} is running on this machine (pid {}): run --slurm once no job runs here",
+                         id, s.pid.value_or(0));
+  }
+  return "";
+}
+
+}  // namespace
 
 int cmd_run(const Flags& f) {
   // The text as it was before the load: the version the reload on edit compares with (an
@@ -51,6 +94,27 @@ int cmd_run(const Flags& f) {
   opt.workdir = wd.path;
   PlanPaths paths = plan_paths(f);
   State state = read_state(paths);
+  std::optional<Plan> slurm_plan;
+  std::optional<SlurmOptions> slurm;
+  if (f.slurm) {
+    std::string problem;
+    slurm = slurm_options(f, *plan, wd.path, &problem);
+    if (!slurm) {
+      fmt::print(stderr, "gpuq run --slurm: {}\n", problem);
+      return kExitBadInput;
+    }
+    // Slurm places the jobs: this node's GPU ids only bound how many one decision takes,
+    // and a reservation is Slurm's (--reservation), not a closed GPU of this node.
+    slurm_plan = slurm_copy(*plan);
+    plan = &*slurm_plan;
+    opt.node_gpus.clear();
+    for (int g = 0; g < 64; ++g) opt.node_gpus.push_back(g);
+    if (!f.poll_given) opt.poll = 30;
+  }
+  if (std::string mix = mode_mix_problem(state, f.slurm); !mix.empty()) {
+    fmt::print(stderr, "gpuq run: nothing started: {}\n", mix);
+    return kExitFailure;
+  }
   // Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
   // A job that waits on another job of the plan may have its script made by that job: its missing
   // script is said, not refused (it fails as unstartable if the script is still missing when due).
@@ -86,7 +150,8 @@ int cmd_run(const Flags& f) {
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
   keep_loaded_plan(paths, f.plan);
-  return run_queue(std::move(loaded->plan), paths, opt, stdout, &info, &plan_text);
+  return run_queue(slurm_plan ? std::move(*slurm_plan) : std::move(loaded->plan), paths, opt, stdout, &info, &plan_text,
+                   slurm ? &*slurm : nullptr);
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {
@@ -115,7 +180,26 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); 0: never")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  run->callback([&] { action = [&] { return cmd_run(f); }; });
+  run->add_flag("--slurm", f.slurm,
+                "submit each ready job to Slurm (sbatch) instead of starting it here; gpuq keeps the plan's deps, "
+                "priorities and retries, Slurm places the jobs (README: Running on a Slurm cluster)");
+  run->add_option("--partition", f.partition, "--slurm: the partition to submit to (sbatch --partition)");
+  run->add_option("--account", f.account, "--slurm: the account to charge (sbatch --account)");
+  run->add_option("--qos", f.qos, "--slurm: the quality of service (sbatch --qos)");
+  run->add_option("--max-queued", f.max_queued, "--slurm: at most this many of the plan's jobs in Slurm's queue")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--time-margin", f.time_margin,
+                  "--slurm: a job without time_limit_hours gets sbatch --time of est_hours x this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--sbatch-arg", f.sbatch_arg, "--slurm: one more argument for every sbatch (repeatable)")
+      ->allow_extra_args(false);
+  CLI::Option* poll = run->get_option("--poll");
+  run->callback([&, poll] {
+    f.poll_given = poll->count() > 0;
+    action = [&] { return cmd_run(f); };
+  });
 }
 
 }  // namespace gpuq::cli

@@ -24,6 +24,7 @@
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/store.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/svg.h"
@@ -147,6 +148,26 @@ void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
   }
 }
 
+/// refresh(); for a plan run with --slurm, through squeue, and the text of what Slurm says
+/// of each job in its queue ("" for a plan run on this machine).
+std::string slurm_refresh(const PlanPaths& paths, State& state, double now) {
+  if (!state_in_slurm(state)) {
+    refresh(paths, state, now);
+    return "";
+  }
+  static const Plan none;
+  SlurmLauncher slurm(none, paths, SlurmOptions{});
+  refresh(slurm, state, now);
+  std::string out = "\nIn Slurm (run --slurm):\n";
+  for (const auto& [id, s] : state.entries()) {
+    if (!s.slurm_id || (s.status != Status::Running && s.status != Status::Held)) continue;
+    std::optional<SlurmJob> v = slurm.slurm_view(s);
+    out += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.slurm_id, v ? v->state : "?",
+                       v && !v->reason.empty() && v->reason != "None" ? "reason: " + v->reason : "");
+  }
+  return out;
+}
+
 /// A reading of the GPUs and, for --pairs auto, their topology.
 struct Probed {
   GpuReading reading;
@@ -161,7 +182,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   const Plan& plan = learned ? *learned : given;
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
-  refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
+  std::string slurm = slurm_refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   std::string pairs_err;
@@ -189,7 +210,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
     return kExitFailure;
   std::string out = f.json ? outlook_json(plan, f.plan, o, run.seen)
                            : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) +
-                                 format_outlook(plan, o, f.all);
+                                 format_outlook(plan, o, f.all) + slurm;
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

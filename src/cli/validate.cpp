@@ -11,6 +11,8 @@
 #include "gpuq/live/journal.h"
 #include "gpuq/live/store.h"
 
+#include "gpuq/live/slurm.h"
+
 #include "cli.h"
 
 namespace gpuq::cli {
@@ -49,6 +51,9 @@ int cmd_validate(const Flags& f) {
   for (std::string& u : load.unknown_fields) findings.push_back({f.strict, "", std::move(u)});
   for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, files, readable_file, wd.shown))
     findings.push_back(std::move(x));
+  // --slurm: what `run --slurm` refuses (a reservation of GPU ids without a Slurm reservation).
+  if (f.slurm)
+    if (std::string why = slurm_plan_problem(*plan); !why.empty()) findings.push_back({true, "", "--slurm: " + why});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {
@@ -76,6 +81,7 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(validate, f, {kGpus, kBackfill});
   validate->add_flag("--strict", f.strict,
                     "exit 1 when there are warnings, and take fields gpuq does not read for errors (exit 2)");
+  validate->add_flag("--slurm", f.slurm, "check also what `run --slurm` needs (reservations naming a Slurm reservation)");
   validate->callback([&] { action = [&] { return cmd_validate(f); }; });
 }
 

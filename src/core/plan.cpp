@@ -273,6 +273,12 @@ void read_reservations(Build& b, simdjson::dom::array list) {
     Reservation res;
     std::vector<int> outside;
     read_reservation_gpus(b, rw, member(simdjson::dom::object(rj), "gpus"), node, res, outside);
+    if (std::optional<element> sr = member(simdjson::dom::object(rj), "slurm_reservation")) {
+      if (!sr->is_string() || std::string_view(*sr).empty())
+        b.add(rw, "\"slurm_reservation\" must be the name of a Slurm reservation, not " + show(*sr));
+      else
+        res.slurm_reservation = std::string(std::string_view(*sr));
+    }
     std::optional<element> js = member(simdjson::dom::object(rj), "jobs");
     if (!js || !js->is_array()) {
       b.add(rw, "needs \"jobs\", a list of job ids");

@@ -11,6 +11,7 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/launcher.h"
+#include "gpuq/live/slurm.h"
 
 namespace gpuq {
 
@@ -24,6 +25,7 @@ JobState requeued(const JobState& s) {
 
 std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
   std::vector<Ended> ended;
+  launcher.survey(state, now);
   for (auto& [id, s] : state.entries()) {
     if (s.status != Status::Running) continue;
     Observed o = launcher.observe(id, s);
@@ -68,15 +70,30 @@ std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
 }
 
 std::vector<Ended> refresh(const PlanPaths& paths, State& state, double now) {
+  if (state_in_slurm(state)) {  // its jobs are in Slurm's queue: squeue, not /proc
+    static const Plan none;
+    SlurmLauncher launcher(none, paths, SlurmOptions{});
+    return refresh(launcher, state, now);
+  }
   PosixLauncher launcher(paths);
   return refresh(launcher, state, now);
 }
 
 namespace {
 
-/// `hold ID`: pending, failed and blocked jobs become held. False when refused.
-bool hold(State& state, const std::string& id, std::vector<std::string>& lines) {
+/// `hold ID`: pending, failed and blocked jobs become held; so does a job submitted to
+/// Slurm that has not started (scontrol hold: it stays in the queue, held). False when refused.
+bool hold(State& state, const std::string& id, Launcher& launcher, std::vector<std::string>& lines) {
   Status st = state.status_of(id);
+  JobState* queued = state.find(id);
+  if (st == Status::Running && queued && queued->slurm_id && launcher.hold_queued(*queued)) {
+    queued->status = Status::Held;
+    queued->start.reset();
+    lines.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); `gpuq retry {}` "
+                                "releases it",
+                                id, *queued->slurm_id, id));
+    return true;
+  }
   if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
     JobState held;
     held.status = Status::Held;
@@ -94,7 +111,21 @@ bool hold(State& state, const std::string& id, std::vector<std::string>& lines) 
 }
 
 /// `retry ID`: any job but a running one becomes pending, and every blocked job with it.
-bool retry(State& state, const std::string& id, std::vector<std::string>& lines) {
+/// A job held in Slurm's queue is released there (scontrol release), or, gone from it, pending.
+bool retry(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
+  JobState* held = state.find(id);
+  if (held && held->status == Status::Held && held->slurm_id) {
+    if (launcher.release_held(*held)) {
+      held->status = Status::Running;
+      held->start = now;
+      lines.push_back(fmt::format("released {} (Slurm job {}: scontrol release); it waits in Slurm's queue", id,
+                                  *held->slurm_id));
+      return true;
+    }
+    launcher.signal_group(*held->slurm_id, Signal::Term);  // never twice in the queue
+    held->slurm_id.reset();
+    held->pid.reset();
+  }
   const JobState* s = state.find(id);
   Status st = s ? s->status : Status::Pending;
   if (st == Status::Running) {
@@ -130,7 +161,12 @@ bool kill(State& state, const std::string& id, Launcher& launcher, double now, s
   s->status = Status::Failed;
   s->exit = kKilledExit;
   s->end = now;
-  if (sent) {
+  if (sent && s->slurm_id) {
+    s->kill_sent = now;
+    lines.push_back(fmt::format("killed {}: scancel of Slurm job {}; `gpuq run` sends SIGKILL (scancel -s KILL) if "
+                                "it outlives --kill-grace",
+                                id, *s->slurm_id));
+  } else if (sent) {
     s->kill_sent = now;
     lines.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
                                 "outlives --kill-grace",
@@ -224,8 +260,8 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   }
   bool refused = false;
   for (const auto& id : ids) {
-    bool ok = action == "hold"      ? hold(state, id, r.lines)
-              : action == "retry"   ? retry(state, id, r.lines)
+    bool ok = action == "hold"      ? hold(state, id, launcher, r.lines)
+              : action == "retry"   ? retry(state, id, launcher, now, r.lines)
               : action == "requeue" ? requeue(state, id, launcher, now, r.lines)
                                     : kill(state, id, launcher, now, r.lines);
     refused = refused || !ok;

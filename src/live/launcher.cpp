@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <cstring>
 #include <filesystem>
@@ -191,7 +192,7 @@ PosixLauncher::~PosixLauncher() {
 Launched PosixLauncher::launch(const LaunchSpec& spec) {
   Spawned s = spawn_job(paths_, workdir_, spec);
   start_lines_[s.pid] = s.go_fd;
-  return {s.pid, s.pid_start};
+  return {s.pid, s.pid_start, std::nullopt};
 }
 
 void PosixLauncher::release(const Launched& job) {
@@ -279,15 +280,25 @@ int job_wrapper(int argc, char** argv) {
   const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
   outlive_warnings();
   // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
-  char buf[8] = {0};
-  size_t got = 0;
+  // ABORTEDFILE "-": no start line (a batch queue's hold is the line: run --slurm).
+  bool start_line = std::string(abortf) != "-";
+  char buf[8] = {'g', 'o', '\n'};
+  size_t got = start_line ? 0 : 3;
   while (got < 3) {
     ssize_t n = ::read(3, buf + got, 3 - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
   }
-  ::close(3);
+  if (start_line) ::close(3);
+  if (!start_line) {
+    // Under Slurm: the job's environment as on one node (Slurm set CUDA_VISIBLE_DEVICES for its GPUs).
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::string v = visible ? visible : "";
+    if (!visible) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    if (!std::getenv("TDPRM_GPU0")) ::setenv("TDPRM_GPU0", v.empty() ? "9" : v.substr(0, v.find(',')).c_str(), 1);
+    ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+  }
   if (std::string(buf, got) != "go\n") {
     int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) ::close(fd);

@@ -56,6 +56,11 @@ PlanLook PlanFile::look(double now) {
   }
   if (errors.empty()) {
     PlanLoad load = parse_plan(text, path_, gpus_);
+    if (load.plan && adapt)
+      if (std::string why = adapt(*load.plan); !why.empty()) {
+        load.plan.reset();
+        load.errors.push_back(path_ + ": " + why);
+      }
     if (load.plan) {
       seen_ = id;
       taken_ = h;

@@ -13,6 +13,7 @@
 #include "gpuq/live/phase.h"
 #include "gpuq/live/proc.h"
 #include "run_tick.h"
+#include "gpuq/live/slurm.h"
 
 namespace gpuq {
 
@@ -48,6 +49,14 @@ TickResult RunLoop::tick() {
     decide(t);
     phase("tick: decide");
     start(t);
+    // A batch queue (Slurm) places the jobs: the node's GPU ids only limit how many one
+    // decision picks, so decide again while it picks more (each round's jobs are running now).
+    for (size_t before = 0; !t.starts.empty() && t.launched.size() > before && !queue_stopped_;) {
+      before = t.launched.size();
+      if (os_.launcher.queue_room(t.state) <= 0) break;
+      decide(t);
+      start(t);
+    }
     save(t);
     phase("tick: start, save");
     release_started(t);
@@ -393,9 +402,14 @@ void RunLoop::decide(Tick& t) {
 }
 
 // The chosen jobs, launched held at their start lines; a launch that fails fails its job (kLostExit).
+// A batch queue takes at most its room (--max-queued); a full one (QueueFull) leaves the rest pending.
 void RunLoop::start(Tick& t) {
+  long long room = os_.launcher.queue_room(t.state);
+  queue_stopped_ = false;
   for (const Start& s : t.starts) {
     const Job& j = plan_.jobs[s.job];
+    if (room == 0 || queue_stopped_) break;
+    if (room > 0) --room;
     long long attempts = t.state.of(plan_, s.job) ? t.state.of(plan_, s.job)->attempts_or0() : 0;
     JobState entry;
     entry.attempts = attempts;
@@ -404,6 +418,8 @@ void RunLoop::start(Tick& t) {
       Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1, j.args, j.env});
       entry.status = Status::Running;
       entry.gpus = s.gpus;
+      if (l.slurm_id) entry.gpus = std::vector<int>{};  // Slurm's to place: none of this node's
+      entry.slurm_id = l.slurm_id;
       entry.pid = l.pid;
       entry.start = t.now;
       entry.pid_start = l.pid_start;
@@ -411,6 +427,15 @@ void RunLoop::start(Tick& t) {
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
       t.launched.push_back({s.job, l});
       t.running.push_back(l.pid);
+    } catch (const QueueFull& e) {
+      // Slurm takes no more now: pending still, submitted once the queue has room.
+      queue_stopped_ = true;
+      if (queue_full_said_ != e.what())
+        say(t.now, fmt::format("not submitting more jobs for now: {}; submitting goes on once the queue drains",
+                               e.what()));
+      queue_full_said_ = e.what();
+      t.wake_in = std::min(t.wake_in, 10.0);
+      continue;
     } catch (const CannotStart& e) {
       // Failed for good: a retry would fail alike.
       entry.status = Status::Failed;
@@ -453,12 +478,24 @@ void RunLoop::save(Tick& t) {
 }
 
 void RunLoop::release_started(Tick& t) {
-  for (auto& [i, l] : t.launched) os_.launcher.release(l);
+  std::vector<Launched> all;
+  for (auto& [i, l] : t.launched) all.push_back(l);
+  if (!all.empty()) {
+    os_.launcher.release_many(all);
+    queue_full_said_.clear();
+  }
   // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
   if (!t.launched.empty()) os_.store.sync();
-  for (auto& [i, l] : t.launched)
+  for (auto& [i, l] : t.launched) {
+    if (l.slurm_id) {
+      int n = plan_.jobs[i].gpus;
+      say(t.now, fmt::format("submit {} as Slurm job {} ({})", plan_.jobs[i].id, *l.slurm_id,
+                             n ? fmt::format("gpu:{}", n) : std::string("no GPU")));
+      continue;
+    }
     say(t.now, fmt::format("start {} on GPUs {} (pid {})", plan_.jobs[i].id, py_list(*t.state.of(plan_, i)->gpus),
                            l.pid));
+  }
 }
 
 // What can make another tick worth it: a running job's end, the state replaced, or a file

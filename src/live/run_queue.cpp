@@ -14,21 +14,25 @@
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/waker.h"
 #include "gpuq/core/local_time.h"
 
 namespace gpuq {
 
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
-              const std::string* plan_text) {
+              const std::string* plan_text, const SlurmOptions* slurm) {
   RunOptions opt = given;
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
-  PosixLauncher launcher(paths, opt.workdir);
+  PosixLauncher local_launcher(paths, opt.workdir);
   // Read in the background (every second at most, once per tick at least): a tick never waits for it.
-  BackgroundProbe probe(make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
+  // Not in Slurm mode: the cluster's GPUs are Slurm's business.
+  std::optional<BackgroundProbe> local_probe;
+  if (!slurm)
+    local_probe.emplace(make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
                                    opt.nvidia_smi_timeout),
                         1.0);
   FileStore store(paths);
@@ -38,13 +42,24 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   std::error_code ec;
   if (std::string real = std::filesystem::canonical(paths.plan, ec).string(); !ec && real != paths.plan)
     also.push_back(real);
-  PosixWaker waker(paths.state, also);
+  PosixWaker local_waker(paths.state, also);
+  // Slurm mode: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
+  std::optional<SlurmLauncher> slurm_launcher;
+  std::optional<SlurmWaker> slurm_waker;
+  SlurmProbe slurm_probe;
+  if (slurm) {
+    slurm_launcher.emplace(plan, paths, *slurm);
+    slurm_waker.emplace(local_waker, *slurm_launcher, paths);
+  }
+  Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm_launcher) : local_launcher;
+  GpuProbe& probe = slurm ? static_cast<GpuProbe&>(slurm_probe) : *local_probe;
+  Waker& waker = slurm ? static_cast<Waker&>(*slurm_waker) : local_waker;
   auto say = [out](const std::string& line) {
     fmt::print(out, "{}\n", line);
     std::fflush(out);
   };
-  if (opt.placement.kind == Placement::Kind::Auto) {
-    opt.placement.topology = probe.topology().value_or(Topology{});
+  if (!slurm && opt.placement.kind == Placement::Kind::Auto) {
+    opt.placement.topology = local_probe->topology().value_or(Topology{});
     say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
   }
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
@@ -55,6 +70,16 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                    [&clock, say](const std::string& line) { say(fmt::format("{} {}", clock_stamp(clock.now()), line)); });
   std::optional<PlanFile> plan_file;
   if (plan_text) plan_file.emplace(paths.plan, opt.node_gpus, *plan_text);
+  // Slurm mode: an edit is taken as the start took the plan (no reservation of GPU ids; a
+  // reservation is Slurm's), and the launcher submits from the plan in use.
+  std::map<std::string, std::string> reloaded_reservations;
+  if (plan_file && slurm)
+    plan_file->adapt = [&reloaded_reservations](Plan& p) {
+      if (std::string why = slurm_plan_problem(p); !why.empty()) return "run --slurm: " + why;
+      reloaded_reservations = slurm_reservations(p);
+      p = slurm_copy(p);
+      return std::string();
+    };
   RunLoop loop(
       std::move(plan), opt, {clock, launcher, probe, store, files, waker},
       [out](const std::string& line) {
@@ -62,10 +87,12 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
         std::fflush(out);
       },
       [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+  if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.pause_from([&paths] { return paused_since(paths); });
   if (plan_file)
-    loop.watch_plan(&*plan_file, [&paths, info](const std::string& text, double now) {
+    loop.watch_plan(&*plan_file, [&](const std::string& text, double now) {
+      if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), reloaded_reservations);
       // What `status` reads: the version run uses now, and a copy of its text.
       try {
         replace_file_durably(paths.run_plan, text);

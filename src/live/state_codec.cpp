@@ -46,7 +46,7 @@ bool known_field(std::string_view key) {
   return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
          key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "log_size" ||
          key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "reason" ||
-         key == "requeue" || key == "removed";
+         key == "requeue" || key == "removed" || key == "slurm_id";
 }
 
 // One field of an entry into `s`, or EntryError (`bad` words it).
@@ -71,9 +71,9 @@ void decode_field(std::string_view key, element val, JobState& s, const Bad& bad
       g.push_back(static_cast<int>(as_integer(x)));
     }
     s.gpus = std::move(g);
-  } else if (key == "pid" || key == "exit" || key == "attempts") {
+  } else if (key == "pid" || key == "exit" || key == "attempts" || key == "slurm_id") {
     if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
-    (key == "pid" ? s.pid : key == "exit" ? s.exit : s.attempts) = as_integer(val);
+    (key == "pid" ? s.pid : key == "exit" ? s.exit : key == "slurm_id" ? s.slurm_id : s.attempts) = as_integer(val);
   } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "log_grew" ||
              key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "requeue" ||
              key == "removed") {
@@ -258,6 +258,7 @@ std::string dump_state(const State& state) {
     if (s.gpus_busy) field("gpus_busy"), doubles.put_next(out);
     if (s.gpus_read) field("gpus_read"), doubles.put_next(out);
     if (s.hung_noted) field("hung_noted"), doubles.put_next(out);
+    if (s.slurm_id) field("slurm_id"), put_integer(out, *s.slurm_id);
     for (auto& [k, v] : s.extra.items()) {
       out += ",\n  ";
       put_string(out, k);

@@ -18,7 +18,8 @@ namespace gpuq {
 inline constexpr const char* kJobWrapperArg = "__job";
 
 /// The wrapper, run as `gpuq __job SCRIPT EXITFILE ABORTEDFILE [ARG...]` with the start
-/// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits), runs
+/// line on fd 3: waits for "go" (else leaves ABORTEDFILE and exits; ABORTEDFILE "-": there is
+/// no start line, as under Slurm, whose hold on the job is its start line), runs
 /// `bash SCRIPT`, and renames its exit code into EXITFILE. Returns the status.
 /// The wrapper outlives the warning signals its group gets (USR1, USR2, HUP, ALRM,
 /// ...: what a warn_signal may name, other than TERM, INT and the job-control and

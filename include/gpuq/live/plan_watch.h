@@ -6,6 +6,7 @@
 #error "a live header (the OS behind ports) in the core or the views: pass data in instead"
 #endif
 
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ class PlanFile : public PlanSource {
   /// `loaded_text`: the text of the version `run` started with.
   PlanFile(std::string path, std::vector<int> node_gpus, const std::string& loaded_text, double settle_s = 0.25);
   PlanLook look(double now) override;
+  /// Applied to each valid version before it is taken: a non-empty return is a problem of
+  /// that version (then it is not taken, and said as the loader's errors are). run --slurm
+  /// refuses a reservation of GPU ids in an edit as it does at the start.
+  std::function<std::string(Plan&)> adapt;
 
  private:
   struct FileId {

@@ -41,10 +41,20 @@ struct LaunchSpec {
   std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
 };
 
+/// A job as squeue (or sacct) shows it.
+struct SlurmJob {
+  long long id = 0;
+  std::string name;
+  std::string state;   ///< PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+  std::string reason;  ///< Slurm's pending reason (Priority, Resources, JobHeldUser, None)
+  std::optional<long long> exit;  ///< sacct's exit code, where known
+};
+
 /// A job launched and held at its start line: what the state records of it.
 struct Launched {
   long long pid = 0;                           ///< the job's id for observe and signals (its process group)
   std::optional<unsigned long long> pid_start; ///< tells this process from a later one with the same pid
+  std::optional<long long> slurm_id;           ///< a Slurm launcher's job id (then `pid` is the same number)
 };
 
 /// How a running job looks from outside.
@@ -100,6 +110,24 @@ class Launcher {
   virtual bool group_alive(long long group) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;
+
+  // For a launcher over a batch queue (slurm.h); this machine's launcher keeps the defaults.
+  /// Looks at every recorded job at once, before refresh observes them one by one (one
+  /// squeue). A job still waiting in the queue has its recorded start moved to `now`: its
+  /// time limit counts from when it runs.
+  virtual void survey(State& state, double now) { (void)state, (void)now; }
+  /// release() for each, in one call where the backend can.
+  virtual void release_many(const std::vector<Launched>& jobs) {
+    for (const Launched& j : jobs) release(j);
+  }
+  /// Holds a job submitted but not started (scontrol hold); false when it cannot be.
+  virtual bool hold_queued(const JobState& s) { (void)s; return false; }
+  /// Lets a job held in the queue go on (scontrol release); false when it is not there any more.
+  virtual bool release_held(const JobState& s) { (void)s; return false; }
+  /// The queue's view of a job (its id, state and pending reason); none without a queue.
+  virtual std::optional<SlurmJob> slurm_view(const JobState& s) { (void)s; return std::nullopt; }
+  /// How many more jobs may be launched now; -1: no limit.
+  virtual long long queue_room(const State& state) { (void)state; return -1; }
 };
 
 /// Reads the memory in use (and the utilization) of each GPU.

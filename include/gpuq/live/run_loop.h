@@ -138,16 +138,20 @@ class RunLoop {
   std::function<std::optional<double>()> paused_;
   std::optional<double> was_paused_;  // what the last tick saw
   bool pause_seen_ = false;
+  bool queue_stopped_ = false;   // this tick's launches stopped: the batch queue is full
+  std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
 };
 
 struct RunInfo;
+struct SlurmOptions;
 
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
 /// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
 /// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
 /// `plan_text` is the text `plan` was loaded from: the plan file is watched for edits
 /// against it (RunLoop::watch_plan).
+/// With `slurm`, jobs are submitted to Slurm instead (slurm.h): the same loop over the Slurm ports.
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info = nullptr,
-              const std::string* plan_text = nullptr);
+              const std::string* plan_text = nullptr, const SlurmOptions* slurm = nullptr);
 
 }  // namespace gpuq

@@ -1,0 +1,174 @@
+// `run --slurm`: the Launcher, GpuProbe and Waker ports over a Slurm cluster. gpuq keeps
+// the plan (deps, file deps, priorities, retries, time limits); Slurm places each job.
+// A ready job is submitted held (`sbatch --hold`), its Slurm id saved in the state
+// (JobState::slurm_id, and `pid` as the handle the run loop signals), then released:
+// the local start line's protocol, with the queue's hold as the line.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/live/ports.h"
+#include "gpuq/live/store.h"
+
+namespace gpuq {
+
+/// What `run --slurm` hands sbatch besides each job's own values.
+struct SlurmOptions {
+  std::string partition, account, qos;  ///< "" = Slurm's default
+  std::vector<std::string> sbatch_args; ///< --sbatch-arg, passed as written
+  double time_margin = 1.5;             ///< --time from est_hours x this (without time_limit_hours)
+  long long max_queued = 200;           ///< at most this many of the plan's jobs in Slurm's queue
+  std::string gpuq_binary;              ///< the job wrapper (this program), absolute
+  std::string chdir;                    ///< the folder jobs run in (absolute)
+  std::map<std::string, std::string> reservations;  ///< job id -> the Slurm reservation it goes to
+};
+
+/// Why `run --slurm` cannot take this plan ("" when it can): a reservation without
+/// "slurm_reservation" closes GPU ids of one node, which mean nothing across a cluster.
+std::string slurm_plan_problem(const Plan& plan);
+/// The plan as run --slurm schedules it: its reservations are Slurm's (none close GPUs here).
+Plan slurm_copy(const Plan& plan);
+/// Each job of a reservation with "slurm_reservation" -> that name.
+std::map<std::string, std::string> slurm_reservations(const Plan& plan);
+
+/// Parses `squeue --json` (22.05's openapi v0.0.38 and later: "jobs" with job_id, name,
+/// job_state, state_reason). Throws std::runtime_error saying what is wrong.
+std::vector<SlurmJob> parse_squeue_json(const std::string& text);
+/// Parses `squeue -h -o '%i|%j|%T|%r'` lines (for a squeue without --json).
+std::vector<SlurmJob> parse_squeue_lines(const std::string& text);
+/// Parses `sacct --json -X`: job_id, name, state.current, exit_code.return_code.
+std::vector<SlurmJob> parse_sacct_json(const std::string& text);
+
+/// A job's Slurm name: gpuq-TAG-ID-ATTEMPT (TAG: the plan file's name without .json).
+std::string slurm_job_name(const std::string& tag, const std::string& id, long long attempt);
+/// The tag of a plan path: "runs/plan.json" -> "plan".
+std::string plan_tag(const std::string& plan_path);
+/// Minutes for --time: time_limit_hours when the job has one, else est_hours x margin, rounded up (at least 1).
+long long slurm_minutes(const Job& job, double margin);
+/// --nice for each job: the rank of its priority among the plan's distinct priorities
+/// (the lowest value 0, the next 1, ...): never negative.
+std::vector<long long> slurm_nice(const Plan& plan);
+/// sbatch's arguments for one job (without the program name); `gpus` is its GPU count.
+std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& name, long long gpus, long long minutes,
+                                     long long nice, const std::string& log, const std::string& reservation,
+                                     const std::string& wrap);
+
+/// The output and exit status of a command run without a shell.
+struct CommandResult {
+  int status = -1;  ///< the exit status; -1 when it could not run
+  std::string out, err;
+};
+/// Runs argv (found on PATH) with `extra_env` added to the environment.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+
+/// Thrown by launch() when Slurm refuses more jobs (AssocMaxSubmitJobLimit,
+/// QOSMaxSubmitJobPerUserLimit): the job stays pending; submitting waits for the queue to drain.
+struct QueueFull : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The Launcher over Slurm. One squeue per survey() (each tick's refresh), one
+/// batched sacct for the recorded jobs no longer in the queue that left no exit
+/// file (none when accounting is off: then a job without logs/ID.exit is lost).
+class SlurmLauncher : public Launcher {
+ public:
+  SlurmLauncher(const Plan& plan, PlanPaths paths, SlurmOptions opt);
+  ~SlurmLauncher() override;
+
+  void survey(State& state, double now) override;
+  /// Submits the job held (`sbatch --hold`), unless squeue shows one of its name and
+  /// attempt already (an earlier run died before saving it): that one is adopted.
+  Launched launch(const LaunchSpec& spec) override;
+  void release(const Launched& job) override;
+  void release_many(const std::vector<Launched>& jobs) override;
+  void abandon(const Launched& job) override;
+  Observed observe(const std::string& id, const JobState& s) override;
+  Identity identify(const JobState& s) override;
+  /// scancel (Term: SIGTERM to the job's steps, then Slurm's KillWait; Kill: -s KILL).
+  bool signal_group(long long slurm_id, Signal sig) override;
+  bool warn_group(long long slurm_id, const WarnSpec& sig) override;
+  void note_in_log(const std::string& id, const std::string& line) override;
+  std::optional<long long> log_size(const std::string& id) override;
+  bool group_alive(long long slurm_id) override;
+  void reap() override {}
+  bool hold_queued(const JobState& s) override;
+  bool release_held(const JobState& s) override;
+  std::optional<SlurmJob> slurm_view(const JobState& s) override;
+  long long queue_room(const State& state) override;
+  /// True while Slurm refuses more jobs of this user (the queue must drain first).
+  bool queue_full() const { return full_; }
+
+  /// The plan's job of a Slurm id this launcher knows (from launch or survey), or "".
+  std::string job_of(long long slurm_id) const;
+  /// The plan jobs are submitted from from now on (the loop's, after a reload; a slurm_copy,
+  /// so its reservations come apart, from slurm_reservations of the plan as loaded):
+  /// priorities ranked again. `plan` must outlive its use here.
+  void use_plan(const Plan& plan, std::map<std::string, std::string> reservations);
+  /// How many squeue calls this launcher made.
+  long long squeue_calls() const { return squeue_calls_; }
+
+ private:
+  void take_squeue();
+  const SlurmJob* queued(long long slurm_id) const;
+  std::string reservation_of(const std::string& id) const;
+
+  const Plan* plan_;
+  PlanPaths paths_;
+  SlurmOptions opt_;
+  std::string tag_;
+  std::vector<long long> nice_;
+  std::map<long long, SlurmJob> queue_;           // the last squeue: the plan's jobs in the queue
+  std::map<std::string, long long> by_name_;      // their names -> ids
+  std::map<long long, SlurmJob> accounted_;       // sacct's view of the recorded jobs that left the queue
+  std::map<long long, std::string> ids_;          // slurm id -> plan job id
+  std::vector<long long> held_;                   // submitted held, not yet released or abandoned
+  bool squeue_ok_ = false;
+  std::string squeue_problem_ = "not looked at yet";
+  bool accounting_off_ = false;
+  bool json_ = true;
+  bool full_ = false;
+  long long full_at_ = -1;  // the jobs in the queue when Slurm refused one
+  long long squeue_calls_ = 0;
+};
+
+/// The probe in Slurm mode: the cluster's GPUs are Slurm's business; an empty reading.
+class SlurmProbe : public GpuProbe {
+ public:
+  GpuReading read() override {
+    GpuReading r;
+    r.used_mib.emplace();
+    return r;
+  }
+};
+
+/// The waker in Slurm mode: a job's end is its logs/ID.exit appearing (the wrapper
+/// writes it on the shared file system), watched as files through `inner`.
+class SlurmWaker : public Waker {
+ public:
+  SlurmWaker(Waker& inner, const SlurmLauncher& launcher, PlanPaths paths)
+      : inner_(inner), launcher_(launcher), paths_(std::move(paths)) {}
+  void watch_jobs(const std::vector<long long>& slurm_ids) override;
+  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override;
+  void drain() override { inner_.drain(); }
+  Wake wait(double timeout_s) override { return inner_.wait(timeout_s); }
+
+ private:
+  Waker& inner_;
+  const SlurmLauncher& launcher_;
+  PlanPaths paths_;
+  std::vector<std::string> exit_files_;
+};
+
+/// Whether this state has jobs in Slurm (an entry with a slurm_id, running or held there).
+bool state_in_slurm(const State& state);
+
+}  // namespace gpuq

@@ -1,0 +1,359 @@
+// `run --slurm`: the Launcher, GpuProbe and Waker ports over Slurm's commands.
+#include "gpuq/live/slurm.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "gpuq/live/launcher.h"
+#include "gpuq/live/proc.h"
+
+extern char** environ;
+
+namespace gpuq {
+
+namespace {
+
+// States after which a job never runs again (squeue shows them for MinJobAge seconds).
+bool terminal(const std::string& state) {
+  return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT" ||
+         state == "NODE_FAIL" || state == "OUT_OF_MEMORY" || state == "BOOT_FAIL" || state == "DEADLINE" ||
+         state == "PREEMPTED" || state == "SPECIAL_EXIT" || state == "REVOKED";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string first_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string id_list(const std::vector<long long>& ids) {
+  std::string out;
+  for (long long id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+
+}  // namespace
+
+SlurmLauncher::SlurmLauncher(const Plan& plan, PlanPaths paths, SlurmOptions opt)
+    : plan_(&plan), paths_(std::move(paths)), opt_(std::move(opt)), tag_(plan_tag(paths_.plan)),
+      nice_(slurm_nice(plan)) {}
+
+void SlurmLauncher::use_plan(const Plan& plan, std::map<std::string, std::string> reservations) {
+  plan_ = &plan;
+  nice_ = slurm_nice(plan);
+  opt_.reservations = std::move(reservations);
+}
+
+SlurmLauncher::~SlurmLauncher() {
+  // Jobs submitted held and never saved: they must not run.
+  if (!held_.empty()) run_command({"scancel", id_list(held_)});
+}
+
+void SlurmLauncher::take_squeue() {
+  ++squeue_calls_;
+  queue_.clear();
+  by_name_.clear();
+  std::vector<SlurmJob> jobs;
+  squeue_ok_ = false;
+  if (json_) {
+    CommandResult r = run_command({"squeue", "--me", "--json"});
+    if (r.status == 0) {
+      try {
+        jobs = parse_squeue_json(r.out);
+        squeue_ok_ = true;
+      } catch (const std::runtime_error& e) {
+        squeue_problem_ = e.what();
+      }
+    } else {
+      squeue_problem_ = "squeue: " + first_line(r.err);
+    }
+    if (!squeue_ok_ && r.status != -1) json_ = r.err.find("json") == std::string::npos;  // no --json: use --format
+    if (!squeue_ok_ && !json_) ++squeue_calls_;
+  }
+  if (!json_) {
+    CommandResult r = run_command({"squeue", "--me", "-h", "-o", "%i|%j|%T|%r"});
+    if (r.status == 0) {
+      jobs = parse_squeue_lines(r.out);
+      squeue_ok_ = true;
+    } else {
+      squeue_problem_ = "squeue: " + first_line(r.err);
+    }
+  }
+  std::string prefix = "gpuq-" + tag_ + "-";
+  for (SlurmJob& j : jobs) {
+    if (j.name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (!terminal(j.state)) by_name_[j.name] = j.id;
+    queue_[j.id] = std::move(j);
+  }
+}
+
+const SlurmJob* SlurmLauncher::queued(long long slurm_id) const {
+  auto it = queue_.find(slurm_id);
+  return it == queue_.end() ? nullptr : &it->second;
+}
+
+std::string SlurmLauncher::job_of(long long slurm_id) const {
+  auto it = ids_.find(slurm_id);
+  return it == ids_.end() ? "" : it->second;
+}
+
+void SlurmLauncher::survey(State& state, double now) {
+  take_squeue();
+  std::vector<long long> to_account, stray_holds;
+  for (auto& [id, s] : state.entries()) {
+    if (!s.slurm_id) continue;
+    ids_[*s.slurm_id] = id;
+    if (s.status != Status::Running || !squeue_ok_) continue;
+    const SlurmJob* q = queued(*s.slurm_id);
+    if (q && q->state == "PENDING") {
+      s.start = now;  // its time limit counts from when it runs
+      // Held but recorded running: an earlier run died between its save and its release.
+      if (q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
+        stray_holds.push_back(*s.slurm_id);
+    }
+    struct stat st;
+    if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.slurm_id);
+  }
+  if (!stray_holds.empty()) run_command({"scontrol", "release", id_list(stray_holds)});
+  accounted_.clear();
+  if (to_account.empty() || accounting_off_) return;
+  CommandResult r = run_command({"sacct", "-j", id_list(to_account), "--json", "-X"});
+  if (r.status != 0) {
+    if (r.err.find("accounting storage is disabled") != std::string::npos) accounting_off_ = true;
+    return;
+  }
+  try {
+    for (SlurmJob& j : parse_sacct_json(r.out)) accounted_[j.id] = std::move(j);
+  } catch (const std::runtime_error&) {
+  }
+}
+
+Launched SlurmLauncher::launch(const LaunchSpec& spec) {
+  if (!squeue_ok_)
+    throw QueueFull(fmt::format("Slurm's queue cannot be read ({}); submitting waits", squeue_problem_));
+  std::string name = slurm_job_name(tag_, spec.id, spec.attempt);
+  auto known = by_name_.find(name);
+  if (known != by_name_.end()) {
+    // Submitted by a run that died before it could save the id: that one, not a second.
+    long long id = known->second;
+    ids_[id] = spec.id;
+    held_.push_back(id);
+    return {id, std::nullopt, id};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(paths_.logs, ec);
+  if (ec) throw CannotStart(fmt::format("cannot create the log folder {}: {}", paths_.logs, ec.message()));
+  std::string script = resolve_script(spec.script, opt_.chdir);
+  struct stat st;
+  if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw CannotStart(fmt::format("its script {} is missing or not a readable file", script), 127);
+  std::string exitf = std::filesystem::absolute(paths_.exit(spec.id)).string();
+  ::unlink(exitf.c_str());
+  std::string wrap = "exec " + shell_quote(opt_.gpuq_binary) + " " + kJobWrapperArg + " " + shell_quote(script) + " " +
+                     shell_quote(exitf) + " -";
+  for (const std::string& a : spec.args) wrap += " " + shell_quote(a);
+  const Job* job = plan_->find(spec.id);
+  size_t at = job ? static_cast<size_t>(job - plan_->jobs.data()) : 0;
+  std::vector<std::string> argv{"sbatch"};
+  std::string log = std::filesystem::absolute(paths_.log(spec.id)).string();
+  for (std::string& a : sbatch_args(opt_, name, static_cast<long long>(spec.gpus.size()),
+                                    job ? slurm_minutes(*job, opt_.time_margin) : 60, job ? nice_[at] : 0, log,
+                                    reservation_of(spec.id), wrap))
+    argv.push_back(std::move(a));
+  std::vector<std::pair<std::string, std::string>> env{{"GPUQ_JOB_ID", spec.id},
+                                                       {"GPUQ_ATTEMPT", std::to_string(spec.attempt)}};
+  for (const auto& kv : spec.env) env.push_back(kv);
+  CommandResult r = run_command(argv, env);
+  if (r.status != 0) {
+    std::string why = first_line(r.err.empty() ? r.out : r.err);
+    if (why.find("AssocMaxSubmitJobLimit") != std::string::npos ||
+        why.find("QOSMaxSubmitJobPerUserLimit") != std::string::npos ||
+        why.find("MaxSubmitJobs") != std::string::npos) {
+      full_ = true;
+      full_at_ = -1;
+      throw QueueFull("sbatch: " + why);
+    }
+    throw std::runtime_error("sbatch: " + (why.empty() ? fmt::format("exit {}", r.status) : why));
+  }
+  long long id = 0;
+  try {
+    id = std::stoll(r.out.substr(0, r.out.find(';')));
+  } catch (const std::exception&) {
+    throw std::runtime_error("sbatch --parsable printed no job id: " + first_line(r.out));
+  }
+  by_name_[name] = id;
+  ids_[id] = spec.id;
+  held_.push_back(id);
+  return {id, std::nullopt, id};
+}
+
+void SlurmLauncher::release(const Launched& job) { release_many({job}); }
+
+void SlurmLauncher::release_many(const std::vector<Launched>& jobs) {
+  std::vector<long long> ids;
+  for (const Launched& j : jobs) {
+    ids.push_back(j.pid);
+    held_.erase(std::remove(held_.begin(), held_.end(), j.pid), held_.end());
+  }
+  // A long list in pieces: one argument of a few KB per call.
+  for (size_t k = 0; k < ids.size(); k += 500)
+    run_command({"scontrol", "release",
+                 id_list(std::vector<long long>(ids.begin() + k, ids.begin() + std::min(ids.size(), k + 500)))});
+}
+
+void SlurmLauncher::abandon(const Launched& job) {
+  run_command({"scancel", std::to_string(job.pid)});
+  held_.erase(std::remove(held_.begin(), held_.end(), job.pid), held_.end());
+  for (auto it = by_name_.begin(); it != by_name_.end(); ++it)
+    if (it->second == job.pid) {
+      by_name_.erase(it);
+      break;
+    }
+}
+
+Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
+  Observed o;
+  if (auto text = read_file(paths_.exit(id), true)) {
+    std::string t = first_line(*text);
+    if (!t.empty()) {
+      o.kind = Observed::Kind::Exited;
+      try {
+        size_t used = 0;
+        o.exit = std::stoll(t, &used);
+        if (used != t.size()) throw std::invalid_argument(t);
+      } catch (const std::exception&) {
+        o.exit = 1;
+        o.note = fmt::format("{} holds \"{}\", not an exit code", paths_.exit(id), t);
+      }
+      return o;
+    }
+  }
+  if (!squeue_ok_ || !s.slurm_id) return o;  // nothing known: still running
+  const SlurmJob* q = queued(*s.slurm_id);
+  if (q && !terminal(q->state)) return o;
+  auto acc = accounted_.find(*s.slurm_id);
+  if (acc != accounted_.end() && !terminal(acc->second.state) && !acc->second.state.empty()) return o;
+  o.kind = Observed::Kind::Exited;
+  std::string state = q ? q->state : acc != accounted_.end() ? acc->second.state : "";
+  if (acc != accounted_.end() && acc->second.exit && state == "COMPLETED") {
+    o.exit = *acc->second.exit;
+    return o;
+  }
+  o.exit = kLostExit;
+  o.note = state.empty() ? fmt::format("Slurm job {} left the queue without {}{}", *s.slurm_id, paths_.exit(id),
+                                       accounting_off_ ? " (and Slurm's accounting is off)" : "")
+                         : fmt::format("Slurm job {} ended {} without {}", *s.slurm_id, state, paths_.exit(id));
+  return o;
+}
+
+Identity SlurmLauncher::identify(const JobState& s) {
+  if (!s.slurm_id) return Identity::Other;  // a local pid: never signalled through Slurm
+  if (!squeue_ok_) return Identity::Same;   // not looked (a control command): scancel decides
+  const SlurmJob* q = queued(*s.slurm_id);
+  return q && !terminal(q->state) ? Identity::Same : Identity::Gone;
+}
+
+bool SlurmLauncher::signal_group(long long slurm_id, Signal sig) {
+  if (squeue_ok_) {
+    const SlurmJob* q = queued(slurm_id);
+    if (!q || terminal(q->state)) return false;
+  }
+  CommandResult r = sig == Signal::Kill ? run_command({"scancel", "--full", "-s", "KILL", std::to_string(slurm_id)})
+                                        : run_command({"scancel", std::to_string(slurm_id)});
+  if (sig == Signal::Kill && r.status != 0) r = run_command({"scancel", std::to_string(slurm_id)});
+  return r.status == 0 && r.err.find("error") == std::string::npos;
+}
+
+bool SlurmLauncher::warn_group(long long slurm_id, const WarnSpec& sig) {
+  std::string name = sig.name.empty() ? std::to_string(sig.number) : sig.name;
+  CommandResult r = run_command({"scancel", "--full", "-s", name, std::to_string(slurm_id)});
+  return r.status == 0;
+}
+
+void SlurmLauncher::note_in_log(const std::string& id, const std::string& line) {
+  PosixLauncher(paths_).note_in_log(id, line);
+}
+
+std::optional<long long> SlurmLauncher::log_size(const std::string& id) { return PosixLauncher(paths_).log_size(id); }
+
+bool SlurmLauncher::group_alive(long long slurm_id) {
+  if (!squeue_ok_) return true;
+  const SlurmJob* q = queued(slurm_id);
+  return q && !terminal(q->state);
+}
+
+bool SlurmLauncher::hold_queued(const JobState& s) {
+  if (!s.slurm_id) return false;
+  return run_command({"scontrol", "hold", std::to_string(*s.slurm_id)}).status == 0;
+}
+
+bool SlurmLauncher::release_held(const JobState& s) {
+  if (!s.slurm_id) return false;
+  return run_command({"scontrol", "release", std::to_string(*s.slurm_id)}).status == 0;
+}
+
+std::optional<SlurmJob> SlurmLauncher::slurm_view(const JobState& s) {
+  if (!s.slurm_id) return std::nullopt;
+  if (const SlurmJob* q = queued(*s.slurm_id)) return *q;
+  auto acc = accounted_.find(*s.slurm_id);
+  if (acc != accounted_.end()) return acc->second;
+  return std::nullopt;
+}
+
+long long SlurmLauncher::queue_room(const State& state) {
+  long long in_queue = 0;
+  for (const auto& [id, s] : state.entries())
+    if (s.slurm_id && (s.status == Status::Running || s.status == Status::Held)) ++in_queue;
+  if (full_) {
+    if (full_at_ < 0) full_at_ = in_queue;
+    if (in_queue < full_at_) full_ = false;  // some left: try again
+  }
+  if (full_) return 0;
+  return std::max(0LL, opt_.max_queued - in_queue);
+}
+
+std::string SlurmLauncher::reservation_of(const std::string& id) const {
+  auto it = opt_.reservations.find(id);
+  return it == opt_.reservations.end() ? "" : it->second;
+}
+
+void SlurmWaker::watch_jobs(const std::vector<long long>& slurm_ids) {
+  exit_files_.clear();
+  for (long long id : slurm_ids) {
+    std::string job = launcher_.job_of(id);
+    if (!job.empty()) exit_files_.push_back(paths_.exit(job));
+  }
+  inner_.watch_jobs({});
+}
+
+std::vector<std::string> SlurmWaker::watch_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> all = paths;
+  all.insert(all.end(), exit_files_.begin(), exit_files_.end());
+  return inner_.watch_files(all);
+}
+
+bool state_in_slurm(const State& state) {
+  for (const auto& [id, s] : state.entries())
+    if (s.slurm_id && (s.status == Status::Running || s.status == Status::Held)) return true;
+  return false;
+}
+
+}  // namespace gpuq

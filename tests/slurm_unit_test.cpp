@@ -1,0 +1,166 @@
+// run --slurm's pieces that need no Slurm: what sbatch is asked, what squeue and sacct say,
+// which plans it refuses, the state field. (The real-Slurm tests are slurm_test.cpp.)
+#include <fmt/format.h>
+
+#include "gpuq/live/slurm.h"
+#include "gpuq/live/state_codec.h"
+#include "test_util.h"
+
+namespace gpuq::test {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Contains;
+using ::testing::Not;
+
+TEST(SlurmUnit, SbatchArgsForAJob) {
+  SlurmOptions o;
+  o.chdir = "/work/p";
+  o.partition = "gpu";
+  o.sbatch_args = {"--mem=8G"};
+  auto a = sbatch_args(o, "gpuq-plan-train-2", 2, 90, 3, "/work/p/logs/train.log", "", "exec gpuq __job");
+  EXPECT_THAT(a, Contains("--gres=gpu:2"));
+  EXPECT_THAT(a, Contains("--time=90"));
+  EXPECT_THAT(a, Contains("--nice=3"));
+  EXPECT_THAT(a, Contains("--hold"));
+  EXPECT_THAT(a, Contains("--parsable"));
+  EXPECT_THAT(a, Contains("--open-mode=append"));
+  EXPECT_THAT(a, Contains("--partition=gpu"));
+  EXPECT_THAT(a, Contains("--mem=8G"));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("--reservation"))));
+  EXPECT_EQ(a.back(), "--wrap=exec gpuq __job");
+  auto none = sbatch_args(o, "n", 0, 1, 0, "l", "maint", "w");
+  EXPECT_THAT(none, Not(Contains(HasSubstr("--gres"))));  // a 0-GPU job asks for none
+  EXPECT_THAT(none, Contains("--reservation=maint"));
+}
+
+TEST(SlurmUnit, TimeFromLimitOrEstimateTimesMargin) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 2},
+                       {"id": "b", "script": "b.sh", "est_hours": 2, "time_limit_hours": 0.5},
+                       {"id": "c", "script": "c.sh", "est_hours": 0.0001}])");
+  EXPECT_EQ(slurm_minutes(p.jobs[0], 1.5), 180);       // 2 h x 1.5
+  EXPECT_EQ(slurm_minutes(p.jobs[0], 1.01), 122);      // 121.2 rounded up
+  EXPECT_EQ(slurm_minutes(p.jobs[1], 1.5), 31);        // the limit, and a minute for gpuq's own to come first
+  EXPECT_EQ(slurm_minutes(p.jobs[2], 1.5), 1);         // at least a minute
+}
+
+TEST(SlurmUnit, NiceIsThePriorityRankNeverNegative) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "priority": 30}, {"id": "b", "script": "b.sh", "priority": -5},
+                       {"id": "c", "script": "c.sh", "priority": 30}, {"id": "d", "script": "d.sh", "priority": 7}])");
+  EXPECT_THAT(slurm_nice(p), ElementsAre(2, 0, 2, 1));
+}
+
+TEST(SlurmUnit, JobNameAndTag) {
+  EXPECT_EQ(plan_tag("runs/my.plan.json"), "my.plan");
+  EXPECT_EQ(plan_tag("plan"), "plan");
+  EXPECT_EQ(slurm_job_name("plan", "train_a", 3), "gpuq-plan-train_a-3");
+}
+
+TEST(SlurmUnit, ParsesSqueueJsonOf2205AndLater) {
+  auto jobs = parse_squeue_json(R"({"meta": {}, "errors": [], "jobs": [
+    {"job_id": 12, "name": "gpuq-plan-a-1", "job_state": "PENDING", "state_reason": "Resources"},
+    {"job_id": {"set": true, "number": 13}, "name": "gpuq-plan-b-1", "job_state": ["RUNNING"], "state_reason": "None"}]})");
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].id, 12);
+  EXPECT_EQ(jobs[0].state, "PENDING");
+  EXPECT_EQ(jobs[0].reason, "Resources");
+  EXPECT_EQ(jobs[1].id, 13);
+  EXPECT_EQ(jobs[1].state, "RUNNING");
+  EXPECT_THROW(parse_squeue_json("squeue: error: unrecognized option '--json'"), std::runtime_error);
+}
+
+TEST(SlurmUnit, ParsesSqueueFormatLines) {
+  auto jobs = parse_squeue_lines("7|gpuq-plan-a|b-1|PENDING|Priority\n8|gpuq-plan-c-1|RUNNING|None\ngarbage\n");
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].name, "gpuq-plan-a|b-1");  // a '|' in a name
+  EXPECT_EQ(jobs[0].reason, "Priority");
+  EXPECT_EQ(jobs[1].id, 8);
+  EXPECT_EQ(jobs[1].state, "RUNNING");
+}
+
+TEST(SlurmUnit, ParsesSacctJson) {
+  auto jobs = parse_sacct_json(R"({"jobs": [{"job_id": 5, "name": "x", "state": {"current": "FAILED"},
+                                              "exit_code": {"status": "FAILED", "return_code": 3}}]})");
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].state, "FAILED");
+  EXPECT_EQ(jobs[0].exit, 3);
+}
+
+TEST(SlurmUnit, RefusesAReservationOfGpuIdsUnlessItNamesASlurmReservation) {
+  Plan p = plan_of(R"({"jobs": [{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh"}],
+                       "reservations": [{"gpus": [7], "jobs": ["a"]}]})");
+  EXPECT_THAT(slurm_plan_problem(p), HasSubstr("reservation #1 closes GPUs [7]"));
+  Plan q = plan_of(R"({"jobs": [{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh"}],
+                       "reservations": [{"gpus": [7], "jobs": ["a"], "slurm_reservation": "evals"}]})");
+  EXPECT_EQ(slurm_plan_problem(q), "");
+  EXPECT_EQ(slurm_reservations(q), (std::map<std::string, std::string>{{"a", "evals"}}));
+  EXPECT_TRUE(slurm_copy(q).reservations.empty());
+  EXPECT_THAT(errors_of(R"({"jobs": [{"id": "a", "script": "a.sh"}],
+                            "reservations": [{"gpus": [7], "jobs": ["a"], "slurm_reservation": 5}]})"),
+              Contains(HasSubstr("\"slurm_reservation\" must be the name of a Slurm reservation")));
+}
+
+TEST(SlurmUnit, StateKeepsTheSlurmId) {
+  State s;
+  JobState& e = s.at("a");
+  e.status = Status::Running;
+  e.pid = 4242;
+  e.slurm_id = 4242;
+  e.gpus = std::vector<int>{};
+  std::string text = dump_state(s);
+  EXPECT_THAT(text, HasSubstr("\"slurm_id\": 4242"));
+  StateLoad back = parse_state(text, "x.state.json");
+  ASSERT_TRUE(back.error.empty()) << back.error;
+  ASSERT_TRUE(back.state && back.state->find("a"));
+  EXPECT_EQ(back.state->find("a")->slurm_id, 4242);
+  EXPECT_TRUE(state_in_slurm(*back.state));
+}
+
+TEST(SlurmUnit, CommandResultCapturesOutputAndStatus) {
+  CommandResult r = run_command({"bash", "-c", "echo out; echo err >&2; echo $GPUQ_X; exit 3"}, {{"GPUQ_X", "v"}});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.out, "out\nv\n");
+  EXPECT_EQ(r.err, "err\n");
+}
+
+}  // namespace
+}  // namespace gpuq::test
+
+namespace gpuq::test {
+namespace {
+
+// What `run --slurm` refuses, `validate --slurm` says; neither needs a Slurm to say it.
+TEST(SlurmCli, ValidateAndRunRefuseAReservationOfGpuIds) {
+  TempDir d;
+  d.write("a.sh", "true\n");
+  d.write("plan.json", R"({"jobs": [{"id": "a", "script": "a.sh", "gpus": 1}],
+                           "reservations": [{"gpus": [7], "jobs": ["a"]}]})");
+  Output plain = run_gpuq({"validate", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(plain.status, 0) << plain.out << plain.err;
+  Output v = run_gpuq({"validate", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  EXPECT_THAT(v.out, HasSubstr("error: --slurm: reservation #1 closes GPUs [7]"));
+  Output r = run_gpuq({"run", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gpuq run --slurm: reservation #1 closes GPUs [7]"));
+  EXPECT_EQ(d.read("plan.state.json"), "") << "nothing started";
+}
+
+// A plan whose jobs are in Slurm's queue is not run on this machine (its pids are Slurm ids), nor the reverse.
+TEST(SlurmCli, RunRefusesAStateOfTheOtherKind) {
+  TempDir d;
+  d.write("a.sh", "true\n");
+  d.write("plan.json", R"([{"id": "a", "script": "a.sh", "gpus": 0}, {"id": "b", "script": "a.sh", "gpus": 0}])");
+  d.write("plan.state.json", R"({"a": {"status": "running", "gpus": [], "pid": 77, "start": 1.0, "slurm_id": 77}})");
+  Output r = run_gpuq({"run", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("job a is running in Slurm (Slurm job 77)"));
+  d.write("plan.state.json", R"({"a": {"status": "running", "gpus": [0], "pid": 1, "start": 1.0}})");
+  Output s = run_gpuq({"run", "--plan", "plan.json", "--slurm"}, d.path());
+  EXPECT_EQ(s.status, 1) << s.out << s.err;
+  EXPECT_THAT(s.err, HasSubstr("job a is running on this machine (pid 1)"));
+}
+
+}  // namespace
+}  // namespace gpuq::test
