@@ -45,7 +45,8 @@ struct Queue {
     return t.empty() ? json::object() : json::parse(t);
   }
   void kill_jobs() const {
-    for (auto& [id, e] : state().items())
+    const json s = state();  // kept: items() of a temporary dangles before the loop runs
+    for (auto& [id, e] : s.items())
       if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
   }
 };
