@@ -276,6 +276,29 @@ TEST(Logs, FollowEndsWhenTheJobFails) {
   EXPECT_EQ(run->wait(kPatience).status, 0);
 }
 
+// A failure the run retries by itself is not the end: the follower says so and prints the
+// next attempt too (a new user missed attempt 2's output: logs -f ended at the failure).
+TEST(Logs, FollowGoesOnIntoAnAutomaticRetry) {
+  Queue q;
+  q.plan("echo \"try $GPUQ_ATTEMPT\"\n" + wait_for("go$GPUQ_ATTEMPT") + "[ \"$GPUQ_ATTEMPT\" = 2 ] && echo fine && exit 0\nexit 3\n");
+  auto run = q.start({"run", "--poll", "1", "--max-retries", "1", "--retry-after", "0"});
+  ASSERT_TRUE(eventually([&] { return q.log_has("try 1\n"); }, kPatience));
+  auto follow = q.start({"logs", "talk", "-n", "1", "-f"});
+  ASSERT_TRUE(eventually([&] { return follow->out() == "try 1\n"; }, kPatience)) << follow->out();
+  q.d.write("go1", "");
+  ASSERT_TRUE(eventually([&] { return follow->out().find("try 2\n") != std::string::npos; }, kPatience))
+      << follow->out() << follow->err();
+  q.d.write("go2", "");
+  auto r = follow->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("try 1\n"));
+  EXPECT_THAT(r.out, HasSubstr("try 2\nfine\n"));
+  EXPECT_THAT(r.err, HasSubstr("gpuq logs: talk failed (exit 3); `gpuq run` retries it (automatic retry 1 of 1): "
+                               "following on\n"));
+  EXPECT_THAT(r.err, HasSubstr("gpuq logs: talk is done (exit 0)\n"));
+  EXPECT_EQ(run->wait(kPatience).status, 0);
+}
+
 TEST(Logs, FollowEndsWhenAPendingJobIsHeld) {
   Queue q;
   q.plan("true\n");

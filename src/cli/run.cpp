@@ -146,6 +146,7 @@ int cmd_run(const Flags& f) {
   info.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "?";
   info.plan = f.plan;
   info.gpus = *gpus;
+  info.max_retries = f.max_retries;
   info.started = unix_now();
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <vector>
 
+#include "gpuq/core/rules.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/run_info.h"
 
 namespace gpuq {
 
@@ -244,11 +246,28 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
   std::optional<LogCursor> first = print_tail(path, lines, out);
   LogCursor cursor = first.value_or(LogCursor{});
   bool waiting_said = false;
+  long long retry_said = -1;  // the attempt whose automatic retry was said
   Woken woken{true, true};
   while (true) {
     if (woken.state) {
       JobState s = entry_now(paths, id);
-      if (s.status != Status::Running && s.status != Status::Pending) {
+      // A failure that the run going retries by itself is not the end: the next attempt
+      // appends to this log. Whether that run is still there is asked again each second.
+      bool retried = false;
+      if (s.status == Status::Failed) {
+        RunPresence run = run_presence(paths);
+        retried = run.running && run.info && run.info->max_retries && !finished(&s, *run.info->max_retries);
+        if (retried && retry_said != s.attempts_or0()) {
+          print_appended(path, cursor, out);
+          std::fflush(out);
+          fmt::print(err, "gpuq logs: {} failed (exit {}); `gpuq run` retries it (automatic retry {} of {}): "
+                          "following on\n",
+                     id, s.exit ? std::to_string(*s.exit) : "?", s.attempts_or0() + 1, *run.info->max_retries);
+          std::fflush(err);
+          retry_said = s.attempts_or0();
+        }
+      }
+      if (s.status != Status::Running && s.status != Status::Pending && !retried) {
         print_appended(path, cursor, out);  // what it wrote before it ended
         if (last) *last = s;
         return s.status;
@@ -264,7 +283,7 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
       watcher.watch_logs();  // then read: what is written after the watch starts wakes us again
       print_appended(path, cursor, out);
     }
-    woken = watcher.wait(safety_net_ms);
+    woken = watcher.wait(retry_said >= 0 ? std::min(safety_net_ms, 1000) : safety_net_ms);
   }
 }
 

@@ -45,6 +45,8 @@ uint64_t print_appended(const std::string& path, LogCursor& cursor, std::FILE* o
 /// whose process vanished without an exit file while no `run` is going).
 /// Where inotify cannot be used it says why on `err` and looks every second.
 /// A job that has not started (pending, no log) is said to be waited for, on `err`, once.
+/// A failed job that the `gpuq run` going on the plan retries by itself (retries left by
+/// its --max-retries) is followed into its next attempt, said once on `err`.
 /// Returns the job's status at the end, and its whole entry in `last` when given;
 /// StoreError when a file cannot be read.
 Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std::FILE* out, std::FILE* err,

@@ -36,6 +36,7 @@ struct RunInfo {
   PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
   std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
   std::vector<int> gpus;        ///< its --gpus (`gpuq add` checks a job's width against them; older runs: none)
+  std::optional<long long> max_retries;  ///< its --max-retries (`logs -f` follows a job into its retry)
 };
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not
