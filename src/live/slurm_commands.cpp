@@ -168,15 +168,9 @@ CommandResult run_command(const std::vector<std::string>& argv,
     std::string kv = *e;
     if (!replaced.count(kv.substr(0, kv.find('=')))) env_text.push_back(kv);
   }
-  std::vector<char*> envp, args;
-  for (auto& kv : env_text) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) args.push_back(a.data());
-  args.push_back(nullptr);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   pid_t pid = 0;
-  int rc = spawn_process(&pid, argv[0].c_str(), true, {devnull, out[1], err[1]}, 0, args.data(), envp.data());
+  int rc = spawn_process(&pid, argv[0].c_str(), true, {devnull, out[1], err[1]}, 0, argv, &env_text);
   ::close(out[1]), ::close(err[1]);
   if (devnull >= 0) ::close(devnull);
   if (rc == 0) {
