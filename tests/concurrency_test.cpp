@@ -11,8 +11,7 @@ using ::testing::HasSubstr;
 
 TEST(Concurrency, ControlCommandsDuringRunLoseNoUpdate) {
   TempDir d;
-  d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-  std::map<std::string, std::string> env{{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}};
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(1));
   d.write("quick.sh", "sleep 0.0$((${GPUQ_JOB_ID//[!0-9]/} % 5))\n");  // 0 to 40 ms, by the job's number
   const int held = 150, churn = 60;
   json plan = json::array();

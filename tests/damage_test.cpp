@@ -18,18 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Dir {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  Dir() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+struct Dir : PlanFolder {
+  Dir() : PlanFolder(1) {
     d.write("job.sh", "echo ran >> ran.txt\n");
     d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 0}, {"id": "b", "script": "job.sh", "gpus": 0}])");
-  }
-  Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json"});
-    return run_gpuq(args, d.path(), env);
   }
 };
 

@@ -17,10 +17,8 @@ namespace {
 
 struct Slow {
   TempDir d;
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(1));
   Slow() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
     // With GATE set, a job goes on only once the test has made that file.
     d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\n"
                       "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.01; done; else sleep 0.3; fi\n");

@@ -70,12 +70,8 @@ bool waiting_in_poll(int pid) {
 }
 
 /// A plan folder with a fake nvidia-smi; `gpuq` runs a command on plan.json in it.
-struct Queue {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  Queue() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+struct Queue : PlanFolder {
+  Queue() : PlanFolder(1) {
     // Past kPatience: a follower that missed an event is not saved by its safety net.
     env["GPUQ_FOLLOW_SAFETY_NET_S"] = "3600";
   }
@@ -83,10 +79,6 @@ struct Queue {
   void plan(const std::string& script) const {
     d.write("talk.sh", script);
     d.write("plan.json", R"([{"id": "talk", "script": "talk.sh", "gpus": 0}])");
-  }
-  Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json"});
-    return run_gpuq(args, d.path(), env);
   }
   std::unique_ptr<Background> start(std::vector<std::string> args) const {
     args.insert(args.begin() + 1, {"--plan", "plan.json"});

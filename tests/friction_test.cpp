@@ -26,21 +26,11 @@ const std::vector<int> kNode{0, 1, 2, 3, 4, 5, 6, 7};
 /// A folder with a fake nvidia-smi (8 idle GPUs) for real runs.
 struct Node {
   TempDir d;
-  std::map<std::string, std::string> env;
-  Node() {
-    d.write("nvidia-smi", "#!/bin/sh\nfor i in 0 1 2 3 4 5 6 7; do echo \"$i, 0\"; done\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
-  }
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(8));
   Output gpuq(const std::vector<std::string>& args, const std::string& cwd = "") const {
     return run_gpuq(args, cwd.empty() ? d.path() : d.path() + "/" + cwd, env);
   }
 };
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 }  // namespace
 

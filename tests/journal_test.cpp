@@ -406,9 +406,8 @@ TEST(Estimates, AttemptsArePutTogetherFromStartsAndEnds) {
 // and the hooks run with the event in their environment and on stdin.
 TEST(EventLogRun, RunAndControlCommandsLogAndHooksSeeEachEvent) {
   TempDir d;
-  d.write("nvidia-smi", "#!/bin/sh\nprintf '0, 0\\n1, 0\\n'\n", 0755);
-  std::map<std::string, std::string> env{{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"},
-                                         {"GPUQ_EVENTS_COPY", d.path() + "/copy.jsonl"}};
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(2));
+  env["GPUQ_EVENTS_COPY"] = d.path() + "/copy.jsonl";
   d.write("ok.sh", "exit 0\n");
   d.write("bad.sh", "exit 3\n");
   d.write("gate.sh", "while [ ! -e go ]; do sleep 0.02; done\n");

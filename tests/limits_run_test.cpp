@@ -16,12 +16,7 @@ namespace {
 
 struct LimitQueue {
   TempDir dir;
-  std::map<std::string, std::string> env;
-  LimitQueue() {
-    dir.write("smi.txt", "0, 0\n");
-    dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
-  }
+  std::map<std::string, std::string> env = fake_nvidia_smi(dir, idle_gpus(1));
   Output run(const std::string& plan, std::vector<std::string> extra = {}) {
     dir.write("plan.json", plan);
     std::vector<std::string> args{"run", "--plan", "plan.json", "--gpus", "0"};

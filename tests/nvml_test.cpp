@@ -189,13 +189,11 @@ TEST(NvmlCli, GpusJsonShowsTheBoardItsPairsAndTheForeignProcess) {
 TEST(NvmlCli, ALibraryThatFailsInitFallsBackToNvidiaSmiAndSaysSoOnce) {
   FakeNvml fake({{"init", 9}, {"devices", json::array()}});
   TempDir dir;
-  dir.write("smi.txt", "0, 0\n1, 0\n");
-  dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
   dir.write("job.sh", "sleep 0.3\n");
   dir.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 0.01},
                              {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 0.01, "deps": ["a"]}])");
   auto env = fake.env();
-  env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
+  env.merge(fake_nvidia_smi(dir, idle_gpus(2)));
   Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1"}, dir.path(), env);
   ASSERT_EQ(o.status, 0) << o.err;
   std::string said = "GPU probe: nvidia-smi (NVML is not available here: nvmlInit_v2: Driver Not Loaded)";

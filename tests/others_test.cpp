@@ -73,11 +73,9 @@ TEST(OthersTick, AFinishedJobsMemoryLetGoOfSlowlyIsNotAnotherUsers) {
 
 TEST(OthersStatus, StatusNamesTheBusyGpuFromNvidiaSmi) {
   TempDir d;
-  d.write("smi.txt", "0, 0, 0\n1, 20000, 97\n");
-  d.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+  auto env = fake_nvidia_smi(d, "0, 0, 0\n1, 20000, 97\n");
   d.write("plan.json", R"([{"id": "wide", "script": "w.sh", "gpus": 2}])");
-  Output r = run_gpuq({"status", "--plan", "plan.json", "--gpus", "0,1", "--json"}, d.path(),
-                      {{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}});
+  Output r = run_gpuq({"status", "--plan", "plan.json", "--gpus", "0,1", "--json"}, d.path(), env);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["jobs"][0]["why"],
             "needs 2 GPUs, 1 free; GPU 1 busy: 20000 MiB in use by another process");

@@ -39,9 +39,7 @@ struct Live {
   TempDir d;
   std::map<std::string, std::string> env;
   explicit Live(const std::string& smi = "0, 0\n1, 0\n2, 0\n3, 0\n") {
-    d.write("smi.txt", smi);
-    d.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    env = fake_nvidia_smi(d, smi);
     d.write("job.sh", "true\n");
   }
   Output gpuq(std::vector<std::string> args) const {

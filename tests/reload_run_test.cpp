@@ -19,18 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Queue {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  Queue() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\necho '1, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+struct Queue : PlanFolder {
+  Queue() : PlanFolder(2) {
     d.write("quick.sh", "echo \"$GPUQ_JOB_ID\" >> ran.txt\n");
     d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
-  }
-  Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json"});
-    return run_gpuq(args, d.path(), env);
   }
   std::unique_ptr<Background> start() const {
     return start_gpuq({"run", "--plan", "plan.json", "--poll", "20", "--gpus", "0,1"}, d.path(), env);
@@ -40,22 +32,7 @@ struct Queue {
     d.write(".plan.json.tmp", text);
     fs::rename(d.path() + "/.plan.json.tmp", d.path() + "/plan.json");
   }
-  json state() const {
-    std::string t = d.read("plan.state.json");
-    return t.empty() ? json::object() : json::parse(t);
-  }
-  void kill_jobs() const {
-    const json s = state();  // kept: items() of a temporary dangles before the loop runs
-    for (auto& [id, e] : s.items())
-      if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
-  }
 };
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -104,7 +81,7 @@ TEST(RunReload, AnEditWithErrorsIsRefusedReportedOnceAndShownByStatus) {
     json j = json::parse(q.d.read("plan.run.json"), nullptr, false);
     return !j.is_discarded() && j["tick"].get<double>() > before;
   }, kPatience));
-  EXPECT_EQ(count(r->out(), "still running the version loaded at"), 1u) << r->out();
+  EXPECT_EQ(count_of(r->out(), "still running the version loaded at"), 1u) << r->out();
   q.save(R"([{"id": "a", "script": "slow.sh", "gpus": 1}, {"id": "b", "script": "slow.sh", "gpus": 1}])");
   ASSERT_TRUE(eventually([&] { return r->out().find("plan reloaded: 1 changed (b)") != std::string::npos; },
                          kPatience)) << r->out();
@@ -193,8 +170,7 @@ TEST(Pause, APauseSurvivesARestartOfRunAndResumeStartsTheJob) {
 // changed): every job of the final plan runs exactly once, and is logged once.
 TEST(RunReload, ExactlyOnceUnderSigkillRacingReloads) {
   TempDir d;
-  d.write("nvidia-smi", "#!/bin/sh\nprintf '0, 0\\n1, 0\\n2, 0\\n3, 0\\n'\n", 0755);
-  std::map<std::string, std::string> env{{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}};
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(4));
   d.write("mark.sh", "echo \"$GPUQ_JOB_ID\" >> \"markers/$GPUQ_JOB_ID\"\nsleep 0.$((RANDOM % 3 + 1))\n");
   fs::create_directories(d.path() + "/markers");
   const uint64_t seed = test_seed(20261201);

@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::map<std::string, std::string> fake_smi(const TempDir& d) {
-  d.write("nvidia-smi", "#!/bin/sh\nprintf '0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n'\n", 0755);
-  return {{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}};
-}
-
 // A plan of `n` short jobs, each appending its id to markers/ID; some depend on earlier ones.
 void write_marker_plan(const TempDir& d, int n) {
   d.write("mark.sh", "echo \"$GPUQ_JOB_ID\" >> \"markers/$GPUQ_JOB_ID\"\nsleep 0.$((RANDOM % 3 + 2))\n");
@@ -70,7 +65,7 @@ void expect_each_run_logged_once(const TempDir& d, int n) {
 
 TEST(Restart, KilledRunAdoptsItsRunningJobsAndNoJobRunsTwice) {
   TempDir d;
-  auto env = fake_smi(d);
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
   write_marker_plan(d, 24);
   auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
   ASSERT_TRUE(eventually([&] { return d.read("plan.state.json").find("running") != std::string::npos; }));
@@ -89,7 +84,7 @@ TEST(Restart, KilledRunAdoptsItsRunningJobsAndNoJobRunsTwice) {
 // The crash test of issue 4: SIGKILL at random moments, at least 30 times, over 100 jobs.
 TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
   TempDir d;
-  auto env = fake_smi(d);
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
   const int n = 100;
   write_marker_plan(d, n);
   const uint64_t seed = test_seed(20240601);  // the moments of the kills (GPUQ_TEST_SEED=random: new ones)
@@ -116,7 +111,7 @@ TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
 TEST(DropIn, StateWrittenByTheOriginalIsCarriedOn) {
   TempDir d;
   fs::copy(fs::path(FIXTURES) / "original-midrun", d.path(), fs::copy_options::recursive);
-  auto env = fake_smi(d);
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
   // The original left: a done, b failed (attempts 0), e blocked on b, c running with its exit file written.
   auto status = run_gpuq({"status", "--plan", "plan.json"}, d.path(), env);
   EXPECT_EQ(status.status, 0) << status.err;
@@ -138,7 +133,7 @@ TEST(DropIn, StateWrittenByTheOriginalIsCarriedOn) {
 
 TEST(DropIn, GpuqStateHasWhatTheOriginalReads) {
   TempDir d;
-  auto env = fake_smi(d);
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
   d.write("ok.sh", "exit 0\n");
   d.write("bad.sh", "exit 4\n");
   d.write("plan.json", R"([{"id": "a", "script": "ok.sh", "gpus": 2}, {"id": "b", "script": "bad.sh"},

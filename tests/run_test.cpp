@@ -34,13 +34,9 @@ echo "$CUDA_VISIBLE_DEVICES" > "$GPUQ_JOB_ID.gpus"
 if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.01; done; else sleep 0.2; fi
 echo "end $GPUQ_JOB_ID" >> trace
 )");
-    set_smi(smi_output);
-    env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
+    env = fake_nvidia_smi(dir, smi_output);
   }
-  void set_smi(const std::string& output) {
-    dir.write("smi.txt", output);
-    dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
-  }
+  void set_smi(const std::string& output) { dir.write("smi.txt", output); }
   void plan(const std::string& text) { dir.write("plan.json", text); }
   json state() const { return json::parse(dir.read("plan.state.json")); }
   std::string status_of(const std::string& id) const {

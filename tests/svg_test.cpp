@@ -38,12 +38,6 @@ std::vector<std::string> ticks_of(const std::string& svg) {
   return out;
 }
 
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST(Svg, AShortBarKeepsItsWholeLabelWhereItsRowIsFreeAfterOrBeforeIt) {
@@ -128,8 +122,8 @@ TEST(Svg, StatusDrawsAKilledEarlierAttemptBesideTheRetry) {
   r = run_gpuq({"status", "--plan", "plan.json", "--gpus", "0", "--svg", "s.svg"}, d.path(), env);
   ASSERT_EQ(r.status, 0) << r.err;
   std::string svg = d.read("s.svg");
-  EXPECT_EQ(count_of(svg, "<title>a (failed): -2.00h -> -1.00h"), 1) << svg;  // the killed attempt
-  EXPECT_EQ(count_of(svg, "<title>a (predicted)"), 1) << svg;             // the retry
+  EXPECT_EQ(count_of(svg, "<title>a (failed): -2.00h -> -1.00h"), 1u) << svg;  // the killed attempt
+  EXPECT_EQ(count_of(svg, "<title>a (predicted)"), 1u) << svg;             // the retry
 }
 
 TEST(EarlierAttempts, TheAutomaticRetryKeepsTheFailedRunAndEveryOneBefore) {

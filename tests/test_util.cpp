@@ -208,4 +208,38 @@ bool pid_alive(long long pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string idle_gpus(int gpus) {
+  std::string out;
+  for (int g = 0; g < gpus; ++g) out += std::to_string(g) + ", 0\n";
+  return out;
+}
+
+std::map<std::string, std::string> fake_nvidia_smi(const TempDir& d, const std::string& smi) {
+  d.write("smi.txt", smi);
+  d.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
+  return {{"GPUQ_NVIDIA_SMI", d.path() + "/nvidia-smi"}};
+}
+
+Output PlanFolder::gpuq(std::vector<std::string> args, const std::string& plan) const {
+  args.insert(args.begin() + 1, {"--plan", plan});
+  return run_gpuq(args, d.path(), env);
+}
+
+nlohmann::json PlanFolder::state(const std::string& name) const {
+  std::string t = d.read(name);
+  return t.empty() ? nlohmann::json::object() : nlohmann::json::parse(t);
+}
+
+void PlanFolder::kill_jobs() const {
+  const nlohmann::json s = state();  // kept: items() of a temporary dangles before the loop runs
+  for (auto& [id, e] : s.items())
+    if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
+}
+
 }  // namespace gpuq::test

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -108,5 +110,29 @@ std::vector<std::string> lines_of(const std::string& path);
 
 /// True when a process with this pid exists and is not a zombie.
 bool pid_alive(long long pid);
+
+/// How many times `what` occurs in `text` (overlapping ones too).
+size_t count_of(const std::string& text, const std::string& what);
+
+/// "0, 0\n1, 0\n...": `gpus` idle GPUs as `nvidia-smi --query-gpu=index,memory.used` prints them.
+std::string idle_gpus(int gpus);
+
+/// A fake nvidia-smi in `d` that prints d/smi.txt, written here as `smi` (rewrite the file to
+/// change what the node reports); returns the environment that makes gpuq use it.
+std::map<std::string, std::string> fake_nvidia_smi(const TempDir& d, const std::string& smi);
+
+/// A folder for real runs of the built binary: a fake nvidia-smi with `gpus` idle GPUs and
+/// the environment that makes gpuq use it.
+struct PlanFolder {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  explicit PlanFolder(int gpus) : env(fake_nvidia_smi(d, idle_gpus(gpus))) {}
+  /// `gpuq ARGS` in the folder, with --plan `plan` after the command.
+  Output gpuq(std::vector<std::string> args, const std::string& plan = "plan.json") const;
+  /// The state file as JSON (an empty object while there is none).
+  nlohmann::json state(const std::string& name = "plan.state.json") const;
+  /// SIGKILL to the process group of each job the state records: what a test left running.
+  void kill_jobs() const;
+};
 
 }  // namespace gpuq::test

@@ -20,40 +20,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Plan {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  Plan() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\necho '1, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+struct Plan : PlanFolder {
+  Plan() : PlanFolder(2) {
     d.write("quick.sh", "echo ran >> ran.txt\n");
     d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
-  }
-  Output gpuq(std::vector<std::string> args, const std::string& plan = "plan.json") const {
-    args.insert(args.begin() + 1, {"--plan", plan});
-    return run_gpuq(args, d.path(), env);
   }
   std::unique_ptr<Background> start(const std::string& plan = "plan.json", std::vector<std::string> extra = {}) const {
     std::vector<std::string> args{"run", "--plan", plan, "--poll", "1", "--gpus", "0,1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return start_gpuq(args, d.path(), env);
   }
-  json state(const std::string& name = "plan.state.json") const {
-    std::string t = d.read(name);
-    return t.empty() ? json::object() : json::parse(t);
-  }
   std::string status_of(const std::string& id) const {
     json s = state();
     return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
   }
 };
-
-// Kills what a test left running: the jobs' process groups recorded in the state.
-void kill_jobs(const Plan& p) {
-  json s = p.state();
-  for (auto& [id, e] : s.items())
-    if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
-}
 
 }  // namespace
 
@@ -223,7 +204,7 @@ TEST(StatusRun, StatusNamesTheRunAndSaysWhenThePlanChangedUnderIt) {
   r->wait(kPatience);
   Output t3 = p.gpuq({"status", "--gpus", "0,1"});
   EXPECT_THAT(t3.out, HasSubstr(fmt::format("no `gpuq run` is running this plan (the last one, pid {}", r->pid())));
-  kill_jobs(p);
+  p.kill_jobs();
 }
 
 // The log cannot be opened (a symbolic link) and the script has gone (run checks every
@@ -280,7 +261,7 @@ TEST(Requeue, ARunningJobStartsAgainAndItsDependentNeverSeesItFinished) {
   ASSERT_TRUE(eventually([&] { return r->out().find("requeue a") != std::string::npos; }, kPatience));
   r->signal(SIGTERM);
   r->wait(kPatience);
-  kill_jobs(p);
+  p.kill_jobs();
 }
 
 // `status --watch` takes an edit of the plan at its next redraw.

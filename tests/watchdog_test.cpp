@@ -270,11 +270,7 @@ namespace {
 struct QuietQueue {
   TempDir dir;
   std::map<std::string, std::string> env;
-  explicit QuietQueue(const std::string& smi) {
-    dir.write("smi.txt", smi);
-    dir.write("nvidia-smi", "#!/bin/sh\ncat \"$(dirname \"$0\")/smi.txt\"\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
-  }
+  explicit QuietQueue(const std::string& smi) : env(fake_nvidia_smi(dir, smi)) {}
   Output run(const std::string& plan) {
     dir.write("plan.json", plan);
     return start_gpuq({"run", "--plan", "plan.json", "--gpus", "0"}, dir.path(), env)->wait(kPatience);

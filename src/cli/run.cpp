@@ -61,6 +61,37 @@ std::string mode_mix_problem(const State& state, bool slurm) {
   return "";
 }
 
+// --pairs and --on-event into `opt`; the problem with either, or "".
+std::string take_placement_and_hooks(const Flags& f, RunOptions& opt) {
+  std::string problem;
+  std::optional<Placement> placement = parse_pairs(f.pairs.empty() ? "auto" : f.pairs, &problem);
+  if (!placement) return problem;
+  opt.placement = *placement;  // auto: run_queue reads the topology from its probe
+  for (const std::string& text : opt.on_event)
+    if (!parse_hook(text, &problem)) return problem;
+  return "";
+}
+
+// Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
+// A job that waits on another job of the plan may have its script made by that job: its missing
+// script is said, not refused (it fails as unstartable if the script is still missing when due).
+// False (said) when run must refuse.
+bool scripts_there(const Plan& plan, const State& state, const Workdir& wd) {
+  LocalFiles files(wd.path);
+  auto done = [&](size_t i) { return state.status_of(plan, i) == Status::Done; };
+  std::vector<size_t> missing = jobs_without_script(plan, files, readable_file, [&](size_t i) { return !done(i); });
+  auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(plan, i, done); });
+  if (later != missing.begin()) {
+    fmt::print(stderr, "gpuq run: nothing started: {}\n",
+               missing_scripts_text(plan, std::vector<size_t>(missing.begin(), later), files, wd.shown));
+    return false;
+  }
+  if (!missing.empty())
+    fmt::print(stderr, "gpuq run: not there yet, for jobs that wait on other jobs (which may make them): {}\n",
+               missing_scripts_text(plan, missing, files, wd.shown));
+  return true;
+}
+
 }  // namespace
 
 int cmd_run(const Flags& f) {
@@ -76,19 +107,9 @@ int cmd_run(const Flags& f) {
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
   RunOptions opt = run_options(f, *gpus);
-  std::string pairs_err;
-  std::optional<Placement> placement = parse_pairs(f.pairs.empty() ? "auto" : f.pairs, &pairs_err);
-  if (!placement) {
-    fmt::print(stderr, "gpuq run: {}\n", pairs_err);
+  if (std::string problem = take_placement_and_hooks(f, opt); !problem.empty()) {
+    fmt::print(stderr, "gpuq run: {}\n", problem);
     return kExitBadInput;
-  }
-  opt.placement = *placement;  // auto: run_queue reads the topology from its probe
-  for (const std::string& text : opt.on_event) {
-    std::string problem;
-    if (!parse_hook(text, &problem)) {
-      fmt::print(stderr, "gpuq run: {}\n", problem);
-      return kExitBadInput;
-    }
   }
   Workdir wd = workdir_of(f, plan->workdir);
   opt.workdir = wd.path;
@@ -115,23 +136,7 @@ int cmd_run(const Flags& f) {
     fmt::print(stderr, "gpuq run: nothing started: {}\n", mix);
     return kExitFailure;
   }
-  // Every script of a job still to run, before anything starts: a wrong folder would fail them one by one.
-  // A job that waits on another job of the plan may have its script made by that job: its missing
-  // script is said, not refused (it fails as unstartable if the script is still missing when due).
-  LocalFiles files(wd.path);
-  auto done = [&](size_t i) { return state.status_of(*plan, i) == Status::Done; };
-  std::vector<size_t> missing = jobs_without_script(*plan, files, readable_file, [&](size_t i) {
-    return state.status_of(*plan, i) != Status::Done;
-  });
-  auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(*plan, i, done); });
-  if (later != missing.begin()) {
-    fmt::print(stderr, "gpuq run: nothing started: {}\n",
-               missing_scripts_text(*plan, std::vector<size_t>(missing.begin(), later), files, wd.shown));
-    return kExitBadInput;
-  }
-  if (!missing.empty())
-    fmt::print(stderr, "gpuq run: not there yet, for jobs that wait on other jobs (which may make them): {}\n",
-               missing_scripts_text(*plan, missing, files, wd.shown));
+  if (!scripts_there(*plan, state, wd)) return kExitBadInput;
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
   if (std::string split = state_beside_link_problem(paths); !split.empty()) {

@@ -154,13 +154,6 @@ void ReadySet::erase(size_t job) {
 
 bool ReadySet::contains(size_t job) const { return all_.contains(key(job)); }
 
-std::vector<size_t> ReadySet::in_order() const {
-  std::vector<size_t> out;
-  out.reserve(all_.size());
-  for (size_t k = all_.next(0); k != RankSet::npos; k = all_.next(k + 1)) out.push_back(job_at(k));
-  return out;
-}
-
 /// One walk of the policy over a ReadySet. Rather than trying each ready job in
 /// turn, it asks the index for the first job after the last one considered that
 /// can start (enough GPUs open to its class; within the limit once a job waits),

@@ -56,6 +56,4 @@ void note_activity(JobState& s, std::optional<long long> log_bytes, const std::m
   if (all_read) s.gpus_read = now;
 }
 
-bool stopped_as_hung(const JobState& s) { return s.outcome && *s.outcome == kHungOutcome; }
-
 }  // namespace gpuq

@@ -14,8 +14,6 @@
 
 #include "gpuq/live/proc.h"
 
-extern char** environ;
-
 namespace gpuq {
 
 namespace {
@@ -104,12 +102,7 @@ void HookRunner::fire(const std::vector<Event>& events) {
 
 void HookRunner::spawn(size_t h, const Event& e) {
   const HookSpec& hook = hooks_[h];
-  std::map<std::string, std::string> env;
-  for (char** v = environ; *v; ++v) {
-    std::string kv = *v;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  std::map<std::string, std::string> env = environment();
   for (const char* k : {"GPUQ_EVENT", "GPUQ_JOB_ID", "GPUQ_ATTEMPT", "GPUQ_TIME", "GPUQ_GPUS", "GPUQ_PID",
                         "GPUQ_OUTCOME", "GPUQ_EXIT", "GPUQ_SECONDS", "GPUQ_LOG", "GPUQ_PLAN", "GPUQ_BY"})
     env.erase(k);
@@ -129,11 +122,7 @@ void HookRunner::spawn(size_t h, const Event& e) {
   if (e.outcome) env["GPUQ_OUTCOME"] = *e.outcome;
   if (e.exit) env["GPUQ_EXIT"] = std::to_string(*e.exit);
   if (e.seconds) env["GPUQ_SECONDS"] = fmt::format("{:.3f}", *e.seconds);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> env_strings = environment_strings(env);
 
   int in[2], status[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return report(h, e.kind, e.id, fmt::format("was not run: pipe: {}", std::strerror(errno)));
@@ -148,12 +137,8 @@ void HookRunner::spawn(size_t h, const Event& e) {
   // writes the hook's exit status to fd 3, which gpuq reads at a later tick.
   std::vector<std::string> args{"bash", "-c", "timeout -k 5 \"$1\" bash -c \"$2\" gpuq-hook; echo $? >&3",
                                 "gpuq-hook", fmt::format("{:g}", opt_.timeout_s), hook.command};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   pid_t pid = 0;
-  int rc = spawn_process(&pid, "bash", true, {in[0], out, out, status[1]}, POSIX_SPAWN_SETSID, argv.data(),
-                         envp.data());
+  int rc = spawn_process(&pid, "bash", true, {in[0], out, out, status[1]}, POSIX_SPAWN_SETSID, args, &env_strings);
   ::close(in[0]);
   ::close(status[1]);
   if (out >= 0) ::close(out);

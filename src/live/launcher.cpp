@@ -44,6 +44,21 @@ struct Spawned {
   int go_fd = -1;  ///< write end of the start line
 };
 
+/// The job's environment: gpuq's own, then the job's variables, then the plan's "env"
+/// (after gpuq's: a plan may set what it must), as NAME=value strings.
+std::vector<std::string> job_environment(const LaunchSpec& spec) {
+  std::map<std::string, std::string> env = environment();
+  std::string visible;
+  for (size_t i = 0; i < spec.gpus.size(); ++i) visible += (i ? "," : "") + std::to_string(spec.gpus[i]);
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  env["TDPRM_GPU0"] = spec.gpus.empty() ? "9" : std::to_string(spec.gpus[0]);
+  env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // kept when already set
+  env["GPUQ_JOB_ID"] = spec.id;
+  env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  return environment_strings(env);
+}
+
 Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const LaunchSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(paths.logs, ec);
@@ -96,37 +111,16 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
     fail("pipe2 (the start line of " + spec.id + ")");
   }
 
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  std::string visible;
-  for (size_t i = 0; i < spec.gpus.size(); ++i) visible += (i ? "," : "") + std::to_string(spec.gpus[i]);
-  env["CUDA_VISIBLE_DEVICES"] = visible;
-  env["TDPRM_GPU0"] = spec.gpus.empty() ? "9" : std::to_string(spec.gpus[0]);
-  env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // kept when already set
-  env["GPUQ_JOB_ID"] = spec.id;
-  env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
-  for (const auto& [k, v] : spec.env) env[k] = v;  // the plan's "env" (after gpuq's: a plan may set what it must)
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> env = job_environment(spec);
 
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
   std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
   args.insert(args.end(), spec.args.begin(), spec.args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
 
   pid_t pid = 0;
-  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0]}, POSIX_SPAWN_SETSID, argv.data(),
-                         envp.data(), workdir.empty() ? nullptr : workdir.c_str());
+  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0]}, POSIX_SPAWN_SETSID, args, &env,
+                         workdir.empty() ? nullptr : workdir.c_str());
   ::close(log);
   ::close(devnull);
   ::close(go[0]);

@@ -79,18 +79,13 @@ namespace {
 // background probe's thread: posix_spawn and the calls here are thread-safe, and the run
 // loop's reap_children may collect the child first (then waitpid says ECHILD, its exit
 // status is unknown, and the output alone decides).
-std::string run_capture(const std::vector<std::string>& args_in, double timeout_s, std::string* out) {
-  const std::string& command = args_in[0];
+std::string run_capture(const std::vector<std::string>& args, double timeout_s, std::string* out) {
+  const std::string& command = args[0];
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  std::vector<std::string> args = args_in;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   pid_t pid = 0;
-  int rc = spawn_process(&pid, command.c_str(), true, {devnull, pipefd[1], devnull}, POSIX_SPAWN_SETPGROUP, argv.data(),
-                         environ);
+  int rc = spawn_process(&pid, command.c_str(), true, {devnull, pipefd[1], devnull}, POSIX_SPAWN_SETPGROUP, args);
   ::close(pipefd[1]);
   ::close(devnull);
   if (rc != 0) {

@@ -171,8 +171,33 @@ std::string expand_path(const std::string& s) {
   return out;
 }
 
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::vector<std::string> environment_strings(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
 int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
-                  char* const argv[], char* const envp[], const char* cwd) {
+                  const std::vector<std::string>& argv, const std::vector<std::string>* env, const char* cwd) {
+  // posix_spawn takes lists of char* that end in a null (and changes none of them).
+  auto c_strings = [](const std::vector<std::string>& v) {
+    std::vector<char*> out;
+    for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+    out.push_back(nullptr);
+    return out;
+  };
+  std::vector<char*> args = c_strings(argv), envs = env ? c_strings(*env) : std::vector<char*>{};
+  char* const* envp = env ? envs.data() : environ;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
@@ -186,7 +211,8 @@ int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vec
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | flags));
   if (flags & POSIX_SPAWN_SETPGROUP) posix_spawnattr_setpgroup(&attr, 0);
-  int rc = search_path ? posix_spawnp(pid, path, &fa, &attr, argv, envp) : posix_spawn(pid, path, &fa, &attr, argv, envp);
+  int rc = search_path ? posix_spawnp(pid, path, &fa, &attr, args.data(), envp)
+                       : posix_spawn(pid, path, &fa, &attr, args.data(), envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   return rc;

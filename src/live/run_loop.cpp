@@ -1,19 +1,16 @@
 // `gpuq run`: the original's loop, tick by tick, woken by events rather than only a timer.
 #include "gpuq/live/run_loop.h"
-#include "gpuq/core/local_time.h"
-#include "gpuq/core/watchdog.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <unordered_set>
 
-#include "gpuq/live/control.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/watchdog.h"
 #include "gpuq/live/phase.h"
-#include "gpuq/live/proc.h"
-#include "run_tick.h"
 #include "gpuq/live/slurm.h"
+#include "run_tick.h"
 
 namespace gpuq {
 
@@ -98,15 +95,14 @@ std::string command_of(Status was, const JobState& now) {
   return "";
 }
 
-// "a, b, c" (the first 10, then the count of the rest).
+}  // namespace
+
 std::string id_list(const std::vector<std::string>& ids) {
   std::string out;
   for (size_t k = 0; k < ids.size() && k < 10; ++k) out += (k ? ", " : "") + ids[k];
   if (ids.size() > 10) out += fmt::format(" and {} more", ids.size() - 10);
   return out;
 }
-
-}  // namespace
 
 // The state was replaced since this loop saved it: a control command from another shell
 // (or the original's). One line per job of the plan whose status it changed.
@@ -134,121 +130,6 @@ void RunLoop::say_adopted(const Tick& t) {
     if (s.status == Status::Running) ids.push_back(id);
   if (!ids.empty())
     say(t.now, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
-}
-
-// "10 done, 1 failed (hang: killed)": how each job of the plan ended.
-std::string RunLoop::outcomes(const State& state) const {
-  size_t done = 0;
-  std::vector<std::string> failed, blocked;
-  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
-    const JobState* s = state.of(plan_, i);
-    if (!s) continue;
-    if (s->status == Status::Done) ++done;
-    if (s->status == Status::Blocked) blocked.push_back(plan_.jobs[i].id);
-    if (s->status != Status::Failed) continue;
-    std::string how;
-    switch (outcome_of(*s).value_or(Outcome::Failed)) {
-      case Outcome::Killed: how = "killed"; break;
-      case Outcome::Timeout: how = "timed out"; break;
-      case Outcome::Hung: how = "stopped as hung"; break;
-      case Outcome::Unstartable: how = "could not start"; break;
-      case Outcome::Lost: how = "lost"; break;
-      default: how = fmt::format("exit {}", s->exit.value_or(kLostExit));
-    }
-    failed.push_back(plan_.jobs[i].id + ": " + how);
-  }
-  std::string out = fmt::format("{} done", done);
-  if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
-  if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
-  return out;
-}
-
-// Jobs that ended: record, then kill what they left in their process group (fix 7: only
-// if the pid is not now some other process).
-void RunLoop::refresh_ended(Tick& t) {
-  os_.launcher.reap();
-  for (const Ended& e : refresh(os_.launcher, t.state, t.now)) {
-    const JobState& s = *t.state.find(e.id);
-    if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
-      os_.launcher.signal_group(*s.pid, Signal::Kill);
-    say(t.now, e.line);
-  }
-}
-
-// Time limits (limits.h), measured from the start the state records (an adopted job keeps
-// its deadline): the warning signal once, then at the deadline time_out. The tick wakes
-// for the next of them.
-void RunLoop::enforce_limits(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
-    if (s.status != Status::Running || !s.pid) continue;
-    const Job* job = job_of(id);
-    if (!job) continue;
-    LimitCheck c = check_limit(*job, s, opt_.time_limit_factor, t.now);
-    if (c.act == LimitCheck::Act::Timeout) {
-      time_out(t, *job, s);
-      continue;
-    }
-    if (c.act == LimitCheck::Act::Warn) {
-      bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.warn_group(*s.pid, *job->warn_signal);
-      s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
-      say(t.now, fmt::format("warned {}: {} to process group {}{}", id, job->warn_signal->text(), *s.pid,
-                             sent ? "" : " (no process left to get it)"));
-    }
-    t.wake_in = std::min(t.wake_in, c.next_in);
-  }
-}
-
-// Stops a running job as `kill` does (SIGTERM to its group while the pid is still the job's;
-// escalate_kills sends SIGKILL after --kill-grace), failed with `outcome`; true when sent.
-bool RunLoop::stop_as(Tick& t, const Job& job, JobState& s, const char* outcome) {
-  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
-  s.status = Status::Failed;
-  s.exit = timeout_exit(job);
-  s.end = t.now;
-  s.outcome = outcome;
-  if (sent) s.kill_sent = t.now;
-  return sent;
-}
-
-// The job's limit is reached: SIGTERM to its group and the entry failed as `kill` leaves
-// it (kill_sent: escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the
-// group is gone), with the gpuq field "outcome": "timeout" and an exit code the original
-// reads alike (not retried, unless retry_on_timeout).
-void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
-  double limit = *limit_hours(job, opt_.time_limit_factor);
-  double ran = (t.now - *s.start) / 3600;
-  bool sent = stop_as(t, job, s, kTimeoutOutcome);
-  std::string warned =
-      s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
-                                local_time(*s.warn_sent, t.now))
-                  : "";
-  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t.now, fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
-                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry));
-  os_.launcher.note_in_log(job.id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
-                                               "process group, SIGKILL after --kill-grace {:g} s",
-                                               limit, ran, warned, opt_.kill_grace));
-}
-
-// Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
-void RunLoop::escalate_kills(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
-    if (!s.kill_sent || !s.pid) continue;
-    if (!os_.launcher.group_alive(*s.pid)) {
-      s.kill_sent.reset();
-      continue;
-    }
-    if (t.now - *s.kill_sent >= opt_.kill_grace) {
-      os_.launcher.signal_group(*s.pid, Signal::Kill);
-      say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
-                             t.now - *s.kill_sent));
-      s.kill_sent.reset();
-    } else {
-      t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
-      t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
-    }
-  }
 }
 
 // Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
@@ -323,45 +204,6 @@ void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules) {
                            used == r.used_mib->end() ? 0 : used->second, opt_.max_used_mib));
     it = others_said_.erase(it);
   }
-}
-
-// The hang watchdog (watchdog.h): each watched job's log size and its GPUs' utilization
-// recorded in its entry, then judged. A job that looks hung is said once (until its log grows
-// again); with on_quiet "kill" it is stopped as at its time limit.
-void RunLoop::watch_quiet(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
-    if (s.status != Status::Running || !s.pid || s.kill_sent) continue;
-    const Job* job = job_of(id);
-    if (!job || !quiet_minutes(*job, opt_)) continue;
-    note_activity(s, os_.launcher.log_size(id), t.util_pct, t.now);
-    QuietCheck c = check_quiet(*job, s, opt_, t.now);
-    if (!c.hung) {
-      t.wake_in = std::min(t.wake_in, c.next_in);
-      continue;
-    }
-    if (job->kill_on_quiet) {
-      stop_hung(t, *job, s, c);
-      continue;
-    }
-    if (s.hung_noted) continue;
-    s.hung_noted = t.now;
-    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: `gpuq kill {}` stops it, "
-                           "on_quiet \"kill\" would have",
-                           id, c.detail(), *quiet_minutes(*job, opt_), id));
-  }
-}
-
-// The watchdog stops a hung job as time_out stops one at its limit: SIGTERM, SIGKILL after
-// --kill-grace, the GPUs busy until the group is gone; the outcome "hung".
-void RunLoop::stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c) {
-  bool sent = stop_as(t, job, s, kHungOutcome);
-  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
-                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry));
-  os_.launcher.note_in_log(job.id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
-                                               "its process group, SIGKILL after --kill-grace {:g} s",
-                                               c.detail(), opt_.kill_grace));
 }
 
 namespace {
@@ -556,22 +398,6 @@ void RunLoop::record_events(Tick& t) {
   if (hooks_ && hooks_->busy()) t.wake_in = std::min(t.wake_in, 0.5);
 }
 
-bool RunLoop::all_finished(const Tick& t) const {
-  if (!last_save_problem_.empty()) return false;  // never finish with the last state unsaved
-  // A job a reload removed from the plan is left to finish: run waits for it.
-  for (const auto& [id, s] : t.state.entries())
-    if (s.removed && (s.status == Status::Running || s.kill_sent)) return false;
-  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
-    const JobState* s = t.state.of(plan_, i);
-    Status st = s ? s->status : Status::Pending;
-    // A killed job still finishing (within --kill-grace) is not finished either.
-    if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
-        retry_due(s, opt_, std::numeric_limits<double>::infinity()))
-      return false;
-  }
-  return true;
-}
-
 TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
   for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
   if (e.kind == StoreError::Kind::Content) {
@@ -584,24 +410,6 @@ TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
                                      e.what()));
   last_save_problem_ = e.what();
   return {TickResult::Next::Wait, std::min(t.wake_in, 5.0)};
-}
-
-int RunLoop::stopped(const Wake& w) {
-  State state;
-  try {
-    state = os_.store.read();
-  } catch (const StoreError&) {
-  }
-  std::string list;
-  size_t still = 0;
-  for (auto& [id, s] : state.entries()) {
-    if (s.status != Status::Running) continue;
-    list += (still++ ? ", " : "") + id;
-  }
-  say(os_.clock.now(), fmt::format("stopped by {}: the state is saved; {} job(s) left running{}{}; the next `gpuq "
-                                   "run` adopts them",
-                                   w.stop_name, still, still ? ": " : "", list));
-  return 0;
 }
 
 int RunLoop::run() {

@@ -20,6 +20,21 @@
 
 namespace gpuq {
 
+namespace {
+
+// The plan (and the file a link names) and PLAN.paused: they wake the wait when they change.
+std::vector<std::string> files_that_wake(const PlanPaths& paths) {
+  std::vector<std::string> also{paths.plan, paths.paused};
+  std::error_code ec;
+  if (std::string real = std::filesystem::canonical(paths.plan, ec).string(); !ec && real != paths.plan)
+    also.push_back(real);
+  return also;
+}
+
+}  // namespace
+
+// Long: it wires this machine's or Slurm's ports, the event log and hooks, the watched plan and
+// PLAN.run.json around one RunLoop; each part is a few lines that read in order.
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
               const std::string* plan_text, const SlurmOptions* slurm) {
   RunOptions opt = given;
@@ -37,12 +52,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                         1.0);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
-  // The plan (and the file a link names) and PLAN.paused wake the wait when they change.
-  std::vector<std::string> also{paths.plan, paths.paused};
-  std::error_code ec;
-  if (std::string real = std::filesystem::canonical(paths.plan, ec).string(); !ec && real != paths.plan)
-    also.push_back(real);
-  PosixWaker local_waker(paths.state, also);
+  PosixWaker local_waker(paths.state, files_that_wake(paths));
   // Slurm mode: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
   std::optional<SlurmLauncher> slurm_launcher;
   std::optional<SlurmWaker> slurm_waker;
@@ -80,13 +90,8 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
       p = slurm_copy(p);
       return std::string();
     };
-  RunLoop loop(
-      std::move(plan), opt, {clock, launcher, probe, store, files, waker},
-      [out](const std::string& line) {
-        fmt::print(out, "{}\n", line);
-        std::fflush(out);
-      },
-      [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+  RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
+               [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.pause_from([&paths] { return paused_since(paths); });

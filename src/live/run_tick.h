@@ -27,4 +27,7 @@ struct RunLoop::Tick {
   bool paused = false;                     // `gpuq pause`: nothing starts
 };
 
+/// "a, b, c" (the first 10, then the count of the rest).
+std::string id_list(const std::vector<std::string>& ids);
+
 }  // namespace gpuq

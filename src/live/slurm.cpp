@@ -68,7 +68,6 @@ SlurmLauncher::~SlurmLauncher() {
 }
 
 void SlurmLauncher::take_squeue() {
-  ++squeue_calls_;
   queue_.clear();
   by_name_.clear();
   std::vector<SlurmJob> jobs;
@@ -86,7 +85,6 @@ void SlurmLauncher::take_squeue() {
       squeue_problem_ = "squeue: " + first_line(r.err);
     }
     if (!squeue_ok_ && r.status != -1) json_ = r.err.find("json") == std::string::npos;  // no --json: use --format
-    if (!squeue_ok_ && !json_) ++squeue_calls_;
   }
   if (!json_) {
     CommandResult r = run_command({"squeue", "--me", "-h", "-o", "%i|%j|%T|%r"});

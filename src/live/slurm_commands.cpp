@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -39,12 +40,13 @@ std::string json_state(const nlohmann::json& v) {
   return "";
 }
 
-}  // namespace
-
-std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
+// The "jobs" list of `command --json`: for each job with an id, its id and name, and the
+// rest read by `more`.
+std::vector<SlurmJob> read_jobs(const std::string& text, const char* command,
+                                const std::function<void(const nlohmann::json&, SlurmJob&)>& more) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("jobs") || !j["jobs"].is_array())
-    throw std::runtime_error("squeue --json: not a JSON object with a \"jobs\" list");
+    throw std::runtime_error(fmt::format("{} --json: not a JSON object with a \"jobs\" list", command));
   std::vector<SlurmJob> out;
   for (const auto& job : j["jobs"]) {
     SlurmJob s;
@@ -52,11 +54,28 @@ std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
     if (!id) continue;
     s.id = *id;
     s.name = job.value("name", "");
-    s.state = job.contains("job_state") ? json_state(job["job_state"]) : "";
-    s.reason = job.value("state_reason", "");
+    more(job, s);
     out.push_back(std::move(s));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
+  return read_jobs(text, "squeue", [](const nlohmann::json& job, SlurmJob& s) {
+    s.state = job.contains("job_state") ? json_state(job["job_state"]) : "";
+    s.reason = job.value("state_reason", "");
+  });
+}
+
+std::vector<SlurmJob> parse_sacct_json(const std::string& text) {
+  return read_jobs(text, "sacct", [](const nlohmann::json& job, SlurmJob& s) {
+    if (job.contains("state") && job["state"].is_object() && job["state"].contains("current"))
+      s.state = json_state(job["state"]["current"]);
+    if (job.contains("exit_code") && job["exit_code"].is_object() && job["exit_code"].contains("return_code"))
+      s.exit = json_int(job["exit_code"]["return_code"]);
+  });
 }
 
 std::vector<SlurmJob> parse_squeue_lines(const std::string& text) {
@@ -79,26 +98,6 @@ std::vector<SlurmJob> parse_squeue_lines(const std::string& text) {
     s.name = line.substr(a + 1, b - a - 1);
     s.state = line.substr(b + 1, c - b - 1);
     s.reason = line.substr(c + 1);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-std::vector<SlurmJob> parse_sacct_json(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("jobs") || !j["jobs"].is_array())
-    throw std::runtime_error("sacct --json: not a JSON object with a \"jobs\" list");
-  std::vector<SlurmJob> out;
-  for (const auto& job : j["jobs"]) {
-    SlurmJob s;
-    auto id = job.contains("job_id") ? json_int(job["job_id"]) : std::nullopt;
-    if (!id) continue;
-    s.id = *id;
-    s.name = job.value("name", "");
-    if (job.contains("state") && job["state"].is_object() && job["state"].contains("current"))
-      s.state = json_state(job["state"]["current"]);
-    if (job.contains("exit_code") && job["exit_code"].is_object() && job["exit_code"].contains("return_code"))
-      s.exit = json_int(job["exit_code"]["return_code"]);
     out.push_back(std::move(s));
   }
   return out;
@@ -169,15 +168,9 @@ CommandResult run_command(const std::vector<std::string>& argv,
     std::string kv = *e;
     if (!replaced.count(kv.substr(0, kv.find('=')))) env_text.push_back(kv);
   }
-  std::vector<char*> envp, args;
-  for (auto& kv : env_text) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) args.push_back(a.data());
-  args.push_back(nullptr);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   pid_t pid = 0;
-  int rc = spawn_process(&pid, argv[0].c_str(), true, {devnull, out[1], err[1]}, 0, args.data(), envp.data());
+  int rc = spawn_process(&pid, argv[0].c_str(), true, {devnull, out[1], err[1]}, 0, argv, &env_text);
   ::close(out[1]), ::close(err[1]);
   if (devnull >= 0) ::close(devnull);
   if (rc == 0) {

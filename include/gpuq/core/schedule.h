@@ -59,8 +59,6 @@ class ReadySet {
   bool contains(size_t job) const;
   size_t size() const { return all_.size(); }
   bool empty() const { return all_.empty(); }
-  /// The jobs in ready order.
-  std::vector<size_t> in_order() const;
 
  private:
   friend struct PassRunner;

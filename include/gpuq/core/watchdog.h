@@ -49,7 +49,5 @@ QuietCheck check_quiet(const Job& job, const JobState& s, const Policy& p, doubl
 /// gpus_read, and one of them over kIdlePercent gpus_busy.
 void note_activity(JobState& s, std::optional<long long> log_bytes, const std::map<int, int>& util_pct, double now);
 
-/// The entry records a stop by the watchdog (the gpuq field "outcome": "hung").
-bool stopped_as_hung(const JobState& s);
 
 }  // namespace gpuq

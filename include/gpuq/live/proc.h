@@ -6,6 +6,7 @@
 #error "a live header (the OS behind ports) in the core or the views: pass data in instead"
 #endif
 
+#include <map>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -50,12 +51,20 @@ bool signal_group(long long pgid, int sig);
 /// `${NAME}` from the environment; unknown variables are left as written.
 std::string expand_path(const std::string& s);
 
-/// posix_spawn (posix_spawnp with `search_path`) with fd i of the child taken from
+/// This process's environment, NAME -> value.
+std::map<std::string, std::string> environment();
+
+/// "NAME=value" for each entry, as a process's environment lists them.
+std::vector<std::string> environment_strings(const std::map<std::string, std::string>& env);
+
+/// posix_spawn (posix_spawnp with `search_path`) of `argv` with the environment `env`
+/// ("NAME=value" each; null: this process's), fd i of the child taken from
 /// `fds[i]`, every signal unblocked and back to its default (run blocks some for
 /// its signalfd), and `flags` added (POSIX_SPAWN_SETSID, POSIX_SPAWN_SETPGROUP with
 /// group 0), in the folder `cwd` when given. Returns 0 or the error number, as posix_spawn does.
 int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vector<int>& fds, short flags,
-                  char* const argv[], char* const envp[], const char* cwd = nullptr);
+                  const std::vector<std::string>& argv, const std::vector<std::string>* env = nullptr,
+                  const char* cwd = nullptr);
 
 /// A job's script as `run` starts it: ~ and $VARS expanded (expand_path), and a
 /// relative path taken from `workdir` when one is given.

@@ -104,8 +104,6 @@ class SlurmLauncher : public Launcher {
   bool release_held(const JobState& s) override;
   std::optional<SlurmJob> slurm_view(const JobState& s) override;
   long long queue_room(const State& state) override;
-  /// True while Slurm refuses more jobs of this user (the queue must drain first).
-  bool queue_full() const { return full_; }
 
   /// The plan's job of a Slurm id this launcher knows (from launch or survey), or "".
   std::string job_of(long long slurm_id) const;
@@ -113,8 +111,6 @@ class SlurmLauncher : public Launcher {
   /// so its reservations come apart, from slurm_reservations of the plan as loaded):
   /// priorities ranked again. `plan` must outlive its use here.
   void use_plan(const Plan& plan, std::map<std::string, std::string> reservations);
-  /// How many squeue calls this launcher made.
-  long long squeue_calls() const { return squeue_calls_; }
 
  private:
   void take_squeue();
@@ -137,7 +133,6 @@ class SlurmLauncher : public Launcher {
   bool json_ = true;
   bool full_ = false;
   long long full_at_ = -1;  // the jobs in the queue when Slurm refused one
-  long long squeue_calls_ = 0;
 };
 
 /// The probe in Slurm mode: the cluster's GPUs are Slurm's business; an empty reading.
