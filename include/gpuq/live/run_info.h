@@ -35,6 +35,7 @@ struct RunInfo {
   std::optional<double> ended;  ///< when it exited (all finished, or stopped)
   PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
   std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
+  bool slurm = false;           ///< run --slurm: it refuses an edit Slurm cannot take (slurm_plan_problem)
 };
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not
