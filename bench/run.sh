@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|status|run|limits]
+# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|nodes|status|run|limits|reload]
 # (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
@@ -29,6 +29,16 @@ for n in $sizes; do
     "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
 done
 
+fi
+if [[ $section == all || $section == nodes ]]; then
+echo "== simulate --nodes N (8 GPUs a node): wall time, median of 3, 100000 jobs"
+# Its one reservation of GPU 7 made a Slurm reservation: --nodes refuses GPU ids, as run --slurm does.
+"$GEN" 100000 | sed 's/"gpus": \[7\], "jobs"/"gpus": [7], "slurm_reservation": "evals", "jobs"/' > "$work/p.json"
+for nodes in 1 8 64 512 4096; do
+  for i in 1 2 3; do /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all --nodes "$nodes" >/dev/null 2>&1; cat "$work/t"; done > "$work/times"
+  printf '  %5d node(s): %6.2f s, %7.1f MB\n' "$nodes" "$(cut -d' ' -f1 "$work/times" | median)" \
+    "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
+done
 fi
 if [[ $section == all || $section == status ]]; then
 echo "== status (the whole command: plan and state read), median of 7"

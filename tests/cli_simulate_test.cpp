@@ -144,3 +144,52 @@ TEST(Demo, TheExamplePlanIsValidAndSchedulable) {
   EXPECT_EQ(r.err, "gpuq: the round-100 line gives when the first and the last job with first_look_frac reach that "
                    "fraction of their est_hours\n");
 }
+
+// simulate --nodes: the node column, the one-node comparison on stderr, and the refusals.
+TEST(CliSimulate, NodesPredictsAClusterAndSaysWhatItBuys) {
+  TempDir d;
+  d.write("plan.json", R"([
+    {"id": "a", "script": "x.sh", "gpus": 4, "est_hours": 2},
+    {"id": "b", "script": "x.sh", "gpus": 4, "est_hours": 2},
+    {"id": "c", "script": "x.sh", "gpus": 4, "est_hours": 2}])");
+  auto r = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "3", "--gpus-per-node", "4"}, d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "  0.00h ->   2.00h node=0 gpus=[0, 1, 2, 3] a\n"
+            "  0.00h ->   2.00h node=1 gpus=[0, 1, 2, 3] b\n"
+            "  0.00h ->   2.00h node=2 gpus=[0, 1, 2, 3] c\n"
+            "makespan 2.0h, GPU utilization 100.0%\n");
+  EXPECT_THAT(r.err, HasSubstr("on 3 nodes of 4 GPUs"));
+  EXPECT_THAT(r.err, HasSubstr("the makespan is 2.0h; on one such node it is 6.0h (3.00x as long)"));
+  // Without --nodes the output is the one-node timeline, unchanged.
+  auto one = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3"}, d.path());
+  EXPECT_THAT(one.out, HasSubstr("  4.00h ->   6.00h gpus=[0, 1, 2, 3] c\n"));
+  EXPECT_THAT(one.err, Not(HasSubstr("nodes")));
+  // A job wider than a node is named with the flag that set the node's size.
+  auto wide = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "2", "--gpus-per-node", "2"}, d.path());
+  EXPECT_EQ(wide.status, 2);
+  EXPECT_THAT(wide.err, HasSubstr("needs 4 GPUs but --gpus-per-node gives 2"));
+}
+
+TEST(CliSimulate, NodesRefusesGpuIdReservationsAndALiveState) {
+  TempDir d;
+  d.write("plan.json", R"({"jobs": [{"id": "a", "script": "x.sh", "gpus": 1}],
+    "reservations": [{"gpus": [0, 1], "jobs": ["a"]}]})");
+  auto r = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "2"}, d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("simulate --nodes: the plan plan.json: reservation #1 closes GPUs [0, 1] of one node"));
+  d.write("plan.json", R"({"jobs": [{"id": "a", "script": "x.sh", "gpus": 1}],
+    "reservations": [{"gpus": [0, 1], "jobs": ["a"], "slurm_reservation": "lab"}]})");
+  auto slurm = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "2"}, d.path());
+  EXPECT_EQ(slurm.status, 0) << slurm.err;
+  EXPECT_THAT(slurm.err, HasSubstr("Slurm's reservation lab are predicted on any node"));
+  auto live = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "2", "--from-state"}, d.path());
+  EXPECT_EQ(live.status, 2);
+  EXPECT_THAT(live.err, HasSubstr("excludes"));
+  auto both = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "2", "--gpus", "0-3", "--gpus-per-node", "4"},
+                       d.path());
+  EXPECT_EQ(both.status, 2);
+  auto zero = run_gpuq({"simulate", "--plan", "plan.json", "--nodes", "0"}, d.path());
+  EXPECT_EQ(zero.status, 2);
+}

@@ -61,6 +61,21 @@ TEST(GpuUse, AProcessUnderAJobIsOursAnyOtherIsForeignUnlessIgnored) {
   EXPECT_EQ(busy_by_reading(r, st, rules), mask_of({5, 6}));
 }
 
+// An ignored process's memory is not counted by the memory test either (a new user found
+// GPU 1 busy by "20005 MiB in use by another process", the ignored one's).
+TEST(GpuUse, AnIgnoredProcessesMemoryDoesNotMakeItsGpuBusy) {
+  GpuReading r = idle8();
+  (*r.used_mib)[1] = 20005;
+  (*r.processes)[1] = {proc(999, {999, 999, 900, 1}, "sleep", 20000)};
+  GpuRules rules{1024, {"sleep"}};
+  EXPECT_EQ(busy_by_reading(r, State{}, rules), GpuMask{0});
+  EXPECT_TRUE(held_by_others(r, State{}, rules).empty());
+  (*r.used_mib)[1] = 22005;  // 2000 MiB more than the ignored process's: someone else's
+  EXPECT_EQ(busy_by_reading(r, State{}, rules), mask_of({1}));
+  EXPECT_EQ(held_by_others(r, State{}, rules),
+            (std::map<int, std::string>{{1, "GPU 1 busy: 2005 MiB in use by another process"}}));
+}
+
 TEST(GpuUse, MemoryStillCountsWithoutAProcessListAndALostGpuIsBusy) {
   GpuReading r;
   r.used_mib = std::map<int, long long>{{0, 0}, {1, 20000}};
@@ -106,9 +121,9 @@ TEST(GpuUseTick, IgnoredProcessesBlockNothing) {
 
 TEST(GpuUseTick, TheProbeSourceIsSaidOnceAndAgainOnlyWhenItChanges) {
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "est_hours": 1}])", {}, {0});
-  q.probe.reading.source_note = "NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on";
+  q.probe.reading.source_note = "nvidia-smi (NVML is not available here: nvmlInit_v2: Driver Not Loaded)";
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("GPU probe: NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on"),
+  EXPECT_THAT(q.out, ElementsAre(q.line("GPU probe: nvidia-smi (NVML is not available here: nvmlInit_v2: Driver Not Loaded)"),
                                  q.line("start a on GPUs [0] (pid 1000)")));
   q.clock.advance(20);
   q.tick();

@@ -164,7 +164,7 @@ TEST(Nvml, ALostGpuIsBusyAndTheRestStillRead) {
   GpuReading failed = probe->read();
   EXPECT_FALSE(failed.used_mib);
   EXPECT_EQ(failed.source, "nvidia-smi");
-  EXPECT_EQ(failed.source_note, "NVML: nvmlDeviceGetMemoryInfo(GPU 0): Unknown Error; nvidia-smi from now on");
+  EXPECT_EQ(failed.source_note, "nvidia-smi from now on (NVML failed: nvmlDeviceGetMemoryInfo(GPU 0): Unknown Error)");
 }
 
 TEST(NvmlCli, GpusJsonShowsTheBoardItsPairsAndTheForeignProcess) {
@@ -198,7 +198,7 @@ TEST(NvmlCli, ALibraryThatFailsInitFallsBackToNvidiaSmiAndSaysSoOnce) {
   env["GPUQ_NVIDIA_SMI"] = dir.path() + "/nvidia-smi";
   Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1"}, dir.path(), env);
   ASSERT_EQ(o.status, 0) << o.err;
-  std::string said = "GPU probe: NVML: nvmlInit_v2: Driver Not Loaded; nvidia-smi from now on";
+  std::string said = "GPU probe: nvidia-smi (NVML is not available here: nvmlInit_v2: Driver Not Loaded)";
   size_t first = o.out.find(said);
   EXPECT_NE(first, std::string::npos) << o.out;
   EXPECT_EQ(o.out.find(said, first + 1), std::string::npos) << o.out;

@@ -133,6 +133,12 @@ TEST(Typos, AMistypedCommandOrFlagGetsTheNearestName) {
   Output f = run_gpuq({"simulate", "--plan", "plan.json", "--gpu", "0,1"}, p.d.path(), p.env);
   EXPECT_EQ(f.status, 2);
   EXPECT_THAT(f.err, HasSubstr("there is no flag --gpu; did you mean --gpus?"));
+  // The hint alone: not CLI11's "A subcommand is required" (false) or "not expected" first.
+  EXPECT_THAT(r.err, Not(HasSubstr("A subcommand is required")));
+  EXPECT_THAT(f.err, Not(HasSubstr("were not expected")));
+  Output other = run_gpuq({"status", "--plan", "plan.json", "--gpu-probe", "bogus"}, p.d.path(), p.env);
+  EXPECT_EQ(other.status, 2);
+  EXPECT_THAT(other.err, HasSubstr("gpuq: --gpu-probe: bogus not in {auto,nvml,nvidia-smi,none}"));
 }
 
 // One plan file, one queue: through a symbolic link, the run lock is the plan file's.

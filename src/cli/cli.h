@@ -29,6 +29,7 @@ struct Flags {
   std::string state_dir;  ///< gpuq's own: --state-dir, else $GPUQ_STATE_DIR: state, locks and logs/ there
   std::string workdir;    ///< gpuq's own: --workdir: scripts and file: deps are taken from there
   std::string gpus = "0,1,2,3,4,5,6,7";
+  std::string gpus_source = "--gpus";  ///< what gave `gpus`, as errors about a job's width name it
   double poll = 20;
   bool all = false;
   double backfill_max_hours = 0.5;
@@ -56,6 +57,8 @@ struct Flags {
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
+  std::optional<long long> nodes;          ///< simulate --nodes: a cluster of that many nodes
+  std::optional<long long> gpus_per_node;  ///< simulate --gpus-per-node: each node's GPUs are 0..G-1
   // gpuq add:
   std::string add_id;
   std::optional<long long> add_gpus;
@@ -119,6 +122,10 @@ std::unique_ptr<GpuProbe> probe_of(const RunOptions& opt);
 /// The run options the flags give for the node's GPUs `gpus`.
 RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
 
+/// A loader error about a job wider than the node, naming `source` (--node-gpus,
+/// --gpus-per-node, a running run's --gpus) where the loader says --gpus.
+std::string with_gpus_source(std::string error, const std::string& source);
+
 /// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings); the fields
 /// gpuq does not read to `unknown_fields` when given (else they are not mentioned).
@@ -146,6 +153,9 @@ std::optional<Loaded> load_command(const Flags& f);
 
 /// Warns when the plan is a symbolic link and a state file beside the link is not the one used.
 void warn_state_beside_link(const std::string& plan);
+
+/// Names, in `others` (GPU -> why it is busy), the GPUs that running jobs no longer in the plan hold.
+void name_removed_holders(const Plan& plan, const State& state, std::map<int, std::string>& others);
 
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state);

@@ -131,6 +131,11 @@ std::optional<std::vector<int>> node_gpus(const Flags& f) {
   return ids;
 }
 
+std::string with_gpus_source(std::string error, const std::string& source) {
+  if (auto at = error.find("--gpus gives"); at != std::string::npos && source != "--gpus") error.replace(at, 6, source);
+  return error;
+}
+
 /// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings).
 std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
@@ -144,7 +149,7 @@ std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
   if (!load.plan) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
-    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
+    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
     return std::nullopt;
   }
   if (unknown_fields) *unknown_fields = std::move(load.unknown_fields);
@@ -207,7 +212,9 @@ void warn_state_beside_link(const std::string& plan) {
     fmt::print(stderr, "gpuq: warning: {}\n", split);
 }
 
-/// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
+/// Warns about state entries of jobs the plan no longer has (renamed or removed jobs). One
+/// still running is named on a line of its own: it holds GPUs, and only `kill` reaches it.
+/// Entries that a running `run` marked "removed" when an edit dropped their job are expected.
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state) {
   // Usually every entry is a job of the plan: the binding of state to plan (which the
   // outlook needs anyway) says so without looking each id up again.
@@ -218,14 +225,28 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
   size_t n = 0;
   for (const auto& [id, s] : state.entries()) {
     if (plan.find(id)) continue;
+    if (s.status == Status::Running) {
+      fmt::print(stderr, "gpuq: note: {} runs but is no longer in {}: it keeps GPUs {} until it ends (`gpuq kill {}` "
+                         "stops it, `gpuq logs {}` shows its log)\n",
+                 id, paths.plan, s.gpus ? py_list(*s.gpus) : "[]", id, id);
+      continue;
+    }
+    if (s.removed) continue;
     if (n++ < 10) list += (list.empty() ? "" : ", ") + id + " (" + status_name(s.status) + ")";
   }
   if (n)
     fmt::print(stderr,
-               "gpuq: warning: {} names {} job(s) that are not in {}: {}{}. Their entries are kept as they are "
-               "(a running one keeps its GPUs until it ends); if the jobs are gone for good, delete their entries "
-               "while no `gpuq run` is going\n",
+               "gpuq: warning: {} names {} job(s) that are not in {}: {}{}. Their entries are kept as they are, for "
+               "the history; they change nothing (a job renamed in the plan starts afresh under its new id)\n",
                paths.state, n, paths.plan, list, n > 10 ? ", ..." : "");
+}
+
+/// What status says holds a GPU that a running job the plan no longer has is on.
+void name_removed_holders(const Plan& plan, const State& state, std::map<int, std::string>& others) {
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.gpus && !plan.find(id))
+      for (int g : *s.gpus)
+        others[g] = fmt::format("GPU {} busy: {} runs there, no longer in the plan (`gpuq kill {}` stops it)", g, id, id);
 }
 
 // Short commands that read a big plan spend much of their time in page faults, 4 KB at

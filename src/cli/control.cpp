@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "gpuq/live/journal.h"
@@ -16,12 +17,18 @@
 
 namespace gpuq::cli {
 
+namespace fs = std::filesystem;
+
 bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher);
 
 int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
-  if (!loaded) return kExitBadInput;
-  const Plan* plan = &loaded->plan;
+  // kill must work while the plan on disk has problems (a running `run` goes on with the
+  // version it loaded): with no plan, it acts on the state's running entries alone.
+  if (!loaded && (action != "kill" || !fs::exists(f.plan))) return kExitBadInput;
+  if (!loaded) fmt::print(stderr, "gpuq kill: the plan does not load; going on from the state alone\n");
+  Plan none;
+  const Plan* plan = loaded ? &loaded->plan : &none;
   PlanPaths paths = plan_paths(f);
   warn_state_beside_link(f.plan);
   FileStore store(paths);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 
 #include "gpuq/live/follow.h"
@@ -13,6 +14,8 @@
 #include "cli.h"
 
 namespace gpuq::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -43,14 +46,16 @@ std::string how_it_ended(const JobState& s) {
 
 int cmd_logs(const Flags& f) {
   auto loaded = load_command(f);
-  if (!loaded) return kExitBadInput;
-  const Plan* plan = &loaded->plan;
-  if (f.jobs.size() != 1 || !plan->find(f.jobs[0])) {
-    fmt::print(stderr, "gpuq logs: no job {} in {}\n", f.jobs.empty() ? "" : f.jobs[0], f.plan);
+  if (!loaded && !fs::exists(f.plan)) return kExitBadInput;
+  if (!loaded) fmt::print(stderr, "gpuq logs: the plan does not load; going on from the logs folder alone\n");
+  const std::string id = f.jobs.empty() ? "" : f.jobs[0];
+  PlanPaths paths = plan_paths(f);
+  // A job no longer in the plan (removed while it ran; or no plan) still has its log.
+  if (f.jobs.size() != 1 || (!(loaded && loaded->plan.find(id)) && !fs::exists(paths.log(id)))) {
+    fmt::print(stderr, "gpuq logs: no job {} in {}\n", id, f.plan);
     return kExitBadInput;
   }
-  const std::string& id = f.jobs[0];
-  PlanPaths paths = plan_paths(f);
+  if (loaded && !loaded->plan.find(id)) fmt::print(stderr, "gpuq logs: note: {} is not in {}; showing the log it left\n", id, f.plan);
   if (f.follow) {
     // The longest wait without an inotify event (tests set it long, so that a missed event shows).
     double safety_s = 5;

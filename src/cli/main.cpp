@@ -85,8 +85,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help-man
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    for (const std::string& hint : typo_hints(app, argc, argv)) fmt::print(stderr, "gpuq: {}\n", hint);
+    // A typo gets its "did you mean" alone (CLI11's own words for it, "A subcommand is
+    // required" for a mistyped one, mislead); anything else CLI11's words, as gpuq's.
+    std::vector<std::string> hints = typo_hints(app, argc, argv);
+    if (hints.empty()) fmt::print(stderr, "gpuq: {}\n", e.what());
+    for (const std::string& hint : hints) fmt::print(stderr, "gpuq: {}\n", hint);
+    fmt::print(stderr, "gpuq: `gpuq --help` lists the commands, `gpuq COMMAND --help` their flags\n");
     return kExitBadInput;
   }
   // Commands that take --plan (not version or completion) find their plan when it was not given.

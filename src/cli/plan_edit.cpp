@@ -11,6 +11,7 @@
 #include "gpuq/core/plan_text.h"
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/run_info.h"
 #include "gpuq/live/store.h"
 
 #include "cli.h"
@@ -39,7 +40,10 @@ std::string job_text(const Flags& f) {
 
 }  // namespace
 
-int cmd_add(const Flags& f) {
+/// `node_gpus_given`: --node-gpus was on the command line; else a running `run`'s --gpus
+/// are what the job must fit (the run would refuse the plan otherwise), and only without
+/// one the default.
+int cmd_add(const Flags& f, bool node_gpus_given) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
   if (std::string why = plan_file_problem(f.plan); !why.empty()) {
@@ -47,6 +51,12 @@ int cmd_add(const Flags& f) {
     return kExitBadInput;
   }
   PlanPaths paths = plan_paths(f);
+  std::string source = "--node-gpus";
+  if (RunPresence run = run_presence(paths); !node_gpus_given && run.running && run.info && !run.info->gpus.empty()) {
+    gpus = run.info->gpus;
+    source = fmt::format("the running `gpuq run` (pid {}) --gpus", run.info->pid);
+  }
+  auto say = [&](const std::string& e) { fmt::print(stderr, "{}\n", with_gpus_source(e, source)); };
   // The file itself, where the plan is a link: the link stays a link.
   std::error_code ec;
   std::string target = std::filesystem::canonical(f.plan, ec).string();
@@ -56,7 +66,7 @@ int cmd_add(const Flags& f) {
   std::string text = read_file(target).value_or("");
   PlanLoad before = parse_plan(text, f.plan, *gpus);
   if (!before.plan) {
-    for (const std::string& e : before.errors) fmt::print(stderr, "{}\n", e);
+    for (const std::string& e : before.errors) say(e);
     fmt::print(stderr, "gpuq add: the plan has {} problem(s) already; fix them first (nothing was added)\n",
                before.errors.size());
     return kExitBadInput;
@@ -69,7 +79,7 @@ int cmd_add(const Flags& f) {
   }
   PlanLoad after = parse_plan(*next, f.plan, *gpus);
   if (!after.plan) {
-    for (const std::string& e : after.errors) fmt::print(stderr, "{}\n", e);
+    for (const std::string& e : after.errors) say(e);
     fmt::print(stderr, "gpuq add: {} not added: the plan with it would have {} problem(s); {} is unchanged\n",
                f.add_id, after.errors.size(), f.plan);
     return kExitBadInput;
@@ -93,10 +103,14 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
       ->delimiter(',');
   add->add_option("--est-hours", f.add_est_hours, "its estimated duration in hours (plan default: 1)")
       ->check(CLI::NonNegativeNumber);
-  add->add_option("--node-gpus", f.gpus, "GPU ids of this node, to check the job's width against")
-      ->capture_default_str();
+  auto* node_gpus_opt = add->add_option("--node-gpus", f.gpus,
+                                        "GPU ids of this node, to check the job's width against (default: a "
+                                        "running `gpuq run`'s --gpus, else 0-7)");
   add->add_option("script", f.add_script, "-- SCRIPT [ARGS...]: the job's bash script and its arguments")->required();
-  add->callback([&] { action = [&] { return cmd_add(f); }; });
+  add->callback([&, node_gpus_opt] {
+    bool given = node_gpus_opt->count() > 0;
+    action = [&, given] { return cmd_add(f, given); };
+  });
   for (bool on : {true, false}) {
     auto* sub = app.add_subcommand(on ? "pause" : "resume",
                                    on ? "start no new job until `gpuq resume` (running jobs go on; kept across "

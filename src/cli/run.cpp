@@ -145,6 +145,7 @@ int cmd_run(const Flags& f) {
   char host[256] = {0};
   info.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "?";
   info.plan = f.plan;
+  info.gpus = *gpus;
   info.started = unix_now();
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});

@@ -9,6 +9,7 @@
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/live/store.h"
 #include "gpuq/views/json.h"
@@ -19,12 +20,61 @@
 
 namespace gpuq::cli {
 
-int cmd_simulate(const Flags& f) {
+namespace {
+
+/// simulate --nodes: the plan as a cluster's Slurm takes it (as `run --slurm` does), or
+/// nullopt with the reason printed. A reservation of GPU ids means nothing across nodes.
+std::optional<Plan> cluster_plan(const Flags& f, const Plan& plan) {
+  if (std::string why = slurm_plan_problem(plan); !why.empty()) {
+    fmt::print(stderr, "gpuq: simulate --nodes: the plan {}: {}\n", f.plan, why);
+    return std::nullopt;
+  }
+  for (const Reservation& r : plan.reservations)
+    fmt::print(stderr,
+               "gpuq: simulate --nodes: the jobs of Slurm's reservation {} are predicted on any node, as if it "
+               "held every node (gpuq does not know which nodes it holds)\n",
+               r.slurm_reservation);
+  return slurm_copy(plan);
+}
+
+double makespan(const Simulation& sim) {
+  double m = 0;
+  for (const SimRow& r : sim.rows) m = std::max(m, r.end);
+  return m;
+}
+
+/// What the cluster buys: the same plan's makespan on one such node, for the note on stderr.
+std::string cluster_note(const Plan& plan, const SimOptions& opt, const Simulation& sim) {
+  SimOptions one = opt;
+  one.nodes = 1;
+  Simulation alone = simulate(plan, one);
+  double many = makespan(sim), single = makespan(alone);
+  std::string head = fmt::format("gpuq: on {} nodes of {} GPUs (a job runs on one node, the first where it fits) "
+                                 "the makespan is {:.1f}h",
+                                 opt.nodes, opt.node_gpus.size(), many);
+  if (!alone.stuck.empty() || many <= 0) return head + "\n";
+  return head + fmt::format("; on one such node it is {:.1f}h ({:.2f}x as long)\n", single, single / many);
+}
+
+}  // namespace
+
+int cmd_simulate(const Flags& given) {
   huge_page_heap();
+  Flags f = given;
+  if (f.gpus_per_node) {
+    f.gpus = fmt::format("0-{}", *f.gpus_per_node - 1);
+    f.gpus_source = "--gpus-per-node";
+  }
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;
+  std::optional<Plan> cluster;
+  if (f.nodes) {
+    cluster = cluster_plan(f, *plan);
+    if (!cluster) return kExitBadInput;
+    plan = &*cluster;
+  }
   if (f.learned_estimates) {
     State state;
     if (f.from_state) state = read_state(plan_paths(f));
@@ -34,6 +84,7 @@ int cmd_simulate(const Flags& f) {
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.nodes = static_cast<int>(f.nodes.value_or(1));
   // The original's pairs unless --pairs says otherwise: its output stays the original's.
   std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
   if (!placement) return kExitBadInput;
@@ -54,9 +105,9 @@ int cmd_simulate(const Flags& f) {
   for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan->jobs[b.job].id, b.why);
   if (!f.svg.empty()) {
     std::vector<Bar> bars;
-    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus});
+    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus, r.node});
     if (!write_output(f.svg, gantt_svg(*plan, bars, *gpus, from ? std::optional<double>(0.0) : std::nullopt,
-                                       "gpuq simulate: " + f.plan)))
+                                       "gpuq simulate: " + f.plan, opt.nodes)))
       return kExitFailure;
   }
   if (f.json) {
@@ -77,6 +128,7 @@ int cmd_simulate(const Flags& f) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
   std::string note = timeline_note(*plan, sim, f.all);
+  if (opt.nodes > 1) note += cluster_note(*plan, opt, sim);
   std::fputs(note.c_str(), stderr);
   return 0;
 }
@@ -88,8 +140,17 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);
-  sim->add_flag("--from-state", f.from_state,
+  auto* from_state = sim->add_flag("--from-state", f.from_state,
                 "predict from the live state: what is done stays done, running jobs finish their estimate");
+  auto* nodes = sim->add_option("--nodes", f.nodes,
+                                "predict for a cluster of N nodes like this one (a job runs on one node), as "
+                                "`run --slurm` would run the plan")
+                    ->check(CLI::Range(1, kMaxNodes))
+                    ->excludes(from_state);
+  sim->add_option("--gpus-per-node", f.gpus_per_node, "with --nodes: each node has G GPUs (instead of --gpus)")
+      ->check(CLI::Range(1, kMaxGpuId + 1))
+      ->needs(nodes)
+      ->excludes(sim->get_option("--gpus"));
   add_learned_estimates(sim, f);
   add_gpu_flags(sim, f, "original");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });

@@ -212,6 +212,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   std::map<int, std::string> others;
   GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
                           &others);
+  name_removed_holders(plan, state, others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   RunLook run = look_at_run(paths, gpus);

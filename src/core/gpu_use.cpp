@@ -21,6 +21,22 @@ std::string process_text(const GpuProcess& p) {
   return s;
 }
 
+bool ignored(const GpuProcess& p, const GpuRules& rules) {
+  return std::find(rules.ignore.begin(), rules.ignore.end(), p.name) != rules.ignore.end();
+}
+
+// The memory in use on each GPU that the memory test counts: less what processes of an
+// --ignore-process name hold there, where the process list (NVML) gives it.
+std::map<int, long long> counted_memory(const GpuReading& r, const GpuRules& rules) {
+  std::map<int, long long> used = *r.used_mib;
+  if (!r.processes || rules.ignore.empty()) return used;
+  for (const auto& [g, procs] : *r.processes)
+    for (const GpuProcess& p : procs)
+      if (auto it = used.find(g); it != used.end() && p.used_mib > 0 && ignored(p, rules))
+        it->second = std::max(0LL, it->second - p.used_mib);
+  return used;
+}
+
 }  // namespace
 
 std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, const State& state,
@@ -34,15 +50,14 @@ std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, co
     for (const GpuProcess& p : procs) {
       bool ours = jobs.count(p.pid) ||
                   std::any_of(p.lineage.begin(), p.lineage.end(), [&](long long q) { return jobs.count(q) > 0; });
-      bool ignored = std::find(rules.ignore.begin(), rules.ignore.end(), p.name) != rules.ignore.end();
-      if (!ours && !ignored) out[g].push_back(p);
+      if (!ours && !ignored(p, rules)) out[g].push_back(p);
     }
   return out;
 }
 
 GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
   GpuMask busy = 0;
-  if (r.used_mib) busy |= busy_by_memory(*r.used_mib, rules.max_used_mib);
+  if (r.used_mib) busy |= busy_by_memory(counted_memory(r, rules), rules.max_used_mib);
   for (const auto& [g, procs] : foreign_processes(r, state, rules))
     if (on_node(g)) busy |= GpuMask{1} << g;
   for (const auto& [g, why] : r.lost)
@@ -55,7 +70,8 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   GpuMask ours = busy_in_state(state);
   auto mine = [&](int g) { return !on_node(g) || (ours >> g & 1); };
   if (r.used_mib)
-    for (auto& [g, mib] : used_by_others(*r.used_mib, rules.max_used_mib, state)) out[g] = busy_by_other_text(g, mib);
+    for (auto& [g, mib] : used_by_others(counted_memory(r, rules), rules.max_used_mib, state))
+      out[g] = busy_by_other_text(g, mib);
   for (const auto& [g, procs] : foreign_processes(r, state, rules)) {
     if (mine(g)) continue;
     std::string list;

@@ -201,18 +201,39 @@ struct PassRunner {
     if (k != RankSet::npos && (!best || k < *best)) best = k;
   }
 
+  // The free GPUs per node: in.free, or a copy of in.nodes.
+  struct Free {
+    GpuMask one;
+    std::vector<GpuMask> many;  // empty for one node: no allocation
+    explicit Free(const PassInput& in) : one(in.free), many(in.nodes.begin(), in.nodes.end()) {}
+    GpuMask* begin() { return many.empty() ? &one : many.data(); }
+    GpuMask* end() { return many.empty() ? &one + 1 : many.data() + many.size(); }
+    /// The most GPUs outside `closed` that one node has free.
+    int most(GpuMask closed) {
+      int m = 0;
+      for (GpuMask f : *this) m = std::max(m, count(f & ~closed));
+      return m;
+    }
+    /// The first node with `n` GPUs free outside `closed` (there is one: most(closed) >= n).
+    GpuMask& node_for(int n, GpuMask closed) {
+      GpuMask* f = begin();
+      while (count(*f & ~closed) < n) ++f;
+      return *f;
+    }
+  };
+
   void run(bool lift_limit, PassResult& out) const {
     out.starts.clear();
     out.held.clear();
     out.waiting_head.reset();
     out.stall_broken = false;
-    GpuMask free = in.free;
+    Free free(in);
     std::optional<Key> p, head;
     while (true) {
       std::optional<Key> best, fail;
       for (size_t s = 0; s < rs.classes_.size(); ++s) {
         const auto& c = rs.classes_[s];
-        int avail = count(free & ~closed[s]);
+        int avail = free.most(closed[s]);
         std::uint64_t fits = c.present & (avail >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << avail) - 1);
         for (int len = 0; len < 2; ++len) {
           if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
@@ -232,16 +253,17 @@ struct PassRunner {
       if (!best) break;
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
-      auto gpus = pick_gpus(a.gpus, free & ~closed[a.sig], in.placement);
-      free &= ~mask_of(*gpus);
-      out.starts.push_back({j, std::move(*gpus)});
+      GpuMask& node = free.node_for(a.gpus, closed[a.sig]);
+      auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
+      node &= ~mask_of(*gpus);
+      out.starts.push_back({j, std::move(*gpus), static_cast<int>(&node - free.begin())});
       p = best;
     }
   }
 
   // Why each ready job that did not start waits, replaying the walk in order.
   void explain(PassResult& out, bool lift_limit) const {
-    GpuMask free = in.free;
+    Free free(in);
     size_t next = 0;
     std::optional<Key> head;
     if (out.waiting_head) head = rs.key(*out.waiting_head);
@@ -249,14 +271,15 @@ struct PassRunner {
       const ReadySet::AtRank& a = rs.at_rank_[k];
       size_t j = a.job;
       if (next < out.starts.size() && out.starts[next].job == j) {
-        free &= ~mask_of(out.starts[next++].gpus);
+        const Start& s = out.starts[next++];
+        free.begin()[s.node] &= ~mask_of(s.gpus);
         continue;
       }
       if (head && k > *head && a.is_long && !lift_limit) {
         out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
       } else {
         GpuMask c = closed[a.sig];
-        out.held.push_back({j, Held::Why::Gpus, count(free & ~c), free & c, 0});
+        out.held.push_back({j, Held::Why::Gpus, free.most(c), *free.begin() & c, 0});
       }
     }
   }

@@ -77,8 +77,10 @@ class Simulator {
   void block_dependents(size_t j);
   void explain_stuck();
   std::string why_stuck(size_t j) const;
-  const PassInput& pass_input(GpuMask free, bool explain);
-  GpuMask free_now() const;
+  const PassInput& pass_input(bool explain);
+  void free_now();
+  // Where in gpu_free_at_ GPU g of node k is.
+  size_t slot(int node, int g) const { return static_cast<size_t>(node) * (kMaxGpuId + 1) + static_cast<size_t>(g); }
 
   Kind kind(size_t j) const { return from_ ? from_->kind[j] : Kind::Pending; }
   double produced_at(size_t j) const {
@@ -116,7 +118,8 @@ class Simulator {
   std::vector<char> after_met_;       // its after: dependents were told it finished
   bool unblocked_ = false;            // a retry has made every blocked job pending
   std::vector<long> res_unfinished_;
-  std::vector<double> gpu_free_at_;
+  std::vector<double> gpu_free_at_;               // per node and GPU id (slot)
+  std::vector<GpuMask> free_;                     // per node: the GPUs free now (free_now)
   ReadySet ready_;
   MinHeap<std::pair<double, size_t>> file_wait_;  // (when its files appear, job)
   MinHeap<std::pair<double, size_t>> running_;    // (end, job): jobs ending together all finish at once
@@ -148,7 +151,8 @@ Simulator::Simulator(const Plan& plan, const SimOptions& opt, const SimStart* fr
       blocked_(n_, 0),
       after_met_(n_, 0),
       res_unfinished_(plan.reservations.size()),
-      gpu_free_at_(kMaxGpuId + 1, 0.0),
+      gpu_free_at_(static_cast<size_t>(kMaxGpuId + 1) * static_cast<size_t>(std::max(opt.nodes, 1)), 0.0),
+      free_(static_cast<size_t>(std::max(opt.nodes, 1)), 0),
       ready_(plan, opt.backfill_max_hours) {
   sim_.rows.reserve(n_);  // a row per job that runs: no copies as it grows
   for (size_t r = 0; r < plan.reservations.size(); ++r)
@@ -262,8 +266,9 @@ void Simulator::deps_done(size_t j) {
     waits_producer_[j] = 1;
 }
 
-const PassInput& Simulator::pass_input(GpuMask free, bool explain) {
-  in_.free = free;
+const PassInput& Simulator::pass_input(bool explain) {
+  in_.free = free_[0];
+  if (free_.size() > 1) in_.nodes = free_;
   in_.open.resize(plan_.reservations.size());
   for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_unfinished_[r] > 0;
   // Now, as the next tick sees it: any running entry of the state counts.
@@ -272,11 +277,13 @@ const PassInput& Simulator::pass_input(GpuMask free, bool explain) {
   return in_;
 }
 
-GpuMask Simulator::free_now() const {
-  GpuMask free = 0;
-  for (int g : opt_.node_gpus)
-    if (gpu_free_at_[g] <= t_ + kEps) free |= GpuMask{1} << g;
-  return free;
+void Simulator::free_now() {
+  for (size_t k = 0; k < free_.size(); ++k) {
+    GpuMask free = 0;
+    for (int g : opt_.node_gpus)
+      if (gpu_free_at_[slot(static_cast<int>(k), g)] <= t_ + kEps) free |= GpuMask{1} << g;
+    free_[k] = free;
+  }
 }
 
 void Simulator::start(Start& s) {
@@ -286,7 +293,7 @@ void Simulator::start(Start& s) {
   // does not end before the next tick.
   end_[j] = t_ + (from_ ? std::max(pk_[j].est_hours, kSoon) : pk_[j].est_hours);
   started_[j] = 1;
-  for (int g : s.gpus) gpu_free_at_[g] = end_[j];
+  for (int g : s.gpus) gpu_free_at_[slot(s.node, g)] = end_[j];
   running_.push({end_[j], j});
   ready_.erase(j);
   --pending_;
@@ -295,7 +302,7 @@ void Simulator::start(Start& s) {
     waits_producer_[k] = 0;
     if (!started_[k]) produce_.push({file_time(k), k});
   }
-  sim_.rows.push_back({j, start_[j], end_[j], std::move(s.gpus)});
+  sim_.rows.push_back({j, start_[j], end_[j], std::move(s.gpus), s.node});
 }
 
 // Passes at this instant until one starts nothing. After a pass that started jobs, another
@@ -303,7 +310,7 @@ void Simulator::start(Start& s) {
 // free, or was held by the backfill limit behind a head that still waits (and nothing ends,
 // so no reservation opens).
 void Simulator::passes_at_instant() {
-  GpuMask free = free_now();
+  free_now();
   bool progressed = true, first = true;
   while (progressed) {
     progressed = false;
@@ -315,14 +322,14 @@ void Simulator::passes_at_instant() {
     }
     if (!first && !newly_ready) break;
     first = false;
-    schedule_pass(plan_, ready_, pass_input(free, false), last_);  // into last_: its lists' room is kept
+    schedule_pass(plan_, ready_, pass_input(false), last_);  // into last_: its lists' room is kept
     if (last_.stall_broken)
       sim_.notes.push_back(fmt::format(
           "at {:.2f}h nothing could start: {} waits for GPUs that reservations close to it, and the jobs of "
           "those reservations are longer than --backfill-max-hours {}; started them without the limit",
           t_, plan_.jobs[*last_.waiting_head].id, opt_.backfill_max_hours));
     for (Start& s : last_.starts) {
-      free &= ~mask_of(s.gpus);
+      free_[s.node] &= ~mask_of(s.gpus);
       start(s);
       progressed = true;
     }
@@ -446,7 +453,8 @@ Simulation Simulator::run() {
 
 void Simulator::explain_stuck() {
   sim_.stuck_at = t_;
-  last_ = schedule_pass(plan_, ready_, pass_input(free_now(), true));
+  free_now();
+  last_ = schedule_pass(plan_, ready_, pass_input(true));
   for (size_t j = 0; j < n_; ++j)
     if (!started_[j] && !blocked_[j]) sim_.stuck.push_back({j, why_stuck(j)});
 }
@@ -477,6 +485,8 @@ std::string Simulator::why_stuck(size_t j) const {
   for (size_t r = 0; r < open.size(); ++r) open[r] = res_unfinished_[r] > 0;
   std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus,
                                 count(in_.node & ~reserved_gpus(plan_, j, open)), count(in_.node));
+  if (free_.size() > 1) why = fmt::format("needs {} GPUs, and a job runs on one node of {} GPUs", job.gpus,
+                                          count(in_.node));
   const auto& mine = plan_.reservations_of[j];
   for (size_t r = 0; r < plan_.reservations.size(); ++r) {
     if (!open[r] || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;

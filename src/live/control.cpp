@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <array>
 #include <ctime>
 #include <stdexcept>
@@ -239,13 +240,26 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   if (action != "hold" && action != "retry" && action != "kill" && action != "requeue")
     throw std::invalid_argument("control: no action " + action);
   ControlResult r;
+  // A job the plan no longer has (removed from it while it ran, or a plan that does not load:
+  // then `plan` is empty) can still be killed from its entry: nothing else could stop it. The
+  // state is read for that without the lock; unknown ids change nothing.
+  std::optional<State> peek;
   std::vector<std::string> unknown;
-  for (const auto& id : ids)
-    if (!plan.find(id)) unknown.push_back(id);
+  for (const auto& id : ids) {
+    if (plan.find(id)) continue;
+    if (!peek) peek = store.read();
+    const JobState* s = peek->find(id);
+    if (action == "kill" && s && s->status == Status::Running) {
+      r.lines.push_back(fmt::format("note: {} is not in {}; killing it as its entry in the state says", id, plan_name));
+      continue;
+    }
+    unknown.push_back(s && s->status == Status::Running ? id + " (running, but only kill acts on a job the plan no longer has)"
+                                                        : id);
+  }
   if (!unknown.empty()) {
     std::string list;
     for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
-    r.lines.push_back(fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, plan_name));
+    r.lines = {fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, plan_name)};
     r.status = 2;
     return r;
   }

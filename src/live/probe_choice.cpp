@@ -42,7 +42,7 @@ class ChosenProbe : public GpuProbe {
       : kind_(kind), smi_(nvidia_smi, timeout_s), command_(nvidia_smi), timeout_s_(timeout_s) {
     if (kind == ProbeKind::Auto || kind == ProbeKind::Nvml) {
       nvml_ = std::make_unique<NvmlProbe>(nvml_library());
-      if (!nvml_->ok()) give_up_nvml(nvml_->problem());
+      if (!nvml_->ok()) give_up_nvml(nvml_->problem(), false);
       else note_ = "NVML (" + nvml_->describe() + ")";
     }
     if (kind == ProbeKind::NvidiaSmi) note_ = "--gpu-probe nvidia-smi";
@@ -60,7 +60,7 @@ class ChosenProbe : public GpuProbe {
         r.source_note = note_;
         return r;
       }
-      give_up_nvml(r.problem);
+      give_up_nvml(r.problem, true);
     }
     if (kind_ == ProbeKind::Nvml) {
       GpuReading r;
@@ -81,10 +81,12 @@ class ChosenProbe : public GpuProbe {
   }
 
  private:
-  void give_up_nvml(const std::string& why) {
+  // Said as news, not as an error: on a machine without NVML, nvidia-smi is simply the probe.
+  void give_up_nvml(const std::string& why, bool was_working) {
     nvml_problem_ = "NVML: " + why;
     if (kind_ == ProbeKind::Auto) {
-      note_ = nvml_problem_ + "; nvidia-smi from now on";
+      note_ = was_working ? "nvidia-smi from now on (NVML failed: " + why + ")"
+                          : "nvidia-smi (NVML is not available here: " + why + ")";
       nvml_.reset();
     }
   }

@@ -81,7 +81,11 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
     busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
   }
   doc["makespan_hours"] = makespan;
-  doc["utilization"] = makespan > 0 ? busy / (static_cast<double>(opt.node_gpus.size()) * makespan) : 0.0;
+  doc["utilization"] = makespan > 0 ? busy / (static_cast<double>(opt.node_gpus.size() * static_cast<size_t>(opt.nodes)) * makespan) : 0.0;
+  if (opt.nodes > 1) {  // simulate --nodes
+    doc["nodes"] = opt.nodes;
+    doc["gpus_per_node"] = opt.node_gpus.size();
+  }
   ojson stuck = ojson::array();
   for (const Stuck& s : sim.stuck) stuck.push_back({{"id", plan.jobs[s.job].id}, {"why", s.why}});
   doc["stuck"] = stuck;
@@ -102,6 +106,7 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
     for (const Stuck& s : sim.blocked)
       if (s.job == i) v.why = s.why;
     jobs.push_back(job_json(plan, v));
+    if (opt.nodes > 1) jobs.back()["node"] = row_of[i] ? ojson(row_of[i]->node) : ojson(nullptr);
   }
   doc["jobs"] = std::move(jobs);
   return doc.dump(1) + "\n";

@@ -41,14 +41,15 @@ struct Chart {
   const Plan& plan;
   const std::vector<Bar>& bars;
   const std::vector<int>& node_gpus;
+  size_t nodes, gpu_rows;  // gpu_rows: a row per GPU of each node
   std::map<size_t, size_t> lane_of;  // bar -> its row among the 0-GPU rows
   std::map<int, size_t> row_of_gpu;
   std::map<size_t, std::vector<std::pair<double, double>>> spans_on_row;  // row -> its bars' [x start, x end]
   size_t rows = 0;
   double t0 = 0, t1 = 0, scale = 1;
 
-  Chart(const Plan& p, const std::vector<Bar>& b, const std::vector<int>& gpus, std::optional<double> now_h)
-      : plan(p), bars(b), node_gpus(gpus) {
+  Chart(const Plan& p, const std::vector<Bar>& b, const std::vector<int>& gpus, std::optional<double> now_h, int n)
+      : plan(p), bars(b), node_gpus(gpus), nodes(static_cast<size_t>(std::max(n, 1))), gpu_rows(nodes * gpus.size()) {
     std::vector<std::pair<double, size_t>> cpu_order;
     for (size_t k = 0; k < bars.size(); ++k)
       if (bars[k].gpus.empty()) cpu_order.push_back({bars[k].start, k});
@@ -67,7 +68,7 @@ struct Chart {
     }
     if (now_h) t1 = std::max(t1, *now_h);
     if (t1 - t0 < 1e-9) t1 = t0 + 1;
-    rows = node_gpus.size() + lane_free.size();
+    rows = gpu_rows + lane_free.size();
     scale = (width - left - right) / (t1 - t0);
     for (size_t i = 0; i < node_gpus.size(); ++i) row_of_gpu[node_gpus[i]] = i;
     for (size_t k = 0; k < bars.size(); ++k)
@@ -95,8 +96,9 @@ struct Chart {
     }
     for (size_t r = 0; r < rows; ++r) {
       double y = top + static_cast<double>(r) * row_h;
-      std::string label = r < node_gpus.size() ? fmt::format("GPU {}", node_gpus[r])
-                                               : fmt::format("no GPU {}", r - node_gpus.size() + 1);
+      std::string label = r >= gpu_rows ? fmt::format("no GPU {}", r - gpu_rows + 1)
+                          : nodes > 1   ? fmt::format("node {} GPU {}", r / node_gpus.size(), node_gpus[r % node_gpus.size()])
+                                        : fmt::format("GPU {}", node_gpus[r]);
       out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"{}\"/>\n", left, y,
                          width - left - right, row_h, r % 2 ? "#fafafa" : "#f0f0f0");
       out += fmt::format("<text x=\"8\" y=\"{:.0f}\">{}</text>\n", y + row_h * 0.65, label);
@@ -135,10 +137,10 @@ struct Chart {
     const Bar& b = bars[k];
     std::vector<size_t> rws;
     if (b.gpus.empty())
-      rws.push_back(node_gpus.size() + lane_of[k]);
+      rws.push_back(gpu_rows + lane_of[k]);
     else
       for (int g : b.gpus)
-        if (row_of_gpu.count(g)) rws.push_back(row_of_gpu[g]);
+        if (row_of_gpu.count(g)) rws.push_back(static_cast<size_t>(b.node) * node_gpus.size() + row_of_gpu[g]);
     return rws;
   }
 
@@ -209,8 +211,8 @@ struct Chart {
 }  // namespace
 
 std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
-                      std::optional<double> now_h, const std::string& title) {
-  Chart chart(plan, bars, node_gpus, now_h);
+                      std::optional<double> now_h, const std::string& title, int nodes) {
+  Chart chart(plan, bars, node_gpus, now_h, nodes);
   std::string out = chart.frame(title) + chart.axis();
   for (size_t k = 0; k < bars.size(); ++k) out += chart.bar(k);
   if (now_h) out += chart.now_line(*now_h);

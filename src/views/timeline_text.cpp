@@ -19,7 +19,11 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
   for (const SimRow* r : rows) {
     const std::string& id = plan.jobs[r->job].id;
     if (!all && id.rfind("eval_", 0) == 0) continue;
-    out += fmt::format("{}h -> {}h gpus={:<8} {}\n", fixed(r->start, 6, 2), fixed(r->end, 6, 2), py_list(r->gpus), id);
+    if (opt.nodes > 1)  // simulate --nodes: which node, then the GPUs on it
+      out += fmt::format("{}h -> {}h node={:<{}} gpus={:<8} {}\n", fixed(r->start, 6, 2), fixed(r->end, 6, 2), r->node,
+                         std::to_string(opt.nodes - 1).size(), py_list(r->gpus), id);
+    else
+      out += fmt::format("{}h -> {}h gpus={:<8} {}\n", fixed(r->start, 6, 2), fixed(r->end, 6, 2), py_list(r->gpus), id);
   }
   double makespan = 0, busy = 0;
   for (const SimRow& r : sim.rows) {
@@ -28,7 +32,7 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
   }
   if (makespan != 0)
     out += fmt::format("makespan {}h, GPU utilization {:.1f}%\n", fixed(makespan, 0, 1),
-                       busy / (static_cast<double>(opt.node_gpus.size()) * makespan) * 100);
+                       busy / (static_cast<double>(opt.node_gpus.size() * static_cast<size_t>(opt.nodes)) * makespan) * 100);
   else
     out += "empty plan\n";
   std::vector<double> started_at(plan.jobs.size(), -1);

@@ -66,6 +66,7 @@ struct Policy {
   double quiet_minutes = 0;      ///< --quiet-minutes: a job without quiet_minutes gets this watchdog (0: off)
   Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
   bool paused = false;           ///< `gpuq pause` holds the plan: a tick starts nothing new (running jobs go on)
+  int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
 };
 
 /// The job is finished for `after:` deps and for `run`'s end: no further attempt

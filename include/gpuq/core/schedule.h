@@ -101,12 +101,17 @@ struct PassInput {
   bool nothing_running = false;    ///< no job of the plan is running
   bool explain = false;            ///< fill PassResult::held (costs a walk over every ready job)
   const Placement* placement = nullptr;  ///< how multi-GPU jobs are placed (null: the original's pairs)
+  /// `simulate --nodes`: the free GPUs of each node of a cluster, every node's GPUs being
+  /// `node`; `free` is then not read. A job runs on one node: the first (lowest) node
+  /// where it fits. Empty: one node, `free`.
+  std::span<const GpuMask> nodes;
 };
 
 /// A job the pass starts, and its GPUs.
 struct Start {
   size_t job;
   std::vector<int> gpus;
+  int node = 0;  ///< with PassInput::nodes: which node the GPUs are on
 };
 
 /// Why a ready job was not started.
@@ -117,7 +122,7 @@ struct Held {
   };
   size_t job;
   Why why;
-  int free_for_job = 0;    ///< GPUs it could use now (Gpus)
+  int free_for_job = 0;    ///< GPUs it could use now (Gpus; with PassInput::nodes, on the node with most)
   GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
   size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
 };

@@ -19,6 +19,10 @@ using SimOptions = Policy;
 /// what the next tick cannot (an overdue job ends, a late file appears).
 inline constexpr double kSoon = 1e-6;  // hours
 
+/// The most nodes a simulation takes (SimOptions::nodes): it keeps a row of GPU end times per
+/// node and looks over every node at each event.
+inline constexpr int kMaxNodes = 4096;
+
 /// Where a simulation starts from when it predicts a live queue (`status`,
 /// `simulate --from-state`): per job, where the rule book says it stands now
 /// (live_start in outlook.h makes it from the next tick's plan). Times in the
@@ -56,6 +60,7 @@ struct SimRow {
   double start;
   double end;
   std::vector<int> gpus;
+  int node = 0;  ///< with SimOptions::nodes > 1: the node (0-based) its GPUs are on
 };
 
 /// A job that can never start, and why, in words.

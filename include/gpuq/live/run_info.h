@@ -36,6 +36,7 @@ struct RunInfo {
   PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
   std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
   bool slurm = false;           ///< run --slurm: it refuses an edit Slurm cannot take (slurm_plan_problem)
+  std::vector<int> gpus;        ///< its --gpus (`gpuq add` checks a job's width against them; older runs: none)
 };
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not

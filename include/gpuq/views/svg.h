@@ -21,8 +21,10 @@ struct Bar {
   std::string status;
   double start, end;
   std::vector<int> gpus;
+  int node = 0;  ///< with nodes > 1: the node its GPUs are on
 };
+/// The chart: a row per GPU of `node_gpus` (of each of `nodes` nodes: simulate --nodes), then rows for 0-GPU jobs.
 std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
-                      std::optional<double> now_h, const std::string& title);
+                      std::optional<double> now_h, const std::string& title, int nodes = 1);
 
 }  // namespace gpuq

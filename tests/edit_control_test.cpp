@@ -1,0 +1,123 @@
+// What a user can still do to jobs while the plan is being edited under a running `gpuq run`:
+// kill a job that an edit removed while it ran, kill while the file on disk does not load, and
+// `gpuq add` checked against the running run's --gpus. Real binary, real bash jobs.
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct EditedQueue {
+  TempDir d;
+  std::map<std::string, std::string> env;
+  EditedQueue() {
+    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\necho '1, 0'\n", 0755);
+    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
+    d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
+  }
+  Output gpuq(std::vector<std::string> args) const {
+    args.insert(args.begin() + 1, {"--plan", "plan.json"});
+    return run_gpuq(args, d.path(), env);
+  }
+  std::unique_ptr<Background> start() const {
+    return start_gpuq({"run", "--plan", "plan.json", "--poll", "20", "--gpus", "0,1"}, d.path(), env);
+  }
+  void save(const std::string& text) const {
+    d.write(".plan.json.tmp", text);
+    fs::rename(d.path() + "/.plan.json.tmp", d.path() + "/plan.json");
+  }
+  json entry(const std::string& id) const {
+    json s = json::parse(d.read("plan.state.json"), nullptr, false);
+    return s.is_object() && s.contains(id) ? s[id] : json();
+  }
+  void stop(Background& r) const {
+    r.signal(SIGTERM);
+    r.wait(kPatience);
+    const json s = json::parse(d.read("plan.state.json"), nullptr, false);
+    if (s.is_object())
+      for (auto& [id, e] : s.items())
+        if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
+  }
+};
+
+constexpr const char* kTwo = R"([{"id": "a", "script": "slow.sh", "gpus": 1}, {"id": "b", "script": "slow.sh", "gpus": 1}])";
+
+}  // namespace
+
+// An edit drops b while it runs: status names it and the GPU it holds, kill stops it, logs
+// shows its log. Before, every command said "no job b" and nothing could stop it.
+TEST(EditControl, AJobRemovedWhileItRunsCanStillBeKilledAndItsLogRead) {
+  EditedQueue q;
+  q.d.write("plan.json", kTwo);
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 2u; }, kPatience)) << r->out();
+  q.save(R"([{"id": "a", "script": "slow.sh", "gpus": 1}])");
+  ASSERT_TRUE(eventually([&] { return q.entry("b").contains("removed"); }, kPatience)) << r->out();
+  Output st = q.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(st.err, HasSubstr("b runs but is no longer in plan.json: it keeps GPUs ["));
+  EXPECT_THAT(st.err, Not(HasSubstr("delete their entries")));
+  Output hold = q.gpuq({"hold", "b"});
+  EXPECT_EQ(hold.status, 2);
+  EXPECT_THAT(hold.err, HasSubstr("only kill acts on a job the plan no longer has"));
+  Output logs = q.gpuq({"logs", "b"});
+  EXPECT_EQ(logs.status, 0) << logs.err;
+  EXPECT_THAT(logs.err, HasSubstr("b is not in plan.json"));
+  EXPECT_THAT(logs.out, HasSubstr("== gpuq: attempt 1"));
+  Output kill = q.gpuq({"kill", "b"});
+  EXPECT_EQ(kill.status, 0) << kill.out << kill.err;
+  EXPECT_THAT(kill.out, HasSubstr("b is not in plan.json; killing it as its entry in the state says"));
+  ASSERT_TRUE(eventually([&] { return q.entry("b")["status"] == "failed"; }, kPatience));
+  EXPECT_EQ(q.entry("b")["exit"], -15);
+  EXPECT_EQ(q.entry("a")["status"], "running");
+  q.stop(*r);
+}
+
+// The plan on disk does not load (run goes on with the version it loaded): kill still works
+// from the state; the other commands still refuse.
+TEST(EditControl, KillWorksWhileThePlanOnDiskDoesNotLoad) {
+  EditedQueue q;
+  q.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1}])");
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 1u; }, kPatience)) << r->out();
+  q.save(R"([{"id": "a", "script": "slow.sh", "gpus": 1}, {"id": "a", "script": "slow.sh"}])");
+  ASSERT_TRUE(eventually([&] { return r->out().find("still running the version loaded at") != std::string::npos; },
+                         kPatience));
+  Output hold = q.gpuq({"hold", "a"});
+  EXPECT_EQ(hold.status, 2);
+  Output kill = q.gpuq({"kill", "a"});
+  EXPECT_EQ(kill.status, 0) << kill.out << kill.err;
+  EXPECT_THAT(kill.err, HasSubstr("duplicate id"));  // the loader's problems are still shown
+  EXPECT_THAT(kill.err, HasSubstr("the plan does not load; going on from the state alone"));
+  ASSERT_TRUE(eventually([&] { return q.entry("a")["status"] == "failed"; }, kPatience));
+  EXPECT_EQ(q.entry("a")["exit"], -15);
+  q.stop(*r);
+}
+
+// `gpuq add` checks the job's width against what the running run was given, not 0-7: the
+// run would refuse the edit, and the job would never run.
+TEST(EditControl, AddChecksTheWidthAgainstTheRunningRunsGpus) {
+  EditedQueue q;
+  const std::string text = R"([{"id": "a", "script": "slow.sh", "gpus": 1}])";
+  q.d.write("plan.json", text);
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 1u; }, kPatience)) << r->out();
+  Output wide = q.gpuq({"add", "--id", "wide", "--gpus", "4", "--", "slow.sh"});
+  EXPECT_EQ(wide.status, 2) << wide.out;
+  EXPECT_THAT(wide.err, HasSubstr("needs 4 GPUs but the running `gpuq run` (pid "));
+  EXPECT_THAT(wide.err, HasSubstr("--gpus gives 2"));
+  EXPECT_EQ(q.d.read("plan.json"), text);
+  Output two = q.gpuq({"add", "--id", "fits", "--gpus", "1", "--node-gpus", "0", "--", "slow.sh"});
+  EXPECT_EQ(two.status, 0) << two.err;  // --node-gpus, when given, is what counts
+  Output named = q.gpuq({"add", "--id", "w3", "--gpus", "3", "--node-gpus", "0,1", "--", "slow.sh"});
+  EXPECT_THAT(named.err, HasSubstr("needs 3 GPUs but --node-gpus gives 2"));
+  q.stop(*r);
+}
