@@ -147,8 +147,17 @@ TEST(Pause, APauseSurvivesARestartOfRunAndResumeStartsTheJob) {
     EXPECT_EQ(q.d.read("ran.txt"), "") << "round " << round;
     Output st = q.gpuq({"status", "--gpus", "0,1"});
     EXPECT_THAT(st.out, HasSubstr("paused since"));
+    // Paused, a ready job is said to start after resume, and no time is predicted for it.
+    EXPECT_THAT(st.out, ::testing::ContainsRegex(
+                            "\na +pending +after gpuq resume +paused: ready, starts at the first tick after `gpuq resume`"))
+        << st.out;
+    EXPECT_THAT(st.out, Not(HasSubstr("starts at the next tick")));
+    EXPECT_THAT(st.out, Not(HasSubstr("predicted to finish")));
     json doc = json::parse(q.gpuq({"status", "--json", "--gpus", "0,1"}).out);
     EXPECT_EQ(doc["paused"], true);
+    EXPECT_EQ(doc["jobs"][0]["after_resume"], true);
+    EXPECT_TRUE(doc["jobs"][0]["predicted_start"].is_null()) << doc.dump();
+    EXPECT_TRUE(doc["finish"].is_null()) << doc.dump();
     if (round == 0) {
       r->signal(SIGTERM);
       ASSERT_EQ(r->wait(kPatience).status, 0);

@@ -362,6 +362,28 @@ TEST(PlanFile, AnEditWithErrorsIsReportedOnceAfterTheSettleTime) {
   EXPECT_EQ(f.look(111).kind, PlanLook::Kind::Loaded);
 }
 
+// A refused edit (here run --slurm's own refusal, through adapt) reverted to the version in
+// use: taken again each time, so that run says so each time (not only when the text differs).
+TEST(PlanFile, ARefusedEditRevertedToTheVersionInUseIsTakenAgainEveryTime) {
+  TempDir d;
+  std::string p = d.write("plan.json", kA);
+  PlanFile f(p, {0, 1}, kA, 0.25);
+  f.adapt = [](Plan& plan) { return plan.jobs.size() > 1 ? std::string("two jobs") : std::string(); };
+  double t = 100;
+  for (int round = 0; round < 2; ++round) {
+    write_text(p, kAB);
+    EXPECT_EQ(f.look(t).kind, PlanLook::Kind::Settling) << round;
+    PlanLook bad = f.look(t += 0.3);
+    ASSERT_EQ(bad.kind, PlanLook::Kind::Broken) << round;
+    EXPECT_THAT(bad.errors.at(0), HasSubstr("two jobs"));
+    write_text(p, kA);  // back to the version in use, byte for byte
+    PlanLook back = f.look(t += 0.3);
+    ASSERT_EQ(back.kind, PlanLook::Kind::Loaded) << round;
+    EXPECT_EQ(back.text, kA);
+    EXPECT_EQ(f.look(t += 2).kind, PlanLook::Kind::Same) << round;
+  }
+}
+
 // ---- the plan's own events in the event log and the hooks' filters
 
 TEST(PlanEvents, ReloadPauseAndResumeAreEventKindsTheHooksAcceptAndTheLogKeeps) {

@@ -360,10 +360,12 @@ LiveCase random_live_case(Gen& g) {
 TEST(Outlook, PredictionStartsNowExactlyWhatTheNextTickStarts) {
   Gen g(test::test_seed(20261201));
   SCOPED_TRACE(test::seed_note(g.seed));
-  Policy p;
   const double now = 2000;
-  size_t rounds_with_starts = 0, retried = 0, ready_said = 0;
-  for (int round = 0; round < 600; ++round) {
+  size_t rounds_with_starts = 0, retried = 0, ready_said = 0, paused_said = 0;
+  // The last 200 rounds paused (`gpuq pause`): the tick starts nothing, so neither may the prediction.
+  for (int round = 0; round < 800; ++round) {
+    Policy p;
+    p.paused = round >= 600;
     LiveCase c = random_live_case(g);
     SCOPED_TRACE(fmt::format("round {}\n{}\n{}", round, c.plan_text, c.state_text));
     const FileTable files([&](const std::string& f) { return c.files.count(f) > 0; });
@@ -378,7 +380,12 @@ TEST(Outlook, PredictionStartsNowExactlyWhatTheNextTickStarts) {
     std::sort(predicted.begin(), predicted.end());
     ASSERT_EQ(predicted, ticked);
     for (const JobView& v : o.jobs) {
+      if (p.paused && v.why == "paused: ready, starts at the first tick after `gpuq resume`") {
+        ++paused_said;
+        EXPECT_TRUE(v.after_resume && !v.predicted_start) << c.plan.jobs[v.job].id;
+      }
       if (v.why != "ready: starts at the next tick") continue;
+      ASSERT_FALSE(p.paused) << c.plan.jobs[v.job].id;
       ++ready_said;
       ASSERT_TRUE(v.predicted_start) << c.plan.jobs[v.job].id;
       EXPECT_EQ(*v.predicted_start, now) << c.plan.jobs[v.job].id;
@@ -399,6 +406,7 @@ TEST(Outlook, PredictionStartsNowExactlyWhatTheNextTickStarts) {
   EXPECT_GT(rounds_with_starts, 200u);
   EXPECT_GT(retried, 30u);
   EXPECT_GT(ready_said, 200u);
+  EXPECT_GT(paused_said, 60u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,10 @@ TEST_F(SlurmTest, RetryKillHoldAndTimeLimit) {
   auto s = state_of(d);
   EXPECT_EQ(s["flaky"]["status"], "done");
   EXPECT_EQ(s["flaky"]["attempts"], 1) << "one automatic retry";
+  // Each attempt's header in the log, as locally (1 GPU: Slurm's CUDA_VISIBLE_DEVICES).
+  EXPECT_THAT(d.read("logs/flaky.log"), ::testing::ContainsRegex("== gpuq: attempt 1 on GPUs \\[[0-7]\\] at .*\n"
+                                                                  "== gpuq: attempt 2 on GPUs \\[[0-7]\\] at .*\nfine\n"))
+      << d.read("logs/flaky.log");
   EXPECT_EQ(s["long"]["status"], "failed");
   EXPECT_EQ(s["long"]["exit"], -15);
   EXPECT_EQ(s["waiter"]["status"], "done");
@@ -207,6 +212,17 @@ TEST_F(SlurmTest, AnEditIsReloadedAndAReservationOfGpuIdsRefused) {
       << d.read("run.out");
   EXPECT_THAT(d.read("run.out"), ::testing::HasSubstr("run --slurm: "));
   EXPECT_FALSE(state_of(d).contains("bad"));
+  // status says what run says: the problem (on stderr), and the version run goes on with.
+  Output st = run_gpuq({"status", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(st.status, 0) << st.err;
+  EXPECT_THAT(st.out, ::testing::HasSubstr("the plan on disk has 1 problem; still running the version loaded at"));
+  EXPECT_THAT(st.out, ::testing::HasSubstr("`gpuq validate --slurm --plan plan.json` lists them"));
+  EXPECT_THAT(st.out, ::testing::Not(::testing::HasSubstr("is reloaded at run's next tick")));
+  EXPECT_THAT(st.out, ::testing::Not(::testing::ContainsRegex("\nbad ")));
+  EXPECT_THAT(st.err, ::testing::HasSubstr("plan.json: run --slurm: reservation #1 closes GPUs [0]"));
+  auto doc = nlohmann::json::parse(run_gpuq({"status", "--plan", "plan.json", "--json"}, d.path()).out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["run"]["plan_problems"], 1) << doc["run"].dump();
   // A valid edit: the new job runs through Slurm while gate still holds its GPU.
   d.write("plan.json.tmp", R"({"jobs": [{"id": "gate", "script": "gate.sh", "gpus": 1, "est_hours": 0.01},
     {"id": "added", "script": "short.sh", "gpus": 1, "priority": 5}]})");
@@ -296,6 +312,75 @@ TEST_F(SlurmTest, ThousandJobsOneSqueuePerTick) {
   EXPECT_GT(ticks, 0u);
   EXPECT_LE(calls, ticks);
   EXPECT_LT(calls, static_cast<size_t>(n) / 10) << "one call per tick, not per job";
+}
+
+// A job that must wait in Slurm's queue behind another: status says it is queued (with
+// Slurm's reason), hold and retry say so in run's lines, and the event log has one start and
+// one end per attempt, its start when Slurm started it. Its log has the attempt header.
+TEST_F(SlurmTest, AJobQueuedBehindAnotherStartsOnceAndIsSaidToBeQueued) {
+  TempDir d;
+  d.write("gate.sh", "touch gate.started\nwhile [ ! -e open ]; do sleep 0.1; done\n");
+  d.write("short.sh", "echo ran $GPUQ_JOB_ID\n");
+  d.write("plan.json", R"({"jobs": [
+    {"id": "gate", "script": "gate.sh", "gpus": 8, "est_hours": 0.01},
+    {"id": "w1", "script": "short.sh", "gpus": 2, "est_hours": 0.01, "deps": ["file:gate.started"]}]})");
+  pid_t run_pid = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "1"}, d.path(), d.path() + "/run.out");
+  auto queued = [&] {
+    auto s = state_of(d);
+    if (!s.contains("w1") || s["w1"]["status"] != "running") return false;
+    Output q = run({"squeue", "-h", "-j", std::to_string(s["w1"]["slurm_id"].get<long long>()), "-o", "%T"});
+    return q.out.find("PENDING") != std::string::npos;
+  };
+  ASSERT_TRUE(wait_until(queued, 30)) << d.read("run.out");
+  EXPECT_FALSE(state_of(d)["w1"].contains("start")) << state_of(d)["w1"].dump();
+  Output st = run_gpuq({"status", "--plan", "plan.json"}, d.path());
+  EXPECT_THAT(st.out, ::testing::ContainsRegex("\nw1 +running +when Slurm starts it +queued in Slurm \\(Slurm's "
+                                               "reason: [A-Za-z]+\\)"))
+      << st.out;
+  Output js = run_gpuq({"status", "--plan", "plan.json", "--json"}, d.path());
+  auto doc = nlohmann::json::parse(js.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << js.out;
+  for (auto& j : doc["jobs"]) EXPECT_EQ(j["queued_in_slurm"], j["id"] == "w1") << j.dump();
+  ASSERT_EQ(run_gpuq({"hold", "--plan", "plan.json", "w1"}, d.path()).status, 0);
+  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("gpuq hold w1 from another shell: held (was queued in "
+                                                             "Slurm)") != std::string::npos; },
+                         20))
+      << d.read("run.out");
+  ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "w1"}, d.path()).status, 0);
+  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("gpuq retry w1 from another shell: queued in Slurm (was "
+                                                             "held)") != std::string::npos; },
+                         20))
+      << d.read("run.out");
+  ASSERT_TRUE(wait_until(queued, 20)) << d.read("run.out");
+  d.write("open", "");
+  struct stat made;
+  ASSERT_EQ(::stat((d.path() + "/open").c_str(), &made), 0);
+  double opened = static_cast<double>(made.st_mtim.tv_sec);
+  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }, 60))
+      << d.read("run.out");
+  EXPECT_EQ(wait_exit(run_pid), 0);
+  std::map<std::string, int> starts, ends;
+  std::istringstream events(d.read("plan.events.jsonl"));
+  for (std::string line; std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line);
+    std::string key = e["id"].get<std::string>() + " " + std::to_string(e["attempt"].get<long long>());
+    if (e["event"] == "start") ++starts[key];
+    if (e["event"] == "end") ++ends[key];
+  }
+  EXPECT_EQ(starts, (std::map<std::string, int>{{"gate 1", 1}, {"w1 1", 1}})) << d.read("plan.events.jsonl");
+  EXPECT_EQ(ends, (std::map<std::string, int>{{"gate 1", 1}, {"w1 1", 1}})) << d.read("plan.events.jsonl");
+  // Slurm started w1 once gate had ended, after `open` (Slurm's start is in whole seconds).
+  EXPECT_GE(state_of(d)["w1"]["start"].get<double>(), opened) << state_of(d)["w1"].dump();
+  Output h = run_gpuq({"history", "--plan", "plan.json"}, d.path());
+  EXPECT_EQ(h.status, 0) << h.err;
+  size_t rows = 0;
+  std::istringstream hist(h.out);
+  for (std::string line; std::getline(hist, line);) rows += line.rfind("w1 ", 0) == 0;
+  EXPECT_EQ(rows, 1u) << h.out;
+  // The attempt's header, with the two GPUs Slurm gave it (CUDA_VISIBLE_DEVICES), before its output.
+  EXPECT_THAT(d.read("logs/w1.log"),
+              ::testing::ContainsRegex("^== gpuq: attempt 1 on GPUs \\[[0-7], [0-7]\\] at [0-9-]+ [0-9:]+\nran w1\n"))
+      << d.read("logs/w1.log");
 }
 
 }  // namespace

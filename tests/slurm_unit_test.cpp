@@ -2,6 +2,8 @@
 // which plans it refuses, the state field. (The real-Slurm tests are slurm_test.cpp.)
 #include <fmt/format.h>
 
+#include "gpuq/core/events.h"
+#include "gpuq/core/rules.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/live/state_codec.h"
 #include "test_util.h"
@@ -115,6 +117,49 @@ TEST(SlurmUnit, StateKeepsTheSlurmId) {
   ASSERT_TRUE(back.state && back.state->find("a"));
   EXPECT_EQ(back.state->find("a")->slurm_id, 4242);
   EXPECT_TRUE(state_in_slurm(*back.state));
+}
+
+// squeue's answer for one job of plan.json, as a fake squeue on PATH prints it.
+std::string squeue_answer(const std::string& state, const std::string& reason, long long start_time) {
+  return fmt::format(R"({{"jobs": [{{"job_id": 9, "name": "gpuq-plan-w1-1", "job_state": "{}", "state_reason": "{}",
+                          "start_time": {}}}]}})",
+                     state, reason, start_time);
+}
+
+// A job waiting in Slurm's queue keeps no start (it is pending to the event log) however many
+// ticks survey it; once Slurm starts it, its start is Slurm's, set once: one start event in all.
+TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
+  TempDir d;
+  d.write("bin/squeue", "#!/bin/sh\ncat " + d.path() + "/queue.json\n", 0755);
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (d.path() + "/bin:" + path).c_str(), 1);
+  Plan plan = plan_of(R"({"jobs": [{"id": "w1", "script": "w.sh", "gpus": 2}]})");
+  SlurmLauncher slurm(plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
+  State state;
+  JobState& e = state.at("w1");
+  e.status = Status::Running;
+  e.slurm_id = e.pid = 9;
+  e.gpus = std::vector<int>{};
+  ASSERT_TRUE(queued_in_slurm(e));
+  Seen view{};  // the log: pending
+  std::vector<Event> logged;
+  auto tick = [&](double now) {
+    slurm.survey(state, now);
+    for (Event& x : events_between("w1", &view, *state.find("w1"), now, "run")) logged.push_back(x);
+    view = seen_of(*state.find("w1"));
+  };
+  d.write("queue.json", squeue_answer("PENDING", "Resources", 5000));  // Slurm's guess: not a start
+  for (double now : {1000, 1001, 1002}) tick(now);
+  EXPECT_FALSE(state.find("w1")->start) << "no start while queued";
+  EXPECT_TRUE(queued_in_slurm(*state.find("w1")));
+  EXPECT_TRUE(logged.empty()) << event_line(logged.at(0));
+  d.write("queue.json", squeue_answer("RUNNING", "None", 1003));
+  for (double now : {1004, 1005, 1006}) tick(now);
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(state.find("w1")->start, 1003.0) << "Slurm's start";
+  ASSERT_EQ(logged.size(), 1u) << event_line(logged.back());
+  EXPECT_EQ(logged[0].kind, "start");
+  EXPECT_EQ(logged[0].t, 1003.0);
 }
 
 TEST(SlurmUnit, CommandResultCapturesOutputAndStatus) {

@@ -156,6 +156,7 @@ int cmd_run(const Flags& f) {
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
+  info.slurm = f.slurm;
   keep_loaded_plan(paths, f.plan);
   return run_queue(slurm_plan ? std::move(*slurm_plan) : std::move(loaded->plan), paths, opt, stdout, &info, &plan_text,
                    slurm ? &*slurm : nullptr);

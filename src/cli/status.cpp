@@ -92,8 +92,15 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
   auto now = stamp_plan(paths.plan);
   if (!now || now->hash == p.info->loaded.hash) return l;
   l.seen.plan_changed = true;
-  // run reloads a valid edit at once: one it keeps running without has problems.
-  if (PlanLoad disk = load_plan(paths.plan, gpus); !disk.plan) l.seen.plan_problems = disk.errors.size();
+  // run reloads a valid edit at once: one it keeps running without has problems (run --slurm's
+  // own too: a reservation of GPU ids, said on stderr as run says it).
+  l.seen.slurm = p.info->slurm;
+  if (PlanLoad disk = load_plan(paths.plan, gpus); !disk.plan) {
+    l.seen.plan_problems = disk.errors.size();
+  } else if (std::string why = p.info->slurm ? slurm_plan_problem(*disk.plan) : ""; !why.empty()) {
+    l.seen.plan_problems = 1;
+    fmt::print(stderr, "{}: run --slurm: {}\n", paths.plan, why);
+  }
   PlanLoad loaded = load_plan(paths.run_plan, gpus);
   if (loaded.plan) {
     l.loaded_ids.emplace();
@@ -125,8 +132,8 @@ std::string run_lines(const Flags& f, const RunSeen& r, double now) {
   std::string loaded_at = r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?";
   if (r.plan_problems)
     out += fmt::format("the plan on disk has {} problem{}; still running the version loaded at {} (`gpuq validate "
-                       "--plan {}` lists them; fix the file and run reloads it)\n",
-                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at, f.plan);
+                       "{}--plan {}` lists them; fix the file and run reloads it)\n",
+                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at, r.slurm ? "--slurm " : "", f.plan);
   else if (r.plan_changed)
     out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since and is reloaded at run's "
                        "next tick\n",
@@ -149,8 +156,10 @@ void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
 }
 
 /// refresh(); for a plan run with --slurm, through squeue, and the text of what Slurm says
-/// of each job in its queue ("" for a plan run on this machine).
-std::string slurm_refresh(const PlanPaths& paths, State& state, double now) {
+/// of each job in its queue ("" for a plan run on this machine); `reasons`: Slurm's pending
+/// reason of each job it has not started.
+std::string slurm_refresh(const PlanPaths& paths, State& state, double now,
+                          std::map<std::string, std::string>& reasons) {
   if (!state_in_slurm(state)) {
     refresh(paths, state, now);
     return "";
@@ -162,6 +171,7 @@ std::string slurm_refresh(const PlanPaths& paths, State& state, double now) {
   for (const auto& [id, s] : state.entries()) {
     if (!s.slurm_id || (s.status != Status::Running && s.status != Status::Held)) continue;
     std::optional<SlurmJob> v = slurm.slurm_view(s);
+    if (v && v->state == "PENDING" && !v->reason.empty() && v->reason != "None") reasons[id] = v->reason;
     out += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.slurm_id, v ? v->state : "?",
                        v && !v->reason.empty() && v->reason != "None" ? "reason: " + v->reason : "");
   }
@@ -182,7 +192,8 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   const Plan& plan = learned ? *learned : given;
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
-  std::string slurm = slurm_refresh(paths, state, now);  // in memory only: status changes nothing (fix 13)
+  std::map<std::string, std::string> slurm_reasons;
+  std::string slurm = slurm_refresh(paths, state, now, slurm_reasons);  // in memory only: status changes nothing (fix 13)
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   std::string pairs_err;
@@ -192,6 +203,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
     return kExitBadInput;
   }
   opt.placement = std::move(*placement);
+  opt.paused = paused_since(paths).has_value();  // the prediction starts nothing new (outlook.h)
   if (opt.placement.kind == Placement::Kind::Auto) {
     std::optional<Topology> t = probed ? probed->topology : probe_of(opt)->topology();
     opt.placement.topology = t.value_or(Topology{});
@@ -205,6 +217,9 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   RunLook run = look_at_run(paths, gpus);
   reasons_for_run(plan, run, o);
+  for (JobView& v : o.jobs)
+    if (auto r = slurm_reasons.find(plan.jobs[v.job].id); v.queued_in_slurm && r != slurm_reasons.end())
+      v.why = fmt::format("queued in Slurm (Slurm's reason: {})", r->second);
   phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
@@ -278,6 +293,12 @@ int cmd_status(const Flags& f) {
   }
   auto loaded = load_command(f);
   if (!loaded) loaded = plan_run_goes_on_with(f);  // an edit with errors: the run's own version
+  // An edit run --slurm refused (a reservation of GPU ids): the run's own version too.
+  if (loaded && !slurm_plan_problem(loaded->plan).empty()) {
+    std::optional<RunInfo> info = read_run_info(plan_paths(f));
+    if (info && info->slurm)
+      if (auto kept = plan_run_goes_on_with(f)) loaded = std::move(kept);
+  }
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
   const Plan* plan = &loaded->plan;

@@ -33,7 +33,8 @@ Event plan_event(const std::string& kind, double t, std::string_view by, std::op
 Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
-  Status st = s.status == Status::Blocked ? Status::Pending : s.status;
+  // A job queued in Slurm has not started: pending to the log until Slurm starts it.
+  Status st = s.status == Status::Blocked || queued_in_slurm(s) ? Status::Pending : s.status;
   bool ran = st == Status::Running || st == Status::Done || st == Status::Failed;
   return {st, s.attempts_or0(), ran ? s.start : std::nullopt};
 }

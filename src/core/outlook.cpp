@@ -149,6 +149,7 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
       if (auto o = outcome_of(*s)) v.outcome = outcome_name(*o);
       v.start = s->start;
       v.end = s->end;
+      v.queued_in_slurm = queued_in_slurm(*s);
       if (s->start) v.elapsed = (s->end && *s->end != 0 ? *s->end : now) - *s->start;
     }
     v.overdue = st == Status::Running && v.elapsed / 3600 > plan.jobs[i].est_hours;
@@ -186,6 +187,7 @@ class Reasons {
                                              : "`gpuq retry` the dep to run it");
       case Status::Failed: return failed(j, *s);
       case Status::Running: {
+        if (v.queued_in_slurm) return "queued in Slurm: submitted, not started yet";
         std::string hung = check_quiet(j, *s, p_, now_).text();
         std::string over =
             v.overdue ? fmt::format("past its estimate ({}h run, est {}h)", fixed(v.elapsed / 3600, 0, 1),
@@ -271,7 +273,8 @@ class Reasons {
     if (!missing.empty()) parts.push_back("waits for the file " + names(missing));
     std::string why;
     for (size_t k = 0; k < parts.size(); ++k) why += (k ? "; " : "") + parts[k];
-    if (why.empty() && starts_[i]) why = "ready: starts at the next tick";
+    if (why.empty() && starts_[i])
+      why = p_.paused ? "paused: ready, starts at the first tick after `gpuq resume`" : "ready: starts at the next tick";
     if (why.empty() && held_[i]) why = held(i, *held_[i]);
     if (!doomed_[i].empty()) return why.empty() ? doomed_[i] : why + "; " + doomed_[i];
     return why.empty() ? stuck_[i] : why;
@@ -330,6 +333,18 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   SimStart start = live_start(plan, state, tick, p, now, files);
   o.sim = simulate(plan, p, &start);
   o.jobs = views_of(plan, state, now);
+  // Paused: the prediction is made as if resumed now, then keeps only the running jobs: the
+  // others start after `gpuq resume`, at a time no one knows.
+  o.paused = p.paused;
+  if (p.paused) {
+    std::vector<SimRow> running;
+    for (SimRow& r : o.sim.rows)
+      if (start.kind[r.job] == SimStart::Kind::Running)
+        running.push_back(std::move(r));
+      else
+        o.jobs[r.job].after_resume = true;
+    o.sim.rows = std::move(running);
+  }
   for (size_t i = 0; i < n; ++i)
     if (const JobState* s = state.of(plan, i)) o.jobs[i].hung = check_quiet(plan.jobs[i], *s, p, now).hung;
 
@@ -341,7 +356,8 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
     v.predicted_start = s && s->status == Status::Running && s->start ? *s->start : now + r.start * 3600;
     v.predicted_finish = now + r.end * 3600;
   }
-  if (!o.sim.rows.empty()) o.finish = now + last_end * 3600;
+  bool after_resume = std::any_of(o.jobs.begin(), o.jobs.end(), [](const JobView& v) { return v.after_resume; });
+  if (!o.sim.rows.empty() && !after_resume) o.finish = now + last_end * 3600;
   for (const Stuck& s : o.sim.stuck) o.never.push_back(s.job);
   for (const Stuck& s : o.sim.blocked) o.never.push_back(s.job);
 

@@ -4,6 +4,8 @@
 
 namespace gpuq {
 
+bool queued_in_slurm(const JobState& s) { return s.status == Status::Running && s.slurm_id && !s.start; }
+
 std::optional<Outcome> outcome_of(const JobState& s) {
   if (s.status == Status::Done) return Outcome::Done;
   if (s.status != Status::Failed) return std::nullopt;
@@ -221,6 +223,10 @@ TickDecision decide_tick(const Plan& plan, State& state, const Policy& p, double
   TickPlan tick = plan_tick(plan, state, p, now, free, any_running, files, explain);
   TickDecision d = decision_of(plan, tick, p);
   apply_tick(plan, tick, state);
+  if (p.paused) {  // `gpuq pause`: the running jobs go on, nothing new starts
+    d.pass.starts.clear();
+    d.pass.stall_broken = false;
+  }
   return d;
 }
 

@@ -113,12 +113,12 @@ bool hold(State& state, const std::string& id, Launcher& launcher, std::vector<s
 
 /// `retry ID`: any job but a running one becomes pending, and every blocked job with it.
 /// A job held in Slurm's queue is released there (scontrol release), or, gone from it, pending.
-bool retry(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
+bool retry(State& state, const std::string& id, Launcher& launcher, std::vector<std::string>& lines) {
   JobState* held = state.find(id);
   if (held && held->status == Status::Held && held->slurm_id) {
     if (launcher.release_held(*held)) {
       held->status = Status::Running;
-      held->start = now;
+      held->start.reset();  // queued in Slurm: its start comes when Slurm starts it
       lines.push_back(fmt::format("released {} (Slurm job {}: scontrol release); it waits in Slurm's queue", id,
                                   *held->slurm_id));
       return true;
@@ -275,7 +275,7 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   bool refused = false;
   for (const auto& id : ids) {
     bool ok = action == "hold"      ? hold(state, id, launcher, r.lines)
-              : action == "retry"   ? retry(state, id, launcher, now, r.lines)
+              : action == "retry"   ? retry(state, id, launcher, r.lines)
               : action == "requeue" ? requeue(state, id, launcher, now, r.lines)
                                     : kill(state, id, launcher, now, r.lines);
     refused = refused || !ok;

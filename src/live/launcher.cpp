@@ -24,6 +24,21 @@ namespace gpuq {
 
 namespace {
 
+// One line before each attempt in the job's log, so that attempts appended to one log can be
+// told apart (the original appends them with nothing between; a line of text keeps the log a log).
+std::string attempt_header(const std::string& attempt, const std::string& gpus, std::time_t now) {
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  return fmt::format("== gpuq: attempt {} on GPUs {} at {}\n", attempt, gpus, stamp);
+}
+
+// "0,3" (CUDA_VISIBLE_DEVICES) -> "0, 3", as a Python list prints its items.
+std::string comma_spaced(const std::string& list) {
+  std::string out;
+  for (char c : list) out += c == ',' ? std::string(", ") : std::string(1, c);
+  return out;
+}
+
 // Causes that may pass by themselves (memory, process or file limits, a full disk); the
 // others (a symbolic link, permissions, a read-only file system) stay until someone acts.
 bool may_pass(int e) {
@@ -90,12 +105,7 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
     throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
   if (log < 0) fail("cannot open the log " + logf);
   {
-    // One line before each attempt, so that attempts appended to one log can be told apart
-    // (the original appends them with nothing between; a line of text keeps the log a log).
-    std::time_t now = std::time(nullptr);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-    std::string line = fmt::format("== gpuq: attempt {} on GPUs {} at {}\n", spec.attempt, py_list(spec.gpus), stamp);
+    std::string line = attempt_header(std::to_string(spec.attempt), py_list(spec.gpus), std::time(nullptr));
     ssize_t n = ::write(log, line.data(), line.size());
     (void)n;  // a log that takes no line still takes the job's output, or fails it below
   }
@@ -292,6 +302,11 @@ int job_wrapper(int argc, char** argv) {
     if (!visible) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
     if (!std::getenv("TDPRM_GPU0")) ::setenv("TDPRM_GPU0", v.empty() ? "9" : v.substr(0, v.find(',')).c_str(), 1);
     ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+    // The attempt's line in its log (stdout: Slurm's --output), as run writes it for a local job.
+    const char* attempt = std::getenv("GPUQ_ATTEMPT");
+    std::string line = attempt_header(attempt ? attempt : "?", "[" + comma_spaced(v) + "]", std::time(nullptr));
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
   }
   if (std::string(buf, got) != "go\n") {
     int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -48,7 +48,9 @@ PlanLook PlanFile::look(double now) {
     errors.push_back(e.what());
   }
   size_t h = hash_of(text);
-  if (errors.empty() && (h == taken_ || h == reported_)) {
+  // The version in use again after a broken one was said: taken again, so that run says so
+  // (as it does for any valid edit), every time.
+  if (errors.empty() && ((h == taken_ && !reported_) || h == reported_)) {
     seen_ = id;
     pending_.reset();
     if (now - changed_at <= 1) l.recheck_in = 1;

@@ -89,6 +89,7 @@ namespace {
 // The command that most likely made an entry go from `was` to `now` (kill, hold, ...).
 std::string command_of(Status was, const JobState& now) {
   if (now.status == Status::Held) return "hold";
+  if (was == Status::Held && queued_in_slurm(now)) return "retry";  // released in Slurm's queue
   if (was == Status::Running && now.status == Status::Failed && now.exit == kKilledExit) return "kill";
   if (was == Status::Running && now.status == Status::Pending) return "requeue";
   if (now.status == Status::Pending) return "retry";
@@ -118,8 +119,12 @@ void RunLoop::say_changes(const Tick& t, const State& before) {
     if (a == b) continue;
     JobState shown = now ? *now : JobState{};
     std::string cmd = command_of(a, shown);
+    // A job submitted to Slurm that Slurm has not started is "queued in Slurm", not running.
+    auto name = [](Status st, const JobState* s) -> std::string {
+      return s && queued_in_slurm(*s) ? "queued in Slurm" : status_name(st);
+    };
     say(t.now, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
-                           plan_.jobs[i].id, status_name(b), status_name(a)));
+                           plan_.jobs[i].id, name(b, now), name(a, was)));
   }
 }
 
@@ -229,13 +234,11 @@ class NotingFiles : public FileChecks {
 void RunLoop::decide(Tick& t) {
   GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
   const NotingFiles files(os_.files, t.missing_files);
-  TickDecision d = decide_tick(plan_, t.state, opt_, t.now, free, t.any_running, files);
+  Policy paused;  // `gpuq pause`: the rule book starts nothing new
+  if (t.paused) (paused = opt_).paused = true;
+  TickDecision d = decide_tick(plan_, t.state, t.paused ? paused : static_cast<const Policy&>(opt_), t.now, free, t.any_running, files);
   for (auto& [id, n] : d.retried) say(t.now, fmt::format("auto-retry {} (retry {})", id, n));
   t.wake_in = std::min(t.wake_in, d.next_retry_in);
-  if (t.paused) {  // `gpuq pause`: the running jobs go on, nothing new starts
-    d.pass.starts.clear();
-    d.pass.stall_broken = false;
-  }
   if (d.pass.stall_broken)
     say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",
@@ -263,7 +266,7 @@ void RunLoop::start(Tick& t) {
       if (l.slurm_id) entry.gpus = std::vector<int>{};  // Slurm's to place: none of this node's
       entry.slurm_id = l.slurm_id;
       entry.pid = l.pid;
-      entry.start = t.now;
+      if (!l.slurm_id) entry.start = t.now;  // in Slurm: once Slurm starts it (survey)
       entry.pid_start = l.pid_start;
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);

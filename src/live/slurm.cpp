@@ -121,12 +121,12 @@ void SlurmLauncher::survey(State& state, double now) {
     ids_[*s.slurm_id] = id;
     if (s.status != Status::Running || !squeue_ok_) continue;
     const SlurmJob* q = queued(*s.slurm_id);
-    if (q && q->state == "PENDING") {
-      s.start = now;  // its time limit counts from when it runs
-      // Held but recorded running: an earlier run died between its save and its release.
-      if (q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
-        stray_holds.push_back(*s.slurm_id);
-    }
+    bool pending = q && q->state == "PENDING";
+    // Held but recorded running: an earlier run died between its save and its release.
+    if (pending && q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
+      stray_holds.push_back(*s.slurm_id);
+    // Started by Slurm (or already over): its start, set once, from Slurm's own where squeue gives it.
+    if (!pending && !s.start) s.start = q && q->start && *q->start <= now ? *q->start : now;
     struct stat st;
     if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.slurm_id);
   }

@@ -66,6 +66,8 @@ std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
   return read_jobs(text, "squeue", [](const nlohmann::json& job, SlurmJob& s) {
     s.state = job.contains("job_state") ? json_state(job["job_state"]) : "";
     s.reason = job.value("state_reason", "");
+    auto start = job.contains("start_time") ? json_int(job["start_time"]) : std::nullopt;
+    if (start && *start > 0 && s.state != "PENDING") s.start = static_cast<double>(*start);
   });
 }
 

@@ -32,6 +32,8 @@ ojson job_json(const Plan& plan, const JobView& v) {
   e["why"] = v.why;
   e["overdue"] = v.overdue;
   e["hung"] = v.hung;
+  e["queued_in_slurm"] = v.queued_in_slurm;
+  e["after_resume"] = v.after_resume;
   e["predicted_start"] = opt_num(v.predicted_start);
   e["predicted_finish"] = opt_num(v.predicted_finish);
   return e;

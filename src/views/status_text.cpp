@@ -35,15 +35,24 @@ std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t 
     }
     ++shown;
     std::string pred;
-    if (v->status == "running" && v->predicted_finish)
+    if (v->queued_in_slurm)
+      pred = "when Slurm starts it";
+    else if (v->status == "running" && v->predicted_finish)
       pred = "ends ~" + local_time(*v->predicted_finish, o.now);
     else if (v->predicted_start && v->predicted_finish)
       pred = local_time(*v->predicted_start, o.now) + " -> " + local_time(*v->predicted_finish, o.now);
+    else if (v->after_resume)
+      pred = "after gpuq resume";
     else if (v->status == "failed" || v->status == "blocked")
       pred = "-";
     else
       pred = "never";
     out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred, v->why);
+  }
+  if (o.paused) {
+    size_t waiting = 0;
+    for (const JobView& v : o.jobs) waiting += v.after_resume;
+    if (waiting) out += fmt::format("paused: {} job(s) start after `gpuq resume`\n", waiting);
   }
   if (o.finish) {
     out += fmt::format("the plan is predicted to finish ~{} (in {})", local_time(*o.finish, o.now), duration(*o.finish - o.now));

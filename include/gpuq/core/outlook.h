@@ -30,6 +30,8 @@ struct JobView {
   std::string why;                    ///< why it waits; "" when it does not
   bool overdue = false;               ///< running past its est_hours
   bool hung = false;                  ///< running, and the hang watchdog says hung? (watchdog.h)
+  bool queued_in_slurm = false;       ///< running to gpuq, but Slurm has not started it (rules.h)
+  bool after_resume = false;          ///< paused: predicted to start only after `gpuq resume` (no time)
   std::optional<double> predicted_start, predicted_finish;  ///< same unit as start/end
 };
 
@@ -42,6 +44,7 @@ struct Outlook {
   Simulation sim;                       ///< the prediction, hours from now
   std::vector<size_t> order;            ///< predicted_order(*this, explain_first), when make_outlook needed it
   size_t order_sorted = 0;              ///< how many of `order` are in order
+  bool paused = false;                  ///< made with Policy::paused: nothing new starts in `sim`
 };
 
 /// The live state as a simulation's starting point, where the rule book puts

@@ -49,6 +49,12 @@ const char* outcome_name(Outcome o);
 /// The outcome of a done or failed entry; nullopt for any other status.
 std::optional<Outcome> outcome_of(const JobState& s);
 
+/// `run --slurm`: submitted to Slurm (running to gpuq, so never submitted twice) but not
+/// yet started by Slurm: a running entry with a slurm_id and no start. Its start is set
+/// once, when Slurm starts it; until then it has no time limit and the event log has no
+/// start for it (it is pending to the log).
+bool queued_in_slurm(const JobState& s);
+
 /// The settings the rules read: the flags of `run`, `status` and `simulate`.
 struct Policy {
   std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
@@ -59,6 +65,7 @@ struct Policy {
   double poll = 20;              ///< --poll: the longest wait of `run` between two looks (and GPU readings)
   double quiet_minutes = 0;      ///< --quiet-minutes: a job without quiet_minutes gets this watchdog (0: off)
   Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
+  bool paused = false;           ///< `gpuq pause` holds the plan: a tick starts nothing new (running jobs go on)
   int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
 };
 

@@ -48,6 +48,7 @@ struct SlurmJob {
   std::string state;   ///< PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
   std::string reason;  ///< Slurm's pending reason (Priority, Resources, JobHeldUser, None)
   std::optional<long long> exit;  ///< sacct's exit code, where known
+  std::optional<double> start;    ///< when it started (squeue --json's start_time of a job no longer pending)
 };
 
 /// A job launched and held at its start line: what the state records of it.
@@ -113,8 +114,8 @@ class Launcher {
 
   // For a launcher over a batch queue (slurm.h); this machine's launcher keeps the defaults.
   /// Looks at every recorded job at once, before refresh observes them one by one (one
-  /// squeue). A job still waiting in the queue has its recorded start moved to `now`: its
-  /// time limit counts from when it runs.
+  /// squeue). A job still waiting in the queue has no start (queued_in_slurm); one the
+  /// queue has started (or that is over) gets its start, once: the queue's, else `now`.
   virtual void survey(State& state, double now) { (void)state, (void)now; }
   /// release() for each, in one call where the backend can.
   virtual void release_many(const std::vector<Launched>& jobs) {

@@ -35,6 +35,7 @@ struct RunInfo {
   std::optional<double> ended;  ///< when it exited (all finished, or stopped)
   PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
   std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
+  bool slurm = false;           ///< run --slurm: it refuses an edit Slurm cannot take (slurm_plan_problem)
   std::vector<int> gpus;        ///< its --gpus (`gpuq add` checks a job's width against them; older runs: none)
   std::optional<long long> max_retries;  ///< its --max-retries (`logs -f` follows a job into its retry)
 };

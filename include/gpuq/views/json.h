@@ -22,6 +22,7 @@ struct RunSeen {
   std::optional<double> plan_loaded_at;   ///< the modification time of the plan it loaded
   bool plan_changed = false;              ///< the plan on disk is not the one it loaded
   std::optional<size_t> plan_problems;    ///< the plan on disk has this many problems (run goes on with its own)
+  bool slurm = false;                     ///< the run is a run --slurm (its problems include Slurm's)
   std::optional<double> paused_since;     ///< `gpuq pause` holds the plan (not run's own: the plan's)
 };
 
