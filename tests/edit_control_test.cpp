@@ -16,18 +16,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct EditedQueue {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  EditedQueue() {
-    d.write("nvidia-smi", "#!/bin/sh\necho '0, 0'\necho '1, 0'\n", 0755);
-    env["GPUQ_NVIDIA_SMI"] = d.path() + "/nvidia-smi";
-    d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
-  }
-  Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json"});
-    return run_gpuq(args, d.path(), env);
-  }
+struct EditedQueue : PlanFolder {
+  EditedQueue() : PlanFolder(2) { d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n"); }
   std::unique_ptr<Background> start() const {
     return start_gpuq({"run", "--plan", "plan.json", "--poll", "20", "--gpus", "0,1"}, d.path(), env);
   }
@@ -36,16 +26,13 @@ struct EditedQueue {
     fs::rename(d.path() + "/.plan.json.tmp", d.path() + "/plan.json");
   }
   json entry(const std::string& id) const {
-    json s = json::parse(d.read("plan.state.json"), nullptr, false);
-    return s.is_object() && s.contains(id) ? s[id] : json();
+    json s = state();
+    return s.contains(id) ? s[id] : json();
   }
   void stop(Background& r) const {
     r.signal(SIGTERM);
     r.wait(kPatience);
-    const json s = json::parse(d.read("plan.state.json"), nullptr, false);
-    if (s.is_object())
-      for (auto& [id, e] : s.items())
-        if (e.contains("pid") && e["pid"].is_number()) ::kill(-e["pid"].get<int>(), SIGKILL);
+    kill_jobs();
   }
 };
 
