@@ -82,8 +82,8 @@ TEST(Pass, ShortJobBackfillsWhileWideJobWaits) {
   ASSERT_TRUE(r.waiting_head.has_value());
   EXPECT_EQ(plan.jobs[*r.waiting_head].id, "wide");
   int backfill_held = 0;
-  for (const Held& h : r.held)
-    if (h.why == Held::Why::Backfill) {
+  for (const PassedOver& h : r.held)
+    if (h.why == PassedOver::Why::Backfill) {
       ++backfill_held;
       EXPECT_EQ(h.head, 0u);
     }

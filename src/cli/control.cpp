@@ -19,7 +19,7 @@ namespace gpuq::cli {
 
 namespace fs = std::filesystem;
 
-bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher);
+bool wait_for_requeues(const Flags& f, const Plan& plan, FileStore& store, Launcher& launcher);
 
 int cmd_control(const Flags& f, const std::string& action) {
   auto loaded = load_command(f);
@@ -45,14 +45,14 @@ int cmd_control(const Flags& f, const std::string& action) {
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   if (action == "requeue" && r.status != kExitBadInput) {
     std::fflush(stdout);
-    if (!wait_for_requeues(f, store, launcher)) return kExitFailure;
+    if (!wait_for_requeues(f, *plan, store, launcher)) return kExitFailure;
   }
   return r.status;
 }
 
 /// The rest of `requeue`: wait for each stopped job's group to be gone (SIGKILL after
 /// --kill-grace), then make the job pending. False when a group outlived SIGKILL too.
-bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher) {
+bool wait_for_requeues(const Flags& f, const Plan& plan, FileStore& store, Launcher& launcher) {
   std::vector<std::pair<std::string, long long>> groups;
   {
     State state = store.read();
@@ -82,7 +82,8 @@ bool wait_for_requeues(const Flags& f, FileStore& store, Launcher& launcher) {
   bool gone = all_gone();
   std::vector<std::string> stopped;
   for (auto& [id, g] : groups) stopped.push_back(id);
-  for (const auto& line : finish_requeues(store, launcher, stopped)) fmt::print("{}\n", line);
+  for (const auto& line : finish_requeues(plan, store, launcher, stopped, unix_now(), events_path_for(plan_paths(f).state)))
+    fmt::print("{}\n", line);
   return gone;
 }
 

@@ -13,6 +13,7 @@
 #include "gpuq/core/simulate.h"
 #include "gpuq/live/store.h"
 #include "gpuq/views/json.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/views/svg.h"
 #include "gpuq/views/text.h"
 
@@ -89,12 +90,12 @@ int cmd_simulate(const Flags& given) {
   std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
   if (!placement) return kExitBadInput;
   opt.placement = std::move(*placement);
-  std::optional<SimStart> from;
+  std::optional<LiveStart> from;
   if (f.from_state) {
     PlanPaths paths = plan_paths(f);
     State state = read_state(paths);
     double now = unix_now();
-    refresh(paths, state, now);
+    refresh(*plan, paths, state, now);
     RunOptions ro = run_options(f, *gpus);
     ro.placement = opt.placement;
     from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}),
@@ -102,7 +103,7 @@ int cmd_simulate(const Flags& given) {
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
-  for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan->jobs[b.job].id, b.why);
+  for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan->jobs[b.job].id, stuck_text(*plan, opt, b));
   if (!f.svg.empty()) {
     std::vector<Bar> bars;
     for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus, r.node});
@@ -117,11 +118,11 @@ int cmd_simulate(const Flags& given) {
   }
   if (from && !sim.stuck.empty()) {
     fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
-    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan->jobs[s.job].id, s.why);
+    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan->jobs[s.job].id, stuck_text(*plan, opt, s));
     sim.stuck.clear();
   }
   if (!sim.stuck.empty()) {
-    fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(*plan, sim));
+    fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(*plan, opt, sim));
     return kExitFailure;
   }
   std::string out = format_timeline(*plan, sim, opt, f.all);

@@ -16,6 +16,7 @@
 
 #include "gpuq/live/phase.h"
 #include "gpuq/live/async.h"
+#include "gpuq/live/launcher.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/core/local_time.h"
@@ -144,15 +145,12 @@ std::string run_lines(const Flags& f, const RunSeen& r, double now) {
 /// The reasons as they are for the run that is (or is not) going: none starts anything, and
 /// a run on an older plan does not know the jobs added since.
 void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
-  static const std::string kNextTick = "ready: starts at the next tick";
-  std::string loaded_at = run.seen.plan_loaded_at ? local_time(*run.seen.plan_loaded_at, o.now) : "?";
-  for (JobView& v : o.jobs) {
-    if (!run.seen.running) {
-      if (v.why == kNextTick) v.why = "ready: starts when `gpuq run` is started";
-    } else if (run.loaded_ids && v.status == "pending" && !run.loaded_ids->count(plan.jobs[v.job].id)) {
-      v.why = fmt::format("not in the plan `gpuq run` loaded at {}: it starts once run has reloaded the plan", loaded_at);
-    }
-  }
+  o.run.known = true;
+  o.run.running = run.seen.running;
+  o.run.plan_loaded_at = run.seen.plan_loaded_at;
+  if (!run.seen.running || !run.loaded_ids) return;
+  for (JobView& v : o.jobs)
+    if (v.status == "pending" && !run.loaded_ids->count(plan.jobs[v.job].id)) v.not_in_run_plan = true;
 }
 
 /// refresh(); for a plan run with --slurm, through squeue, and the text of what Slurm says
@@ -161,16 +159,17 @@ void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
 std::string slurm_refresh(const PlanPaths& paths, State& state, double now,
                           std::map<std::string, std::string>& reasons) {
   if (!state_in_slurm(state)) {
-    refresh(paths, state, now);
+    PosixLauncher local(paths);
+    refresh_alone(local, state, now);
     return "";
   }
   static const Plan none;
   SlurmLauncher slurm(none, paths, SlurmOptions{});
-  refresh(slurm, state, now);
+  refresh_alone(slurm, state, now);
   std::string out = "\nIn Slurm (run --slurm):\n";
   for (const auto& [id, s] : state.entries()) {
     if (!s.slurm_id || (s.status != Status::Running && s.status != Status::Held)) continue;
-    std::optional<SlurmJob> v = slurm.slurm_view(s);
+    std::optional<QueueJob> v = slurm.view(s);
     if (v && v->state == "PENDING" && !v->reason.empty() && v->reason != "None") reasons[id] = v->reason;
     out += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.slurm_id, v ? v->state : "?",
                        v && !v->reason.empty() && v->reason != "None" ? "reason: " + v->reason : "");
@@ -218,15 +217,15 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   RunLook run = look_at_run(paths, gpus);
   reasons_for_run(plan, run, o);
   for (JobView& v : o.jobs)
-    if (auto r = slurm_reasons.find(plan.jobs[v.job].id); v.queued_in_slurm && r != slurm_reasons.end())
-      v.why = fmt::format("queued in Slurm (Slurm's reason: {})", r->second);
+    if (auto r = slurm_reasons.find(plan.jobs[v.job].id); v.queued && r != slurm_reasons.end())
+      v.queue_reason = r->second;
   phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string out = f.json ? outlook_json(plan, f.plan, o, run.seen)
+  std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen)
                            : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) +
-                                 format_outlook(plan, o, f.all) + slurm;
+                                 format_outlook(plan, state, o, f.all) + slurm;
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

@@ -13,6 +13,8 @@
 
 #include "gpuq/live/slurm.h"
 
+#include "gpuq/views/reasons.h"
+
 #include "cli.h"
 
 namespace gpuq::cli {
@@ -66,9 +68,13 @@ int cmd_validate(const Flags& f) {
       findings.push_back({false, std::move(w.job), std::move(w.text)});
   }
   size_t errors = 0, warnings = 0;
+  Policy so;
+  so.node_gpus = *gpus;
+  so.backfill_max_hours = f.backfill_max_hours;
   for (const Finding& x : findings) {
     (x.error ? errors : warnings)++;
-    fmt::print("{}: {}{}\n", x.error ? "error" : "warning", x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
+    fmt::print("{}: {}{}\n", x.error ? "error" : "warning", x.job.empty() ? "" : "job '" + x.job + "': ",
+               finding_text(*plan, so, x));
   }
   fmt::print("{}: {} job(s), {} error(s), {} warning(s)\n", f.plan, plan->jobs.size(), errors, warnings);
   if (errors) return kExitBadInput;

@@ -34,7 +34,7 @@ Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
   // A job queued in Slurm has not started: pending to the log until Slurm starts it.
-  Status st = s.status == Status::Blocked || queued_in_slurm(s) ? Status::Pending : s.status;
+  Status st = s.status == Status::Blocked || (s.status == Status::Running && s.slurm_id && !s.start) ? Status::Pending : s.status;
   bool ran = st == Status::Running || st == Status::Done || st == Status::Failed;
   return {st, s.attempts_or0(), ran ? s.start : std::nullopt};
 }
@@ -99,6 +99,67 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     if (is_end) end_of(a.attempts + 1, a.start);
   } else if (failed_launch) {
     end_of(a.attempts + 1, std::nullopt);
+  }
+  return out;
+}
+
+std::vector<Event> events_of(const std::string& id, const Change& c, const JobState& before, const JobState& after,
+                             double now, std::string_view by) {
+  std::vector<Event> out;
+  auto make = [&](const char* kind, double t, long long attempt) {
+    Event e;
+    e.t = t;
+    e.kind = kind;
+    e.id = id;
+    e.attempt = attempt;
+    e.by = std::string(by);
+    return e;
+  };
+  LifeKind to = kind_of(c.life);
+  switch (to) {
+    case LifeKind::Running:
+      if (c.cause != Cause::Start && c.cause != Cause::QueueStart) break;  // a requeue's mark: no event
+      {
+        Event e = make("start", after.start.value_or(now), after.attempts_or0() + 1);
+        e.gpus = after.gpus;
+        e.pid = after.pid;
+        out.push_back(std::move(e));
+      }
+      break;
+    case LifeKind::Ended: {
+      const Ended& d = std::get<Ended>(c.life);
+      double t = d.end.value_or(now);
+      long long attempt = after.attempts_or0() + 1;
+      if (d.outcome == Outcome::Killed) out.push_back(make("kill", t, attempt));
+      if (d.outcome == Outcome::Timeout) out.push_back(make("timeout", t, attempt));
+      Event e = make("end", t, attempt);
+      e.outcome = outcome_name(d.outcome);
+      e.exit = d.exit;
+      e.gpus = after.gpus;
+      // A job queued in a batch queue that ends without a start seen: the log never had its start.
+      bool ran = c.from == LifeKind::Running;
+      e.started = ran ? before.start : std::nullopt;
+      if (e.started && d.end) e.seconds = *d.end - *e.started;
+      out.push_back(std::move(e));
+      break;
+    }
+    case LifeKind::Waiting:
+      if (c.from == LifeKind::Running) {  // requeued, or a launch cut short: the attempt's end is unknown
+        Event e = make("end", now, before.attempts_or0() + 1);
+        e.outcome = "unknown";
+        e.started = before.start;
+        out.push_back(std::move(e));
+      }
+      if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
+        out.push_back(make("retry", now, after.attempts_or0() + 1));
+      break;
+    case LifeKind::Queued:
+      if (c.from == LifeKind::Held) out.push_back(make("retry", now, after.attempts_or0() + 1));
+      break;
+    case LifeKind::Held:
+      if (c.from != LifeKind::Held) out.push_back(make("hold", now, after.attempts_or0() + 1));
+      break;
+    case LifeKind::Blocked: break;  // pending to the log
   }
   return out;
 }

@@ -87,13 +87,12 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
     : all_(plan.jobs.size()) {
   const size_t n = plan.jobs.size();
   if (plan.rank_of.size() == n) {
-    rank_of_ = plan.rank_of.data();
+    rank_of_ = plan.rank_of;
   } else {  // a plan made by hand, not by parse_plan
     Plan ranked;
     ranked.jobs = plan.jobs;
     rank_jobs(ranked);
-    own_rank_of_ = std::move(ranked.rank_of);
-    rank_of_ = own_rank_of_.data();
+    rank_of_ = std::move(ranked.rank_of);
   }
   std::map<std::vector<size_t>, int> sigs;
   at_rank_.resize(n);
@@ -153,6 +152,23 @@ void ReadySet::erase(size_t job) {
 }
 
 bool ReadySet::contains(size_t job) const { return all_.contains(key(job)); }
+
+void ReadySet::clear() {
+  for (size_t k = all_.next(0); k != RankSet::npos; k = all_.next(k + 1)) {
+    slot(k).erase(k);
+    const AtRank& a = at_rank_[k];
+    Class& c = classes_[a.sig];
+    if (--c.count[a.gpus] == 0 && a.gpus > 0) c.present &= ~(std::uint64_t{1} << (a.gpus - 1));
+  }
+  all_ = RankSet(at_rank_.size());
+}
+
+std::vector<size_t> ReadySet::in_order(size_t limit) const {
+  std::vector<size_t> out;
+  for (size_t k = all_.next(0); k != RankSet::npos && out.size() < limit; k = all_.next(k + 1))
+    out.push_back(job_at(k));
+  return out;
+}
 
 /// One walk of the policy over a ReadySet. Rather than trying each ready job in
 /// turn, it asks the index for the first job after the last one considered that
@@ -269,10 +285,10 @@ struct PassRunner {
         continue;
       }
       if (head && k > *head && a.is_long && !lift_limit) {
-        out.held.push_back({j, Held::Why::Backfill, 0, 0, *out.waiting_head});
+        out.held.push_back({j, PassedOver::Why::Backfill, 0, 0, *out.waiting_head});
       } else {
         GpuMask c = closed[a.sig];
-        out.held.push_back({j, Held::Why::Gpus, free.most(c), *free.begin() & c, 0});
+        out.held.push_back({j, PassedOver::Why::Gpus, free.most(c), *free.begin() & c, 0});
       }
     }
   }

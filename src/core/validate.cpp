@@ -141,11 +141,12 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
   so.node_gpus = node_gpus;
   so.backfill_max_hours = backfill_max_hours;
   Simulation sim = simulate(plan, so);
-  for (const Stuck& s : sim.stuck)
-    if (s.why.find("never ran") == std::string::npos)  // the root causes, not the jobs waiting on them
-      out.push_back({true, plan.jobs[s.job].id,
-                     fmt::format("can never start: {}. Change the reservations so that each job can get its GPUs",
-                                 s.why)});
+  for (const Stuck& s : sim.stuck) {
+    // The root causes, not the jobs waiting on them (for jobs that never ran).
+    bool waits = s.why.kind == Why::Kind::Deps &&
+                 (!s.why.jobs.empty() || !s.why.afters.empty() || s.why.source == Why::Source::ProducerNever);
+    if (!waits) out.push_back({true, plan.jobs[s.job].id, "", s});
+  }
 
   for (Finding& x : file_findings(plan, files, readable, folder)) out.push_back(std::move(x));
   for (const Job& j : plan.jobs) {

@@ -1,4 +1,5 @@
-// The live queue's records over the ports: refresh, the control commands, status rows.
+// The live queue's records over the ports: refresh and the control commands, as events to the
+// engine (queue_state.h), their stops carried out here.
 #include "gpuq/live/control.h"
 #include "gpuq/live/journal.h"
 
@@ -6,8 +7,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <array>
-#include <ctime>
 #include <stdexcept>
 
 #include "gpuq/core/local_time.h"
@@ -16,205 +15,290 @@
 
 namespace gpuq {
 
-JobState requeued(const JobState& s) {
-  JobState fresh;
-  fresh.status = Status::Pending;
-  fresh.attempts = s.attempts;
-  fresh.removed = s.removed;
-  return fresh;
+namespace {
+
+// The line refresh prints for what the launcher saw of an attempt that ended.
+std::string ended_line(const std::string& id, const Observed& o) {
+  switch (o.kind) {
+    case Observed::Kind::Exited:
+      return o.exit == 0 ? fmt::format("done {}", id)
+                         : fmt::format("failed {} (exit {}){}", id, o.exit, o.note.empty() ? "" : ": " + o.note);
+    case Observed::Kind::Vanished: return fmt::format("failed {} (its process is gone without an exit code)", id);
+    case Observed::Kind::Aborted: return fmt::format("requeued {}: its launch was cut short before it ran", id);
+    case Observed::Kind::Running: break;
+  }
+  return "";
 }
 
-std::vector<Ended> refresh(Launcher& launcher, State& state, double now) {
-  std::vector<Ended> ended;
-  launcher.survey(state, now);
-  for (auto& [id, s] : state.entries()) {
-    if (s.status != Status::Running) continue;
-    Observed o = launcher.observe(id, s);
-    if (s.requeue && o.kind != Observed::Kind::Running) {
+// An entry settled alone, without the engine (a job the plan does not have, or a refresh that
+// only reads): the same lives the engine gives (life.h), written as it writes them.
+void settle_alone(JobState& s, const Observed& o, double now) {
+  long long attempts = s.attempts_or0();
+  switch (o.kind) {
+    case Observed::Kind::Exited: write_life(s, ended_by_exit(o.exit, now, s.start, attempts), Cause::Exit); break;
+    case Observed::Kind::Vanished: write_life(s, ended_lost(now, s.start, attempts), Cause::Vanish); break;
+    case Observed::Kind::Aborted: write_life(s, Waiting{attempts}, Cause::Abort); break;
+    case Observed::Kind::Running: break;
+  }
+}
+
+std::optional<size_t> job_index(const Plan& plan, const std::string& id) {
+  const Job* j = plan.find(id);
+  if (!j) return std::nullopt;
+  return static_cast<size_t>(j - plan.jobs.data());
+}
+
+// The refresh of each running entry; `apply(j, event)` gives a plan job's event to the engine,
+// or null to settle every entry alone.
+template <class Apply>
+std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, State& state, double now,
+                                       const Apply* apply) {
+  std::vector<EndedLine> ended;
+  if (BatchQueue* queue = launcher.queue())
+    for (auto& [id, start] : queue->survey(state, now)) {
+      std::optional<size_t> j = apply ? job_index(plan, id) : std::nullopt;
+      if (j)
+        (*apply)(ev::QueueStarted{*j, start});
+      else if (JobState* s = state.find(id))
+        s->start = start;
+    }
+  std::vector<std::string> running;  // ids first: the engine's changes write entries as it goes
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running) running.push_back(id);
+  for (const std::string& id : running) {
+    JobState* s = state.find(id);
+    if (!s || s->status != Status::Running) continue;
+    Observed o = launcher.observe(id, *s);
+    std::optional<size_t> j = apply ? job_index(plan, id) : std::nullopt;
+    if (s->requeue && o.kind != Observed::Kind::Running) {
       // `gpuq requeue`: pending again, but only once nothing of the job is left (its GPUs are
       // free then); until then it stays running, so that no `after:` dependent starts.
-      if (s.pid && launcher.group_alive(*s.pid)) continue;
-      s = requeued(s);
+      if (s->pid && launcher.group_alive(*s->pid)) continue;
+      if (j)
+        (*apply)(ev::GroupGone{*j});
+      else
+        write_life(*s, Waiting{s->attempts_or0()}, Cause::Requeued);
       ended.push_back({id, fmt::format("requeued {}: its process group is gone; it is pending again", id)});
       continue;
     }
+    if (o.kind == Observed::Kind::Running) continue;
+    ended.push_back({id, ended_line(id, o)});
+    if (!j) {
+      settle_alone(*s, o, now);
+      continue;
+    }
     switch (o.kind) {
-      case Observed::Kind::Running:
-        continue;
-      case Observed::Kind::Exited:
-        s.status = o.exit == 0 ? Status::Done : Status::Failed;
-        s.exit = o.exit;
-        s.end = now;
-        ended.push_back({id, o.exit == 0 ? fmt::format("done {}", id)
-                                         : fmt::format("failed {} (exit {}){}", id, o.exit,
-                                                       o.note.empty() ? "" : ": " + o.note)});
-        break;
-      case Observed::Kind::Vanished:
-        s.status = Status::Failed;
-        s.exit = kLostExit;
-        s.end = now;
-        ended.push_back({id, fmt::format("failed {} (its process is gone without an exit code)", id)});
-        break;
-      case Observed::Kind::Aborted: {
-        JobState fresh;
-        fresh.status = Status::Pending;
-        fresh.attempts = s.attempts;
-        fresh.removed = s.removed;  // a job the plan no longer has stays one that never starts
-        keep_attempts(s, fresh);
-        s = fresh;
-        ended.push_back({id, fmt::format("requeued {}: its launch was cut short before it ran", id)});
-        break;
-      }
+      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit}); break;
+      case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;
+      case Observed::Kind::Aborted: (*apply)(ev::Aborted{*j}); break;
+      case Observed::Kind::Running: break;
     }
   }
   return ended;
 }
 
-std::vector<Ended> refresh(const PlanPaths& paths, State& state, double now) {
+}  // namespace
+
+std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
+  auto apply = [&](const EngineEvent& e) { q.apply(e, now); };
+  return refresh_entries(launcher, q.plan(), q.state(), now, &apply);
+}
+
+std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now) {
+  using NoApply = void (*)(const EngineEvent&);
+  const NoApply* none = nullptr;
+  static const Plan no_plan;
+  return refresh_entries(launcher, no_plan, state, now, none);
+}
+
+std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& state, double now) {
   if (state_in_slurm(state)) {  // its jobs are in Slurm's queue: squeue, not /proc
-    static const Plan none;
-    SlurmLauncher launcher(none, paths, SlurmOptions{});
-    return refresh(launcher, state, now);
+    SlurmLauncher launcher(plan, paths, SlurmOptions{});
+    return refresh_alone(launcher, state, now);
   }
   PosixLauncher launcher(paths);
-  return refresh(launcher, state, now);
+  return refresh_alone(launcher, state, now);
 }
 
 namespace {
 
-/// `hold ID`: pending, failed and blocked jobs become held; so does a job submitted to
-/// Slurm that has not started (scontrol hold: it stays in the queue, held). False when refused.
-bool hold(State& state, const std::string& id, Launcher& launcher, std::vector<std::string>& lines) {
-  Status st = state.status_of(id);
-  JobState* queued = state.find(id);
-  if (st == Status::Running && queued && queued->slurm_id && launcher.hold_queued(*queued)) {
-    queued->status = Status::Held;
-    queued->start.reset();
-    lines.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); `gpuq retry {}` "
-                                "releases it",
-                                id, *queued->slurm_id, id));
-    return true;
-  }
-  if (st == Status::Pending || st == Status::Failed || st == Status::Blocked) {
-    JobState held;
-    held.status = Status::Held;
-    if (const JobState* prev = state.find(id)) keep_attempts(*prev, held);
-    state.set(id, held);
-    lines.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(st), id));
-  } else if (st == Status::Held) {
-    lines.push_back(fmt::format("{} is already held", id));
-  } else {
-    lines.push_back(fmt::format("not held: {} is {}{}", id, status_name(st),
-                                st == Status::Running ? " (`gpuq kill` stops it)" : ""));
-    return false;
-  }
-  return true;
-}
+// One control command on plan job j, given to the engine; its stops carried out. False when refused.
+class Command {
+ public:
+  Command(QueueState& q, Launcher& launcher, double now, std::vector<std::string>& lines)
+      : q_(q), launcher_(launcher), now_(now), lines_(lines) {}
 
-/// `retry ID`: any job but a running one becomes pending, and every blocked job with it.
-/// A job held in Slurm's queue is released there (scontrol release), or, gone from it, pending.
-bool retry(State& state, const std::string& id, Launcher& launcher, std::vector<std::string>& lines) {
-  JobState* held = state.find(id);
-  if (held && held->status == Status::Held && held->slurm_id) {
-    if (launcher.release_held(*held)) {
-      held->status = Status::Running;
-      held->start.reset();  // queued in Slurm: its start comes when Slurm starts it
-      lines.push_back(fmt::format("released {} (Slurm job {}: scontrol release); it waits in Slurm's queue", id,
-                                  *held->slurm_id));
+  bool hold(size_t j) {
+    const std::string& id = q_.plan().jobs[j].id;
+    Status was = q_.state().status_of(q_.plan(), j);
+    if (kind_of(q_.engine().life(j)) == LifeKind::Queued) {
+      // Submitted, not started: held where it waits (scontrol hold), or it has started already.
+      BatchQueue* queue = launcher_.queue();
+      if (!queue || !queue->hold(q_.entry(j))) {
+        lines_.push_back(fmt::format("not held: {} is running (`gpuq kill` stops it)", id));
+        return false;
+      }
+      q_.apply(ev::Hold{j}, now_);
+      lines_.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); `gpuq retry {}` "
+                                   "releases it",
+                                   id, q_.entry(j).slurm_id.value_or(0), id));
       return true;
     }
-    launcher.signal_group(*held->slurm_id, Signal::Term);  // never twice in the queue
-    held->slurm_id.reset();
-    held->pid.reset();
-  }
-  const JobState* s = state.find(id);
-  Status st = s ? s->status : Status::Pending;
-  if (st == Status::Running) {
-    lines.push_back(fmt::format("not retried: {} is running (pid {}); a retry would start a second copy", id,
-                                s->pid.value_or(0)));
-    return false;
-  }
-  JobState fresh;
-  fresh.status = Status::Pending;
-  if (s) keep_attempts(*s, fresh);  // the picture of the past keeps the run a retry replaces
-  state.set(id, fresh);
-  lines.push_back(st == Status::Held ? fmt::format("released {} (was held); it is pending", id)
-                                     : fmt::format("{} is pending again (was {})", id, status_name(st)));
-  for (auto& [other, os] : state.entries()) {
-    if (os.status == Status::Blocked) {
-      os.status = Status::Pending;
-      lines.push_back(fmt::format("{} is pending again (was blocked)", other));
+    const Effects& fx = q_.apply(ev::Hold{j}, now_);
+    if (fx.refused == Refusal::AlreadyHeld) {
+      lines_.push_back(fmt::format("{} is already held", id));
+      return true;
     }
-  }
-  return true;
-}
-
-/// `kill ID`: SIGTERM to a running job's group (fix 6 records when, for run's SIGKILL).
-bool kill(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
-  JobState* s = state.find(id);
-  Status st = s ? s->status : Status::Pending;
-  if (st != Status::Running) {
-    lines.push_back(fmt::format("not killed: {} is not running (it is {})", id, status_name(st)));
-    return false;
-  }
-  // Only while the pid is still the job's (fix 7): a recycled pid's group is someone else's.
-  bool sent = launcher.identify(*s) == Identity::Same && launcher.signal_group(*s->pid, Signal::Term);
-  s->status = Status::Failed;
-  s->exit = kKilledExit;
-  s->end = now;
-  if (sent && s->slurm_id) {
-    s->kill_sent = now;
-    lines.push_back(fmt::format("killed {}: scancel of Slurm job {}; `gpuq run` sends SIGKILL (scancel -s KILL) if "
-                                "it outlives --kill-grace",
-                                id, *s->slurm_id));
-  } else if (sent) {
-    s->kill_sent = now;
-    lines.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
-                                "outlives --kill-grace",
-                                id, *s->pid));
-  } else {
-    lines.push_back(fmt::format("killed {}: its process was already gone; marked failed", id));
-  }
-  return true;
-}
-
-/// `requeue ID`: SIGTERM to a running job's group; it stays running (with "requeue") until the
-/// group is gone, then refresh makes it pending.
-bool requeue(State& state, const std::string& id, Launcher& launcher, double now, std::vector<std::string>& lines) {
-  JobState* s = state.find(id);
-  Status st = s ? s->status : Status::Pending;
-  if (st != Status::Running) {
-    lines.push_back(fmt::format("not requeued: {} is not running (it is {}){}", id, status_name(st),
-                                st == Status::Pending ? "" : fmt::format("; `gpuq retry {}` makes it pending", id)));
-    return false;
-  }
-  if (s->requeue) {
-    lines.push_back(fmt::format("{} is being requeued already (since {})", id, local_time(*s->requeue, now)));
+    if (fx.refused) {
+      lines_.push_back(fmt::format("not held: {} is {}{}", id, status_name(was),
+                                   was == Status::Running ? " (`gpuq kill` stops it)" : ""));
+      return false;
+    }
+    lines_.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(was), id));
     return true;
   }
-  bool sent = launcher.identify(*s) == Identity::Same && launcher.signal_group(*s->pid, Signal::Term);
-  if (!sent && !(s->pid && launcher.group_alive(*s->pid))) {
-    *s = requeued(*s);
-    lines.push_back(fmt::format("requeued {}: its process was already gone; it is pending again", id));
+
+  bool retry(size_t j) {
+    const std::string& id = q_.plan().jobs[j].id;
+    if (const Held* h = std::get_if<Held>(&q_.engine().life(j)); h && h->in_queue) {
+      // Held in the batch queue: released there, or, gone from it, pending here.
+      JobState& e = q_.entry(j);
+      BatchQueue* queue = launcher_.queue();
+      if (queue && queue->release(e)) {
+        q_.apply(ev::Retry{j}, now_);
+        lines_.push_back(fmt::format("released {} (Slurm job {}: scontrol release); it waits in Slurm's queue", id,
+                                     e.slurm_id.value_or(0)));
+        return true;
+      }
+      if (e.slurm_id) launcher_.signal_group(*e.slurm_id, Signal::Term);  // never twice in the queue
+      q_.apply(ev::Dequeued{j}, now_);
+    }
+    Status was = q_.state().status_of(q_.plan(), j);
+    const Effects& fx = q_.apply(ev::Retry{j}, now_);
+    if (fx.refused) {
+      lines_.push_back(fmt::format("not retried: {} is running (pid {}); a retry would start a second copy", id,
+                                   q_.entry(j).pid.value_or(0)));
+      return false;
+    }
+    lines_.push_back(was == Status::Held ? fmt::format("released {} (was held); it is pending", id)
+                                         : fmt::format("{} is pending again (was {})", id, status_name(was)));
+    for (const Change& c : fx.changes)
+      if (c.cause == Cause::Unblock)
+        lines_.push_back(fmt::format("{} is pending again (was blocked)", q_.plan().jobs[c.job].id));
     return true;
   }
-  s->requeue = now;
-  s->kill_sent = now;  // run sends SIGKILL after --kill-grace, as after `kill`
-  lines.push_back(fmt::format("requeueing {}: sent SIGTERM to process group {}; it stays running until the group is "
-                              "gone, then it is pending again",
-                              id, s->pid.value_or(0)));
-  return true;
+
+  bool kill(size_t j) {
+    const std::string& id = q_.plan().jobs[j].id;
+    Status was = q_.state().status_of(q_.plan(), j);
+    const Effects& fx = q_.apply(ev::Kill{j, now_}, now_);
+    if (fx.refused) {
+      lines_.push_back(fmt::format("not killed: {} is not running (it is {})", id, status_name(was)));
+      return false;
+    }
+    say_killed(id, q_.entry(j), stop(q_.entry(j)));
+    return true;
+  }
+
+  bool requeue(size_t j) {
+    const std::string& id = q_.plan().jobs[j].id;
+    Status was = q_.state().status_of(q_.plan(), j);
+    const Effects& fx = q_.apply(ev::Requeue{j, now_}, now_);
+    if (fx.refused == Refusal::Requeueing) {
+      lines_.push_back(fmt::format("{} is being requeued already (since {})", id,
+                                   local_time(q_.entry(j).requeue.value_or(now_), now_)));
+      return true;
+    }
+    if (fx.refused) {
+      lines_.push_back(fmt::format("not requeued: {} is not running (it is {}){}", id, status_name(was),
+                                   was == Status::Pending ? "" : fmt::format("; `gpuq retry {}` makes it pending", id)));
+      return false;
+    }
+    JobState& e = q_.entry(j);
+    bool sent = launcher_.identify(e) == Identity::Same && launcher_.signal_group(*e.pid, Signal::Term);
+    if (!sent && !(e.pid && launcher_.group_alive(*e.pid))) {
+      q_.apply(ev::GroupGone{j}, now_);
+      lines_.push_back(fmt::format("requeued {}: its process was already gone; it is pending again", id));
+      return true;
+    }
+    e.kill_sent = now_;  // run sends SIGKILL after --kill-grace, as after `kill`
+    lines_.push_back(fmt::format("requeueing {}: sent SIGTERM to process group {}; it stays running until the group is "
+                                 "gone, then it is pending again",
+                                 id, e.pid.value_or(0)));
+    return true;
+  }
+
+  /// `kill` of a job the plan no longer has, from its entry alone.
+  bool kill_alone(const std::string& id, JobState& s) {
+    if (s.status != Status::Running) {
+      lines_.push_back(fmt::format("not killed: {} is not running (it is {})", id, status_name(s.status)));
+      return false;
+    }
+    JobState before = s;
+    Ended end;
+    end.attempts = s.attempts_or0();
+    end.outcome = Outcome::Killed;
+    end.exit = kKilledExit;
+    end.end = now_;
+    end.start = s.start;
+    write_life(s, end, Cause::Kill);
+    say_killed(id, s, stop(s));
+    for (Event& e : events_of(id, Change{0, LifeKind::Running, end, Cause::Kill}, before, s, now_, "kill"))
+      alone_events.push_back(std::move(e));
+    return true;
+  }
+
+  std::vector<Event> alone_events;  ///< the events of entries settled alone
+
+ private:
+  // SIGTERM to the job's group, while the pid is still the job's (fix 7: a recycled pid's
+  // group is someone else's); the time recorded for run's --kill-grace.
+  bool stop(JobState& e) {
+    bool sent = launcher_.identify(e) == Identity::Same && launcher_.signal_group(*e.pid, Signal::Term);
+    if (sent) e.kill_sent = now_;
+    return sent;
+  }
+
+  void say_killed(const std::string& id, const JobState& e, bool sent) {
+    if (sent && e.slurm_id)
+      lines_.push_back(fmt::format("killed {}: scancel of Slurm job {}; `gpuq run` sends SIGKILL (scancel -s KILL) if "
+                                   "it outlives --kill-grace",
+                                   id, *e.slurm_id));
+    else if (sent)
+      lines_.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
+                                   "outlives --kill-grace",
+                                   id, *e.pid));
+    else
+      lines_.push_back(fmt::format("killed {}: its process was already gone; marked failed", id));
+  }
+
+  QueueState& q_;
+  Launcher& launcher_;
+  double now_;
+  std::vector<std::string>& lines_;
+};
+
+void log_events(const std::string& events_log, const std::vector<Event>& events, std::vector<std::string>& lines) {
+  if (events_log.empty()) return;
+  try {
+    append_events(events_log, events);
+  } catch (const StoreError& e) {
+    lines.push_back(fmt::format("note: {}; the next `gpuq run` logs these events", e.what()));
+  }
 }
 
 }  // namespace
 
-std::vector<std::string> finish_requeues(Store& store, Launcher& launcher, const std::vector<std::string>& ids) {
+std::vector<std::string> finish_requeues(const Plan& plan, Store& store, Launcher& launcher,
+                                         const std::vector<std::string>& ids, double now,
+                                         const std::string& events_log) {
   std::vector<std::string> lines;
   Store::Locked lock(store);
-  State state = store.read();
+  QueueState q(plan, Policy{}, store.read(), now, "requeue");
   bool changed = false;
+  std::vector<Event> alone;
   for (const auto& id : ids) {
-    JobState* s = state.find(id);
+    JobState* s = q.state().find(id);
     if (!s || !s->requeue || s->status != Status::Running) {
       lines.push_back(fmt::format("requeued {}: its process group is gone; `gpuq run` has made it pending again (it "
                                   "is {} now)",
@@ -227,16 +311,22 @@ std::vector<std::string> finish_requeues(Store& store, Launcher& launcher, const
                                   id, *s->pid));
       continue;
     }
-    *s = requeued(*s);
+    if (std::optional<size_t> j = job_index(plan, id))
+      q.apply(ev::GroupGone{*j}, now);
+    else
+      write_life(*s, Waiting{s->attempts_or0()}, Cause::Requeued);
     changed = true;
     lines.push_back(fmt::format("requeued {}: its process group is gone; it is pending again", id));
   }
-  if (changed) store.write(state, false);
+  if (!changed) return lines;
+  store.write(q.state(), false);
+  log_events(events_log, q.take_events(), lines);
   return lines;
 }
 
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
-                      const std::string& action, const std::vector<std::string>& ids, const std::string& events_log) {
+                      const std::string& action, const std::vector<std::string>& ids, const std::string& events_log,
+                      const Policy& policy) {
   if (action != "hold" && action != "retry" && action != "kill" && action != "requeue")
     throw std::invalid_argument("control: no action " + action);
   ControlResult r;
@@ -264,34 +354,23 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
     return r;
   }
   Store::Locked lock(store);
-  State state = store.read();
   double now = clock.now();
-  std::vector<std::pair<std::string, Seen>> before;
-  for (const auto& id : ids) {
-    const JobState* s = state.find(id);
-    bool again = std::any_of(before.begin(), before.end(), [&](const auto& b) { return b.first == id; });
-    if (!again) before.emplace_back(id, s ? seen_of(*s) : Seen{});
-  }
+  QueueState q(plan, policy, store.read(), now, action);
+  Command cmd(q, launcher, now, r.lines);
   bool refused = false;
   for (const auto& id : ids) {
-    bool ok = action == "hold"      ? hold(state, id, launcher, r.lines)
-              : action == "retry"   ? retry(state, id, launcher, r.lines)
-              : action == "requeue" ? requeue(state, id, launcher, now, r.lines)
-                                    : kill(state, id, launcher, now, r.lines);
+    std::optional<size_t> j = job_index(plan, id);
+    bool ok = !j                   ? cmd.kill_alone(id, *q.state().find(id))
+              : action == "hold"    ? cmd.hold(*j)
+              : action == "retry"   ? cmd.retry(*j)
+              : action == "requeue" ? cmd.requeue(*j)
+                                    : cmd.kill(*j);
     refused = refused || !ok;
   }
-  store.write(state, false);
-  if (!events_log.empty()) {
-    std::vector<Event> events;
-    for (const auto& [id, seen] : before)
-      if (const JobState* s = state.find(id))
-        for (Event& e : events_between(id, &seen, *s, now, action)) events.push_back(std::move(e));
-    try {
-      append_events(events_log, events);
-    } catch (const StoreError& e) {
-      r.lines.push_back(fmt::format("note: {}; the next `gpuq run` logs these events", e.what()));
-    }
-  }
+  store.write(q.state(), false);
+  std::vector<Event> events = q.take_events();
+  for (Event& e : cmd.alone_events) events.push_back(std::move(e));
+  log_events(events_log, events, r.lines);
   r.status = refused ? 1 : 0;
   return r;
 }

@@ -232,7 +232,7 @@ class Watcher {
 /// The job's entry as `status` would show it: the state, with ended processes seen.
 JobState entry_now(const PlanPaths& paths, const std::string& id) {
   State state = read_state(paths);
-  refresh(paths, state, unix_now());
+  refresh(Plan{}, paths, state, unix_now());
   const JobState* s = state.find(id);
   return s ? *s : JobState{};
 }
@@ -256,7 +256,7 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
       bool retried = false;
       if (s.status == Status::Failed) {
         RunPresence run = run_presence(paths);
-        retried = run.running && run.info && run.info->max_retries && !finished(&s, *run.info->max_retries);
+        retried = run.running && run.info && run.info->max_retries && !finished(life_of(&s, false, 0), *run.info->max_retries);
         if (retried && retry_said != s.attempts_or0()) {
           print_appended(path, cursor, out);
           std::fflush(out);

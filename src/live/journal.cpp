@@ -174,8 +174,16 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
   return others;
 }
 
-std::vector<Event> Journal::record(const State& state, double now, std::string_view by) {
-  std::vector<Event> events;
+std::vector<Event> Journal::record(const State& state, double now, std::string_view by, std::vector<Event> made) {
+  // The writer's own events first, on the view (undone if the append fails).
+  std::vector<std::pair<std::string, std::optional<Seen>>> undo;
+  for (const Event& e : made) {
+    if (!job_event(e)) continue;
+    auto it = index_.find(e.id);
+    undo.emplace_back(e.id, it == index_.end() ? std::nullopt : std::optional<Seen>(view_[it->second].second));
+    apply(e);
+  }
+  std::vector<Event> events = std::move(made);
   std::vector<std::pair<std::string, Seen>> changed;
   const auto& entries = state.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -198,8 +206,19 @@ std::vector<Event> Journal::record(const State& state, double now, std::string_v
     changed.emplace_back(id, seen_of(s));
     for (Event& x : e) events.push_back(std::move(x));
   }
-  if (changed.empty()) return events;
-  append_events(path_, events);
+  if (events.empty()) return events;
+  try {
+    append_events(path_, events);
+  } catch (const StoreError&) {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      size_t at = index_.at(it->first);
+      if (it->second)
+        view_[at].second = *it->second;
+      else
+        view_[at].second = Seen{};
+    }
+    throw;
+  }
   for (auto& [id, seen] : changed) {
     auto it = index_.find(id);
     if (it == index_.end()) {

@@ -199,14 +199,16 @@ Launched PosixLauncher::launch(const LaunchSpec& spec) {
   return {s.pid, s.pid_start, std::nullopt};
 }
 
-void PosixLauncher::release(const Launched& job) {
-  auto it = start_lines_.find(job.pid);
-  if (it == start_lines_.end()) return;
-  // SIGPIPE is blocked or ignored by the caller; a job that died already just gets EPIPE.
-  ssize_t n = ::write(it->second, "go\n", 3);
-  (void)n;
-  ::close(it->second);
-  start_lines_.erase(it);
+void PosixLauncher::release(const std::vector<Launched>& jobs) {
+  for (const Launched& job : jobs) {
+    auto it = start_lines_.find(job.pid);
+    if (it == start_lines_.end()) continue;
+    // SIGPIPE is blocked or ignored by the caller; a job that died already just gets EPIPE.
+    ssize_t n = ::write(it->second, "go\n", 3);
+    (void)n;
+    ::close(it->second);
+    start_lines_.erase(it);
+  }
 }
 
 void PosixLauncher::abandon(const Launched& job) {

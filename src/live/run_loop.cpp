@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/phase.h"
@@ -19,6 +20,7 @@ constexpr double kStaleReadingWake = 1.5;
 
 RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, Say err)
     : plan_(std::move(plan)), opt_(opt), os_(ports), out_(std::move(out)), err_(std::move(err)) {
+  index_ = std::make_shared<PlanIndex>(plan_);
   for (size_t i = 0; i < plan_.jobs.size(); ++i)
     if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
   loaded_at_ = os_.clock.now();
@@ -46,14 +48,6 @@ TickResult RunLoop::tick() {
     decide(t);
     phase("tick: decide");
     start(t);
-    // A batch queue (Slurm) places the jobs: the node's GPU ids only limit how many one
-    // decision picks, so decide again while it picks more (each round's jobs are running now).
-    for (size_t before = 0; !t.starts.empty() && t.launched.size() > before && !queue_stopped_;) {
-      before = t.launched.size();
-      if (os_.launcher.queue_room(t.state) <= 0) break;
-      decide(t);
-      start(t);
-    }
     save(t);
     phase("tick: start, save");
     release_started(t);
@@ -62,34 +56,53 @@ TickResult RunLoop::tick() {
     watch(t);
     phase("tick: watches");
     bool done = all_finished(t);
-    if (done) summary_ = outcomes(t.state);
+    if (done) summary_ = outcomes(q_->state());
     phase("tick: finished?");
-    if (t.saved) cached_ = std::move(t.state);  // the next tick starts from it, unless the store changes
+    kept_ = t.saved;  // the next tick starts from it, unless the store changes
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
   } catch (const StoreError& e) {
     return store_failed(t, e);
   }
 }
 
-// The state as this loop last saved it, unless someone has replaced it since (control
-// commands and the original write a new file and rename it over).
+// The state and the engine over it as this loop last saved them, unless someone has replaced
+// the file since (control commands and the original write a new file and rename it over):
+// then the state read, and the engine loaded from it.
 void RunLoop::load_state(Tick& t) {
-  bool same = cached_ && os_.store.unchanged_since_write();
-  t.state = same ? std::move(*cached_) : os_.store.read();
+  bool had = kept_ && q_;
+  bool same = had && os_.store.unchanged_since_write();
+  kept_ = false;
   t.now = os_.clock.now();
-  if (cached_ && !same) say_changes(t, *cached_);
-  cached_.reset();
+  if (!same) {
+    State read = os_.store.read();
+    t.now = os_.clock.now();
+    std::optional<State> before;
+    if (had) before = std::move(q_->state());
+    Policy policy = opt_;
+    q_.emplace(plan_, policy, std::move(read), t.now, "run", index_);
+    t.fresh = true;
+    if (before) say_changes(t, *before);
+  }
   if (first_tick_) say_adopted(t);
   first_tick_ = false;
   phase(same ? "tick: state (kept)" : "tick: state (read)");
 }
 
+std::optional<size_t> RunLoop::index_of(const std::string& id) const {
+  const Job* j = plan_.find(id);
+  if (!j) return std::nullopt;
+  return static_cast<size_t>(j - plan_.jobs.data());
+}
+
 namespace {
+
+// Handed to the batch queue, not started by it yet.
+bool queued(const JobState& s) { return kind_of(life_of(&s, s.slurm_id.has_value(), 0)) == LifeKind::Queued; }
 
 // The command that most likely made an entry go from `was` to `now` (kill, hold, ...).
 std::string command_of(Status was, const JobState& now) {
   if (now.status == Status::Held) return "hold";
-  if (was == Status::Held && queued_in_slurm(now)) return "retry";  // released in Slurm's queue
+  if (was == Status::Held && queued(now)) return "retry";  // released in Slurm's queue
   if (was == Status::Running && now.status == Status::Failed && now.exit == kKilledExit) return "kill";
   if (was == Status::Running && now.status == Status::Pending) return "requeue";
   if (now.status == Status::Pending) return "retry";
@@ -108,9 +121,10 @@ std::string id_list(const std::vector<std::string>& ids) {
 // The state was replaced since this loop saved it: a control command from another shell
 // (or the original's). One line per job of the plan whose status it changed.
 void RunLoop::say_changes(const Tick& t, const State& before) {
+  const State& state = q_->state();
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
     const JobState* was = before.of(plan_, i);
-    const JobState* now = t.state.of(plan_, i);
+    const JobState* now = state.of(plan_, i);
     Status a = was ? was->status : Status::Pending, b = now ? now->status : Status::Pending;
     if (a == b && now && now->requeue && !(was && was->requeue))
       say(t.now, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
@@ -121,7 +135,7 @@ void RunLoop::say_changes(const Tick& t, const State& before) {
     std::string cmd = command_of(a, shown);
     // A job submitted to Slurm that Slurm has not started is "queued in Slurm", not running.
     auto name = [](Status st, const JobState* s) -> std::string {
-      return s && queued_in_slurm(*s) ? "queued in Slurm" : status_name(st);
+      return s && queued(*s) ? "queued in Slurm" : status_name(st);
     };
     say(t.now, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
                            plan_.jobs[i].id, name(b, now), name(a, was)));
@@ -131,7 +145,7 @@ void RunLoop::say_changes(const Tick& t, const State& before) {
 // The first tick: the jobs an earlier run (gpuq's or the original's) left running.
 void RunLoop::say_adopted(const Tick& t) {
   std::vector<std::string> ids;
-  for (const auto& [id, s] : t.state.entries())
+  for (const auto& [id, s] : q_->state().entries())
     if (s.status == Status::Running) ids.push_back(id);
   if (!ids.empty())
     say(t.now, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
@@ -139,16 +153,14 @@ void RunLoop::say_adopted(const Tick& t) {
 
 // Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
 void RunLoop::note_running(Tick& t) {
+  const State& state = q_->state();
   for (auto it = started_as_.begin(); it != started_as_.end();) {  // ended: their next attempt takes the plan's
-    const JobState* s = t.state.find(it->first);
+    const JobState* s = state.find(it->first);
     it = s && s->status == Status::Running ? std::next(it) : started_as_.erase(it);
   }
-  t.busy |= busy_in_state(t.state);
-  for (auto& [id, s] : t.state.entries()) {
-    if (s.status != Status::Running) continue;
-    t.any_running = true;
-    if (s.pid) t.running.push_back(*s.pid);
-  }
+  t.busy |= busy_in_state(state);
+  for (auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.pid) t.running.push_back(*s.pid);
 }
 
 // Memory held on a GPU, a compute process of no gpuq job's, or a GPU lost to the driver makes
@@ -163,12 +175,12 @@ void RunLoop::probe(Tick& t) {
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
   if (reading.used_mib) {
-    t.busy |= busy_by_reading(reading, t.state, rules);
+    t.busy |= busy_by_reading(reading, q_->state(), rules);
     say_others(t, reading, rules);
     if (!last_probe_problem_.empty())
       say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
     last_probe_problem_.clear();
-    for (const auto& [id, s] : t.state.entries())
+    for (const auto& [id, s] : q_->state().entries())
       if (reading.taken && s.status != Status::Running && s.end && *s.end > *reading.taken &&
           t.now - *s.end < 60)
         t.wake_in = std::min(t.wake_in, kStaleReadingWake);
@@ -186,10 +198,11 @@ void RunLoop::probe(Tick& t) {
 void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules) {
   constexpr double kSettle = 60;
   GpuMask node = mask_of(opt_.node_gpus), settling = 0;
-  for (const auto& [id, s] : t.state.entries())
+  const State& state = q_->state();
+  for (const auto& [id, s] : state.entries())
     if (s.status != Status::Running && s.end && s.gpus && t.now - *s.end < kSettle) settling |= mask_of(*s.gpus);
-  std::map<int, std::string> others = held_by_others(r, t.state, rules);
-  auto foreign = foreign_processes(r, t.state, rules);
+  std::map<int, std::string> others = held_by_others(r, state, rules);
+  auto foreign = foreign_processes(r, state, rules);
   for (auto& [g, text] : others) {
     GpuMask bit = GpuMask{1} << g;
     if (!(node & bit) || (settling & bit) || others_said_.count(g)) continue;
@@ -231,74 +244,71 @@ class NotingFiles : public FileChecks {
 
 }  // namespace
 
+// The engine's tick: automatic retries due, then the scheduling pass over the jobs ready now
+// (file: deps looked at on disk) and the GPUs free (none of a running job, a killed one dying,
+// memory in use). What it launches is started next.
 void RunLoop::decide(Tick& t) {
-  GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
   const NotingFiles files(os_.files, t.missing_files);
-  Policy paused;  // `gpuq pause`: the rule book starts nothing new
-  if (t.paused) (paused = opt_).paused = true;
-  TickDecision d = decide_tick(plan_, t.state, t.paused ? paused : static_cast<const Policy&>(opt_), t.now, free, t.any_running, files);
-  for (auto& [id, n] : d.retried) say(t.now, fmt::format("auto-retry {} (retry {})", id, n));
-  t.wake_in = std::min(t.wake_in, d.next_retry_in);
-  if (d.pass.stall_broken)
+  Engine& engine = q_->engine();
+  engine.policy().paused = t.paused;  // `gpuq pause`: the engine starts nothing new
+  ev::Tick tick;
+  tick.now = t.now;
+  tick.unavailable = t.busy;
+  tick.others_running = q_->others_running();
+  tick.files = &files;
+  if (BatchQueue* queue = os_.launcher.queue()) tick.room = queue->room(q_->state());
+  const Effects& fx = q_->apply(tick, t.now);
+  for (size_t j : fx.retried) {
+    long long n = 0;
+    for (const Change& c : fx.changes)
+      if (c.job == j && c.cause == Cause::AutoRetry) n = std::get<Waiting>(c.life).attempts;
+    say(t.now, fmt::format("auto-retry {} (retry {})", plan_.jobs[j].id, n));
+  }
+  if (std::optional<double> next = engine.next_retry()) t.wake_in = std::min(t.wake_in, *next - t.now);
+  if (fx.pass.stall_broken)
     say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",
-                           plan_.jobs[*d.pass.waiting_head].id));
-  t.starts = std::move(d.pass.starts);
+                           plan_.jobs[*fx.pass.waiting_head].id));
+  t.launches = fx.launches;
 }
 
-// The chosen jobs, launched held at their start lines; a launch that fails fails its job (kLostExit).
-// A batch queue takes at most its room (--max-queued); a full one (QueueFull) leaves the rest pending.
+// The engine's launches, held at their start lines; a launch that fails fails its job (the
+// engine's LaunchFailed). A full batch queue (QueueFull) leaves this one and the rest waiting.
 void RunLoop::start(Tick& t) {
-  long long room = os_.launcher.queue_room(t.state);
-  queue_stopped_ = false;
-  for (const Start& s : t.starts) {
-    const Job& j = plan_.jobs[s.job];
-    if (room == 0 || queue_stopped_) break;
-    if (room > 0) --room;
-    long long attempts = t.state.of(plan_, s.job) ? t.state.of(plan_, s.job)->attempts_or0() : 0;
-    JobState entry;
-    entry.attempts = attempts;
-    if (const JobState* prev = t.state.of(plan_, s.job)) keep_attempts(*prev, entry);
+  for (size_t k = 0; k < t.launches.size(); ++k) {
+    size_t i = t.launches[k].job;
+    const Job& j = plan_.jobs[i];
+    const Life& life = q_->engine().life(i);
+    std::vector<int> gpus;
+    if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
-      Launched l = os_.launcher.launch({j.id, j.script, s.gpus, attempts + 1, j.args, j.env});
-      entry.status = Status::Running;
-      entry.gpus = s.gpus;
-      if (l.slurm_id) entry.gpus = std::vector<int>{};  // Slurm's to place: none of this node's
-      entry.slurm_id = l.slurm_id;
-      entry.pid = l.pid;
-      if (!l.slurm_id) entry.start = t.now;  // in Slurm: once Slurm starts it (survey)
-      entry.pid_start = l.pid_start;
+      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, t.launches[k].attempt, j.args, j.env});
+      q_->launched(i, l.pid, l.pid_start, l.slurm_id);
+      const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
-      t.launched.push_back({s.job, l});
+      t.launched.push_back({i, l});
       t.running.push_back(l.pid);
     } catch (const QueueFull& e) {
-      // Slurm takes no more now: pending still, submitted once the queue has room.
-      queue_stopped_ = true;
+      // Slurm takes no more now: waiting still, submitted once the queue has room.
+      for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
       if (queue_full_said_ != e.what())
         say(t.now, fmt::format("not submitting more jobs for now: {}; submitting goes on once the queue drains",
                                e.what()));
       queue_full_said_ = e.what();
       t.wake_in = std::min(t.wake_in, 10.0);
-      continue;
+      return;
     } catch (const CannotStart& e) {
       // Failed for good: a retry would fail alike.
-      entry.status = Status::Failed;
-      entry.exit = e.exit;
-      entry.end = t.now;
-      entry.outcome = kUnstartableOutcome;
-      entry.reason = e.what();
+      q_->apply(ev::LaunchFailed{i, t.now, e.exit, true, std::string(e.what())}, t.now);
       os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
       say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then "
                              "`gpuq retry {}`)",
                              j.id, e.what(), j.id));
     } catch (const std::exception& e) {
-      entry.status = Status::Failed;
-      entry.exit = kLostExit;
-      entry.end = t.now;
+      q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false, std::nullopt}, t.now);
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
-    t.state.set(plan_, s.job, std::move(entry));
   }
 }
 
@@ -306,7 +316,7 @@ void RunLoop::start(Tick& t) {
 // started again once a save succeeds.
 void RunLoop::save(Tick& t) {
   try {
-    os_.store.write(t.state, !t.launched.empty());
+    os_.store.write(q_->state(), !t.launched.empty());
     t.saved = true;
     if (!last_save_problem_.empty()) say(t.now, "the state is saved again");
     last_save_problem_.clear();
@@ -326,7 +336,7 @@ void RunLoop::release_started(Tick& t) {
   std::vector<Launched> all;
   for (auto& [i, l] : t.launched) all.push_back(l);
   if (!all.empty()) {
-    os_.launcher.release_many(all);
+    os_.launcher.release(all);
     queue_full_said_.clear();
   }
   // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
@@ -338,8 +348,8 @@ void RunLoop::release_started(Tick& t) {
                              n ? fmt::format("gpu:{}", n) : std::string("no GPU")));
       continue;
     }
-    say(t.now, fmt::format("start {} on GPUs {} (pid {})", plan_.jobs[i].id, py_list(*t.state.of(plan_, i)->gpus),
-                           l.pid));
+    say(t.now, fmt::format("start {} on GPUs {} (pid {})", plan_.jobs[i].id,
+                           py_list(q_->state().of(plan_, i)->gpus.value_or(std::vector<int>{})), l.pid));
   }
 }
 
@@ -352,12 +362,9 @@ void RunLoop::watch(Tick& t) {
   std::vector<std::string> files;
   if (!t.missing_files.empty()) {
     std::unordered_set<std::string> waited;
-    const FileTable every_file([](const std::string&) { return true; });
     for (size_t i : with_file_deps_) {
       const Job& j = plan_.jobs[i];
-      if (t.state.status_of(plan_, i) != Status::Pending ||
-          !deps_met(plan_, j, t.state, opt_.max_retries, every_file))
-        continue;
+      if (!q_->engine().wants_files(i)) continue;
       for (const Dep& d : j.deps)
         if (d.kind == Dep::Kind::File) waited.insert(os_.files.expand(d.target));
     }
@@ -370,11 +377,22 @@ void RunLoop::watch(Tick& t) {
 }
 
 // What the control commands logged since the last tick: the log's view follows, and the hooks run.
+// A state others wrote without a word to the log (the original's commands, a crash of a writer
+// between its save and its append) is logged now, before this tick changes it.
 void RunLoop::catch_up_events(Tick& t) {
   if (!journal_) return;
   std::vector<std::string> warnings;
-  std::vector<Event> others = journal_->catch_up(t.state, &warnings);
+  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
+  if (t.fresh || !unlogged_.empty()) {
+    try {
+      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_);
+      unlogged_.clear();
+      others.insert(others.end(), late.begin(), late.end());
+    } catch (const StoreError&) {
+      // said when this tick's own events cannot be appended either
+    }
+  }
   if (hooks_) hooks_->fire(others);
 }
 
@@ -382,9 +400,13 @@ void RunLoop::catch_up_events(Tick& t) {
 // between: the next run's comparison logs it), then the hooks started (never awaited).
 void RunLoop::record_events(Tick& t) {
   if (hooks_) hooks_->poll();
+  q_->take_changes();  // (the events are made from them as they happen)
+  std::vector<Event> made = q_->take_events();
   if (journal_ && t.saved) {
     try {
-      std::vector<Event> events = journal_->record(t.state, t.now, "run");
+      for (Event& e : made) unlogged_.push_back(std::move(e));
+      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_);
+      unlogged_.clear();
       if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
       last_journal_problem_.clear();
       if (hooks_) hooks_->fire(events);
@@ -403,6 +425,7 @@ void RunLoop::record_events(Tick& t) {
 
 TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
   for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+  kept_ = false;  // the next tick reads the state again, and loads the engine from it
   if (e.kind == StoreError::Kind::Content) {
     err_(fmt::format("gpuq run: {}", e.what()));
     return {TickResult::Next::Fatal, 0};

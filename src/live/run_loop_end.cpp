@@ -14,12 +14,12 @@
 
 namespace gpuq {
 
-// Jobs that ended: record, then kill what they left in their process group (fix 7: only
-// if the pid is not now some other process).
+// Jobs that ended, given to the engine; then kill what they left in their process group
+// (fix 7: only if the pid is not now some other process).
 void RunLoop::refresh_ended(Tick& t) {
   os_.launcher.reap();
-  for (const Ended& e : refresh(os_.launcher, t.state, t.now)) {
-    const JobState& s = *t.state.find(e.id);
+  for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
+    const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
       os_.launcher.signal_group(*s.pid, Signal::Kill);
     say(t.now, e.line);
@@ -30,13 +30,14 @@ void RunLoop::refresh_ended(Tick& t) {
 // its deadline): the warning signal once, then at the deadline time_out. The tick wakes
 // for the next of them.
 void RunLoop::enforce_limits(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
+  std::vector<std::string> due;
+  for (auto& [id, s] : q_->state().entries()) {
     if (s.status != Status::Running || !s.pid) continue;
     const Job* job = job_of(id);
     if (!job) continue;
     LimitCheck c = check_limit(*job, s, opt_.time_limit_factor, t.now);
     if (c.act == LimitCheck::Act::Timeout) {
-      time_out(t, *job, s);
+      due.push_back(id);
       continue;
     }
     if (c.act == LimitCheck::Act::Warn) {
@@ -47,28 +48,45 @@ void RunLoop::enforce_limits(Tick& t) {
     }
     t.wake_in = std::min(t.wake_in, c.next_in);
   }
+  for (const std::string& id : due) time_out(t, *job_of(id), id);
 }
 
-// Stops a running job as `kill` does (SIGTERM to its group while the pid is still the job's;
-// escalate_kills sends SIGKILL after --kill-grace), failed with `outcome`; true when sent.
-bool RunLoop::stop_as(Tick& t, const Job& job, JobState& s, const char* outcome) {
+// SIGTERM to a job the engine stopped, while the pid is still the job's (escalate_kills sends
+// SIGKILL after --kill-grace); true when sent.
+bool RunLoop::stop(Tick& t, JobState& s) {
   bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
-  s.status = Status::Failed;
-  s.exit = timeout_exit(job);
-  s.end = t.now;
-  s.outcome = outcome;
   if (sent) s.kill_sent = t.now;
   return sent;
 }
 
-// The job's limit is reached: SIGTERM to its group and the entry failed as `kill` leaves
-// it (kill_sent: escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the
-// group is gone), with the gpuq field "outcome": "timeout" and an exit code the original
-// reads alike (not retried, unless retry_on_timeout).
-void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
+namespace {
+
+// A job the plan no longer has, stopped as the engine stops the plan's (life.h's lives).
+void stop_alone(JobState& s, const Job& job, Outcome outcome, Cause cause, double now) {
+  Ended e;
+  e.attempts = s.attempts_or0();
+  e.outcome = outcome;
+  e.exit = timeout_exit(job);
+  e.end = now;
+  e.start = s.start;
+  write_life(s, e, cause);
+}
+
+}  // namespace
+
+// The job's limit is reached: the engine's timeout (failed, an exit code the original reads
+// alike: not retried, unless retry_on_timeout), SIGTERM to its group (kill_sent:
+// escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the group is gone).
+void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
+  double start = q_->state().find(id)->start.value_or(t.now);
+  if (std::optional<size_t> j = index_of(id))
+    q_->apply(ev::LimitReached{*j, t.now}, t.now);
+  else
+    stop_alone(*q_->state().find(id), job, Outcome::Timeout, Cause::Limit, t.now);
+  JobState& s = *q_->state().find(id);
   double limit = *limit_hours(job, opt_.time_limit_factor);
-  double ran = (t.now - *s.start) / 3600;
-  bool sent = stop_as(t, job, s, kTimeoutOutcome);
+  double ran = (t.now - start) / 3600;
+  bool sent = stop(t, s);
   std::string warned =
       s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
                                 local_time(*s.warn_sent, t.now))
@@ -84,7 +102,7 @@ void RunLoop::time_out(Tick& t, const Job& job, JobState& s) {
 
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
 void RunLoop::escalate_kills(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
+  for (auto& [id, s] : q_->state().entries()) {
     if (!s.kill_sent || !s.pid) continue;
     if (!os_.launcher.group_alive(*s.pid)) {
       s.kill_sent.reset();
@@ -106,7 +124,8 @@ void RunLoop::escalate_kills(Tick& t) {
 // recorded in its entry, then judged. A job that looks hung is said once (until its log grows
 // again); with on_quiet "kill" it is stopped as at its time limit.
 void RunLoop::watch_quiet(Tick& t) {
-  for (auto& [id, s] : t.state.entries()) {
+  std::vector<std::pair<std::string, QuietCheck>> hung;
+  for (auto& [id, s] : q_->state().entries()) {
     if (s.status != Status::Running || !s.pid || s.kill_sent) continue;
     const Job* job = job_of(id);
     if (!job || !quiet_minutes(*job, opt_)) continue;
@@ -117,7 +136,7 @@ void RunLoop::watch_quiet(Tick& t) {
       continue;
     }
     if (job->kill_on_quiet) {
-      stop_hung(t, *job, s, c);
+      hung.emplace_back(id, c);
       continue;
     }
     if (s.hung_noted) continue;
@@ -126,12 +145,18 @@ void RunLoop::watch_quiet(Tick& t) {
                            "on_quiet \"kill\" would have",
                            id, c.detail(), *quiet_minutes(*job, opt_), id));
   }
+  for (const auto& [id, c] : hung) stop_hung(t, *job_of(id), id, c);
 }
 
-// The watchdog stops a hung job as time_out stops one at its limit: SIGTERM, SIGKILL after
-// --kill-grace, the GPUs busy until the group is gone; the outcome "hung".
-void RunLoop::stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c) {
-  bool sent = stop_as(t, job, s, kHungOutcome);
+// The watchdog stops a hung job as time_out stops one at its limit: the engine's Hung,
+// SIGTERM, SIGKILL after --kill-grace, the GPUs busy until the group is gone.
+void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c) {
+  if (std::optional<size_t> j = index_of(id))
+    q_->apply(ev::Hung{*j, t.now}, t.now);
+  else
+    stop_alone(*q_->state().find(id), job, Outcome::Hung, Cause::Hung, t.now);
+  JobState& s = *q_->state().find(id);
+  bool sent = stop(t, s);
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
   say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
@@ -169,17 +194,19 @@ std::string RunLoop::outcomes(const State& state) const {
 }
 
 bool RunLoop::all_finished(const Tick& t) const {
+  (void)t;
   if (!last_save_problem_.empty()) return false;  // never finish with the last state unsaved
-  // A job a reload removed from the plan is left to finish: run waits for it.
-  for (const auto& [id, s] : t.state.entries())
-    if (s.removed && (s.status == Status::Running || s.kill_sent)) return false;
+  // A job a reload removed from the plan is left to finish, and a killed job still finishing
+  // (within --kill-grace) is not finished either: run waits for them.
+  for (const auto& [id, s] : q_->state().entries())
+    if ((s.removed && s.status == Status::Running) || s.kill_sent) return false;
+  // The engine's word: nothing waits, runs or is held, and no automatic retry is to come.
+  const Engine& e = q_->engine();
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
-    const JobState* s = t.state.of(plan_, i);
-    Status st = s ? s->status : Status::Pending;
-    // A killed job still finishing (within --kill-grace) is not finished either.
-    if (st == Status::Pending || st == Status::Running || st == Status::Held || (s && s->kill_sent) ||
-        retry_due(s, opt_, std::numeric_limits<double>::infinity()))
-      return false;
+    const Life& l = e.life(i);
+    LifeKind k = kind_of(l);
+    if (k == LifeKind::Waiting || k == LifeKind::Held || k == LifeKind::Queued || k == LifeKind::Running) return false;
+    if (const Ended* d = std::get_if<Ended>(&l); d && e.retry_at(*d)) return false;
   }
   return true;
 }

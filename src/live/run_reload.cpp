@@ -29,7 +29,7 @@ void RunLoop::reload_plan(Tick& t) {
 // a running one is left to finish), and a job back in the plan loses the mark.
 void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   PlanChange c = diff_plans(plan_, next);
-  for (auto& [id, s] : t.state.entries()) {
+  for (auto& [id, s] : q_->state().entries()) {
     const Job* now = next.find(id);
     if (s.status == Status::Running && !started_as_.count(id))
       if (const Job* was = plan_.find(id); was && (!now || !same_job(plan_, *was, next, *now)))
@@ -41,6 +41,8 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
     }
   }
   plan_ = std::move(next);
+  index_ = std::make_shared<PlanIndex>(plan_);
+  q_->use_plan(plan_, t.now, index_);
   with_file_deps_.clear();
   for (size_t i = 0; i < plan_.jobs.size(); ++i)
     if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);

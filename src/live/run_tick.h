@@ -10,19 +10,18 @@
 
 namespace gpuq {
 
-/// One tick's working state.
+/// One tick's working state (the queue itself is RunLoop::q_).
 struct RunLoop::Tick {
-  State state;
   double now = 0;
   double wake_in = 0;
   GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
-  bool any_running = false;
   std::vector<long long> running;  // pids to wake on the end of: running jobs, killed ones dying
-  std::vector<Start> starts;       // what decide chose
+  std::vector<Launch> launches;    // what the engine chose to launch
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
   std::map<int, int> util_pct;             // the probe's utilization per GPU (those that gave one)
   bool have_reading = false;               // the probe gave a memory reading
+  bool fresh = false;                      // the state was read from the store (not kept from the last tick)
   bool saved = false;
   bool paused = false;                     // `gpuq pause`: nothing starts
 };

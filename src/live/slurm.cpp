@@ -70,7 +70,7 @@ SlurmLauncher::~SlurmLauncher() {
 void SlurmLauncher::take_squeue() {
   queue_.clear();
   by_name_.clear();
-  std::vector<SlurmJob> jobs;
+  std::vector<QueueJob> jobs;
   squeue_ok_ = false;
   if (json_) {
     CommandResult r = run_command({"squeue", "--me", "--json"});
@@ -96,14 +96,14 @@ void SlurmLauncher::take_squeue() {
     }
   }
   std::string prefix = "gpuq-" + tag_ + "-";
-  for (SlurmJob& j : jobs) {
+  for (QueueJob& j : jobs) {
     if (j.name.compare(0, prefix.size(), prefix) != 0) continue;
     if (!terminal(j.state)) by_name_[j.name] = j.id;
     queue_[j.id] = std::move(j);
   }
 }
 
-const SlurmJob* SlurmLauncher::queued(long long slurm_id) const {
+const QueueJob* SlurmLauncher::queued(long long slurm_id) const {
   auto it = queue_.find(slurm_id);
   return it == queue_.end() ? nullptr : &it->second;
 }
@@ -113,35 +113,37 @@ std::string SlurmLauncher::job_of(long long slurm_id) const {
   return it == ids_.end() ? "" : it->second;
 }
 
-void SlurmLauncher::survey(State& state, double now) {
+std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& state, double now) {
   take_squeue();
+  std::vector<std::pair<std::string, double>> started;
   std::vector<long long> to_account, stray_holds;
-  for (auto& [id, s] : state.entries()) {
+  for (const auto& [id, s] : state.entries()) {
     if (!s.slurm_id) continue;
     ids_[*s.slurm_id] = id;
     if (s.status != Status::Running || !squeue_ok_) continue;
-    const SlurmJob* q = queued(*s.slurm_id);
+    const QueueJob* q = queued(*s.slurm_id);
     bool pending = q && q->state == "PENDING";
     // Held but recorded running: an earlier run died between its save and its release.
     if (pending && q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
       stray_holds.push_back(*s.slurm_id);
     // Started by Slurm (or already over): its start, set once, from Slurm's own where squeue gives it.
-    if (!pending && !s.start) s.start = q && q->start && *q->start <= now ? *q->start : now;
+    if (!pending && !s.start) started.emplace_back(id, q && q->start && *q->start <= now ? *q->start : now);
     struct stat st;
     if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.slurm_id);
   }
   if (!stray_holds.empty()) run_command({"scontrol", "release", id_list(stray_holds)});
   accounted_.clear();
-  if (to_account.empty() || accounting_off_) return;
+  if (to_account.empty() || accounting_off_) return started;
   CommandResult r = run_command({"sacct", "-j", id_list(to_account), "--json", "-X"});
   if (r.status != 0) {
     if (r.err.find("accounting storage is disabled") != std::string::npos) accounting_off_ = true;
-    return;
+    return started;
   }
   try {
-    for (SlurmJob& j : parse_sacct_json(r.out)) accounted_[j.id] = std::move(j);
+    for (QueueJob& j : parse_sacct_json(r.out)) accounted_[j.id] = std::move(j);
   } catch (const std::runtime_error&) {
   }
+  return started;
 }
 
 Launched SlurmLauncher::launch(const LaunchSpec& spec) {
@@ -172,7 +174,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   size_t at = job ? static_cast<size_t>(job - plan_->jobs.data()) : 0;
   std::vector<std::string> argv{"sbatch"};
   std::string log = std::filesystem::absolute(paths_.log(spec.id)).string();
-  for (std::string& a : sbatch_args(opt_, name, static_cast<long long>(spec.gpus.size()),
+  for (std::string& a : sbatch_args(opt_, name, spec.width,
                                     job ? slurm_minutes(*job, opt_.time_margin) : 60, job ? nice_[at] : 0, log,
                                     reservation_of(spec.id), wrap))
     argv.push_back(std::move(a));
@@ -203,9 +205,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   return {id, std::nullopt, id};
 }
 
-void SlurmLauncher::release(const Launched& job) { release_many({job}); }
-
-void SlurmLauncher::release_many(const std::vector<Launched>& jobs) {
+void SlurmLauncher::release(const std::vector<Launched>& jobs) {
   std::vector<long long> ids;
   for (const Launched& j : jobs) {
     ids.push_back(j.pid);
@@ -245,7 +245,7 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
     }
   }
   if (!squeue_ok_ || !s.slurm_id) return o;  // nothing known: still running
-  const SlurmJob* q = queued(*s.slurm_id);
+  const QueueJob* q = queued(*s.slurm_id);
   if (q && !terminal(q->state)) return o;
   auto acc = accounted_.find(*s.slurm_id);
   if (acc != accounted_.end() && !terminal(acc->second.state) && !acc->second.state.empty()) return o;
@@ -265,13 +265,13 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
 Identity SlurmLauncher::identify(const JobState& s) {
   if (!s.slurm_id) return Identity::Other;  // a local pid: never signalled through Slurm
   if (!squeue_ok_) return Identity::Same;   // not looked (a control command): scancel decides
-  const SlurmJob* q = queued(*s.slurm_id);
+  const QueueJob* q = queued(*s.slurm_id);
   return q && !terminal(q->state) ? Identity::Same : Identity::Gone;
 }
 
 bool SlurmLauncher::signal_group(long long slurm_id, Signal sig) {
   if (squeue_ok_) {
-    const SlurmJob* q = queued(slurm_id);
+    const QueueJob* q = queued(slurm_id);
     if (!q || terminal(q->state)) return false;
   }
   CommandResult r = sig == Signal::Kill ? run_command({"scancel", "--full", "-s", "KILL", std::to_string(slurm_id)})
@@ -294,29 +294,29 @@ std::optional<long long> SlurmLauncher::log_size(const std::string& id) { return
 
 bool SlurmLauncher::group_alive(long long slurm_id) {
   if (!squeue_ok_) return true;
-  const SlurmJob* q = queued(slurm_id);
+  const QueueJob* q = queued(slurm_id);
   return q && !terminal(q->state);
 }
 
-bool SlurmLauncher::hold_queued(const JobState& s) {
+bool SlurmLauncher::hold(const JobState& s) {
   if (!s.slurm_id) return false;
   return run_command({"scontrol", "hold", std::to_string(*s.slurm_id)}).status == 0;
 }
 
-bool SlurmLauncher::release_held(const JobState& s) {
+bool SlurmLauncher::release(const JobState& s) {
   if (!s.slurm_id) return false;
   return run_command({"scontrol", "release", std::to_string(*s.slurm_id)}).status == 0;
 }
 
-std::optional<SlurmJob> SlurmLauncher::slurm_view(const JobState& s) {
+std::optional<QueueJob> SlurmLauncher::view(const JobState& s) {
   if (!s.slurm_id) return std::nullopt;
-  if (const SlurmJob* q = queued(*s.slurm_id)) return *q;
+  if (const QueueJob* q = queued(*s.slurm_id)) return *q;
   auto acc = accounted_.find(*s.slurm_id);
   if (acc != accounted_.end()) return acc->second;
   return std::nullopt;
 }
 
-long long SlurmLauncher::queue_room(const State& state) {
+long long SlurmLauncher::room(const State& state) {
   long long in_queue = 0;
   for (const auto& [id, s] : state.entries())
     if (s.slurm_id && (s.status == Status::Running || s.status == Status::Held)) ++in_queue;

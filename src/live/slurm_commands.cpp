@@ -42,14 +42,14 @@ std::string json_state(const nlohmann::json& v) {
 
 // The "jobs" list of `command --json`: for each job with an id, its id and name, and the
 // rest read by `more`.
-std::vector<SlurmJob> read_jobs(const std::string& text, const char* command,
-                                const std::function<void(const nlohmann::json&, SlurmJob&)>& more) {
+std::vector<QueueJob> read_jobs(const std::string& text, const char* command,
+                                const std::function<void(const nlohmann::json&, QueueJob&)>& more) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("jobs") || !j["jobs"].is_array())
     throw std::runtime_error(fmt::format("{} --json: not a JSON object with a \"jobs\" list", command));
-  std::vector<SlurmJob> out;
+  std::vector<QueueJob> out;
   for (const auto& job : j["jobs"]) {
-    SlurmJob s;
+    QueueJob s;
     auto id = job.contains("job_id") ? json_int(job["job_id"]) : std::nullopt;
     if (!id) continue;
     s.id = *id;
@@ -62,8 +62,8 @@ std::vector<SlurmJob> read_jobs(const std::string& text, const char* command,
 
 }  // namespace
 
-std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
-  return read_jobs(text, "squeue", [](const nlohmann::json& job, SlurmJob& s) {
+std::vector<QueueJob> parse_squeue_json(const std::string& text) {
+  return read_jobs(text, "squeue", [](const nlohmann::json& job, QueueJob& s) {
     s.state = job.contains("job_state") ? json_state(job["job_state"]) : "";
     s.reason = job.value("state_reason", "");
     auto start = job.contains("start_time") ? json_int(job["start_time"]) : std::nullopt;
@@ -71,8 +71,8 @@ std::vector<SlurmJob> parse_squeue_json(const std::string& text) {
   });
 }
 
-std::vector<SlurmJob> parse_sacct_json(const std::string& text) {
-  return read_jobs(text, "sacct", [](const nlohmann::json& job, SlurmJob& s) {
+std::vector<QueueJob> parse_sacct_json(const std::string& text) {
+  return read_jobs(text, "sacct", [](const nlohmann::json& job, QueueJob& s) {
     if (job.contains("state") && job["state"].is_object() && job["state"].contains("current"))
       s.state = json_state(job["state"]["current"]);
     if (job.contains("exit_code") && job["exit_code"].is_object() && job["exit_code"].contains("return_code"))
@@ -80,8 +80,8 @@ std::vector<SlurmJob> parse_sacct_json(const std::string& text) {
   });
 }
 
-std::vector<SlurmJob> parse_squeue_lines(const std::string& text) {
-  std::vector<SlurmJob> out;
+std::vector<QueueJob> parse_squeue_lines(const std::string& text) {
+  std::vector<QueueJob> out;
   size_t at = 0;
   while (at < text.size()) {
     size_t end = text.find('\n', at);
@@ -91,7 +91,7 @@ std::vector<SlurmJob> parse_squeue_lines(const std::string& text) {
     size_t a = line.find('|'), c = line.rfind('|');
     size_t b = c == std::string::npos || c == 0 ? std::string::npos : line.rfind('|', c - 1);
     if (a == std::string::npos || b == std::string::npos || b <= a) continue;
-    SlurmJob s;
+    QueueJob s;
     try {
       s.id = std::stoll(line.substr(0, a));
     } catch (const std::exception&) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuq/views/json.h"
+#include "gpuq/views/reasons.h"
 
 namespace gpuq {
 
@@ -16,7 +17,7 @@ namespace {
 
 ojson opt_num(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
 
-ojson job_json(const Plan& plan, const JobView& v) {
+ojson job_json(const Plan& plan, const JobView& v, const std::string& why) {
   const Job& j = plan.jobs[v.job];
   ojson e = ojson::object();
   e["id"] = j.id;
@@ -29,10 +30,10 @@ ojson job_json(const Plan& plan, const JobView& v) {
   e["end"] = opt_num(v.end);
   e["elapsed"] = v.elapsed;
   e["est"] = j.est_hours;
-  e["why"] = v.why;
+  e["why"] = why;
   e["overdue"] = v.overdue;
   e["hung"] = v.hung;
-  e["queued_in_slurm"] = v.queued_in_slurm;
+  e["queued_in_slurm"] = v.queued;
   e["after_resume"] = v.after_resume;
   e["predicted_start"] = opt_num(v.predicted_start);
   e["predicted_finish"] = opt_num(v.predicted_finish);
@@ -41,7 +42,8 @@ ojson job_json(const Plan& plan, const JobView& v) {
 
 }  // namespace
 
-std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o, const RunSeen& run) {
+std::string outlook_json(const Plan& plan, const State& state, const std::string& plan_path, const Outlook& o,
+                         const RunSeen& run) {
   ojson doc = ojson::object();
   doc["plan"] = plan_path;
   doc["now"] = o.now;
@@ -66,7 +68,7 @@ std::string outlook_json(const Plan& plan, const std::string& plan_path, const O
     doc["run"] = nullptr;
   }
   ojson jobs = ojson::array();
-  for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v));
+  for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v, why_text(plan, state, o, v)));
   doc["jobs"] = std::move(jobs);
   return doc.dump(1) + "\n";
 }
@@ -87,10 +89,14 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
     doc["gpus_per_node"] = opt.node_gpus.size();
   }
   ojson stuck = ojson::array();
-  for (const Stuck& s : sim.stuck) stuck.push_back({{"id", plan.jobs[s.job].id}, {"why", s.why}});
+  for (const Stuck& s : sim.stuck) stuck.push_back({{"id", plan.jobs[s.job].id}, {"why", stuck_text(plan, opt, s)}});
   doc["stuck"] = stuck;
-  std::vector<const SimRow*> row_of(plan.jobs.size(), nullptr);
-  for (const SimRow& r : sim.rows) row_of[r.job] = &r;
+  std::vector<const SimRow*> row_of(plan.jobs.size(), nullptr);  // the first attempt's row
+  std::vector<double> last_end(plan.jobs.size(), 0);
+  for (const SimRow& r : sim.rows) {
+    if (!row_of[r.job]) row_of[r.job] = &r;
+    last_end[r.job] = std::max(last_end[r.job], r.end);
+  }
   ojson jobs = ojson::array();
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     JobView v;
@@ -99,13 +105,14 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
     if (const SimRow* r = row_of[i]) {
       v.gpus = r->gpus;
       v.predicted_start = r->start;
-      v.predicted_finish = r->end;
+      v.predicted_finish = last_end[i];
     }
+    std::string why;
     for (const Stuck& s : sim.stuck)
-      if (s.job == i) v.why = s.why;
+      if (s.job == i) why = stuck_text(plan, opt, s);
     for (const Stuck& s : sim.blocked)
-      if (s.job == i) v.why = s.why;
-    jobs.push_back(job_json(plan, v));
+      if (s.job == i) why = stuck_text(plan, opt, s);
+    jobs.push_back(job_json(plan, v, why));
     if (opt.nodes > 1) jobs.back()["node"] = row_of[i] ? ojson(row_of[i]->node) : ojson(nullptr);
   }
   doc["jobs"] = std::move(jobs);

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "gpuq/core/local_time.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
 
 namespace gpuq {
@@ -20,7 +21,7 @@ std::string duration(double seconds) {
 
 }  // namespace
 
-std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit) {
+std::string format_outlook(const Plan& plan, const State& state, const Outlook& o, bool all, size_t limit) {
   std::vector<const JobView*> open;
   bool ordered = !o.order.empty() && !all && (limit <= o.order_sorted || o.order_sorted == o.order.size());
   for (size_t i : ordered ? o.order : predicted_order(o)) open.push_back(&o.jobs[i]);
@@ -35,7 +36,7 @@ std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t 
     }
     ++shown;
     std::string pred;
-    if (v->queued_in_slurm)
+    if (v->queued)
       pred = "when Slurm starts it";
     else if (v->status == "running" && v->predicted_finish)
       pred = "ends ~" + local_time(*v->predicted_finish, o.now);
@@ -47,7 +48,8 @@ std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t 
       pred = "-";
     else
       pred = "never";
-    out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred, v->why);
+    out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred,
+                       why_text(plan, state, o, *v));
   }
   if (o.paused) {
     size_t waiting = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "gpuq/core/local_time.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
 
 namespace gpuq {
@@ -70,10 +71,10 @@ std::string timeline_note(const Plan& plan, const Simulation& sim, bool all) {
   return note.empty() ? "" : "gpuq: " + note + "\n";
 }
 
-std::string format_stuck(const Plan& plan, const Simulation& sim) {
+std::string format_stuck(const Plan& plan, const SimOptions& opt, const Simulation& sim) {
   std::string out = fmt::format("the plan cannot be scheduled: at {:.2f}h nothing runs and {} job(s) can never start:\n",
                                 sim.stuck_at, sim.stuck.size());
-  for (const Stuck& s : sim.stuck) out += fmt::format("  {}: {}\n", plan.jobs[s.job].id, s.why);
+  for (const Stuck& s : sim.stuck) out += fmt::format("  {}: {}\n", plan.jobs[s.job].id, stuck_text(plan, opt, s));
   return out;
 }
 

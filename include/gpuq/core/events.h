@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuq/core/engine.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/state.h"
 
@@ -65,6 +66,12 @@ Seen seen_of(const JobState& s);
 /// date itself; `by` says who wrote the entry.
 std::vector<Event> events_between(const std::string& id, const Seen* before, const JobState& after, double now,
                                   std::string_view by);
+
+/// The events one change of a job's life makes (engine.h's Change): `before` is the job's entry
+/// as it was, `after` as the change wrote it. A start's pid is the caller's to fill in once the
+/// job is launched. Replaying them (apply_event) on seen_of(before) gives seen_of(after).
+std::vector<Event> events_of(const std::string& id, const Change& c, const JobState& before, const JobState& after,
+                             double now, std::string_view by);
 
 /// The view after `e` (events replayed from the log rebuild what it last said).
 void apply_event(const Event& e, Seen& seen);

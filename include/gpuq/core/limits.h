@@ -8,14 +8,12 @@
 #include <string_view>
 #include <variant>
 
+#include "gpuq/core/life.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/state.h"
 
 namespace gpuq {
 
-/// The exit code recorded for a timed-out job that may be retried
-/// (`retry_on_timeout`): timeout(1)'s, a failure the original retries too.
-inline constexpr long long kTimeoutRetryExit = 124;
 /// The value of the state's gpuq field "outcome" for a job stopped at its limit.
 inline constexpr const char* kTimeoutOutcome = "timeout";
 

@@ -1,6 +1,6 @@
-// What a user asks of a live queue: why each job waits, when it will finish
-// (the remaining work simulated from the live state with the same pass), as
-// text, JSON and an SVG Gantt chart.
+// What a user asks of a live queue: why each job waits, when it will start and finish. The
+// engine, loaded with the live state, takes the next tick of `run` (the reasons are the
+// engine's, as data: views word them); the prediction (simulate.h) carries it on to the end.
 #pragma once
 
 #include <map>
@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "gpuq/core/plan.h"
+#include "gpuq/core/engine.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
 
 namespace gpuq {
-
 
 /// One job as `status --json` and `simulate --json` report it.
 struct JobView {
@@ -27,17 +27,31 @@ struct JobView {
   std::optional<std::string> outcome; ///< how its last attempt ended (outcome_name), done and failed only
   std::optional<double> start, end;   ///< status: unix seconds; simulate: hours from the start
   double elapsed = 0;                 ///< seconds run (status)
-  std::string why;                    ///< why it waits; "" when it does not
+  Why wait;                           ///< why it waits at the next tick (worked out for `explained` jobs)
+  bool explained = false;             ///< `wait` was worked out (status without --all explains the first rows)
+  bool waits_as_pending = false;      ///< its entry is not pending, but the next tick makes it so (a retry)
+  std::vector<std::string> missing_files;  ///< Deps: its file: deps missing now, expanded
+  std::optional<Stuck> fate;          ///< predicted never to start: stuck, or blocked by a predicted failure
   bool overdue = false;               ///< running past its est_hours
   bool hung = false;                  ///< running, and the hang watchdog says hung? (watchdog.h)
-  bool queued_in_slurm = false;       ///< running to gpuq, but Slurm has not started it (rules.h)
+  bool queued = false;                ///< running to gpuq, but the batch queue has not started it
+  std::optional<std::string> queue_reason;  ///< the batch queue's own word on why it waits (Slurm's reason)
   bool after_resume = false;          ///< paused: predicted to start only after `gpuq resume` (no time)
+  bool not_in_run_plan = false;       ///< the running `gpuq run` loaded a plan without this job
   std::optional<double> predicted_start, predicted_finish;  ///< same unit as start/end
+};
+
+/// What a `gpuq run` of the plan is doing, as far as the reasons care.
+struct RunContext {
+  bool known = false;                     ///< status looked (without it the reasons assume a run goes)
+  bool running = true;                    ///< a `gpuq run` holds the plan
+  std::optional<double> plan_loaded_at;   ///< when it loaded the plan it runs
 };
 
 /// The live queue seen from outside.
 struct Outlook {
   double now = 0;
+  Policy policy;                        ///< the settings it was predicted with
   std::vector<JobView> jobs;            ///< plan order
   std::optional<double> finish;         ///< when the last job is predicted to end (unix seconds)
   std::vector<size_t> never;            ///< jobs predicted never to start
@@ -45,24 +59,18 @@ struct Outlook {
   std::vector<size_t> order;            ///< predicted_order(*this, explain_first), when make_outlook needed it
   size_t order_sorted = 0;              ///< how many of `order` are in order
   bool paused = false;                  ///< made with Policy::paused: nothing new starts in `sim`
+  std::map<int, std::string> others;    ///< GPUs another user holds, and why (held_by_others)
+  RunContext run;                       ///< status's look at the plan's `gpuq run`
 };
 
-/// The live state as a simulation's starting point, where the rule book puts
-/// each job once the next tick's changes (`tick`, from plan_tick) are made: so
-/// the prediction starts at time 0 exactly the jobs that tick starts.
-SimStart live_start(const Plan& plan, const State& state, const TickPlan& tick, const Policy& p, double now,
-                    const FileChecks& files);
-
-/// The same, working out the next tick itself. `free` are the GPUs free now.
-SimStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
-                    const FileChecks& files);
-
-/// Some entry of the state is running (a job of the plan or not).
-bool any_running(const State& state);
+/// The live state as a prediction's starting point: each job's life (times in hours from
+/// `now`), its files, the GPUs busy but not by the plan (`free`: the GPUs free now).
+LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
+                     const FileChecks& files);
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
-/// With `explain_first`, only that many jobs get their `why`: the first not
+/// With `explain_first`, only that many jobs are explained: the first not
 /// done in predicted order, the rows `status` prints without --all.
 /// Each file: dep is looked at once. `others` says why each GPU another user holds is
 /// busy (held_by_others), which a job waiting for GPUs names.

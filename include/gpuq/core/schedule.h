@@ -57,6 +57,10 @@ class ReadySet {
   void insert(size_t job);
   void erase(size_t job);
   bool contains(size_t job) const;
+  /// Empties the set.
+  void clear();
+  /// The first `limit` members in ready order.
+  std::vector<size_t> in_order(size_t limit) const;
   size_t size() const { return all_.size(); }
   bool empty() const { return all_.empty(); }
 
@@ -82,8 +86,7 @@ class ReadySet {
   size_t job_at(Key k) const { return at_rank_[k].job; }
   RankSet& slot(Key k);
 
-  const std::uint32_t* rank_of_;
-  std::vector<std::uint32_t> own_rank_of_;         // when the plan has none (made by hand)
+  std::vector<std::uint32_t> rank_of_;             // a copy of the plan's (a copy of the set stays whole)
   int sig0_ = -1;                                  // the signature of jobs in no reservation
   std::vector<AtRank> at_rank_;
   std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
@@ -113,7 +116,7 @@ struct Start {
 };
 
 /// Why a ready job was not started.
-struct Held {
+struct PassedOver {
   enum class Why {
     Gpus,      ///< not enough GPUs (free ones, less those reservations close to it)
     Backfill,  ///< longer than --backfill-max-hours while `head` waits for GPUs
@@ -128,7 +131,7 @@ struct Held {
 /// What the pass decided.
 struct PassResult {
   std::vector<Start> starts;           ///< in ready order
-  std::vector<Held> held;              ///< with PassInput::explain
+  std::vector<PassedOver> held;              ///< with PassInput::explain
   std::optional<size_t> waiting_head;  ///< the job that set the backfill limit
   bool stall_broken = false;           ///< the limit was lifted to break a reservation deadlock
 };

@@ -1,4 +1,8 @@
-// The est_hours simulator: the scheduling pass run over a predicted world.
+// The prediction: the engine (engine.h) driven by a virtual clock and an estimate launcher,
+// which turns each launch into an exit at the job's est_hours, or a timeout at its limit
+// (and, with retry_on_timeout, its automatic retries). `simulate` starts from an empty node;
+// `status` and `simulate --from-state` from the live state. The rules are the engine's: this
+// file only says what the predicted world does (when jobs end, when files appear).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/engine.h"
+#include "gpuq/core/life.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/schedule.h"
@@ -23,38 +29,20 @@ inline constexpr double kSoon = 1e-6;  // hours
 /// node and looks over every node at each event.
 inline constexpr int kMaxNodes = 4096;
 
-/// Where a simulation starts from when it predicts a live queue (`status`,
-/// `simulate --from-state`): per job, where the rule book says it stands now
-/// (live_start in outlook.h makes it from the next tick's plan). Times in the
-/// result are then hours from now. At time 0 the prediction starts exactly the
-/// jobs the next tick of `run` starts; whatever is not ready now becomes ready
-/// no earlier than kSoon.
-struct SimStart {
-  enum class Kind {
-    Pending,   ///< not started, may start once its deps are met
-    Running,   ///< started `elapsed` hours ago on `gpus`; ends at est_hours, or at kSoon if past it
-    Done,      ///< satisfies plain and after: deps
-    Finished,  ///< failed for good, killed or blocked: satisfies after: deps only
-    Held,      ///< satisfies nothing until released
-    Retry,     ///< failed, retried automatically in `retry_in` hours (infinity: never); until
-               ///< then it leaves its reservations, as `run` counts it
-    Blocked,   ///< blocked, and pending again at the first automatic retry (`run` then unblocks
-               ///< every blocked job), its deps still able to be done; until then it leaves its
-               ///< reservations and counts as finished for after: deps, as `run` counts it
-  };
-  std::vector<Kind> kind;
-  std::vector<double> elapsed;
-  std::vector<std::vector<int>> gpus;
-  std::vector<double> retry_in;
+/// Where a prediction of a live queue (`status`, `simulate --from-state`) starts: each job's
+/// life as the state records it, its times in hours from now (a running job's start is then
+/// negative), after the refresh of the jobs that ended. At time 0 the prediction's first tick
+/// is the next tick of `run`: it starts exactly the jobs that tick starts.
+struct LiveStart {
+  std::vector<Life> lives;          ///< per job; times in hours from now
   std::vector<char> files_present;  ///< per job: every file: dep exists now
   GpuMask busy = 0;                 ///< GPUs busy now but not by a running job of the plan (another
                                     ///< user's memory, a kill in its grace time): free from busy_hours
-  double busy_hours = kSoon;  ///< when `busy` are free: `run`'s next look (--poll), no sooner
-  bool any_running = false;         ///< some entry of the state is running (the stall breaker's test)
+  double busy_hours = kSoon;         ///< when `busy` are free: `run`'s next look (--poll), no sooner
+  bool others_running = false;      ///< an entry of the state that is no job of the plan runs
 };
 
-
-/// One job of the predicted timeline.
+/// One job of the predicted timeline (one row per attempt).
 struct SimRow {
   size_t job;
   double start;
@@ -63,10 +51,10 @@ struct SimRow {
   int node = 0;  ///< with SimOptions::nodes > 1: the node (0-based) its GPUs are on
 };
 
-/// A job that can never start, and why, in words.
+/// A job predicted never to start, and why (as data: views word it).
 struct Stuck {
   size_t job;
-  std::string why;
+  Why why;
 };
 
 /// The predicted timeline.
@@ -75,19 +63,38 @@ struct Simulation {
   std::vector<std::string> notes;    ///< stall-breaker notes (fix 12), for stderr
   std::vector<Stuck> stuck;          ///< non-empty when the plan cannot be scheduled
   std::vector<Stuck> blocked;        ///< jobs predicted never to run because a plain dep of theirs (or of
-                                     ///< their deps) is predicted to time out: est_hours over its limit,
-                                     ///< without retry_on_timeout (a failure, as `run` counts it)
+                                     ///< their deps) is predicted to fail for good: to time out (est_hours
+                                     ///< over its limit) at its last attempt; Why::Blocked, `jobs` the root
   double stuck_at = 0;               ///< the time it got stuck
 };
 
-/// Simulates the plan with the same pass as `run`, each job lasting est_hours,
-/// cut at its time limit (limits.h). A job cut at its limit without
-/// retry_on_timeout fails there: its plain dependents are blocked (`blocked`),
-/// its after: dependents go on.
-/// `file:` deps of a job with `produced_by` wait for that job to reach
-/// produced_at_frac of its run; other `file:` deps count as present.
-/// With `from`, starts from the live state instead of an empty node; a file:
-/// dep then counts only if it exists now or a job yet to reach it produces it.
-Simulation simulate(const Plan& plan, const SimOptions& opt, const SimStart* from = nullptr);
+/// The engine over the predicted world, step by step (make_outlook keeps the engine as the
+/// first tick left it, for the reasons; `simulate` runs it through).
+class Prediction {
+ public:
+  /// From an empty node, or with `from` from a live state.
+  Prediction(const Plan& plan, const SimOptions& opt, const LiveStart* from = nullptr);
+  ~Prediction();
+  Prediction(const Prediction&) = delete;
+  Prediction& operator=(const Prediction&) = delete;
+
+  /// The first tick, at time 0 (with `explain`, the engine keeps why each job waits).
+  void first_tick(bool explain);
+  /// The engine as it stands.
+  const Engine& engine() const;
+  /// Runs to the end; the timeline.
+  Simulation finish();
+
+ private:
+  struct World;
+  std::unique_ptr<World> w_;
+};
+
+/// Simulates the plan with the engine, each job lasting est_hours, cut at its time limit
+/// (limits.h). `file:` deps of a job with `produced_by` wait for that job to reach
+/// produced_at_frac of its run; other `file:` deps count as present. With `from`, starts
+/// from the live state; a file: dep then counts only if it exists now or a job yet to reach
+/// it produces it.
+Simulation simulate(const Plan& plan, const SimOptions& opt, const LiveStart* from = nullptr);
 
 }  // namespace gpuq

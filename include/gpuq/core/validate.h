@@ -7,6 +7,7 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
+#include "gpuq/core/simulate.h"
 
 namespace gpuq {
 
@@ -14,7 +15,8 @@ namespace gpuq {
 struct Finding {
   bool error;
   std::string job;   ///< the job it is about ("" for the plan as a whole)
-  std::string text;  ///< what is wrong, and the fix
+  std::string text;  ///< what is wrong, and the fix (empty when `stuck` says it)
+  std::optional<Stuck> stuck;  ///< the job can never start, and why (views word it; the fix: the reservations)
 };
 
 /// Checks a loaded plan: reservations that wait on each other (the plan cannot

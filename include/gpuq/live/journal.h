@@ -49,10 +49,12 @@ class Journal {
   /// Returns the events others appended (for the hooks).
   std::vector<Event> catch_up(const State& state, std::vector<std::string>* warnings);
 
-  /// Appends what changed from the log's view to `state`, done by `by` at `now`;
-  /// returns those events. Throws StoreError (the view is then unchanged, so the next
-  /// call logs them again).
-  std::vector<Event> record(const State& state, double now, std::string_view by);
+  /// Appends `made` (the events of the writer's own changes, from the engine: events_of), then
+  /// whatever else differs between the log's view and `state` (a write of others that logged
+  /// nothing, a crash between a save and its append: events_between), done by `by` at `now`;
+  /// returns them all. Throws StoreError (the view is then unchanged: the caller keeps `made`
+  /// to give again).
+  std::vector<Event> record(const State& state, double now, std::string_view by, std::vector<Event> made = {});
 
   /// Appends one of the plan's own events (reload, pause, resume: job_event is false), as
   /// record does: throws StoreError naming the file. True when the line is taken as read

@@ -45,7 +45,7 @@ class PosixLauncher : public Launcher {
 
   /// Removes a stale exit file first. Throws std::runtime_error naming the call and path.
   Launched launch(const LaunchSpec& spec) override;
-  void release(const Launched& job) override;
+  void release(const std::vector<Launched>& jobs) override;
   void abandon(const Launched& job) override;
   /// Reads logs/ID.exit and the process: an exit file gives its code (garbage
   /// counts as failure, with a note); a dead process without one vanished,

@@ -35,20 +35,40 @@ class Clock {
 struct LaunchSpec {
   std::string id;
   std::string script;        ///< as written in the plan; the launcher expands ~ and $VARS
-  std::vector<int> gpus;
+  std::vector<int> gpus;     ///< the GPUs it runs on (none for a batch queue, which places it)
+  int width = 0;             ///< how many GPUs it needs (the plan's "gpus")
   long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
   std::vector<std::string> args;  ///< the plan's "args": passed to the script
   std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
 };
 
-/// A job as squeue (or sacct) shows it.
-struct SlurmJob {
+/// A job as a batch queue shows it (Slurm's squeue or sacct).
+struct QueueJob {
   long long id = 0;
   std::string name;
   std::string state;   ///< PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
   std::string reason;  ///< Slurm's pending reason (Priority, Resources, JobHeldUser, None)
   std::optional<long long> exit;  ///< sacct's exit code, where known
   std::optional<double> start;    ///< when it started (squeue --json's start_time of a job no longer pending)
+};
+
+/// What a batch queue (a cluster's scheduler, live/slurm.h) adds to a launcher: jobs wait in
+/// it, and it starts them when it will (the engine's Queued life). This machine's launcher has
+/// none (Launcher::queue() is null).
+class BatchQueue {
+ public:
+  virtual ~BatchQueue() = default;
+  /// Looks at every recorded job at once (before observe() looks at them one by one): the
+  /// queued jobs it has started, or that are over, since (their ids, and when they started).
+  virtual std::vector<std::pair<std::string, double>> survey(const State& state, double now) = 0;
+  /// Holds a job waiting in the queue; false when it cannot be (it started, it left).
+  virtual bool hold(const JobState& s) = 0;
+  /// Lets a held job go on waiting; false when it is not in the queue any more.
+  virtual bool release(const JobState& s) = 0;
+  /// The queue's view of a job (its id, state and pending reason); none when it does not know it.
+  virtual std::optional<QueueJob> view(const JobState& s) = 0;
+  /// How many more jobs it takes now.
+  virtual long long room(const State& state) = 0;
 };
 
 /// A job launched and held at its start line: what the state records of it.
@@ -91,8 +111,8 @@ class Launcher {
   /// never if abandon() (or the death of gpuq) comes first. Throws
   /// CannotStart, or std::runtime_error, saying what failed.
   virtual Launched launch(const LaunchSpec& spec) = 0;
-  /// Lets a launched job run: call once the state that records it is saved.
-  virtual void release(const Launched& job) = 0;
+  /// Lets launched jobs run: call once the state that records them is saved.
+  virtual void release(const std::vector<Launched>& jobs) = 0;
   /// Makes a launched job end without running (its state could not be saved).
   virtual void abandon(const Launched& job) = 0;
   /// How the running job `id`, whose entry is `s`, looks now.
@@ -111,24 +131,8 @@ class Launcher {
   virtual bool group_alive(long long group) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;
-
-  // For a launcher over a batch queue (slurm.h); this machine's launcher keeps the defaults.
-  /// Looks at every recorded job at once, before refresh observes them one by one (one
-  /// squeue). A job still waiting in the queue has no start (queued_in_slurm); one the
-  /// queue has started (or that is over) gets its start, once: the queue's, else `now`.
-  virtual void survey(State& state, double now) { (void)state, (void)now; }
-  /// release() for each, in one call where the backend can.
-  virtual void release_many(const std::vector<Launched>& jobs) {
-    for (const Launched& j : jobs) release(j);
-  }
-  /// Holds a job submitted but not started (scontrol hold); false when it cannot be.
-  virtual bool hold_queued(const JobState& s) { (void)s; return false; }
-  /// Lets a job held in the queue go on (scontrol release); false when it is not there any more.
-  virtual bool release_held(const JobState& s) { (void)s; return false; }
-  /// The queue's view of a job (its id, state and pending reason); none without a queue.
-  virtual std::optional<SlurmJob> slurm_view(const JobState& s) { (void)s; return std::nullopt; }
-  /// How many more jobs may be launched now; -1: no limit.
-  virtual long long queue_room(const State& state) { (void)state; return -1; }
+  /// The batch queue the jobs wait in, for a launcher over one; null on this machine.
+  virtual BatchQueue* queue() { return nullptr; }
 };
 
 /// Reads the memory in use (and the utilization) of each GPU.

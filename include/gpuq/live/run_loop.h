@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/core/queue_state.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/hooks.h"
 #include "gpuq/live/journal.h"
@@ -35,13 +36,15 @@ struct TickResult {
   double wake_in = 0;  ///< Wait: the latest the next tick is due, in seconds from now
 };
 
-/// The loop of `gpuq run` over a plan. Each tick, under the store's lock:
-/// refresh (jobs that ended, their leftover groups killed), enforce time limits
-/// (the warning signal, then SIGTERM at the deadline: limits.h), escalate kills past
-/// --kill-grace, probe the GPUs, watch for hung jobs (watchdog.h), decide (decide_tick), start the chosen jobs
-/// held at their start lines, save, release them (or abandon them when the save
-/// failed: they start again after a good save, so no job runs twice), and watch
-/// (the events that can make another tick worth it). Prints the original's lines.
+/// The loop of `gpuq run` over a plan: the engine (engine.h, through queue_state.h) driven by
+/// the real clock and the real ports. Each tick, under the store's lock: load the state (or
+/// keep the engine as the last tick left it, when nobody replaced the file), refresh (jobs that
+/// ended, given to the engine; their leftover groups killed), enforce time limits (the warning
+/// signal; at the deadline the engine's timeout, SIGTERM), escalate kills past --kill-grace,
+/// probe the GPUs, watch for hung jobs (watchdog.h), decide (the engine's tick), launch what it
+/// chose held at their start lines, save, release them (or abandon them when the save failed:
+/// they start again after a good save, so no job runs twice), log the engine's changes as
+/// events, and watch (the events that can make another tick worth it). Prints the original's lines.
 class RunLoop {
  public:
   /// `out` gets the log lines, `err` the message of a fatal error.
@@ -86,23 +89,25 @@ class RunLoop {
  private:
   struct Tick;
   void load_state(Tick& t);
+  std::optional<size_t> index_of(const std::string& id) const;
+  bool stop(Tick& t, JobState& s);
   void reload_plan(Tick& t);
   void take_plan(Tick& t, Plan next, const std::string& text);
   void note_pause(Tick& t);
   const Job* job_of(const std::string& id) const;
   void say_changes(const Tick& t, const State& before);
+  void log_others(Tick& t);
   void say_adopted(const Tick& t);
   std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
   void enforce_limits(Tick& t);
-  bool stop_as(Tick& t, const Job& job, JobState& s, const char* outcome);
-  void time_out(Tick& t, const Job& job, JobState& s);
+  void time_out(Tick& t, const Job& job, const std::string& id);
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules);
   void watch_quiet(Tick& t);
-  void stop_hung(Tick& t, const Job& job, JobState& s, const QuietCheck& c);
+  void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void decide(Tick& t);
   void start(Tick& t);
   void save(Tick& t);
@@ -116,11 +121,13 @@ class RunLoop {
   void say(double now, const std::string& line) const;
 
   Plan plan_;
+  std::shared_ptr<const PlanIndex> index_;  // who depends on whom in plan_, for each engine over it
   const RunOptions opt_;
   Ports os_;
   Say out_, err_;
   std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
-  std::optional<State> cached_;         // what the last tick saved; kept while the store is unchanged
+  std::optional<QueueState> q_;         // the state and the engine over it
+  bool kept_ = false;                   // q_ is what the last tick saved: kept while the store is unchanged
   std::string last_probe_problem_;
   std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
   std::string last_source_note_;           // the probe's source, as last said
@@ -131,6 +138,7 @@ class RunLoop {
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   std::string last_journal_problem_;
+  std::vector<Event> unlogged_;            // the engine's events not yet in the log (its append failed)
   PlanSource* plan_source_ = nullptr;
   std::function<void(const std::string&, double)> reloaded_;
   double loaded_at_ = 0;                   // when the plan in use was loaded
@@ -138,7 +146,6 @@ class RunLoop {
   std::function<std::optional<double>()> paused_;
   std::optional<double> was_paused_;  // what the last tick saw
   bool pause_seen_ = false;
-  bool queue_stopped_ = false;   // this tick's launches stopped: the batch queue is full
   std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
 };
 

@@ -41,11 +41,11 @@ std::map<std::string, std::string> slurm_reservations(const Plan& plan);
 
 /// Parses `squeue --json` (22.05's openapi v0.0.38 and later: "jobs" with job_id, name,
 /// job_state, state_reason). Throws std::runtime_error saying what is wrong.
-std::vector<SlurmJob> parse_squeue_json(const std::string& text);
+std::vector<QueueJob> parse_squeue_json(const std::string& text);
 /// Parses `squeue -h -o '%i|%j|%T|%r'` lines (for a squeue without --json).
-std::vector<SlurmJob> parse_squeue_lines(const std::string& text);
+std::vector<QueueJob> parse_squeue_lines(const std::string& text);
 /// Parses `sacct --json -X`: job_id, name, state.current, exit_code.return_code.
-std::vector<SlurmJob> parse_sacct_json(const std::string& text);
+std::vector<QueueJob> parse_sacct_json(const std::string& text);
 
 /// A job's Slurm name: gpuq-TAG-ID-ATTEMPT (TAG: the plan file's name without .json).
 std::string slurm_job_name(const std::string& tag, const std::string& id, long long attempt);
@@ -79,17 +79,19 @@ struct QueueFull : std::runtime_error {
 /// The Launcher over Slurm. One squeue per survey() (each tick's refresh), one
 /// batched sacct for the recorded jobs no longer in the queue that left no exit
 /// file (none when accounting is off: then a job without logs/ID.exit is lost).
-class SlurmLauncher : public Launcher {
+class SlurmLauncher : public Launcher, public BatchQueue {
  public:
   SlurmLauncher(const Plan& plan, PlanPaths paths, SlurmOptions opt);
   ~SlurmLauncher() override;
 
-  void survey(State& state, double now) override;
+  BatchQueue* queue() override { return this; }
+  /// One squeue (and sacct for the recorded jobs that left the queue without an exit file):
+  /// the jobs Slurm started (or that are over) since, with Slurm's start where squeue gives it.
+  std::vector<std::pair<std::string, double>> survey(const State& state, double now) override;
   /// Submits the job held (`sbatch --hold`), unless squeue shows one of its name and
   /// attempt already (an earlier run died before saving it): that one is adopted.
   Launched launch(const LaunchSpec& spec) override;
-  void release(const Launched& job) override;
-  void release_many(const std::vector<Launched>& jobs) override;
+  void release(const std::vector<Launched>& jobs) override;
   void abandon(const Launched& job) override;
   Observed observe(const std::string& id, const JobState& s) override;
   Identity identify(const JobState& s) override;
@@ -100,10 +102,11 @@ class SlurmLauncher : public Launcher {
   std::optional<long long> log_size(const std::string& id) override;
   bool group_alive(long long slurm_id) override;
   void reap() override {}
-  bool hold_queued(const JobState& s) override;
-  bool release_held(const JobState& s) override;
-  std::optional<SlurmJob> slurm_view(const JobState& s) override;
-  long long queue_room(const State& state) override;
+  /// scontrol hold / release.
+  bool hold(const JobState& s) override;
+  bool release(const JobState& s) override;
+  std::optional<QueueJob> view(const JobState& s) override;
+  long long room(const State& state) override;
 
   /// The plan's job of a Slurm id this launcher knows (from launch or survey), or "".
   std::string job_of(long long slurm_id) const;
@@ -114,7 +117,7 @@ class SlurmLauncher : public Launcher {
 
  private:
   void take_squeue();
-  const SlurmJob* queued(long long slurm_id) const;
+  const QueueJob* queued(long long slurm_id) const;
   std::string reservation_of(const std::string& id) const;
 
   const Plan* plan_;
@@ -122,9 +125,9 @@ class SlurmLauncher : public Launcher {
   SlurmOptions opt_;
   std::string tag_;
   std::vector<long long> nice_;
-  std::map<long long, SlurmJob> queue_;           // the last squeue: the plan's jobs in the queue
+  std::map<long long, QueueJob> queue_;           // the last squeue: the plan's jobs in the queue
   std::map<std::string, long long> by_name_;      // their names -> ids
-  std::map<long long, SlurmJob> accounted_;       // sacct's view of the recorded jobs that left the queue
+  std::map<long long, QueueJob> accounted_;       // sacct's view of the recorded jobs that left the queue
   std::map<long long, std::string> ids_;          // slurm id -> plan job id
   std::vector<long long> held_;                   // submitted held, not yet released or abandoned
   bool squeue_ok_ = false;

@@ -28,7 +28,7 @@ struct RunSeen {
 
 /// `status --json`: {"plan", "now", "finish", "counts", "plan_loaded_at", "paused", "paused_since",
 /// "run", "jobs": [JobView...]}; "run" (and "plan_loaded_at") null when no `gpuq run` holds the plan.
-std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o,
+std::string outlook_json(const Plan& plan, const State& state, const std::string& plan_path, const Outlook& o,
                          const RunSeen& run = RunSeen{});
 
 /// `simulate --json`: {"plan", "makespan_hours", "utilization", "stuck", "jobs": [...]}, times in hours.

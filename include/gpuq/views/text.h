@@ -27,7 +27,7 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
 std::string timeline_note(const Plan& plan, const Simulation& sim, bool all);
 
 /// Why the simulation got stuck, one line per job, for stderr.
-std::string format_stuck(const Plan& plan, const Simulation& sim);
+std::string format_stuck(const Plan& plan, const SimOptions& opt, const Simulation& sim);
 
 /// `gpuq status`: the original's rows and counts, read-only.
 std::string format_status(const Plan& plan, const State& state, double now, bool all);
@@ -35,6 +35,7 @@ std::string format_status(const Plan& plan, const State& state, double now, bool
 /// The lines `status` prints below the original's rows: each job not done, in
 /// predicted order, with its prediction and why it waits; then the plan's finish.
 /// At most `limit` jobs unless `all`.
-std::string format_outlook(const Plan& plan, const Outlook& o, bool all, size_t limit = kOutlookRows);
+std::string format_outlook(const Plan& plan, const State& state, const Outlook& o, bool all,
+                           size_t limit = kOutlookRows);
 
 }  // namespace gpuq

@@ -1,0 +1,266 @@
+// The engine: every rule of the queue, once. It holds each job's life (life.h) and the
+// indexes that make a decision cheap (unmet deps per job, the ready set, open reservations,
+// GPUs in use, retries to come), takes one event at a time and says what to do.
+//
+// Two drivers move it. `run` (live/run_loop.h) feeds it what the OS saw (a job exited, a
+// limit was reached, a control command) and a tick on the real clock, and carries out its
+// launches and stops. The prediction (predict.h: `simulate`, `status`) feeds it a virtual
+// clock and an estimate launcher that turns each launch into an exit at the estimate, or a
+// timeout at the limit. Both see the same decisions because there is one place that makes
+// them: ninja's dry run, one engine and two drivers.
+//
+// Pure: no clock, no file, no process. Times are in the driver's unit (seconds since the
+// epoch for `run`, hours for the prediction; `unit_seconds` converts --retry-after).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gpuq/core/life.h"
+#include "gpuq/core/plan.h"
+#include "gpuq/core/rules.h"
+#include "gpuq/core/schedule.h"
+
+namespace gpuq {
+
+/// What happens to the engine. Jobs are positions in the plan.
+namespace ev {
+/// Decide now: automatic retries that fell due, then (unless paused) the scheduling pass
+/// over the ready jobs and the GPUs free (the node's, less those in use by running jobs of the
+/// plan and `unavailable`: another user's memory, a job of no plan still dying, a GPU lost).
+struct Tick {
+  double now = 0;
+  GpuMask unavailable = 0;
+  bool others_running = false;  ///< something not of the plan runs (fix 12's "nothing running" is false)
+  long long room = -1;          ///< batch queue: how many more jobs it takes now (-1: no limit)
+  bool explain = false;         ///< keep why each ready job that did not start waits (Effects::pass)
+  /// Where file: deps are looked at (`run`: the disk): each waiting job with its job deps met is
+  /// looked at again. Null: as the last Files events said (the prediction).
+  const FileChecks* files = nullptr;
+};
+struct Exited { size_t job; double at; long long code; };      ///< its script exited with `code`
+struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
+struct Aborted { size_t job; };                                ///< its launch was cut short: it never ran
+struct LaunchFailed {                                          ///< it could not be launched
+  size_t job;
+  double at;
+  long long exit;                    ///< the code recorded (127 for a missing script, else kLostExit)
+  bool for_good;                     ///< a retry would fail alike (Unstartable); else Lost
+  std::optional<std::string> reason;
+};
+struct QueueStarted { size_t job; double at; };                ///< the batch queue started a queued job
+struct LimitReached { size_t job; double at; };                ///< its time limit is reached
+struct Hung { size_t job; double at; };                        ///< the watchdog stops it (on_quiet "kill")
+struct GroupGone { size_t job; };                              ///< a requeued job's processes are all gone
+struct Retry { size_t job; };                                  ///< `gpuq retry` (a job held in a batch
+                                                               ///< queue: released there by the caller)
+struct Hold { size_t job; };                                   ///< `gpuq hold` (a queued job: held in its
+                                                               ///< batch queue by the caller)
+struct Kill { size_t job; double at; };                        ///< `gpuq kill`
+struct Requeue { size_t job; double at; };                     ///< `gpuq requeue`
+struct Files { size_t job; bool present; };                    ///< its file: deps exist (or not) now
+struct Dequeued { size_t job; };                               ///< its batch queue no longer has it (it never ran)
+}  // namespace ev
+
+using EngineEvent = std::variant<ev::Tick, ev::Exited, ev::Vanished, ev::Aborted, ev::LaunchFailed, ev::QueueStarted,
+                           ev::LimitReached, ev::Hung, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
+                           ev::Files, ev::Dequeued>;
+
+/// A job to launch now: its GPUs are its life's (Running::gpus, of `node`); attempt = its
+/// GPUQ_ATTEMPT. A batch queue's job (Queued) has none: the queue places it.
+struct Launch {
+  size_t job;
+  int node = 0;
+  long long attempt = 1;
+};
+
+/// A job to stop (SIGTERM to its process group, or its batch queue's cancel), and what asked
+/// for it: a kill, its time limit, the watchdog, a requeue.
+struct Stop {
+  size_t job;
+  Cause cause;
+};
+
+/// A change of one job's life, in the order they happened: the life it entered, and why.
+struct Change {
+  size_t job;
+  LifeKind from;
+  Life life;
+  Cause cause;
+};
+
+/// Why a control command changed nothing.
+enum class Refusal {
+  Running,      ///< retry: it runs (a retry would start a second copy); hold: it runs (kill stops it)
+  NotRunning,   ///< kill, requeue: it does not run
+  AlreadyHeld,  ///< hold: it is held already (not an error)
+  Requeueing,   ///< requeue: it is being requeued already (not an error)
+  Done,         ///< hold: it is done
+};
+
+/// What the engine asks of its driver after an event.
+struct Effects {
+  std::vector<Launch> launches;  ///< in ready order
+  std::vector<Stop> stops;
+  std::vector<Change> changes;
+  std::vector<size_t> retried;        ///< Tick: automatic retries, in plan order (their attempts: life)
+  std::optional<Refusal> refused;     ///< a control command that changed nothing
+  PassResult pass;                    ///< Tick: the pass's result (held: with explain)
+  void clear();
+};
+
+/// Why a job waits, as data (views word it).
+struct Why {
+  enum class Kind {
+    None,        ///< it does not wait (running, done)
+    Held,        ///< held by hand
+    Blocked,     ///< plain deps failed or blocked: `jobs`
+    Failed,      ///< its attempt failed; `at`: when its automatic retry comes (none: no retry)
+    Queued,      ///< in the batch queue, not started
+    Deps,        ///< plain deps not done (`jobs`), after: deps not finished (`afters`), files missing (`files`)
+    Ready,       ///< ready, and the pass starts it now
+    Paused,      ///< ready, but the queue is paused
+    Gpus,        ///< ready; needs more GPUs than are free to it (`free`, `closed` by reservations)
+    Backfill,    ///< ready; longer than the backfill limit while `head` waits for GPUs
+  } kind = Kind::None;
+  std::vector<size_t> jobs, afters;
+  bool files = false;                 ///< some file: dep is missing
+  /// A prediction's word on a missing file that never comes.
+  enum class Source {
+    Unknown,        ///< (not a prediction's verdict)
+    NoProducer,     ///< no job of the plan produces it
+    ProducerGone,   ///< its producer will not run again
+    ProducerNever,  ///< its producer never ran
+  } source = Source::Unknown;
+  std::optional<double> at;
+  int free = 0;
+  GpuMask closed = 0;
+  size_t head = 0;
+  /// Gpus: each open reservation that closes GPUs to the job, with its members that keep it open.
+  std::vector<std::pair<size_t, std::vector<size_t>>> closing;
+};
+
+/// The parts of the engine that depend on the plan alone (who depends on whom), built once
+/// per plan and shared by the engines over it.
+struct PlanIndex {
+  explicit PlanIndex(const Plan& plan);
+  /// Jobs with a plain-id dep on job j, and with an after: dep on it.
+  std::span<const uint32_t> plain_dependents(size_t j) const;
+  std::span<const uint32_t> after_dependents(size_t j) const;
+  std::vector<uint32_t> first_plain, plain, first_after, after;  // compressed rows
+  std::vector<uint32_t> deps;   // per job: its plain and after: deps (repeats counted)
+  std::vector<char> file_dep;   // per job: it has a file: dep
+};
+
+/// The engine over one plan.
+class Engine {
+ public:
+  /// `unit_seconds`: how many seconds one unit of the driver's time is (1: seconds; 3600: hours).
+  /// `index` may be shared between engines over the same plan (made here when null).
+  Engine(const Plan& plan, const Policy& policy, double unit_seconds,
+         std::shared_ptr<const PlanIndex> index = nullptr);
+
+  /// Sets every job's life at once (a state read, the start of a prediction) and the files each
+  /// job waits for as present or not; indexes rebuilt, no change recorded. A job that is
+  /// Waiting with a failed or blocked plain dep becomes Blocked (recorded as a change).
+  void load(std::vector<Life> lives, std::vector<char> files_present = {});
+
+  /// Applies one event; what to do is in effects() (cleared first).
+  void apply(const EngineEvent& e);
+  const Effects& effects() const { return fx_; }
+  Effects& effects() { return fx_; }
+  /// Keep Effects::changes (on by default; a prediction turns it off).
+  void record_changes(bool on) { record_ = on; }
+
+  const Life& life(size_t j) const { return lives_[j]; }
+  const std::vector<Life>& lives() const { return lives_; }
+  const Plan& plan() const { return plan_; }
+  const Policy& policy() const { return policy_; }
+  Policy& policy() { return policy_; }
+
+  /// When the next automatic retry falls due (driver's time), if one will.
+  std::optional<double> next_retry();
+  /// When an ended attempt's automatic retry falls due, if one will.
+  std::optional<double> retry_at(const Ended& e) const;
+  /// Jobs waiting with every job dep met whose file: deps decide whether they are ready.
+  bool wants_files(size_t j) const;
+  /// Jobs not yet finished that could still start or are running (the queue is not over).
+  size_t waiting() const { return waiting_; }
+  size_t running() const { return running_; }
+  /// A plain dep of job j is failed or blocked.
+  bool has_failing_dep(size_t j) const { return failing_[j] > 0; }
+  /// Every job dep of j is met (plain deps done, after: deps finished).
+  bool deps_met(size_t j) const { return unmet_[j] == 0; }
+  /// The GPUs running jobs of the plan hold on node 0 (and on each node).
+  GpuMask busy(int node = 0) const { return busy_[static_cast<size_t>(node)]; }
+  /// Ready to start (waiting, deps met, files present).
+  bool ready(size_t j) const { return ready_.contains(j); }
+
+  /// Why job j waits now, from its life, its deps and the last Tick's pass: ask right after a
+  /// Tick made with explain (a job that Tick launched is Ready; one it would launch but for a
+  /// pause is Paused).
+  Why why(size_t j) const;
+
+ private:
+  void enter(size_t j, Life next, Cause cause);
+  void settle();
+  void retry(size_t j, bool automatic);
+  void unblock_all();
+  void tick(const ev::Tick& t);
+  void pass(const ev::Tick& t);
+  void end_running(size_t j, Ended e, Cause cause, bool stop);
+  void update_ready(size_t j);
+  void mark(size_t j, int32_t slot);
+  int32_t slot(size_t j) const { return j < pass_slot_.size() ? pass_slot_[j] : -1; }
+  void push_retry(size_t j);
+  bool running(size_t j) const { return kind_of(lives_[j]) == LifeKind::Running; }
+  void operator()(const ev::Tick& e) { tick(e); }
+  void operator()(const ev::Exited& e);
+  void operator()(const ev::Vanished& e);
+  void operator()(const ev::Aborted& e);
+  void operator()(const ev::LaunchFailed& e);
+  void operator()(const ev::QueueStarted& e);
+  void operator()(const ev::LimitReached& e);
+  void operator()(const ev::Hung& e);
+  void operator()(const ev::GroupGone& e);
+  void operator()(const ev::Retry& e);
+  void operator()(const ev::Hold& e);
+  void operator()(const ev::Kill& e);
+  void operator()(const ev::Requeue& e);
+  void operator()(const ev::Files& e);
+  void operator()(const ev::Dequeued& e);
+  friend struct EngineVisit;
+
+  const Plan& plan_;
+  Policy policy_;
+  double unit_seconds_;
+  std::shared_ptr<const PlanIndex> index_;
+  std::vector<Life> lives_;
+  std::vector<uint32_t> unmet_;    // job deps not met: plain deps not done, after: deps not finished
+  std::vector<uint32_t> failing_;  // plain deps failed or blocked
+  std::vector<char> files_;        // its file: deps are present (as the driver last said)
+  std::vector<uint32_t> version_;  // bumped at each change of the job's life (stale heap entries)
+  std::vector<long> res_open_;     // per reservation: members that keep it closed to others
+  std::vector<uint16_t> gpu_use_;  // per node and GPU id: running jobs on it
+  std::vector<GpuMask> busy_;      // per node: GPUs with a running job of the plan
+  ReadySet ready_;
+  std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
+  std::vector<size_t> blocked_;    // jobs that entered Blocked (some may have left since)
+  std::vector<size_t> work_;       // jobs to block (the cascade, without recursion)
+  std::vector<size_t> file_jobs_;  // jobs with a file: dep
+  size_t waiting_ = 0, running_ = 0;
+  bool record_ = true;
+  PassInput in_;
+  std::vector<GpuMask> free_nodes_;
+  // After a Tick with explain: per job, -2 launched by it, -3 would be launched but for the
+  // pause, k >= 0 its place in fx_.pass.held, -1 none; `marked_` lists the jobs to reset.
+  std::vector<int32_t> pass_slot_;
+  std::vector<size_t> marked_;
+  Effects fx_;
+};
+
+}  // namespace gpuq

@@ -1,0 +1,586 @@
+// The engine: each rule of the queue once, over incremental indexes.
+#include "gpuq/core/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpuq/core/limits.h"
+
+namespace gpuq {
+
+namespace {
+
+constexpr double kEps = 1e-9;  // the original's tolerance on times (in the driver's unit)
+
+template <class T>
+void heap_push(std::vector<T>& h, T v) {
+  h.push_back(std::move(v));
+  std::push_heap(h.begin(), h.end(), std::greater<T>());
+}
+
+template <class T>
+void heap_pop(std::vector<T>& h) {
+  std::pop_heap(h.begin(), h.end(), std::greater<T>());
+  h.pop_back();
+}
+
+}  // namespace
+
+void Effects::clear() {
+  launches.clear();
+  stops.clear();
+  changes.clear();
+  retried.clear();
+  refused.reset();
+  pass.starts.clear();
+  pass.held.clear();
+  pass.waiting_head.reset();
+  pass.stall_broken = false;
+}
+
+PlanIndex::PlanIndex(const Plan& plan) {
+  const size_t n = plan.jobs.size();
+  first_plain.assign(n + 1, 0);
+  first_after.assign(n + 1, 0);
+  deps.assign(n, 0);
+  file_dep.assign(n, 0);
+  for (size_t j = 0; j < n; ++j)
+    for (const Dep& d : plan.jobs[j].deps) {
+      if (d.kind == Dep::Kind::File) {
+        file_dep[j] = 1;
+        continue;
+      }
+      ++deps[j];
+      ++(d.kind == Dep::Kind::After ? first_after : first_plain)[d.job + 1];
+    }
+  for (size_t j = 0; j < n; ++j) {
+    first_plain[j + 1] += first_plain[j];
+    first_after[j + 1] += first_after[j];
+  }
+  plain.resize(first_plain[n]);
+  after.resize(first_after[n]);
+  std::vector<uint32_t> at_plain(first_plain.begin(), first_plain.end() - 1);
+  std::vector<uint32_t> at_after(first_after.begin(), first_after.end() - 1);
+  for (size_t j = 0; j < n; ++j)
+    for (const Dep& d : plan.jobs[j].deps) {
+      if (d.kind == Dep::Kind::Done) plain[at_plain[d.job]++] = static_cast<uint32_t>(j);
+      if (d.kind == Dep::Kind::After) after[at_after[d.job]++] = static_cast<uint32_t>(j);
+    }
+}
+
+std::span<const uint32_t> PlanIndex::plain_dependents(size_t j) const {
+  return {plain.data() + first_plain[j], plain.data() + first_plain[j + 1]};
+}
+
+std::span<const uint32_t> PlanIndex::after_dependents(size_t j) const {
+  return {after.data() + first_after[j], after.data() + first_after[j + 1]};
+}
+
+Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std::shared_ptr<const PlanIndex> index)
+    : plan_(plan),
+      policy_(policy),
+      unit_seconds_(unit_seconds),
+      index_(index ? std::move(index) : std::make_shared<PlanIndex>(plan)),
+      ready_(plan, policy.backfill_max_hours) {
+  const size_t nodes = static_cast<size_t>(std::max(policy.nodes, 1));
+  busy_.assign(nodes, 0);
+  gpu_use_.assign(nodes * (kMaxGpuId + 1), 0);
+  in_.node = mask_of(policy.node_gpus);
+  in_.placement = &policy_.placement;
+  for (size_t j = 0; j < plan.jobs.size(); ++j)
+    if (index_->file_dep[j]) file_jobs_.push_back(j);
+  free_nodes_.assign(nodes, 0);
+  load(std::vector<Life>(plan.jobs.size(), Waiting{}));
+}
+
+void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
+  const size_t n = plan_.jobs.size();
+  lives_ = std::move(lives);
+  lives_.resize(n, Waiting{});
+  files_ = files_present.empty() ? std::vector<char>(n, 1) : std::move(files_present);
+  files_.resize(n, 1);
+  unmet_.assign(n, 0);
+  failing_.assign(n, 0);
+  version_.assign(n, 0);
+  res_open_.assign(plan_.reservations.size(), 0);
+  std::fill(gpu_use_.begin(), gpu_use_.end(), 0);
+  std::fill(busy_.begin(), busy_.end(), 0);
+  ready_.clear();
+  retries_.clear();
+  blocked_.clear();
+  work_.clear();
+  fx_.clear();
+  waiting_ = running_ = 0;
+  const long long mr = policy_.max_retries;
+  for (size_t j = 0; j < n; ++j) {
+    for (const Dep& d : plan_.jobs[j].deps) {
+      if (d.kind == Dep::Kind::File) continue;
+      const Life& dep = lives_[d.job];
+      if (d.kind == Dep::Kind::After) {
+        if (!finished(dep, mr)) ++unmet_[j];
+      } else {
+        if (!is_done(dep)) ++unmet_[j];
+        if (blocks_dependents(dep)) ++failing_[j];
+      }
+    }
+    const Life& l = lives_[j];
+    if (!leaves_reservation(l))
+      for (size_t r : plan_.reservations_of[j]) ++res_open_[r];
+    switch (kind_of(l)) {
+      case LifeKind::Waiting: ++waiting_; break;
+      case LifeKind::Queued: ++running_; break;
+      case LifeKind::Running: {
+        ++running_;
+        const Running& r = std::get<Running>(l);
+        size_t node = static_cast<size_t>(std::clamp(r.node, 0, static_cast<int>(busy_.size()) - 1));
+        for (int g : r.gpus)
+          if (g >= 0 && g <= kMaxGpuId && gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)]++ == 0)
+            busy_[node] |= GpuMask{1} << g;
+        break;
+      }
+      case LifeKind::Blocked: blocked_.push_back(j); break;
+      case LifeKind::Ended: push_retry(j); break;
+      default: break;
+    }
+  }
+  for (size_t j = 0; j < n; ++j) {
+    update_ready(j);
+    if (kind_of(lives_[j]) == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
+  }
+  settle();
+}
+
+void Engine::update_ready(size_t j) {
+  bool want = kind_of(lives_[j]) == LifeKind::Waiting && unmet_[j] == 0 && files_[j];
+  if (want)
+    ready_.insert(j);
+  else
+    ready_.erase(j);
+}
+
+void Engine::push_retry(size_t j) {
+  const Ended* e = std::get_if<Ended>(&lives_[j]);
+  if (!e || !will_retry(*e, policy_.max_retries)) return;
+  heap_push(retries_, {*e->end + policy_.retry_after / unit_seconds_, {j, version_[j]}});
+}
+
+std::optional<double> Engine::retry_at(const Ended& e) const {
+  if (!will_retry(e, policy_.max_retries)) return std::nullopt;
+  return *e.end + policy_.retry_after / unit_seconds_;
+}
+
+std::optional<double> Engine::next_retry() {
+  while (!retries_.empty() && retries_.front().second.second != version_[retries_.front().second.first])
+    heap_pop(retries_);
+  if (retries_.empty()) return std::nullopt;
+  return retries_.front().first;
+}
+
+bool Engine::wants_files(size_t j) const {
+  return index_->file_dep[j] && kind_of(lives_[j]) == LifeKind::Waiting && unmet_[j] == 0;
+}
+
+// Every change of a job's life goes through here: the indexes follow it (the dependents'
+// unmet deps, the reservations, the GPUs, the ready set, the retry to come), and a failure
+// blocks the waiting plain dependents (settle() carries the cascade on).
+void Engine::enter(size_t j, Life next, Cause cause) {
+  Life& cur = lives_[j];
+  const long long mr = policy_.max_retries;
+  LifeKind from = kind_of(cur), to = kind_of(next);
+  bool done0 = is_done(cur), done1 = is_done(next);
+  bool fin0 = finished(cur, mr), fin1 = finished(next, mr);
+  bool left0 = leaves_reservation(cur), left1 = leaves_reservation(next);
+  bool fail0 = blocks_dependents(cur), fail1 = blocks_dependents(next);
+  if (from == LifeKind::Running) {
+    const Running& r = std::get<Running>(cur);
+    size_t node = static_cast<size_t>(r.node);
+    for (int g : r.gpus)
+      if (g >= 0 && g <= kMaxGpuId && --gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)] == 0)
+        busy_[node] &= ~(GpuMask{1} << g);
+  }
+  if (from == LifeKind::Waiting) --waiting_;
+  if (from == LifeKind::Running || from == LifeKind::Queued) --running_;
+  cur = std::move(next);
+  ++version_[j];
+  if (to == LifeKind::Waiting) ++waiting_;
+  if (to == LifeKind::Running || to == LifeKind::Queued) ++running_;
+  if (to == LifeKind::Running) {
+    const Running& r = std::get<Running>(cur);
+    size_t node = static_cast<size_t>(r.node);
+    for (int g : r.gpus)
+      if (g >= 0 && g <= kMaxGpuId && gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)]++ == 0)
+        busy_[node] |= GpuMask{1} << g;
+  }
+  if (to == LifeKind::Blocked) blocked_.push_back(j);
+  if (record_) fx_.changes.push_back({j, from, cur, cause});
+  if (left0 != left1)
+    for (size_t r : plan_.reservations_of[j]) res_open_[r] += left1 ? -1 : 1;
+  if (done0 != done1)
+    for (uint32_t k : index_->plain_dependents(j)) {
+      unmet_[k] += done1 ? -1 : 1;
+      update_ready(k);
+    }
+  if (fin0 != fin1)
+    for (uint32_t k : index_->after_dependents(j)) {
+      unmet_[k] += fin1 ? -1 : 1;
+      update_ready(k);
+    }
+  if (fail0 != fail1)
+    for (uint32_t k : index_->plain_dependents(j)) {
+      failing_[k] += fail1 ? 1 : -1;
+      if (fail1 && kind_of(lives_[k]) == LifeKind::Waiting) work_.push_back(k);
+    }
+  update_ready(j);
+  if (to == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
+  if (to == LifeKind::Ended) push_retry(j);
+}
+
+// The rule "a job whose plain dep failed or is blocked is blocked", carried through.
+void Engine::settle() {
+  while (!work_.empty()) {
+    size_t k = work_.back();
+    work_.pop_back();
+    if (kind_of(lives_[k]) == LifeKind::Waiting && failing_[k] > 0) enter(k, Blocked{}, Cause::Block);
+  }
+}
+
+// A retry (automatic, or by hand) makes the job waiting, and releases every blocked job:
+// those whose plain deps no longer fail wait again (the original makes every blocked job
+// pending at a retry, and its next tick blocks again those whose deps still fail).
+void Engine::retry(size_t j, bool automatic) {
+  long long attempts = 0;
+  if (automatic)
+    if (const Ended* e = std::get_if<Ended>(&lives_[j])) attempts = e->attempts + 1;
+  enter(j, Waiting{attempts}, automatic ? Cause::AutoRetry : Cause::Retry);
+  unblock_all();
+  settle();
+}
+
+void Engine::unblock_all() {
+  std::vector<size_t> todo;
+  todo.swap(blocked_);
+  // Released jobs release their blocked dependents in turn (the cascade of the block, undone).
+  for (size_t at = 0; at < todo.size(); ++at) {
+    size_t k = todo[at];
+    if (kind_of(lives_[k]) != LifeKind::Blocked) continue;
+    if (failing_[k] > 0) {
+      blocked_.push_back(k);
+      continue;
+    }
+    enter(k, Waiting{}, Cause::Unblock);
+    for (uint32_t d : index_->plain_dependents(k))
+      if (kind_of(lives_[d]) == LifeKind::Blocked) todo.push_back(d);
+  }
+  // Still blocked, each once.
+  std::sort(blocked_.begin(), blocked_.end());
+  blocked_.erase(std::unique(blocked_.begin(), blocked_.end()), blocked_.end());
+  std::erase_if(blocked_, [&](size_t k) { return kind_of(lives_[k]) != LifeKind::Blocked; });
+}
+
+void Engine::tick(const ev::Tick& t) {
+  // Automatic retries that fell due, in plan order (the original's loop over the plan).
+  std::vector<size_t> due;
+  while (!retries_.empty() && retries_.front().first <= t.now + kEps) {
+    auto [at, jv] = retries_.front();
+    heap_pop(retries_);
+    if (jv.second == version_[jv.first]) due.push_back(jv.first);
+  }
+  std::sort(due.begin(), due.end());
+  for (size_t j : due) {
+    retry(j, true);
+    fx_.retried.push_back(j);
+  }
+  for (size_t k : marked_) pass_slot_[k] = -1;
+  marked_.clear();
+  // File deps as they are now, for the jobs they decide.
+  if (t.files)
+    for (size_t j : file_jobs_)
+      if (wants_files(j)) {
+        files_[j] = files_present(plan_.jobs[j], *t.files);
+        update_ready(j);
+      }
+  // `gpuq pause`: the running jobs go on, nothing new starts (the pass only explains).
+  if (policy_.paused && !t.explain) return;
+  if (policy_.batch) {
+    if (policy_.paused) return;
+    // A batch queue places jobs itself: every ready job in ready order, as many as it takes now.
+    for (size_t j : ready_.in_order(t.room < 0 ? ready_.size() : static_cast<size_t>(t.room))) {
+      long long attempts = std::get<Waiting>(lives_[j]).attempts;
+      enter(j, Queued{attempts}, Cause::Start);
+      fx_.launches.push_back({j, 0, attempts + 1});
+    }
+    settle();
+    return;
+  }
+  pass(t);
+}
+
+void Engine::mark(size_t j, int32_t slot) {
+  pass_slot_[j] = slot;
+  marked_.push_back(j);
+}
+
+void Engine::pass(const ev::Tick& t) {
+  in_.placement = &policy_.placement;  // this engine's (a copy of an engine points at its own)
+  for (size_t k = 0; k < free_nodes_.size(); ++k) free_nodes_[k] = in_.node & ~busy_[k];
+  free_nodes_[0] &= ~t.unavailable;
+  in_.free = free_nodes_[0];
+  in_.nodes = free_nodes_.size() > 1 ? std::span<const GpuMask>(free_nodes_) : std::span<const GpuMask>();
+  in_.open.resize(plan_.reservations.size());
+  for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_open_[r] > 0;
+  in_.nothing_running = running_ == 0 && !t.others_running;
+  in_.explain = t.explain;
+  schedule_pass(plan_, ready_, in_, fx_.pass);
+  if (t.explain) {
+    pass_slot_.resize(plan_.jobs.size(), -1);
+    for (size_t k = 0; k < fx_.pass.held.size(); ++k) mark(fx_.pass.held[k].job, static_cast<int32_t>(k));
+    for (const Start& s : fx_.pass.starts) mark(s.job, policy_.paused ? -3 : -2);
+  }
+  if (policy_.paused) {
+    fx_.pass.starts.clear();
+    fx_.pass.stall_broken = false;
+    return;
+  }
+  for (Start& s : fx_.pass.starts) {
+    long long attempts = std::get<Waiting>(lives_[s.job]).attempts;
+    fx_.launches.push_back({s.job, s.node, attempts + 1});
+    enter(s.job, Running{attempts, t.now, s.gpus, s.node, std::nullopt}, Cause::Start);
+  }
+  settle();
+}
+
+// A running attempt ends as `e` says: its dependents, reservations and GPUs follow (enter).
+void Engine::end_running(size_t j, Ended e, Cause cause, bool stop) {
+  if (const Running* r = std::get_if<Running>(&lives_[j])) {
+    e.attempts = r->attempts;
+    e.start = r->start;
+  } else if (const Queued* q = std::get_if<Queued>(&lives_[j])) {
+    e.attempts = q->attempts;
+  }
+  if (stop) fx_.stops.push_back({j, cause});
+  enter(j, std::move(e), cause);
+  settle();
+}
+
+namespace {
+
+bool requeueing(const Life& l) {
+  const Running* r = std::get_if<Running>(&l);
+  return r && r->requeue;
+}
+
+}  // namespace
+
+void Engine::operator()(const ev::Exited& e) {
+  LifeKind k = kind_of(lives_[e.job]);
+  if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
+  Ended end = ended_by_exit(e.code, e.at, k == LifeKind::Queued ? std::optional<double>(e.at) : std::nullopt, 0);
+  end_running(e.job, std::move(end), Cause::Exit, false);
+}
+
+void Engine::operator()(const ev::Vanished& e) {
+  LifeKind k = kind_of(lives_[e.job]);
+  if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
+  end_running(e.job, ended_lost(e.at, std::nullopt, 0), Cause::Vanish, false);
+}
+
+void Engine::operator()(const ev::Aborted& e) {
+  long long attempts = 0;
+  if (const Running* r = std::get_if<Running>(&lives_[e.job])) attempts = r->attempts;
+  else if (const Queued* q = std::get_if<Queued>(&lives_[e.job])) attempts = q->attempts;
+  else return;
+  enter(e.job, Waiting{attempts}, Cause::Abort);
+  settle();
+}
+
+void Engine::operator()(const ev::LaunchFailed& e) {
+  LifeKind k = kind_of(lives_[e.job]);
+  if (k != LifeKind::Running && k != LifeKind::Queued) return;
+  Ended end;
+  end.outcome = e.for_good ? Outcome::Unstartable : Outcome::Lost;
+  end.exit = e.exit;
+  end.end = e.at;
+  end.reason = e.reason;
+  end_running(e.job, std::move(end), Cause::LaunchFail, false);
+  std::get<Ended>(lives_[e.job]).start.reset();  // it never ran
+}
+
+void Engine::operator()(const ev::QueueStarted& e) {
+  const Queued* q = std::get_if<Queued>(&lives_[e.job]);
+  if (!q) return;
+  enter(e.job, Running{q->attempts, e.at, {}, 0, std::nullopt}, Cause::QueueStart);
+  settle();
+}
+
+void Engine::operator()(const ev::LimitReached& e) {
+  if (!running(e.job)) return;
+  Ended end;
+  end.outcome = Outcome::Timeout;
+  end.exit = timeout_exit(plan_.jobs[e.job]);
+  end.end = e.at;
+  end_running(e.job, std::move(end), Cause::Limit, true);
+}
+
+void Engine::operator()(const ev::Hung& e) {
+  if (!running(e.job)) return;
+  Ended end;
+  end.outcome = Outcome::Hung;
+  end.exit = timeout_exit(plan_.jobs[e.job]);
+  end.end = e.at;
+  end_running(e.job, std::move(end), Cause::Hung, true);
+}
+
+void Engine::operator()(const ev::GroupGone& e) {
+  const Running* r = std::get_if<Running>(&lives_[e.job]);
+  if (!r || !r->requeue) return;
+  enter(e.job, Waiting{r->attempts}, Cause::Requeued);
+  settle();
+}
+
+void Engine::operator()(const ev::Retry& e) {
+  const Life& l = lives_[e.job];
+  if (const Held* h = std::get_if<Held>(&l); h && h->in_queue) {
+    enter(e.job, Queued{h->attempts}, Cause::Retry);
+    settle();
+    return;
+  }
+  if (kind_of(l) == LifeKind::Running || kind_of(l) == LifeKind::Queued) {
+    fx_.refused = Refusal::Running;
+    return;
+  }
+  retry(e.job, false);
+}
+
+void Engine::operator()(const ev::Hold& e) {
+  const Life& l = lives_[e.job];
+  switch (kind_of(l)) {
+    case LifeKind::Held: fx_.refused = Refusal::AlreadyHeld; return;
+    case LifeKind::Running: fx_.refused = Refusal::Running; return;
+    case LifeKind::Ended:
+      if (is_done(l)) {
+        fx_.refused = Refusal::Done;
+        return;
+      }
+      enter(e.job, Held{}, Cause::Hold);
+      break;
+    case LifeKind::Queued: {
+      long long attempts = std::get<Queued>(l).attempts;
+      enter(e.job, Held{attempts, true}, Cause::Hold);
+      break;
+    }
+    default: enter(e.job, Held{}, Cause::Hold);
+  }
+  settle();
+}
+
+void Engine::operator()(const ev::Kill& e) {
+  LifeKind k = kind_of(lives_[e.job]);
+  if (k != LifeKind::Running && k != LifeKind::Queued) {
+    fx_.refused = Refusal::NotRunning;
+    return;
+  }
+  Ended end;
+  end.outcome = Outcome::Killed;
+  end.exit = kKilledExit;
+  end.end = e.at;
+  end_running(e.job, std::move(end), Cause::Kill, true);
+}
+
+void Engine::operator()(const ev::Requeue& e) {
+  Running* r = std::get_if<Running>(&lives_[e.job]);
+  if (!r) {
+    fx_.refused = Refusal::NotRunning;
+    return;
+  }
+  if (r->requeue) {
+    fx_.refused = Refusal::Requeueing;
+    return;
+  }
+  Running next = *r;
+  next.requeue = e.at;
+  fx_.stops.push_back({e.job, Cause::Requeue});
+  enter(e.job, std::move(next), Cause::Requeue);
+  settle();
+}
+
+void Engine::operator()(const ev::Dequeued& e) {
+  const Life& l = lives_[e.job];
+  if (const Queued* q = std::get_if<Queued>(&l)) {
+    enter(e.job, Waiting{q->attempts}, Cause::Abort);
+  } else if (const Held* h = std::get_if<Held>(&l); h && h->in_queue) {
+    enter(e.job, Held{h->attempts, false}, Cause::Hold);
+  }
+  settle();
+}
+
+void Engine::operator()(const ev::Files& e) {
+  files_[e.job] = e.present;
+  update_ready(e.job);
+}
+
+struct EngineVisit {
+  Engine& e;
+  template <class T>
+  void operator()(const T& v) { e(v); }
+};
+
+void Engine::apply(const EngineEvent& event) {
+  fx_.clear();
+  std::visit(EngineVisit{*this}, event);
+}
+
+Why Engine::why(size_t j) const {
+  Why w;
+  const Life& l = lives_[j];
+  const long long mr = policy_.max_retries;
+  switch (kind_of(l)) {
+    case LifeKind::Held: w.kind = Why::Kind::Held; return w;
+    case LifeKind::Queued: w.kind = Why::Kind::Queued; return w;
+    case LifeKind::Running:
+      if (slot(j) == -2) w.kind = Why::Kind::Ready;
+      return w;
+    case LifeKind::Ended: {
+      const Ended& e = std::get<Ended>(l);
+      if (e.outcome == Outcome::Done) return w;
+      w.kind = Why::Kind::Failed;
+      w.at = retry_at(e);
+      return w;
+    }
+    case LifeKind::Blocked:
+      w.kind = Why::Kind::Blocked;
+      for (const Dep& d : plan_.jobs[j].deps)
+        if (d.kind == Dep::Kind::Done && blocks_dependents(lives_[d.job])) w.jobs.push_back(d.job);
+      return w;
+    case LifeKind::Waiting: break;
+  }
+  for (const Dep& d : plan_.jobs[j].deps) {
+    if (d.kind == Dep::Kind::Done && !is_done(lives_[d.job])) w.jobs.push_back(d.job);
+    if (d.kind == Dep::Kind::After && !finished(lives_[d.job], mr)) w.afters.push_back(d.job);
+  }
+  w.files = index_->file_dep[j] && !files_[j];
+  if (!w.jobs.empty() || !w.afters.empty() || w.files) {
+    w.kind = Why::Kind::Deps;
+    return w;
+  }
+  int32_t k = slot(j);
+  if (k == -3) w.kind = Why::Kind::Paused;
+  if (k < 0) return w;
+  const PassedOver& h = fx_.pass.held[static_cast<size_t>(k)];
+  w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill : Why::Kind::Gpus;
+  w.free = h.free_for_job;
+  w.closed = h.closed;
+  w.head = h.head;
+  if (w.kind != Why::Kind::Gpus) return w;
+  const auto& mine = plan_.reservations_of[j];
+  for (size_t r = 0; r < plan_.reservations.size(); ++r) {
+    if (res_open_[r] <= 0 || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
+    std::vector<size_t> members;
+    for (size_t m : plan_.reservations[r].jobs)
+      if (!leaves_reservation(lives_[m])) members.push_back(m);
+    w.closing.emplace_back(r, std::move(members));
+  }
+  return w;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,214 @@
+#include "gpuq/core/life.h"
+
+#include "gpuq/core/limits.h"
+#include "gpuq/core/rules.h"
+#include "gpuq/core/watchdog.h"
+
+namespace gpuq {
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::Done: return "done";
+    case Outcome::Failed: return "failed";
+    case Outcome::Killed: return "killed";
+    case Outcome::Lost: return "lost";
+    case Outcome::Timeout: return "timeout";
+    case Outcome::Hung: return "hung";
+    case Outcome::Unstartable: return "unstartable";
+  }
+  return "failed";
+}
+
+Ended ended_by_exit(long long code, double at, std::optional<double> start, long long attempts) {
+  Ended e;
+  e.attempts = attempts;
+  e.outcome = code == 0 ? Outcome::Done : Outcome::Failed;
+  e.exit = code;
+  e.end = at;
+  e.start = start;
+  return e;
+}
+
+Ended ended_lost(double at, std::optional<double> start, long long attempts) {
+  Ended e;
+  e.attempts = attempts;
+  e.outcome = Outcome::Lost;
+  e.exit = kLostExit;
+  e.end = at;
+  e.start = start;
+  return e;
+}
+
+Status status_of(const Life& l) {
+  switch (kind_of(l)) {
+    case LifeKind::Waiting: return Status::Pending;
+    case LifeKind::Held: return Status::Held;
+    case LifeKind::Blocked: return Status::Blocked;
+    case LifeKind::Queued:
+    case LifeKind::Running: return Status::Running;
+    case LifeKind::Ended: return std::get<Ended>(l).outcome == Outcome::Done ? Status::Done : Status::Failed;
+  }
+  return Status::Pending;
+}
+
+bool is_done(const Life& l) {
+  const Ended* e = std::get_if<Ended>(&l);
+  return e && e->outcome == Outcome::Done;
+}
+
+bool blocks_dependents(const Life& l) {
+  const Ended* e = std::get_if<Ended>(&l);
+  return (e && e->outcome != Outcome::Done) || kind_of(l) == LifeKind::Blocked;
+}
+
+bool leaves_reservation(const Life& l) { return kind_of(l) == LifeKind::Ended || kind_of(l) == LifeKind::Blocked; }
+
+bool auto_retryable(const Ended& e) {
+  return e.outcome != Outcome::Done && e.exit != kKilledExit && e.outcome != Outcome::Unstartable;
+}
+
+bool finished(const Life& l, long long max_retries) {
+  if (kind_of(l) == LifeKind::Blocked) return true;
+  const Ended* e = std::get_if<Ended>(&l);
+  if (!e) return false;
+  return e->outcome == Outcome::Done || !auto_retryable(*e) || e->attempts >= max_retries;
+}
+
+bool will_retry(const Ended& e, long long max_retries) {
+  return auto_retryable(e) && e.attempts < max_retries && e.end.has_value();
+}
+
+namespace {
+
+// The outcome an ended entry records: gpuq's field "outcome" where it says timeout, hung or
+// unstartable, else the exit code (the original's convention).
+Outcome ended_outcome(const JobState& s) {
+  if (s.status == Status::Done) return Outcome::Done;
+  if (s.outcome) {
+    if (*s.outcome == kTimeoutOutcome) return Outcome::Timeout;
+    if (*s.outcome == kHungOutcome) return Outcome::Hung;
+    if (*s.outcome == kUnstartableOutcome) return Outcome::Unstartable;
+  }
+  long long exit = s.exit.value_or(kLostExit);
+  if (exit == kKilledExit) return Outcome::Killed;
+  if (exit == kLostExit) return Outcome::Lost;
+  return Outcome::Failed;
+}
+
+}  // namespace
+
+Life life_of(const JobState* s, bool has_handle, double now) {
+  if (!s) return Waiting{};
+  long long attempts = s->attempts_or0();
+  switch (s->status) {
+    case Status::Pending: return Waiting{attempts};
+    case Status::Held: return Held{attempts, has_handle};
+    case Status::Blocked: return Blocked{};
+    case Status::Running:
+      if (has_handle && !s->start) return Queued{attempts};
+      return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue};
+    case Status::Done:
+    case Status::Failed: {
+      Ended e;
+      e.attempts = attempts;
+      e.outcome = ended_outcome(*s);
+      e.exit = s->exit.value_or(s->status == Status::Done ? 0 : kLostExit);
+      e.end = s->end;
+      e.start = s->start;
+      e.reason = s->reason;
+      return e;
+    }
+  }
+  return Waiting{};
+}
+
+namespace {
+
+// A new entry for the job's next attempt (or its release, hold or block): the earlier run kept
+// in gpuq's list of earlier attempts, "removed" kept (a job the plan no longer has), the rest
+// dropped as the original drops it when it replaces an entry.
+JobState fresh_from(const JobState& prev, Status st) {
+  JobState next;
+  next.status = st;
+  next.removed = prev.removed;
+  keep_attempts(prev, next);
+  return next;
+}
+
+const char* outcome_field(Outcome o) {
+  switch (o) {
+    case Outcome::Timeout: return kTimeoutOutcome;
+    case Outcome::Hung: return kHungOutcome;
+    case Outcome::Unstartable: return kUnstartableOutcome;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+void write_life(JobState& e, const Life& l, Cause cause) {
+  switch (kind_of(l)) {
+    case LifeKind::Waiting: {
+      const auto& w = std::get<Waiting>(l);
+      if (cause == Cause::Unblock) {  // the original only flips the status of a blocked entry
+        e.status = Status::Pending;
+        return;
+      }
+      JobState next = fresh_from(e, Status::Pending);
+      // The original writes the attempts with an automatic retry; a release by hand starts over.
+      if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued) next.attempts = w.attempts;
+      e = std::move(next);
+      return;
+    }
+    case LifeKind::Held: {
+      const auto& h = std::get<Held>(l);
+      if (h.in_queue) {  // still in the batch queue, held there: the same submission
+        e.status = Status::Held;
+        e.start.reset();
+        return;
+      }
+      e = fresh_from(e, Status::Held);
+      return;
+    }
+    case LifeKind::Blocked:
+      e = fresh_from(e, Status::Blocked);
+      return;
+    case LifeKind::Queued: {
+      const auto& q = std::get<Queued>(l);
+      if (cause == Cause::Start) e = fresh_from(e, Status::Running);  // the handle is the caller's to add
+      e.status = Status::Running;
+      e.attempts = q.attempts;
+      e.start.reset();
+      e.gpus = std::vector<int>{};
+      return;
+    }
+    case LifeKind::Running: {
+      const auto& r = std::get<Running>(l);
+      if (cause == Cause::Start) {
+        e = fresh_from(e, Status::Running);
+        e.gpus = r.gpus;
+        e.attempts = r.attempts;
+      }
+      e.status = Status::Running;
+      e.start = r.start;
+      e.requeue = r.requeue;
+      return;
+    }
+    case LifeKind::Ended: {
+      const auto& d = std::get<Ended>(l);
+      if (cause == Cause::LaunchFail) {  // never ran: a record of its own
+        JobState next = fresh_from(e, Status::Failed);
+        next.attempts = d.attempts;
+        e = std::move(next);
+      }
+      e.status = d.outcome == Outcome::Done ? Status::Done : Status::Failed;
+      e.exit = d.exit;
+      e.end = d.end;
+      if (const char* o = outcome_field(d.outcome)) e.outcome = o;
+      if (d.reason) e.reason = d.reason;
+      return;
+    }
+  }
+}
+
+}  // namespace gpuq

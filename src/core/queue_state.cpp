@@ -1,0 +1,90 @@
+#include "gpuq/core/queue_state.h"
+
+#include <algorithm>
+
+namespace gpuq {
+
+QueueState::QueueState(const Plan& plan, const Policy& policy, State state, double now, std::string by,
+                       std::shared_ptr<const PlanIndex> index)
+    : plan_(&plan), state_(std::move(state)), by_(std::move(by)) {
+  engine_.emplace(plan, policy, 1, std::move(index));
+  load(now);
+}
+
+void QueueState::load(double now) {
+  std::vector<Life> lives;
+  lives.reserve(plan_->jobs.size());
+  for (size_t j = 0; j < plan_->jobs.size(); ++j) {
+    const JobState* s = state_.of(*plan_, j);
+    lives.push_back(life_of(s, s && s->slurm_id, now));
+  }
+  engine_->load(std::move(lives));
+  write_back(now);
+}
+
+void QueueState::use_plan(const Plan& plan, double now, std::shared_ptr<const PlanIndex> index) {
+  plan_ = &plan;
+  Policy policy = engine_->policy();
+  engine_.emplace(plan, policy, 1, std::move(index));
+  load(now);
+}
+
+JobState& QueueState::entry(size_t j) {
+  if (JobState* e = state_.of(*plan_, j)) return *e;
+  state_.set(*plan_, j, JobState{});
+  return *state_.of(*plan_, j);
+}
+
+const Effects& QueueState::apply(const EngineEvent& e, double now) {
+  engine_->apply(e);
+  write_back(now);
+  return engine_->effects();
+}
+
+// Each change of the engine's last event, in order, into its job's entry, with its events.
+void QueueState::write_back(double now) {
+  for (const Change& c : engine_->effects().changes) {
+    JobState& e = entry(c.job);
+    JobState before = e;
+    write_life(e, c.life, c.cause);
+    const std::string& id = plan_->jobs[c.job].id;
+    Change logged = c;
+    if (c.cause == Cause::LaunchFail) {
+      // It never started: the start of this batch goes, and its end has no start.
+      for (auto it = events_.rbegin(); it != events_.rend(); ++it)
+        if (it->id == id && it->kind == "start") {
+          events_.erase(std::next(it).base());
+          break;
+        }
+      logged.from = LifeKind::Waiting;
+    }
+    for (Event& x : events_of(id, logged, before, e, now, by_)) events_.push_back(std::move(x));
+    changes_.push_back(c);
+  }
+}
+
+void QueueState::launched(size_t j, long long pid, std::optional<unsigned long long> pid_start,
+                          std::optional<long long> queue_id) {
+  JobState& e = entry(j);
+  e.pid = pid;
+  e.pid_start = pid_start;
+  e.slurm_id = queue_id;
+  const std::string& id = plan_->jobs[j].id;
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it)
+    if (it->id == id && it->kind == "start") {
+      it->pid = pid;
+      break;
+    }
+}
+
+std::vector<Event> QueueState::take_events() { return std::exchange(events_, {}); }
+
+std::vector<Change> QueueState::take_changes() { return std::exchange(changes_, {}); }
+
+bool QueueState::others_running() const {
+  size_t running = 0;
+  for (const auto& [id, s] : state_.entries()) running += s.status == Status::Running;
+  return running > engine_->running();
+}
+
+}  // namespace gpuq

@@ -1,0 +1,228 @@
+// The engine's reasons in words.
+#include "gpuq/views/reasons.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "gpuq/core/limits.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/watchdog.h"
+
+namespace gpuq {
+
+namespace {
+
+// "a, b, c, d, e and 3 more".
+std::string names(const Plan& plan, const std::vector<size_t>& jobs) {
+  std::string s;
+  for (size_t i = 0; i < jobs.size() && i < 5; ++i) s += (i ? ", " : "") + plan.jobs[jobs[i]].id;
+  if (jobs.size() > 5) s += fmt::format(" and {} more", jobs.size() - 5);
+  return s;
+}
+
+std::string names(const std::vector<std::string>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size() && i < 5; ++i) s += (i ? ", " : "") + ids[i];
+  if (ids.size() > 5) s += fmt::format(" and {} more", ids.size() - 5);
+  return s;
+}
+
+std::string list(const Plan& plan, const std::vector<size_t>& jobs) {
+  std::string s;
+  for (size_t j : jobs) s += (s.empty() ? "" : ", ") + plan.jobs[j].id;
+  return s;
+}
+
+// What comes after a failure: the automatic retry and when, or how to run it again.
+std::string next_for(const Job& j, const JobState& s, const Outlook& o) {
+  Life l = life_of(&s, false, o.now);
+  const Ended* e = std::get_if<Ended>(&l);
+  if (e && will_retry(*e, o.policy.max_retries))
+    return fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, o.policy.max_retries,
+                       local_time(*s.end + o.policy.retry_after, o.now));
+  return "; `gpuq retry " + j.id + "` runs it again";
+}
+
+std::string failed(const Job& j, const JobState& s, const Outlook& o) {
+  const Policy& p = o.policy;
+  std::optional<Outcome> out = outcome_of(s);
+  if (out == Outcome::Timeout) {
+    std::string why = "timed out";
+    if (s.start && s.end) why += fmt::format(" after {:.2f}h", (*s.end - *s.start) / 3600);
+    if (auto limit = limit_hours(j, p.time_limit_factor)) why += fmt::format(" (limit {:.2f}h)", *limit);
+    if (s.warn_sent)
+      why += fmt::format(", warned with {} at {}", j.warn_signal ? j.warn_signal->text() : "its signal",
+                         local_time(*s.warn_sent, o.now));
+    return why + next_for(j, s, o);
+  }
+  if (out == Outcome::Hung) {
+    std::string why = "stopped as hung";
+    if (s.end) {
+      JobState then = s;
+      then.status = Status::Running;
+      QuietCheck c = check_quiet(j, then, p, *s.end);
+      if (c.watched) why += ": " + c.detail();
+    }
+    return why + " (on_quiet \"kill\")" + next_for(j, s, o);
+  }
+  if (out == Outcome::Killed) return "killed; `gpuq retry " + j.id + "` runs it again";
+  if (out == Outcome::Unstartable)
+    return fmt::format("could not start: {}; not retried automatically: fix that, then `gpuq retry {}`",
+                       s.reason.value_or("unknown cause"), j.id);
+  std::string next = next_for(j, s, o);
+  if (next.rfind("; automatic", 0) == 0) return fmt::format("failed (exit {}){}", s.exit.value_or(kLostExit), next);
+  return fmt::format("failed (exit {}), automatic retries used up; `gpuq retry {}` runs it again",
+                     s.exit.value_or(kLostExit), j.id);
+}
+
+// "; GPU 1 busy: 20000 MiB in use by another process" for each GPU of the node another user holds.
+std::string others(const Outlook& o) {
+  std::string s;
+  GpuMask node = mask_of(o.policy.node_gpus);
+  for (auto& [g, text] : o.others)
+    if (node & (GpuMask{1} << g)) s += "; " + text;
+  return s;
+}
+
+std::string waiting(const Plan& plan, const Outlook& o, const JobView& v) {
+  const Job& j = plan.jobs[v.job];
+  const Why& w = v.wait;
+  switch (w.kind) {
+    case Why::Kind::Deps: {
+      std::vector<std::string> parts;
+      if (!w.jobs.empty()) parts.push_back("waits for " + names(plan, w.jobs) + " to be done");
+      if (!w.afters.empty()) parts.push_back("waits for " + names(plan, w.afters) + " to finish");
+      if (!v.missing_files.empty()) parts.push_back("waits for the file " + names(v.missing_files));
+      std::string why;
+      for (size_t k = 0; k < parts.size(); ++k) why += (k ? "; " : "") + parts[k];
+      return why;
+    }
+    case Why::Kind::Ready:
+      if (o.run.known && !o.run.running) return "ready: starts when `gpuq run` is started";
+      return "ready: starts at the next tick";
+    case Why::Kind::Paused: return "paused: ready, starts at the first tick after `gpuq resume`";
+    case Why::Kind::Backfill:
+      return fmt::format("held back by the backfill limit: est {}h is over --backfill-max-hours {} while {} "
+                         "waits for GPUs",
+                         j.est_hours, o.policy.backfill_max_hours, plan.jobs[w.head].id);
+    case Why::Kind::Gpus: {
+      std::string why = fmt::format("needs {} GPU{}, {} free", j.gpus, j.gpus == 1 ? "" : "s", w.free);
+      if (!w.closed) return why + others(o);
+      std::vector<std::string> rs;
+      for (const auto& [r, members] : w.closing)
+        if (plan.reservations[r].gpus & w.closed) rs.push_back(fmt::format("#{}", r + 1));
+      return why + fmt::format(" to it; GPUs {} are closed by reservation {}", py_list(ids_of(w.closed)), names(rs)) +
+             others(o);
+    }
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::string why_text(const Plan& plan, const State& state, const Outlook& o, const JobView& v) {
+  const Job& j = plan.jobs[v.job];
+  const JobState* s = state.of(plan, v.job);
+  Status st = s ? s->status : Status::Pending;
+  const Why& w = v.wait;
+  if (v.not_in_run_plan && st == Status::Pending)
+    return fmt::format("not in the plan `gpuq run` loaded at {}: it starts once run has reloaded the plan",
+                       o.run.plan_loaded_at ? local_time(*o.run.plan_loaded_at, o.now) : "?");
+  std::string why;
+  switch (w.kind) {
+    case Why::Kind::Held: return fmt::format("held by hand; `gpuq retry {}` releases it", j.id);
+    case Why::Kind::Blocked:
+      if (st != Status::Blocked) return fmt::format("blocked: its dep {} failed", names(plan, w.jobs));
+      // Predicted to run: a retry to come releases it (run unblocks every blocked job at a retry).
+      return fmt::format("blocked: its dep {} failed; {}", names(plan, w.jobs),
+                         v.predicted_start ? "the next automatic retry releases it" : "`gpuq retry` the dep to run it");
+    case Why::Kind::Failed:
+      if (s) return failed(j, *s, o);
+      return "";
+    case Why::Kind::Queued:
+      if (v.queue_reason) return fmt::format("queued in Slurm (Slurm's reason: {})", *v.queue_reason);
+      return "queued in Slurm: submitted, not started yet";
+    case Why::Kind::None:
+      if (st == Status::Running && s) {
+        std::string hung = check_quiet(j, *s, o.policy, o.now).text();
+        std::string over = v.overdue ? fmt::format("past its estimate ({}h run, est {}h)", fixed(v.elapsed / 3600, 0, 1),
+                                                   fixed(j.est_hours, 0, 1))
+                                     : "";
+        return hung.empty() || over.empty() ? hung + over : hung + "; " + over;
+      }
+      if (st == Status::Done) return "";
+      break;
+    default: why = waiting(plan, o, v);
+  }
+  if (v.fate && v.fate->why.kind == Why::Kind::Blocked) {
+    std::string doomed = stuck_text(plan, o.policy, *v.fate);
+    return why.empty() ? doomed : why + "; " + doomed;
+  }
+  if (why.empty() && v.fate) return stuck_text(plan, o.policy, *v.fate);
+  return why;
+}
+
+std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
+  const Job& job = plan.jobs[s.job];
+  const Why& w = s.why;
+  switch (w.kind) {
+    case Why::Kind::Blocked: {
+      if (w.jobs.empty()) return "blocked";
+      const Job& r = plan.jobs[w.jobs[0]];
+      double limit = run_hours(r, p.time_limit_factor);
+      if (r.retry_on_timeout)
+        return fmt::format("{} is predicted to time out at each attempt (est_hours {} over its limit {}h; "
+                           "retry_on_timeout retries it {} time{}), so it never runs",
+                           r.id, r.est_hours, limit, p.max_retries, p.max_retries == 1 ? "" : "s");
+      return fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no retry_on_timeout), so "
+                         "it never runs",
+                         r.id, r.est_hours, limit);
+    }
+    case Why::Kind::Failed: return "failed; no automatic retry will come (its entry has no end time)";
+    case Why::Kind::Deps: {
+      if (!w.jobs.empty() || !w.afters.empty()) {
+        std::vector<size_t> waits;
+        for (const Dep& d : job.deps)
+          if (d.kind != Dep::Kind::File &&
+              (std::find(w.jobs.begin(), w.jobs.end(), d.job) != w.jobs.end() ||
+               std::find(w.afters.begin(), w.afters.end(), d.job) != w.afters.end()))
+            waits.push_back(d.job);
+        return "waits for " + list(plan, waits) + ", which never ran";
+      }
+      switch (w.source) {
+        case Why::Source::NoProducer:
+          return "waits for a file: dep that does not exist, and no job of the plan produces it";
+        case Why::Source::ProducerGone:
+          return fmt::format("waits for a file: dep that does not exist, and {} (its producer) will not run again",
+                             plan.jobs[*job.produced_by].id);
+        default:
+          return fmt::format("waits for the file: dep that {} produces, and {} never ran",
+                             plan.jobs[*job.produced_by].id, plan.jobs[*job.produced_by].id);
+      }
+    }
+    case Why::Kind::Backfill:
+      return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs", job.est_hours,
+                         p.backfill_max_hours, plan.jobs[w.head].id);
+    case Why::Kind::Held: return "held by hand";
+    case Why::Kind::Paused: return "paused: starts after `gpuq resume`";
+    default: break;
+  }
+  GpuMask node = mask_of(p.node_gpus);
+  GpuMask closed = 0;
+  for (const auto& [r, members] : w.closing) closed |= plan.reservations[r].gpus;
+  std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus, count(node & ~closed), count(node));
+  if (p.nodes > 1) why = fmt::format("needs {} GPUs, and a job runs on one node of {} GPUs", job.gpus, count(node));
+  for (const auto& [r, members] : w.closing)
+    why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1, py_list(plan.reservations[r].gpu_list),
+                       list(plan, members), members.size() == 1 ? "finishes" : "finish");
+  return why;
+}
+
+std::string finding_text(const Plan& plan, const Policy& p, const Finding& f) {
+  if (!f.stuck) return f.text;
+  return fmt::format("can never start: {}. Change the reservations so that each job can get its GPUs",
+                     stuck_text(plan, p, *f.stuck));
+}
+
+}  // namespace gpuq
