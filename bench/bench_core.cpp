@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpuq/core/outlook.h"
+#include "gpuq/core/queue_state.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/plan_diff.h"
 #include "gpuq/core/plan_text.h"
@@ -60,12 +61,17 @@ void BM_Simulate(benchmark::State& st) {
 }
 BENCHMARK(BM_Simulate)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
+// A tick of `run` on a state read afresh: the engine loaded from the state, then its tick.
 void BM_DecideTick(benchmark::State& st) {
   const Fixture& f = fixture(st.range(0));
   RunOptions opt;
+  const FileTable files([](const std::string&) { return true; });
   for (auto _ : st) {
-    State s = f.state;
-    benchmark::DoNotOptimize(decide_tick(f.plan, s, opt, 1e9, 0xff, true, FileTable([](const std::string&) { return true; })));
+    QueueState q(f.plan, opt, f.state, 1e9, "run");
+    ev::Tick t;
+    t.now = 1e9;
+    t.files = &files;
+    benchmark::DoNotOptimize(q.apply(t, 1e9).launches.size());
   }
 }
 BENCHMARK(BM_DecideTick)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
@@ -100,7 +106,7 @@ BENCHMARK(BM_Outlook)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);
 void BM_LiveSimulate(benchmark::State& st) {
   const Fixture& f = fixture(st.range(0));
   RunOptions opt;
-  SimStart start = live_start(f.plan, f.state, opt, 1e9, 0xff, FileTable([](const std::string&) { return false; }));
+  LiveStart start = live_start(f.plan, f.state, opt, 1e9, 0xff, FileTable([](const std::string&) { return false; }));
   for (auto _ : st) benchmark::DoNotOptimize(simulate(f.plan, {}, &start));
 }
 BENCHMARK(BM_LiveSimulate)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond);

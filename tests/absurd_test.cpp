@@ -77,7 +77,7 @@ TEST(Absurd, SimulateAndStatusNeverPrintAHundredDigits) {
   pol.node_gpus = {0};
   double now = kMarch1 + 3600;
   Outlook o = make_outlook(p, st, pol, now, 0, FileTable([](const std::string&) { return true; }));
-  std::string text = format_status(p, st, now, true) + format_outlook(p, o, true);
+  std::string text = format_status(p, st, now, true) + format_outlook(p, st, o, true);
   EXPECT_FALSE(has_long_number(text)) << text;
   EXPECT_THAT(text, HasSubstr("after the year 9999"));
 }

@@ -93,10 +93,12 @@ class FakeLauncher : public Launcher {
     held.insert(pid);
     return {pid, static_cast<unsigned long long>(pid) * 10, std::nullopt};
   }
-  void release(const Launched& job) override {
-    note("release " + procs[job.pid].id);
-    EXPECT_EQ(held.erase(job.pid), 1u) << "release of a job not held: " << job.pid;
-    released.insert(job.pid);
+  void release(const std::vector<Launched>& jobs) override {
+    for (const Launched& job : jobs) {
+      note("release " + procs[job.pid].id);
+      EXPECT_EQ(held.erase(job.pid), 1u) << "release of a job not held: " << job.pid;
+      released.insert(job.pid);
+    }
   }
   void abandon(const Launched& job) override {
     note("abandon " + procs[job.pid].id);

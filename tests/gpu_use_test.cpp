@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 
 #include "gpuq/core/gpu_use.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/core/outlook.h"
 #include "tick_loop.h"
 
@@ -160,7 +161,7 @@ TEST(GpuUseOutlook, StatusNamesWhoHoldsABusyGpu) {
   (*r.processes)[1] = {proc(4242, {4242, 4242, 4200, 1}, "python", 120)};
   GpuRules rules;
   Outlook o = make_outlook(p, State{}, pol, 1'000'000, 0b01, yes, std::nullopt, held_by_others(r, State{}, rules));
-  EXPECT_EQ(o.jobs[0].why, "needs 2 GPUs, 1 free; GPU 1 busy: process 4242 `python train.py` (120 MiB) is no gpuq "
+  EXPECT_EQ(why_text(p, State{}, o, o.jobs[0]), "needs 2 GPUs, 1 free; GPU 1 busy: process 4242 `python train.py` (120 MiB) is no gpuq "
                            "job's");
 }
 

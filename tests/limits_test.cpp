@@ -5,6 +5,7 @@
 
 #include "gpuq/core/limits.h"
 #include "gpuq/core/outlook.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/validate.h"
 #include "tick_loop.h"
@@ -281,9 +282,10 @@ TEST(LimitsStatus, ATimedOutJobSaysSoAndItsOutcomeIsTimeout) {
   st.set("c", c);
   double now = 5 * 3600;
   Outlook o = make_outlook(p, st, Policy{}, now, 0, FileTable([](const std::string&) { return true; }));
-  EXPECT_EQ(o.jobs[0].why, fmt::format("timed out after 4.00h (limit 4.00h), warned with USR1@90 at {}; `gpuq retry "
-                                       "a` runs it again",
-                                       local_time(4 * 3600 - 90, now)));
+  EXPECT_EQ(why_text(p, st, o, o.jobs[0]),
+            fmt::format("timed out after 4.00h (limit 4.00h), warned with USR1@90 at {}; `gpuq retry "
+                        "a` runs it again",
+                        local_time(4 * 3600 - 90, now)));
   EXPECT_EQ(o.jobs[0].outcome, "timeout");
   EXPECT_EQ(o.jobs[1].outcome, "killed");
   EXPECT_EQ(o.jobs[2].outcome, "done");
@@ -293,14 +295,32 @@ TEST(LimitsStatus, ATimedOutJobSaysSoAndItsOutcomeIsTimeout) {
 TEST(LimitsPrediction, TheSimulatorEndsAJobAtItsLimitAndValidateWarns) {
   Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 3, "time_limit_hours": 1, "retry_on_timeout": true},
                        {"id": "b", "script": "b.sh", "est_hours": 2, "deps": ["a"]}])");
+  // a is retried on timeout: each attempt resumes, runs at most its limit, and its retry comes
+  // --retry-after (300 s) after the timeout; the third attempt has 1 h left and ends done.
   Simulation sim = simulate(p, SimOptions{});
-  ASSERT_EQ(sim.rows.size(), 2u);
+  const double gap = 300.0 / 3600;
+  ASSERT_EQ(sim.rows.size(), 4u);
   EXPECT_DOUBLE_EQ(sim.rows[0].end, 1);
-  EXPECT_DOUBLE_EQ(sim.rows[1].end, 3);
+  EXPECT_DOUBLE_EQ(sim.rows[1].start, 1 + gap);
+  EXPECT_DOUBLE_EQ(sim.rows[1].end, 2 + gap);
+  EXPECT_DOUBLE_EQ(sim.rows[2].start, 2 + 2 * gap);
+  EXPECT_DOUBLE_EQ(sim.rows[2].end, 3 + 2 * gap);
+  EXPECT_EQ(p.jobs[sim.rows[3].job].id, "b");
+  EXPECT_DOUBLE_EQ(sim.rows[3].end, 5 + 2 * gap);
+  EXPECT_TRUE(sim.blocked.empty());
   SimOptions f;
-  f.time_limit_factor = 0.5;  // b: limit 1 h
+  f.time_limit_factor = 0.5;  // b: limit 1 h, and no retry_on_timeout: it times out
   sim = simulate(p, f);
-  EXPECT_DOUBLE_EQ(sim.rows[1].end, 2);
+  EXPECT_DOUBLE_EQ(sim.rows[3].end, 4 + 2 * gap);
+  // With one retry, a cannot finish: b is predicted never to run.
+  SimOptions one;
+  one.max_retries = 1;
+  sim = simulate(p, one);
+  ASSERT_EQ(sim.rows.size(), 2u);
+  ASSERT_EQ(sim.blocked.size(), 1u);
+  EXPECT_EQ(stuck_text(p, one, sim.blocked[0]),
+            "a is predicted to time out at each of its 2 attempts (est_hours 3 is more than 2 attempts of its limit "
+            "1h, with retry_on_timeout and --max-retries 1), so it never runs");
   auto yes = [](const std::string&) { return true; };
   std::vector<Finding> found = validate_plan(p, {0, 1, 2, 3, 4, 5, 6, 7}, 0.5, FileTable(yes), yes);
   ASSERT_EQ(found.size(), 1u);
@@ -325,8 +345,8 @@ TEST(LimitsPrediction, AJobPredictedToTimeOutBlocksItsPlainDependentsNotItsAfter
   ASSERT_EQ(sim.blocked.size(), 2u);
   EXPECT_EQ(p.jobs[sim.blocked[0].job].id, "b");
   EXPECT_EQ(p.jobs[sim.blocked[1].job].id, "c");
-  EXPECT_EQ(sim.blocked[0].why, "a is predicted to time out (est_hours 3 over its limit 1h, no retry_on_timeout), "
-                                "so it never runs");
+  EXPECT_EQ(stuck_text(p, SimOptions{}, sim.blocked[0]),
+            "a is predicted to time out (est_hours 3 over its limit 1h, no retry_on_timeout), so it never runs");
   // status, from a live state where a runs: b waits for a, and is said never to run.
   State st;
   JobState a;
@@ -337,7 +357,7 @@ TEST(LimitsPrediction, AJobPredictedToTimeOutBlocksItsPlainDependentsNotItsAfter
   st.set("a", a);
   Outlook o = make_outlook(p, st, Policy{}, 1800, 0b11111110, FileTable([](const std::string&) { return true; }));
   EXPECT_FALSE(o.jobs[1].predicted_start);
-  EXPECT_EQ(o.jobs[1].why, "waits for a to be done; " + sim.blocked[0].why);
+  EXPECT_EQ(why_text(p, st, o, o.jobs[1]), "waits for a to be done; " + stuck_text(p, SimOptions{}, sim.blocked[0]));
   EXPECT_EQ(o.never.size(), 2u);
   ASSERT_TRUE(o.jobs[3].predicted_start);
   EXPECT_DOUBLE_EQ(*o.jobs[3].predicted_start, 3600);  // d: when a is stopped at its limit

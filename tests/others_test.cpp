@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuq/core/outlook.h"
+#include "gpuq/views/reasons.h"
 #include "tick_loop.h"
 
 using namespace gpuq;
@@ -35,7 +36,7 @@ TEST(Others, TheReasonNamesTheGpuAndThePredictionKeepsItBusyUntilTheNextReading)
   FileTable yes([](const std::string&) { return true; });
   double now = 1'000'000;
   Outlook o = make_outlook(p, State{}, pol, now, 0b01, yes, std::nullopt, {{1, busy_by_other_text(1, 20000)}});
-  EXPECT_EQ(o.jobs[0].why, "needs 2 GPUs, 1 free; GPU 1 busy: 20000 MiB in use by another process");
+  EXPECT_EQ(why_text(p, State{}, o, o.jobs[0]), "needs 2 GPUs, 1 free; GPU 1 busy: 20000 MiB in use by another process");
   ASSERT_TRUE(o.jobs[0].predicted_start);
   EXPECT_DOUBLE_EQ(*o.jobs[0].predicted_start, now + 20);  // not now: GPU 1 is busy until run looks again
   EXPECT_DOUBLE_EQ(*o.jobs[0].predicted_finish, now + 20 + 3600);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuq/core/validate.h"
+#include "gpuq/views/reasons.h"
 #include "test_util.h"
 
 using namespace gpuq;
@@ -62,15 +63,17 @@ struct Live {
 }  // namespace
 
 TEST(Validate, ReservationsThatWaitOnEachOtherAreAnError) {
-  auto f = findings(R"({"jobs": [
+  const char* text = R"({"jobs": [
     {"id": "x", "script": "s", "gpus": 8, "est_hours": 1}, {"id": "y", "script": "s", "gpus": 8, "est_hours": 1}
-  ], "reservations": [{"gpus": [0], "jobs": ["x"]}, {"gpus": [1], "jobs": ["y"]}]})");
+  ], "reservations": [{"gpus": [0], "jobs": ["x"]}, {"gpus": [1], "jobs": ["y"]}]})";
+  auto f = findings(text);
+  Plan plan = plan_of(text);
   int errors = 0;
   for (const Finding& x : f)
     if (x.error) {
       ++errors;
-      EXPECT_THAT(x.text, HasSubstr("can never start"));
-      EXPECT_THAT(x.text, HasSubstr("reservation #"));
+      EXPECT_THAT(finding_text(plan, Policy{}, x), HasSubstr("can never start"));
+      EXPECT_THAT(finding_text(plan, Policy{}, x), HasSubstr("reservation #"));
     }
   EXPECT_EQ(errors, 2);
 }

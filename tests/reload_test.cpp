@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuq/core/limits.h"
 #include "gpuq/core/plan_diff.h"
 #include "gpuq/core/plan_text.h"
 #include "gpuq/live/hooks.h"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
 
 using namespace gpuq;
@@ -93,7 +94,7 @@ TEST(Simulate, ReservationDeadlockIsReportedWithItsReasons) {
   ], "reservations": [{"gpus": [0], "jobs": ["x"]}, {"gpus": [1], "jobs": ["y"]}]})");
   Simulation sim = simulate(plan, {});
   ASSERT_EQ(sim.stuck.size(), 2u);
-  std::string text = format_stuck(plan, sim);
+  std::string text = format_stuck(plan, SimOptions{}, sim);
   EXPECT_THAT(text, HasSubstr("x: needs 8 GPUs, 7 of 8 are open to it; reservation #2 closes GPUs [1] until y finishes"));
   EXPECT_THAT(text, HasSubstr("y: needs 8 GPUs, 7 of 8 are open to it; reservation #1 closes GPUs [0] until x finishes"));
 }
@@ -113,14 +114,12 @@ TEST(Simulate, StallBreakerNoteIsGivenAndTheTimelineFinishes) {
 
 TEST(SimulateFromState, MissingUnproducedFileMeansNeverWithAReason) {
   Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 1}, {"id": "b", "script": "x", "deps": ["file:gate"]}])");
-  SimStart from;
-  from.kind = {SimStart::Kind::Done, SimStart::Kind::Pending};
-  from.elapsed = {0, 0};
-  from.gpus = {{}, {}};
+  LiveStart from;
+  from.lives = {ended_by_exit(0, -1, -2, 0), Waiting{}};
   from.files_present = {1, 0};
   Simulation sim = simulate(plan, {}, &from);
   ASSERT_EQ(sim.stuck.size(), 1u);
   EXPECT_EQ(plan.jobs[sim.stuck[0].job].id, "b");
-  EXPECT_THAT(sim.stuck[0].why, HasSubstr("no job of the plan produces it"));
+  EXPECT_THAT(stuck_text(plan, SimOptions{}, sim.stuck[0]), HasSubstr("no job of the plan produces it"));
   EXPECT_TRUE(sim.rows.empty());  // a is done: not part of the remaining timeline
 }

@@ -4,6 +4,7 @@
 
 #include "gpuq/core/events.h"
 #include "gpuq/core/rules.h"
+#include "gpuq/live/control.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/live/state_codec.h"
 #include "test_util.h"
@@ -140,23 +141,22 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
   e.status = Status::Running;
   e.slurm_id = e.pid = 9;
   e.gpus = std::vector<int>{};
-  ASSERT_TRUE(queued_in_slurm(e));
-  Seen view{};  // the log: pending
+  QueueState q(plan, Policy{}, state, 1000, "run");
+  ASSERT_EQ(kind_of(q.engine().life(0)), LifeKind::Queued);
   std::vector<Event> logged;
   auto tick = [&](double now) {
-    slurm.survey(state, now);
-    for (Event& x : events_between("w1", &view, *state.find("w1"), now, "run")) logged.push_back(x);
-    view = seen_of(*state.find("w1"));
+    refresh(slurm, q, now);
+    for (Event& x : q.take_events()) logged.push_back(x);
   };
   d.write("queue.json", squeue_answer("PENDING", "Resources", 5000));  // Slurm's guess: not a start
   for (double now : {1000, 1001, 1002}) tick(now);
-  EXPECT_FALSE(state.find("w1")->start) << "no start while queued";
-  EXPECT_TRUE(queued_in_slurm(*state.find("w1")));
+  EXPECT_FALSE(q.state().find("w1")->start) << "no start while queued";
+  EXPECT_EQ(kind_of(q.engine().life(0)), LifeKind::Queued);
   EXPECT_TRUE(logged.empty()) << event_line(logged.at(0));
   d.write("queue.json", squeue_answer("RUNNING", "None", 1003));
   for (double now : {1004, 1005, 1006}) tick(now);
   ::setenv("PATH", path.c_str(), 1);
-  EXPECT_EQ(state.find("w1")->start, 1003.0) << "Slurm's start";
+  EXPECT_EQ(q.state().find("w1")->start, 1003.0) << "Slurm's start";
   ASSERT_EQ(logged.size(), 1u) << event_line(logged.back());
   EXPECT_EQ(logged[0].kind, "start");
   EXPECT_EQ(logged[0].t, 1003.0);

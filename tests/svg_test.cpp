@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "gpuq/core/rules.h"
+#include "gpuq/core/life.h"
 #include "gpuq/core/state.h"
 #include "gpuq/views/svg.h"
 #include "test_util.h"
@@ -139,9 +140,7 @@ TEST(EarlierAttempts, TheAutomaticRetryKeepsTheFailedRunAndEveryOneBefore) {
     JobState failed = run;
     failed.extra = state.of(plan, 0) ? state.of(plan, 0)->extra : nlohmann::ordered_json();
     state.set(plan, 0, failed);
-    TickPlan tick;
-    tick.retried.push_back({0, k + 1});
-    apply_tick(plan, tick, state);
+    write_life(*state.of(plan, 0), Waiting{k + 1}, Cause::AutoRetry);  // as the engine's retry writes it
     run.start = *run.start + 100;
   }
   std::vector<EarlierAttempt> kept = earlier_attempts(*state.of(plan, 0));

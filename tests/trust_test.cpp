@@ -114,10 +114,13 @@ TEST(RunPane, ControlCommandsFromAnotherShellGetALineEach) {
   q.tick();
   EXPECT_THAT(q.out, Contains(q.line("gpuq kill a from another shell: failed (was running)")));
   EXPECT_THAT(q.out, Contains(q.line("gpuq hold b from another shell: held (was pending)")));
-  q.control("retry", {"b"});
+  // Released, b is blocked at once: its dep a was killed.
+  ControlResult r = q.control("retry", {"b"});
+  EXPECT_THAT(r.lines, Contains("released b (was held), but it is blocked: its dep a failed; `gpuq retry a` runs the "
+                                "dep again"));
   q.clock.advance(1);
   q.tick();
-  EXPECT_THAT(q.out, Contains(q.line("gpuq retry b from another shell: pending (was held)")));
+  EXPECT_THAT(q.out, Contains(q.line("gpuq retry b from another shell: blocked (was held)")));
 }
 
 TEST(RunPane, ARestartSaysWhichRunningJobsItAdopted) {

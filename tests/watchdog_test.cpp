@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuq/core/outlook.h"
+#include "gpuq/views/reasons.h"
 #include "gpuq/core/validate.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/probe.h"
@@ -224,7 +225,7 @@ TEST(WatchdogTick, OnQuietKillStopsItAsATimeoutIsStoppedAndTheRestOfThePlanGoesO
   // status says how a ended.
   Outlook o = make_outlook(q.plan, q.disk.state, q.opt, q.clock.t, 0, q.files);
   EXPECT_EQ(o.jobs[0].outcome, "hung");
-  EXPECT_EQ(o.jobs[0].why, "stopped as hung: log silent 5 min (no GPU utilization reading: the log alone) "
+  EXPECT_EQ(why_text(q.plan, q.disk.state, o, o.jobs[0]), "stopped as hung: log silent 5 min (no GPU utilization reading: the log alone) "
                            "(on_quiet \"kill\"); `gpuq retry a` runs it again");
 }
 
@@ -258,10 +259,10 @@ TEST(WatchdogStatus, StatusMarksAHungJobAsRunSeesIt) {
   st.set("a", a);
   FileTable yes([](const std::string&) { return true; });
   Outlook o = make_outlook(p, st, Policy{}, 600 + 42 * 60, 0, yes);
-  EXPECT_EQ(o.jobs[0].why, "hung? log silent 42 min, GPUs idle");
+  EXPECT_EQ(why_text(p, st, o, o.jobs[0]), "hung? log silent 42 min, GPUs idle");
   EXPECT_TRUE(o.jobs[0].hung);
   o = make_outlook(p, st, Policy{}, 600 + 20 * 60, 0, yes);
-  EXPECT_EQ(o.jobs[0].why, "");
+  EXPECT_EQ(why_text(p, st, o, o.jobs[0]), "");
   EXPECT_FALSE(o.jobs[0].hung);
 }
 

@@ -124,12 +124,11 @@ int cmd_run(const Flags& f) {
       fmt::print(stderr, "gpuq run --slurm: {}\n", problem);
       return kExitBadInput;
     }
-    // Slurm places the jobs: this node's GPU ids only bound how many one decision takes,
-    // and a reservation is Slurm's (--reservation), not a closed GPU of this node.
+    // Slurm places the jobs (the engine hands it every ready job, as many as --max-queued
+    // lets through), and a reservation is Slurm's (--reservation), not a closed GPU of this node.
     slurm_plan = slurm_copy(*plan);
     plan = &*slurm_plan;
-    opt.node_gpus.clear();
-    for (int g = 0; g < 64; ++g) opt.node_gpus.push_back(g);
+    opt.batch = true;
     if (!f.poll_given) opt.poll = 30;
   }
   if (std::string mix = mode_mix_problem(state, f.slurm); !mix.empty()) {

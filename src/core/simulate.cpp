@@ -31,19 +31,20 @@ struct Prediction::World {
   World(const Plan& plan, const SimOptions& opt, const LiveStart* from);
 
   struct Packed {  // what the world reads of a job at every event, packed together
-    double est_hours;         // how long an attempt runs: est_hours, cut at its limit
+    double est_hours;         // how long its first attempt runs: est_hours, cut at its limit
     double produced_at_frac;
     uint32_t producer;        // kNone when no job produces its files
     uint8_t file_dep;         // it has a file: dep
-    uint8_t times_out;        // its estimate is over its limit: each attempt ends at the limit
   };
 
   void init();
   void take_live_state();
+  void start_queued();
   void tick(bool explain);
   void passes_at_instant(bool ticked);
   bool files_due();
   void started(const Launch& l);
+  double attempt_hours(size_t j, long long attempts, bool& times_out) const;
   double next_event();
   void finish_due();
   void explain_stuck();
@@ -63,6 +64,7 @@ struct Prediction::World {
   std::vector<Packed> pk;
   std::vector<uint32_t> first_produced, produced;  // per job: the jobs whose files it produces (rows)
   std::vector<double> start;                       // the start of each job's last attempt
+  std::vector<char> ends_at_limit;                 // its running attempt ends at its time limit
   std::vector<char> started_once;                  // it started (or ran at the start)
   std::vector<char> blocked_at_start;
   std::vector<LifeKind> kind0;                     // each job's life at the start (from a live state)
@@ -76,15 +78,14 @@ struct Prediction::World {
 };
 
 Prediction::World::World(const Plan& p, const SimOptions& o, const LiveStart* f)
-    : plan(p), opt(o), from(f), n(p.jobs.size()), eng(p, o, 3600), pk(n), start(n, 0), started_once(n, 0),
-      blocked_at_start(n, 0) {
+    : plan(p), opt(o), from(f), n(p.jobs.size()), eng(p, o, 3600), pk(n), start(n, 0), ends_at_limit(n, 0),
+      started_once(n, 0), blocked_at_start(n, 0) {
   eng.record_changes(false);
   sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
   first_produced.assign(n + 1, 0);
   for (size_t j = 0; j < n; ++j) {
     const Job& job = plan.jobs[j];
     pk[j].est_hours = run_hours(job, opt.time_limit_factor);  // est_hours, cut at its time limit
-    pk[j].times_out = pk[j].est_hours < job.est_hours;
     pk[j].produced_at_frac = job.produced_at_frac;
     pk[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
     pk[j].file_dep = job.has_file_dep();
@@ -96,6 +97,18 @@ Prediction::World::World(const Plan& p, const SimOptions& o, const LiveStart* f)
   for (size_t j = 0; j < n; ++j)
     if (pk[j].producer != kNone) produced[at[pk[j].producer]++] = static_cast<uint32_t>(j);
   init();
+}
+
+// How long an attempt of job j runs, `attempts` retries in: its estimate, cut at its limit
+// (`times_out`). A job retried on timeout (retry_on_timeout) is taken to resume from its
+// checkpoint: each attempt runs what is left of its estimate, up to its limit.
+double Prediction::World::attempt_hours(size_t j, long long attempts, bool& times_out) const {
+  const Job& job = plan.jobs[j];
+  std::optional<double> limit = limit_hours(job, opt.time_limit_factor);
+  double left = job.est_hours;
+  if (limit && job.retry_on_timeout) left = std::max(0.0, job.est_hours - static_cast<double>(attempts) * *limit);
+  times_out = limit && left > *limit;
+  return times_out ? *limit : left;
 }
 
 // When job k's files appear: when its producer reaches produced_at_frac of its run. From a
@@ -138,14 +151,14 @@ void Prediction::World::init() {
 // now; the files running producers will write appear on schedule; GPUs held by others free up
 // at `busy_hours`.
 void Prediction::World::take_live_state() {
-  for (size_t j = 0; j < n; ++j)
-    if (kind_of(eng.life(j)) == LifeKind::Queued) eng.apply(ev::QueueStarted{j, 0});
   for (size_t j = 0; j < n; ++j) {
     const Running* r = std::get_if<Running>(&eng.life(j));
     if (!r) continue;
     start[j] = r->start;
     started_once[j] = 1;
-    double end = std::max(r->start + pk[j].est_hours, kSoon);
+    bool limit = false;
+    double end = std::max(r->start + attempt_hours(j, r->attempts, limit), kSoon);
+    ends_at_limit[j] = limit;
     running.push({end, j});
     sim.rows.push_back({j, r->start, end, r->gpus, r->node});
   }
@@ -160,6 +173,23 @@ void Prediction::World::take_live_state() {
   if (from->busy) busy_until = from->busy_hours;
 }
 
+// Jobs waiting in a batch queue: the prediction takes them to start now (after the first
+// tick, which sees them queued, as `run`'s next tick does).
+void Prediction::World::start_queued() {
+  for (size_t j = 0; j < n; ++j) {
+    if (kind_of(eng.life(j)) != LifeKind::Queued) continue;
+    eng.apply(ev::QueueStarted{j, t});
+    const Running& r = std::get<Running>(eng.life(j));
+    start[j] = t;
+    started_once[j] = 1;
+    bool limit = false;
+    double end = std::max(t + attempt_hours(j, r.attempts, limit), kSoon);
+    ends_at_limit[j] = limit;
+    running.push({end, j});
+    sim.rows.push_back({j, t, end, r.gpus, r.node});
+  }
+}
+
 // A job the engine launched: its attempt ends at its estimate (or its limit), and the files
 // it produces appear as it reaches their fraction of its run.
 void Prediction::World::started(const Launch& l) {
@@ -169,7 +199,10 @@ void Prediction::World::started(const Launch& l) {
   started_once[j] = 1;
   // From a live state a job takes some time, however short its estimate: one started now
   // does not end before the next tick.
-  double end = t + (from ? std::max(pk[j].est_hours, kSoon) : pk[j].est_hours);
+  bool limit = false;
+  double hours = attempt_hours(j, r.attempts, limit);
+  ends_at_limit[j] = limit;
+  double end = t + (from ? std::max(hours, kSoon) : hours);
   running.push({end, j});
   for (uint32_t k = first_produced[j]; k < first_produced[j + 1]; ++k) {
     size_t d = produced[k];
@@ -244,7 +277,7 @@ void Prediction::World::finish_due() {
   while (!running.empty() && running.top().first <= t + kEps) {
     auto [end, j] = running.top();
     running.pop();
-    if (pk[j].times_out)
+    if (ends_at_limit[j])
       eng.apply(ev::LimitReached{j, end});
     else
       eng.apply(ev::Exited{j, end, 0});
@@ -321,6 +354,7 @@ Simulation Prediction::finish() {
   World& w = *w_;
   w.passes_at_instant(w.ticked);  // (the rest of) the first instant's passes
   w.ticked = true;
+  if (w.from) w.start_queued();
   while (true) {
     double nxt = w.next_event();
     if (nxt == kNever) {

@@ -180,8 +180,17 @@ class Command {
                                    q_.entry(j).pid.value_or(0)));
       return false;
     }
-    lines_.push_back(was == Status::Held ? fmt::format("released {} (was held); it is pending", id)
-                                         : fmt::format("{} is pending again (was {})", id, status_name(was)));
+    if (kind_of(q_.engine().life(j)) == LifeKind::Blocked) {
+      // Released into a block: a plain dep of it is failed (or blocked) still.
+      std::string deps;
+      for (size_t d : q_.engine().why(j).jobs) deps += (deps.empty() ? "" : ", ") + q_.plan().jobs[d].id;
+      lines_.push_back(fmt::format("{} {} (was {}), but it is blocked: its dep {} failed; `gpuq retry {}` runs the dep "
+                                   "again",
+                                   was == Status::Held ? "released" : "retried", id, status_name(was), deps, deps));
+    } else {
+      lines_.push_back(was == Status::Held ? fmt::format("released {} (was held); it is pending", id)
+                                           : fmt::format("{} is pending again (was {})", id, status_name(was)));
+    }
     for (const Change& c : fx.changes)
       if (c.cause == Cause::Unblock)
         lines_.push_back(fmt::format("{} is pending again (was blocked)", q_.plan().jobs[c.job].id));

@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -229,12 +232,26 @@ class Watcher {
   std::string state_dir_, state_name_, logs_dir_, logs_name_, log_name_, exit_name_, aborted_name_;
 };
 
-/// The job's entry as `status` would show it: the state, with ended processes seen.
+/// The job's entry as `status` would show it: the state, with ended processes seen. A running
+/// entry whose process is gone without its exit file may be one that `run` has just ended and
+/// launched again (the launch removes the old exit file before the new state is saved): the
+/// state is read once more before it is taken for lost.
 JobState entry_now(const PlanPaths& paths, const std::string& id) {
-  State state = read_state(paths);
-  refresh(Plan{}, paths, state, unix_now());
-  const JobState* s = state.find(id);
-  return s ? *s : JobState{};
+  for (int look = 0;; ++look) {
+    State state = read_state(paths);
+    const JobState* raw = state.find(id);
+    std::optional<long long> pid = raw ? raw->pid : std::nullopt;
+    bool was_running = raw && raw->status == Status::Running;
+    refresh(Plan{}, paths, state, unix_now());
+    const JobState* s = state.find(id);
+    JobState seen = s ? *s : JobState{};
+    bool lost = was_running && seen.status == Status::Failed && seen.exit == kLostExit;
+    if (!lost || look == 5) return seen;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    State again = read_state(paths);
+    const JobState* now = again.find(id);
+    if (now && now->status == Status::Running && now->pid == pid) return seen;  // the same attempt: lost indeed
+  }
 }
 
 }  // namespace
@@ -247,10 +264,29 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
   LogCursor cursor = first.value_or(LogCursor{});
   bool waiting_said = false;
   long long retry_said = -1;  // the attempt whose automatic retry was said
+  std::optional<long long> followed;  // the pid of the attempt followed so far
   Woken woken{true, true};
   while (true) {
     if (woken.state) {
       JobState s = entry_now(paths, id);
+      // A new attempt where the last one ran: `run` ended it and retried it between two looks
+      // (with --retry-after 0, in one tick). How it ended is the entry's last earlier attempt.
+      if (s.status == Status::Running && s.pid && followed && *followed != *s.pid &&
+          retry_said != s.attempts_or0() - 1) {
+        std::vector<EarlierAttempt> before = earlier_attempts(s);
+        RunPresence run = run_presence(paths);
+        if (!before.empty() && before.back().exit != 0 && run.info && run.info->max_retries) {
+          print_appended(path, cursor, out);
+          std::fflush(out);
+          fmt::print(err, "gpuq logs: {} failed (exit {}); `gpuq run` retries it (automatic retry {} of {}): "
+                          "following on\n",
+                     id, before.back().exit ? std::to_string(*before.back().exit) : "?", s.attempts_or0(),
+                     *run.info->max_retries);
+          std::fflush(err);
+          retry_said = s.attempts_or0() - 1;
+        }
+      }
+      if (s.status == Status::Running && s.pid) followed = s.pid;
       // A failure that the run going retries by itself is not the end: the next attempt
       // appends to this log. Whether that run is still there is asked again each second.
       bool retried = false;

@@ -76,12 +76,10 @@ void RunLoop::load_state(Tick& t) {
   if (!same) {
     State read = os_.store.read();
     t.now = os_.clock.now();
-    std::optional<State> before;
-    if (had) before = std::move(q_->state());
+    if (had) say_changes(t, q_->state(), read);
     Policy policy = opt_;
     q_.emplace(plan_, policy, std::move(read), t.now, "run", index_);
     t.fresh = true;
-    if (before) say_changes(t, *before);
   }
   if (first_tick_) say_adopted(t);
   first_tick_ = false;
@@ -105,6 +103,7 @@ std::string command_of(Status was, const JobState& now) {
   if (was == Status::Held && queued(now)) return "retry";  // released in Slurm's queue
   if (was == Status::Running && now.status == Status::Failed && now.exit == kKilledExit) return "kill";
   if (was == Status::Running && now.status == Status::Pending) return "requeue";
+  if (was == Status::Held && now.status == Status::Blocked) return "retry";  // released into a block
   if (now.status == Status::Pending) return "retry";
   return "";
 }
@@ -120,8 +119,7 @@ std::string id_list(const std::vector<std::string>& ids) {
 
 // The state was replaced since this loop saved it: a control command from another shell
 // (or the original's). One line per job of the plan whose status it changed.
-void RunLoop::say_changes(const Tick& t, const State& before) {
-  const State& state = q_->state();
+void RunLoop::say_changes(const Tick& t, const State& before, const State& state) {
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
     const JobState* was = before.of(plan_, i);
     const JobState* now = state.of(plan_, i);

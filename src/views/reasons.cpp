@@ -172,9 +172,9 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
       const Job& r = plan.jobs[w.jobs[0]];
       double limit = run_hours(r, p.time_limit_factor);
       if (r.retry_on_timeout)
-        return fmt::format("{} is predicted to time out at each attempt (est_hours {} over its limit {}h; "
-                           "retry_on_timeout retries it {} time{}), so it never runs",
-                           r.id, r.est_hours, limit, p.max_retries, p.max_retries == 1 ? "" : "s");
+        return fmt::format("{} is predicted to time out at each of its {} attempts (est_hours {} is more than {} "
+                           "attempts of its limit {}h, with retry_on_timeout and --max-retries {}), so it never runs",
+                           r.id, p.max_retries + 1, r.est_hours, p.max_retries + 1, limit, p.max_retries);
       return fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no retry_on_timeout), so "
                          "it never runs",
                          r.id, r.est_hours, limit);

@@ -95,7 +95,7 @@ class RunLoop {
   void take_plan(Tick& t, Plan next, const std::string& text);
   void note_pause(Tick& t);
   const Job* job_of(const std::string& id) const;
-  void say_changes(const Tick& t, const State& before);
+  void say_changes(const Tick& t, const State& before, const State& state);
   void log_others(Tick& t);
   void say_adopted(const Tick& t);
   std::string outcomes(const State& state) const;
