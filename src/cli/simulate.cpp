@@ -85,6 +85,8 @@ int cmd_simulate(const Flags& given) {
   opt.node_gpus = *gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.time_limit_factor = f.time_limit_factor;
+  opt.max_retries = f.max_retries;  // the retries of a job predicted to time out (retry_on_timeout)
+  opt.retry_after = f.retry_after;
   opt.nodes = static_cast<int>(f.nodes.value_or(1));
   // The original's pairs unless --pairs says otherwise: its output stays the original's.
   std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
@@ -136,7 +138,7 @@ int cmd_simulate(const Flags& given) {
 
 void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
-  add_flags(sim, f, {kGpus, kAll, kBackfill});
+  add_flags(sim, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter});
   add_time_limit_factor(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")

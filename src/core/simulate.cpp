@@ -54,7 +54,9 @@ struct Prediction::World {
   bool waits_for_producer(size_t k) const {
     return pk[k].producer != kNone && pk[k].file_dep && !(from && from->files_present[k]);
   }
-  GpuMask unavailable() const { return busy_until > t + kEps ? from->busy : 0; }
+  GpuMask unavailable() const {
+    return (from && busy_until > t + kEps ? from->busy : 0) | (dying_until > t + kEps ? dying : 0);
+  }
 
   const Plan& plan;
   const SimOptions& opt;
@@ -72,6 +74,8 @@ struct Prediction::World {
   MinHeap<std::pair<double, size_t>> file_wait;    // (when its files appear, job)
   MinHeap<std::pair<double, size_t>> produce;      // (when a job not yet started gets its files, job)
   double busy_until = 0;
+  GpuMask dying = 0;          // GPUs of jobs stopped at their limit now: free once their processes are
+  double dying_until = 0;     // gone, at the next instant (the tick that stops a job starts none on them)
   double t = 0;
   bool ticked = false;
   Simulation sim;
@@ -215,7 +219,7 @@ void Prediction::World::started(const Launch& l) {
 void Prediction::World::tick(bool explain) {
   ev::Tick tk;
   tk.now = t;
-  tk.unavailable = from ? unavailable() : 0;
+  tk.unavailable = unavailable();
   tk.others_running = from && t < kSoon && from->others_running;  // now, as the next tick sees it
   tk.explain = explain;
   eng.apply(tk);
@@ -269,6 +273,7 @@ double Prediction::World::next_event() {
   }
   if (std::optional<double> r = eng.next_retry()) nxt = std::min(nxt, std::max(*r, t));
   if (from && busy_until > t + kEps) nxt = std::min(nxt, busy_until);
+  if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);
   return nxt;
 }
 
@@ -277,8 +282,15 @@ void Prediction::World::finish_due() {
   while (!running.empty() && running.top().first <= t + kEps) {
     auto [end, j] = running.top();
     running.pop();
-    if (ends_at_limit[j])
+    if (ends_at_limit[j]) {
+      const Running& r = std::get<Running>(eng.life(j));
+      if (r.node == 0) {
+        if (!(dying_until > t + kEps)) dying = 0;
+        dying |= mask_of(r.gpus);
+        dying_until = t + kSoon;
+      }
       eng.apply(ev::LimitReached{j, end});
+    }
     else
       eng.apply(ev::Exited{j, end, 0});
   }

@@ -91,6 +91,14 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
   ojson stuck = ojson::array();
   for (const Stuck& s : sim.stuck) stuck.push_back({{"id", plan.jobs[s.job].id}, {"why", stuck_text(plan, opt, s)}});
   doc["stuck"] = stuck;
+  // Every attempt, in the order they start (a job retried after a timeout has several).
+  ojson attempts = ojson::array();
+  for (const SimRow& r : sim.rows) {
+    ojson a = {{"id", plan.jobs[r.job].id}, {"start", r.start}, {"end", r.end}, {"gpus", r.gpus}};
+    if (opt.nodes > 1) a["node"] = r.node;
+    attempts.push_back(std::move(a));
+  }
+  doc["attempts"] = std::move(attempts);
   std::vector<const SimRow*> row_of(plan.jobs.size(), nullptr);  // the first attempt's row
   std::vector<double> last_end(plan.jobs.size(), 0);
   for (const SimRow& r : sim.rows) {
