@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuq/core/job_fields.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/plan_diff.h"
 #include "gpuq/core/plan_text.h"
@@ -87,17 +88,44 @@ TEST(PlanDiff, SaysAddedRemovedAndChangedJobsByIdNotByPosition) {
 }
 
 TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
-  const std::string base = R"({"id": "j", "script": "a.sh")";
-  Plan p = plan_of("[" + base + "}, {\"id\": \"k\", \"script\": \"k.sh\"}]");
-  for (const char* field : {R"("script": "b.sh")", R"("gpus": 2)", R"("priority": 1)", R"("est_hours": 3)",
-                            R"("deps": ["k"])", R"("time_limit_hours": 2)", R"("warn_signal": "USR1@9")",
-                            R"("retry_on_timeout": true)", R"("quiet_minutes": 5)", R"("on_quiet": "kill")",
-                            R"("args": ["--x"])", R"("env": {"A": "1"})"}) {
-    std::string edited = R"({"id": "j", "script": "a.sh", )" + std::string(field) + "}";
-    if (std::string(field).find("script") != std::string::npos) edited = R"({"id": "j", "script": "b.sh"})";
-    Plan q = plan_of("[" + edited + ", {\"id\": \"k\", \"script\": \"k.sh\"}]");
-    EXPECT_THAT(diff_plans(p, q).changed, ElementsAre("j")) << field;
+  // An edit of each field of the table (job_fields.h) that the diff compares: a new row
+  // without an edit here fails, so that each field is shown to count.
+  const std::map<std::string_view, std::string> edits = {
+      {"script", R"("script": "b.sh")"},
+      {"gpus", R"("gpus": 2)"},
+      {"priority", R"("priority": 1)"},
+      {"est_hours", R"("est_hours": 3)"},
+      {"deps", R"("deps": ["k"])"},
+      {"produced_by", R"("produced_by": "k")"},
+      {"produced_at_frac", R"("produced_at_frac": 0.5)"},
+      {"first_look_frac", R"("first_look_frac": 0.2)"},
+      {"time_limit_hours", R"("time_limit_hours": 2)"},
+      {"warn_signal", R"("warn_signal": "USR1@9")"},
+      {"retry_on_timeout", R"("retry_on_timeout": true)"},
+      {"quiet_minutes", R"("quiet_minutes": 5)"},
+      {"on_quiet", R"("on_quiet": "kill")"},
+      {"args", R"("args": ["--x"])"},
+      {"env", R"("env": {"A": "1"})"},
+  };
+  const std::string k = R"({"id": "k", "script": "k.sh"})";
+  Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");
+  for (const JobField& f : job_fields()) {
+    if (!f.same || f.name == "id") continue;  // a changed id is a job removed and one added
+    auto edit = edits.find(f.name);
+    if (edit == edits.end()) {
+      ADD_FAILURE() << "no edit of \"" << f.name << "\" here to show that the diff sees it";
+      continue;
+    }
+    std::string edited = f.name == "script" ? R"({"id": "j", "script": "b.sh"})"
+                                            : R"({"id": "j", "script": "a.sh", )" + edit->second + "}";
+    Plan q = plan_of("[" + edited + ", " + k + "]");
+    EXPECT_THAT(diff_plans(p, q).changed, ElementsAre("j")) << f.name;
+    EXPECT_THAT(diff_plans(q, q).changed, IsEmpty()) << f.name;
   }
+  // "file:" deps whose producer moved is no change: produced_by is compared by the id it names.
+  Plan a = plan_of(R"([{"id": "j", "script": "a.sh", "deps": ["file:x"], "produced_by": "k"}, )" + k + "]");
+  Plan b = plan_of("[" + k + R"(, {"id": "j", "script": "a.sh", "deps": ["file:x"], "produced_by": "k"}])");
+  EXPECT_TRUE(diff_plans(a, b).empty());
 }
 
 TEST(PlanDiff, ASweepArmDroppedIsOneRemovedPoint) {

@@ -115,11 +115,6 @@ std::optional<element> member(simdjson::dom::object o, std::string_view name) {
 
 }  // namespace plan_read
 
-const std::vector<std::string_view> kJobFieldNames = {
-    "id",         "script",           "gpus",        "priority",        "est_hours",        "deps",
-    "produced_by", "produced_at_frac", "first_look_frac", "time_limit_hours", "warn_signal", "retry_on_timeout",
-    "quiet_minutes", "on_quiet", "args", "env", "matrix"};
-
 using namespace plan_read;
 
 namespace {

@@ -1,19 +1,12 @@
 #include "gpuq/core/plan_diff.h"
 
+#include "gpuq/core/job_fields.h"
+
 #include <fmt/format.h>
 
 namespace gpuq {
 
 namespace {
-
-bool same_deps(const Job& a, const Job& b) {
-  if (a.deps.size() != b.deps.size()) return false;
-  for (size_t k = 0; k < a.deps.size(); ++k)
-    if (a.deps[k].kind != b.deps[k].kind || a.deps[k].target != b.deps[k].target) return false;
-  return true;
-}
-
-std::string warn_text(const std::optional<WarnSpec>& w) { return w ? w->text() : ""; }
 
 // "a, b, c" (the first 5, then the count of the rest).
 std::string few(const std::vector<std::string>& ids) {
@@ -26,14 +19,9 @@ std::string few(const std::vector<std::string>& ids) {
 }  // namespace
 
 bool same_job(const Plan& pa, const Job& a, const Plan& pb, const Job& b) {
-  auto producer = [](const Plan& p, const Job& j) { return j.produced_by ? p.jobs[*j.produced_by].id : ""; };
-  return a.id == b.id && a.script == b.script && a.gpus == b.gpus && a.priority == b.priority &&
-         a.est_hours == b.est_hours && a.est_given == b.est_given && same_deps(a, b) &&
-         producer(pa, a) == producer(pb, b) && a.produced_at_frac == b.produced_at_frac &&
-         a.first_look_frac == b.first_look_frac && a.time_limit_hours == b.time_limit_hours &&
-         warn_text(a.warn_signal) == warn_text(b.warn_signal) && a.retry_on_timeout == b.retry_on_timeout &&
-         a.quiet_minutes == b.quiet_minutes && a.kill_on_quiet == b.kill_on_quiet && a.args == b.args &&
-         a.env == b.env;
+  for (const JobField& f : job_fields())
+    if (f.same && !f.same(pa, a, pb, b)) return false;
+  return true;
 }
 
 PlanChange diff_plans(const Plan& before, const Plan& after) {

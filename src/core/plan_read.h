@@ -1,5 +1,6 @@
 // The plan loader's inner parts, shared by plan.cpp (the top level, links, reservations,
-// cycles) and plan_jobs.cpp (one job's fields, its matrix and sweep). Not a public header.
+// cycles), plan_jobs.cpp (one job: the walk over its fields, its matrix and sweep) and
+// job_fields.cpp (each field's reader). Not a public header.
 #pragma once
 
 #include "gpuq/core/json_error.h"
@@ -83,6 +84,31 @@ struct Build {
                                                            : fmt::format("job #{}", position(i));
   }
 };
+
+// One job being read: the plan it joins, the job, and where it stands. The readers of
+// the job's fields (job_fields.h) fill it.
+struct JobReader {
+  Build& b;
+  Job& job;
+  size_t i;            // the job's position in plan.jobs
+  bool sweep = false;  // it has a "matrix": its points are indexed by id, not the job itself
+  std::optional<element> matrix = {};  // the "matrix" given, expanded once the job is whole
+
+  // How messages name the job: by id once it has a good one, else by position. Formatted
+  // only when there is something to say: most jobs have nothing.
+  std::string where() const {
+    return job.id.empty() ? fmt::format("job #{}", b.position(i)) : fmt::format("job '{}'", job.id);
+  }
+  // Adds a problem of the job.
+  void add(const std::string& what) { b.add(where(), what); }
+};
+
+// A variable name of the environment: a letter or '_', then letters, digits, '_'.
+bool env_name(std::string_view k);
+
+// A value of "env" or "matrix" as text: a string as written; a number in its shortest
+// form, with a short exponent (1e-4, not 0.0001 or 1e-04); nothing for other types.
+std::optional<std::string> value_text(element v);
 
 // Every job of a "jobs" list, checked and added to the plan (plan_jobs.cpp).
 void read_jobs(Build& b, simdjson::dom::array jobs);

@@ -1,4 +1,5 @@
-// The state file's codec: simdjson reads it, the original's layout is written.
+// The state file's codec: simdjson reads it, the original's layout is written. An
+// entry's fields are read and written by walking their table (core/state_fields.h).
 #include "gpuq/live/state_codec.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "gpuq/core/json_read.h"
+#include "gpuq/core/state_fields.h"
 
 namespace gpuq {
 
@@ -41,68 +43,68 @@ long long as_integer(element v) {
   return v.type() == element_type::INT64 ? int64_t(v) : static_cast<long long>(uint64_t(v));
 }
 
-// The fields gpuq knows besides "status"; null in one of them is as good as absent.
-bool known_field(std::string_view key) {
-  return key == "gpus" || key == "pid" || key == "exit" || key == "attempts" || key == "start" || key == "end" ||
-         key == "kill_sent" || key == "pid_start" || key == "warn_sent" || key == "outcome" || key == "log_size" ||
-         key == "log_grew" || key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "reason" ||
-         key == "requeue" || key == "removed" || key == "slurm_id";
-}
-
-// One field of an entry into `s`, or EntryError (`bad` words it).
+// One member of an entry into `s`, or EntryError (`bad` words it): a field of the table
+// (state_fields.h), checked as its kind says, or an unknown one, kept as found in
+// `extra`. Returns the field's row, or null for an unknown one.
 template <typename Bad>
-void decode_field(std::string_view key, element val, JobState& s, const Bad& bad) {
-  const char* kind = json_kind(val, false);
-  if (key == "status") {
-    if (!val.is_string()) throw bad(fmt::format("\"status\" must be a string, not {}", kind));
+const StateField* decode_field(std::string_view key, element val, JobState& s, const Bad& bad) {
+  const StateField* f = find_state_field(key);
+  if (!f) {
+    s.extra[std::string(key)] = to_ordered_json(val);  // kept as found, written back
+    return f;
+  }
+  auto kind = [&] { return json_kind(val, false); };
+  if (f->kind == StateKind::Status) {
+    if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind()));
     auto st = parse_status(std::string_view(val));
     if (!st)
       throw bad(fmt::format("unknown status \"{}\" (expected pending, running, done, failed, blocked or held)",
                             std::string_view(val)));
-    s.status = *st;
-  } else if (val.is_null() && known_field(key)) {
-    // absent
-  } else if (key == "gpus") {
-    if (!val.is_array()) throw bad(fmt::format("\"gpus\" must be a list of GPU ids, not {}", kind));
-    std::vector<int> g;
-    for (element x : simdjson::dom::array(val)) {
-      if (!json_is_integer(x) || as_integer(x) < 0 || as_integer(x) > 63)
-        throw bad(fmt::format("\"gpus\" holds {}, not a GPU id", to_ordered_json(x).dump()));
-      g.push_back(static_cast<int>(as_integer(x)));
-    }
-    s.gpus = std::move(g);
-  } else if (key == "pid" || key == "exit" || key == "attempts" || key == "slurm_id") {
-    if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind));
-    (key == "pid" ? s.pid : key == "exit" ? s.exit : key == "slurm_id" ? s.slurm_id : s.attempts) = as_integer(val);
-  } else if (key == "start" || key == "end" || key == "kill_sent" || key == "warn_sent" || key == "log_grew" ||
-             key == "gpus_busy" || key == "gpus_read" || key == "hung_noted" || key == "requeue" ||
-             key == "removed") {
-    if (!json_is_number(val))
-      throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind));
-    (key == "start"       ? s.start
-     : key == "end"       ? s.end
-     : key == "kill_sent" ? s.kill_sent
-     : key == "warn_sent" ? s.warn_sent
-     : key == "log_grew"  ? s.log_grew
-     : key == "gpus_busy" ? s.gpus_busy
-     : key == "gpus_read" ? s.gpus_read
-     : key == "requeue"   ? s.requeue
-     : key == "removed"   ? s.removed
-                          : s.hung_noted) = json_as_double(val);
-  } else if (key == "log_size") {
-    if (!json_is_integer(val) || as_integer(val) < 0)
-      throw bad(fmt::format("\"log_size\" must be a whole number of bytes, not {}", kind));
-    s.log_size = as_integer(val);
-  } else if (key == "outcome" || key == "reason") {
-    if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind));
-    (key == "outcome" ? s.outcome : s.reason) = std::string(std::string_view(val));
-  } else if (key == "pid_start") {
-    bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
-    if (!whole) throw bad(fmt::format("\"pid_start\" must be a whole number, not {}", kind));
-    s.pid_start = val.type() == element_type::UINT64 ? uint64_t(val) : static_cast<uint64_t>(int64_t(val));
-  } else {
-    s.extra[std::string(key)] = to_ordered_json(val);  // kept as found, written back
+    s.*state_member<Status>(*f) = *st;
+    return f;
   }
+  if (val.is_null()) return f;  // null in a field gpuq knows is as good as absent
+  switch (f->kind) {
+    case StateKind::Status:
+      break;  // read above
+    case StateKind::GpuList: {
+      if (!val.is_array()) throw bad(fmt::format("\"{}\" must be a list of GPU ids, not {}", key, kind()));
+      std::vector<int> g;
+      for (element x : simdjson::dom::array(val)) {
+        if (!json_is_integer(x) || as_integer(x) < 0 || as_integer(x) > 63)
+          throw bad(fmt::format("\"{}\" holds {}, not a GPU id", key, to_ordered_json(x).dump()));
+        g.push_back(static_cast<int>(as_integer(x)));
+      }
+      s.*state_member<std::optional<std::vector<int>>>(*f) = std::move(g);
+      break;
+    }
+    case StateKind::Integer:
+      if (!json_is_integer(val)) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind()));
+      s.*state_member<std::optional<long long>>(*f) = as_integer(val);
+      break;
+    case StateKind::Bytes:
+      if (!json_is_integer(val) || as_integer(val) < 0)
+        throw bad(fmt::format("\"{}\" must be a whole number of bytes, not {}", key, kind()));
+      s.*state_member<std::optional<long long>>(*f) = as_integer(val);
+      break;
+    case StateKind::Unsigned: {
+      bool whole = val.type() == element_type::UINT64 || (val.type() == element_type::INT64 && int64_t(val) >= 0);
+      if (!whole) throw bad(fmt::format("\"{}\" must be a whole number, not {}", key, kind()));
+      s.*state_member<std::optional<unsigned long long>>(*f) =
+          val.type() == element_type::UINT64 ? uint64_t(val) : static_cast<uint64_t>(int64_t(val));
+      break;
+    }
+    case StateKind::UnixSeconds:
+      if (!json_is_number(val))
+        throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind()));
+      s.*state_member<std::optional<double>>(*f) = json_as_double(val);
+      break;
+    case StateKind::Text:
+      if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind()));
+      s.*state_member<std::optional<std::string>>(*f) = std::string(std::string_view(val));
+      break;
+  }
+  return f;
 }
 
 // One entry of the state, or EntryError. `scratch` holds its members.
@@ -113,8 +115,8 @@ JobState decode_entry(std::string_view id, element v, Members& scratch) {
   bool has_status = false;
   members(simdjson::dom::object(v), scratch);
   for (const auto& [key, val] : scratch) {
-    decode_field(key, val, s, bad);
-    has_status = has_status || key == "status";
+    const StateField* f = decode_field(key, val, s, bad);
+    has_status = has_status || (f && f->kind == StateKind::Status);
   }
   if (!has_status) throw bad("the entry has no \"status\"");
   if (s.status == Status::Running && !s.pid) throw bad("a running entry needs a \"pid\"");
@@ -181,10 +183,12 @@ class DoubleTexts {
     nlohmann::json list = nlohmann::json::array();
     auto& values = list.get_ref<nlohmann::json::array_t&>();
     values.reserve(state.entries().size() * 2);
-    for (const auto& [id, s] : state.entries())
-      for (const auto* d : {&s.start, &s.end, &s.kill_sent, &s.warn_sent, &s.requeue, &s.removed, &s.log_grew,
-                            &s.gpus_busy, &s.gpus_read, &s.hung_noted})
-        if (*d) values.emplace_back(**d);
+    for (const auto& [id, s] : state.entries()) {
+#pragma GCC unroll 32  // each row a constant: only the times' members are looked at
+      for (const StateField& f : kStateFields)
+        if (f.kind == StateKind::UnixSeconds)
+          if (const std::optional<double>& d = s.*state_member<std::optional<double>>(f)) values.emplace_back(*d);
+    }
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
   }
   /// Appends the next double's text to `out`.
@@ -206,6 +210,20 @@ void put_integer(std::string& out, T v) {
   out.append(buf, r.ptr);
 }
 
+// A list of GPU ids as nlohmann/json's dump(1) writes it inside an entry.
+void put_gpus(std::string& out, const std::vector<int>& gpus) {
+  if (gpus.empty()) {
+    out += "[]";
+    return;
+  }
+  out += "[\n   ";
+  for (size_t k = 0; k < gpus.size(); ++k) {
+    if (k) out += ",\n   ";
+    put_integer(out, gpus[k]);
+  }
+  out += "\n  ]";
+}
+
 }  // namespace
 
 std::string dump_state(const State& state) {
@@ -220,45 +238,46 @@ std::string dump_state(const State& state) {
     out += first ? "\n " : ",\n ";
     first = false;
     put_string(out, id);
-    out += ": {\n  \"status\": \"";
-    out += status_name(s.status);
-    out += '"';
-    auto field = [&](const char* name) {
-      out += ",\n  \"";
+    out += ": {";
+    const char* separator = "\n  \"";  // before the first field; ",\n  \"" before the others
+    auto field = [&](std::string_view name) {
+      out += separator;
+      separator = ",\n  \"";
       out += name;
       out += "\": ";
     };
-    if (s.gpus) {
-      field("gpus");
-      if (s.gpus->empty()) {
-        out += "[]";
-      } else {
-        out += "[\n   ";
-        for (size_t k = 0; k < s.gpus->size(); ++k) {
-          if (k) out += ",\n   ";
-          put_integer(out, (*s.gpus)[k]);
-        }
-        out += "\n  ]";
+    // Unrolled, each row is a constant, and the switch and its member fold away: the code a
+    // hand-written line per field would give.
+#pragma GCC unroll 32
+    for (const StateField& f : kStateFields) {
+      switch (f.kind) {
+        case StateKind::Status:
+          field(f.name);
+          out += '"';
+          out += status_name(s.*state_member<Status>(f));
+          out += '"';
+          break;
+        case StateKind::GpuList:
+          if (const auto& gpus = s.*state_member<std::optional<std::vector<int>>>(f)) {
+            field(f.name);
+            put_gpus(out, *gpus);
+          }
+          break;
+        case StateKind::Integer:
+        case StateKind::Bytes:
+          if (const auto& v = s.*state_member<std::optional<long long>>(f)) field(f.name), put_integer(out, *v);
+          break;
+        case StateKind::Unsigned:
+          if (const auto& v = s.*state_member<std::optional<unsigned long long>>(f)) field(f.name), put_integer(out, *v);
+          break;
+        case StateKind::UnixSeconds:
+          if (s.*state_member<std::optional<double>>(f)) field(f.name), doubles.put_next(out);
+          break;
+        case StateKind::Text:
+          if (const auto& v = s.*state_member<std::optional<std::string>>(f)) field(f.name), put_string(out, *v);
+          break;
       }
     }
-    if (s.pid) field("pid"), put_integer(out, *s.pid);
-    if (s.start) field("start"), doubles.put_next(out);
-    if (s.end) field("end"), doubles.put_next(out);
-    if (s.exit) field("exit"), put_integer(out, *s.exit);
-    if (s.attempts) field("attempts"), put_integer(out, *s.attempts);
-    if (s.pid_start) field("pid_start"), put_integer(out, *s.pid_start);
-    if (s.kill_sent) field("kill_sent"), doubles.put_next(out);
-    if (s.warn_sent) field("warn_sent"), doubles.put_next(out);
-    if (s.requeue) field("requeue"), doubles.put_next(out);
-    if (s.removed) field("removed"), doubles.put_next(out);
-    if (s.outcome) field("outcome"), put_string(out, *s.outcome);
-    if (s.reason) field("reason"), put_string(out, *s.reason);
-    if (s.log_size) field("log_size"), put_integer(out, *s.log_size);
-    if (s.log_grew) field("log_grew"), doubles.put_next(out);
-    if (s.gpus_busy) field("gpus_busy"), doubles.put_next(out);
-    if (s.gpus_read) field("gpus_read"), doubles.put_next(out);
-    if (s.hung_noted) field("hung_noted"), doubles.put_next(out);
-    if (s.slurm_id) field("slurm_id"), put_integer(out, *s.slurm_id);
     for (auto& [k, v] : s.extra.items()) {
       out += ",\n  ";
       put_string(out, k);

@@ -35,7 +35,8 @@ struct WarnSpec {
   std::string text() const;
 };
 
-/// A job of the plan, with the original's defaults filled in.
+/// A job of the plan, with the original's defaults filled in. How the plan names and
+/// gives each field: job_fields.h (a new field needs a row there).
 struct Job {
   std::string id;
   std::string script;
@@ -107,7 +108,8 @@ struct PlanLoad {
   std::vector<std::string> unknown_fields;
 };
 
-/// The fields of a job, as the plan spells them (in the order README lists them).
+/// The fields of a job, as the plan spells them: the names of job_fields() (job_fields.h),
+/// in its order.
 extern const std::vector<std::string_view> kJobFieldNames;
 
 /// Fills plan.by_rank and plan.rank_of from the jobs (parse_plan does it).

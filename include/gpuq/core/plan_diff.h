@@ -18,7 +18,8 @@ struct PlanChange {
 };
 
 /// True when job `a` of `pa` and job `b` of `pb` are the same definition: every field the
-/// plan gives (deps and produced_by compared by the ids they name, not by position).
+/// plan gives, each compared as its row of job_fields() says (deps and produced_by by the
+/// ids they name, not by position).
 bool same_job(const Plan& pa, const Job& a, const Plan& pb, const Job& b);
 
 /// What changed from `before` to `after`.

@@ -24,7 +24,8 @@ const char* status_name(Status s);
 std::optional<Status> parse_status(std::string_view name);
 
 /// One job's entry. Fields absent in the file stay empty, as in the original's
-/// dicts (which replace an entry whole, dropping fields).
+/// dicts (which replace an entry whole, dropping fields). How the file names each
+/// member, and its kind: state_fields.h (a new member needs a row there).
 struct JobState {
   Status status = Status::Pending;
   std::optional<std::vector<int>> gpus;

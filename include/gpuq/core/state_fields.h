@@ -1,0 +1,137 @@
+// The fields of a state entry (PLAN.state.json), declared once: one row per field,
+// with the member of JobState it fills, its kind and its line of doc. The state codec
+// (live/state_codec.h) reads and writes an entry by walking this table, and the
+// README's table of the state's fields is checked against it
+// (tests/state_fields_test.cpp).
+//
+// Adding a field to the state: a member of JobState (state.h), a row here, and the
+// row's line in the README's table.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "gpuq/core/state.h"
+
+namespace gpuq {
+
+/// What a state field holds, which says how the codec checks, reads and writes it.
+enum class StateKind {
+  Status,       ///< the job's status ("pending", ...): every entry has it, written first
+  GpuList,      ///< a list of GPU ids (0-63)
+  Integer,      ///< a whole number (64-bit)
+  Bytes,        ///< a whole number of bytes, not negative
+  Unsigned,     ///< a whole number, not negative, up to 2^64-1
+  UnixSeconds,  ///< a time: a number of unix seconds
+  Text,         ///< a string
+};
+
+/// The member of JobState a field fills; its type goes with the field's kind
+/// (state_member_fits checks it at compile time).
+using StateMember =
+    std::variant<Status JobState::*, std::optional<std::vector<int>> JobState::*, std::optional<long long> JobState::*,
+                 std::optional<unsigned long long> JobState::*, std::optional<double> JobState::*,
+                 std::optional<std::string> JobState::*>;
+
+/// One field of a state entry.
+struct StateField {
+  std::string_view name;  ///< as the file spells it
+  StateKind kind;
+  StateMember member;
+  std::string_view doc;  ///< one line, the README's (Markdown)
+};
+
+/// Every field of an entry, in the order the codec writes them (the order gpuq has
+/// always written them: the original's fields first, the newer ones after).
+/// Unknown fields are kept after them (JobState::extra).
+inline constexpr StateField kStateFields[] = {
+    {"status", StateKind::Status, &JobState::status, "`pending`, `running`, `done`, `failed`, `blocked` or `held`"},
+    {"gpus", StateKind::GpuList, &JobState::gpus, "the GPUs the job was started on"},
+    {"pid", StateKind::Integer, &JobState::pid, "the job's process group"},
+    {"start", StateKind::UnixSeconds, &JobState::start, "when the job started"},
+    {"end", StateKind::UnixSeconds, &JobState::end, "when it ended"},
+    {"exit", StateKind::Integer, &JobState::exit,
+     "its exit code; -1 when the process vanished without one, -15 when killed"},
+    {"attempts", StateKind::Integer, &JobState::attempts, "automatic retries so far"},
+    {"pid_start", StateKind::Unsigned, &JobState::pid_start,
+     "gpuq's own: the process's start time from `/proc`, so that a recycled pid is never taken for the job"},
+    {"kill_sent", StateKind::UnixSeconds, &JobState::kill_sent,
+     "gpuq's own: when `kill` sent SIGTERM (`run` sends SIGKILL after `--kill-grace`)"},
+    {"warn_sent", StateKind::UnixSeconds, &JobState::warn_sent,
+     "gpuq's own: when `run` sent the job's `warn_signal` (sent once)"},
+    {"requeue", StateKind::UnixSeconds, &JobState::requeue,
+     "gpuq's own: when `requeue` stopped the job (pending again once its process group is gone)"},
+    {"removed", StateKind::UnixSeconds, &JobState::removed,
+     "gpuq's own: when a reload of the plan dropped the job (never started again)"},
+    {"outcome", StateKind::Text, &JobState::outcome,
+     "gpuq's own: `timeout` (stopped at its time limit), `hung` (stopped by the hang watchdog) or `unstartable`"},
+    {"reason", StateKind::Text, &JobState::reason, "gpuq's own: why the job could not be started (`unstartable`)"},
+    {"log_size", StateKind::Bytes, &JobState::log_size,
+     "gpuq's own, for the hang watchdog: bytes of the job's log at `run`'s last look"},
+    {"log_grew", StateKind::UnixSeconds, &JobState::log_grew,
+     "gpuq's own, for the hang watchdog: when `run` last saw the log grow"},
+    {"gpus_busy", StateKind::UnixSeconds, &JobState::gpus_busy,
+     "gpuq's own, for the hang watchdog: when a reading last showed one of the job's GPUs busy"},
+    {"gpus_read", StateKind::UnixSeconds, &JobState::gpus_read,
+     "gpuq's own, for the hang watchdog: when `run` last read the utilization of all the job's GPUs"},
+    {"hung_noted", StateKind::UnixSeconds, &JobState::hung_noted,
+     "gpuq's own, for the hang watchdog: when `run` said the job looks hung (said once, until the log grows)"},
+    {"slurm_id", StateKind::Integer, &JobState::slurm_id,
+     "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
+};
+
+/// The README's words for a kind (its table's "type" column).
+constexpr std::string_view state_kind_text(StateKind kind) {
+  switch (kind) {
+    case StateKind::Status: return "string";
+    case StateKind::GpuList: return "list of GPU ids";
+    case StateKind::Integer: return "whole number";
+    case StateKind::Bytes: return "whole number ≥ 0";
+    case StateKind::Unsigned: return "whole number ≥ 0";
+    case StateKind::UnixSeconds: return "unix seconds";
+    case StateKind::Text: return "string";
+  }
+  return "";
+}
+
+/// True when the field's member has the type its kind reads and writes.
+constexpr bool state_member_fits(const StateField& f) {
+  switch (f.kind) {
+    case StateKind::Status: return std::holds_alternative<Status JobState::*>(f.member);
+    case StateKind::GpuList: return std::holds_alternative<std::optional<std::vector<int>> JobState::*>(f.member);
+    case StateKind::Integer:
+    case StateKind::Bytes: return std::holds_alternative<std::optional<long long> JobState::*>(f.member);
+    case StateKind::Unsigned: return std::holds_alternative<std::optional<unsigned long long> JobState::*>(f.member);
+    case StateKind::UnixSeconds: return std::holds_alternative<std::optional<double> JobState::*>(f.member);
+    case StateKind::Text: return std::holds_alternative<std::optional<std::string> JobState::*>(f.member);
+  }
+  return false;
+}
+
+namespace state_fields_check {
+constexpr bool all_fit() {
+  for (const StateField& f : kStateFields)
+    if (!state_member_fits(f)) return false;
+  return kStateFields[0].kind == StateKind::Status;  // the status is written first
+}
+static_assert(all_fit(), "a row of kStateFields names a member of another type than its kind");
+}  // namespace state_fields_check
+
+/// The field's member, a pointer to a T: the type its kind reads (the caller has
+/// switched on f.kind; the static_assert above holds each row to it).
+template <typename T>
+T JobState::* state_member(const StateField& f) {
+  return *std::get_if<T JobState::*>(&f.member);
+}
+
+/// The row named `name`, or null.
+constexpr const StateField* find_state_field(std::string_view name) {
+  for (const StateField& f : kStateFields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,312 @@
+// The table of a job's fields: each row's reader (the loader's checks and words),
+// its comparison for the plan diff, and its line of the README.
+#include "gpuq/core/job_fields.h"
+
+#include "plan_read.h"
+
+#include "gpuq/core/limits.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace gpuq {
+
+namespace plan_read {
+
+bool env_name(std::string_view k) {
+  if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
+  for (char c : k)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+std::optional<std::string> value_text(element v) {
+  if (v.is_string()) return std::string(std::string_view(v));
+  if (json_is_integer(v)) return to_nlohmann(v).dump();
+  if (!json_is_number(v)) return std::nullopt;
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, json_as_double(v));
+  std::string t(buf, ec == std::errc() ? end : buf);
+  if (auto e = t.find('e'); e != std::string::npos) {
+    std::string mant = t.substr(0, e), exp = t.substr(e + 1);
+    bool neg = !exp.empty() && exp[0] == '-';
+    if (!exp.empty() && (exp[0] == '-' || exp[0] == '+')) exp.erase(0, 1);
+    while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+    t = mant + "e" + (neg ? "-" : "") + exp;
+  }
+  return t;
+}
+
+}  // namespace plan_read
+
+namespace {
+
+using namespace plan_read;
+
+// ---- Shared checks: each adds the loader's error, naming the field, and says whether the value is good.
+
+// A number (`non_negative`: not below 0), or nothing with the error added.
+std::optional<double> number(JobReader& r, const JobField& f, element v, bool non_negative) {
+  if (json_is_number(v) && !(non_negative && json_as_double(v) < 0)) return json_as_double(v);  // most values
+  r.add(fmt::format("\"{}\" {}", f.name, check_number(v, false, non_negative)));
+  return std::nullopt;
+}
+
+// A number more than 0; `hint` says what leaving the field out does.
+std::optional<double> positive(JobReader& r, const JobField& f, element v, std::string_view hint) {
+  std::optional<double> x = number(r, f, v, true);
+  if (x && *x <= 0) {
+    r.add(fmt::format("\"{}\" must be more than 0 (leave it out for {})", f.name, hint));
+    return std::nullopt;
+  }
+  return x;
+}
+
+// Each string of a list, to `take`; a list of anything else is an error, as is each item
+// that is no string (the others are kept).
+template <typename Take>
+void strings(JobReader& r, const JobField& f, element v, Take take) {
+  if (!v.is_array()) {
+    r.add(fmt::format("\"{}\" must be a list of strings, not {} ({})", f.name, type_name(v), show(v)));
+    return;
+  }
+  size_t k = 0;
+  for (element item : simdjson::dom::array(v)) {
+    if (!item.is_string())
+      r.add(fmt::format("{}[{}] must be a string, not {} ({})", f.name, k, type_name(item), show(item)));
+    else
+      take(std::string_view(item));
+    ++k;
+  }
+}
+
+// ---- The readers, one per field.
+
+// The job's id, indexed by it when it is good and new (a sweep's points are indexed instead).
+void read_id(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_string()) {
+    r.add(fmt::format("\"{}\" must be a string, not {} ({})", f.name, type_name(v), show(v)));
+  } else if (!valid_job_id(std::string_view(v))) {
+    r.add(fmt::format("id {} cannot be a file name: use only letters, digits, '.', '_', '-', "
+                      "not starting with '.' (it names logs/ID.log)",
+                      show(v)));
+  } else {
+    r.job.id = std::string_view(v);
+    if (r.sweep) return;
+    Build& b = r.b;
+    auto id_of = [&](size_t k) -> const std::string& { return b.plan.jobs[k].id; };
+    size_t first = b.plan.index.find_or_insert(r.job.id, r.i, id_of);  // indexed here unless a duplicate
+    if (first != IdIndex::npos)
+      r.add(fmt::format("duplicate id (job #{} and job #{})", b.position(first), b.position(r.i)));
+  }
+}
+
+void read_script(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_string())
+    r.add(fmt::format("\"{}\" must be a string, not {}", f.name, type_name(v)));
+  else if (std::string_view(v).empty())
+    r.add(fmt::format("\"{}\" is empty", f.name));
+  else
+    r.job.script = std::string_view(v);
+}
+
+void read_gpus(JobReader& r, const JobField& f, const element& v) {
+  if (!json_is_integer(v) || json_as_double(v) < 0)
+    r.add(fmt::format("\"{}\" {}", f.name, check_number(v, true, true)));
+  else if (v.type() == element_type::UINT64 || int64_t(v) > 64)
+    r.add(fmt::format("\"{}\" is {}, more than any node has", f.name, show(v)));
+  else
+    r.job.gpus = static_cast<int>(int64_t(v));
+}
+
+void read_priority(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = number(r, f, v, false)) r.job.priority = *x;
+}
+
+void read_est_hours(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = number(r, f, v, true)) {
+    r.job.est_hours = *x;
+    r.job.est_given = true;
+  }
+}
+
+// Each dep as written; its job is found once every id is known (plan.cpp, link_jobs).
+void read_deps(JobReader& r, const JobField& f, const element& v) {
+  strings(r, f, v, [&](std::string_view d) { r.job.deps.push_back(parse_dep(d)); });
+}
+
+// The producer's id, found once every id is known (plan.cpp, link_jobs).
+void read_produced_by(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_string())
+    r.add(fmt::format("\"{}\" must be a job id, not {}", f.name, type_name(v)));
+  else
+    r.b.raw_producer[r.i] = std::string(std::string_view(v));
+}
+
+void read_produced_at_frac(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = number(r, f, v, true)) r.job.produced_at_frac = *x;
+}
+
+void read_first_look_frac(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = number(r, f, v, true)) r.job.first_look_frac = *x;
+}
+
+void read_time_limit_hours(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = positive(r, f, v, "no limit")) r.job.time_limit_hours = *x;
+}
+
+void read_warn_signal(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_string()) {
+    r.add(fmt::format("\"{}\" must be a string like \"USR1@90\", not {} ({})", f.name, type_name(v), show(v)));
+    return;
+  }
+  auto spec = parse_warn_signal(std::string_view(v));
+  if (auto* problem = std::get_if<std::string>(&spec))
+    r.add(fmt::format("\"{}\" {}", f.name, *problem));
+  else
+    r.job.warn_signal = std::get<WarnSpec>(spec);
+}
+
+void read_retry_on_timeout(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_bool())
+    r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
+  else
+    r.job.retry_on_timeout = bool(v);
+}
+
+void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
+  if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
+}
+
+void read_on_quiet(JobReader& r, const JobField& f, const element& v) {
+  std::string_view what = v.is_string() ? std::string_view(v) : std::string_view();
+  if (what != "warn" && what != "kill")
+    r.add(fmt::format("\"{}\" must be \"warn\" or \"kill\", not {}", f.name, show(v)));
+  else
+    r.job.kill_on_quiet = what == "kill";
+}
+
+void read_args(JobReader& r, const JobField& f, const element& v) {
+  strings(r, f, v, [&](std::string_view a) { r.job.args.emplace_back(a); });
+}
+
+void read_env(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_object()) {
+    r.add(fmt::format("\"{}\" must be an object of variables, e.g. {{\"SEED\": \"1\"}}, not {} ({})", f.name,
+                      type_name(v), show(v)));
+    return;
+  }
+  for (auto [key, value] : simdjson::dom::object(v)) {
+    std::optional<std::string> text = value_text(value);
+    if (!env_name(key))
+      r.add(fmt::format("{}: \"{}\" is not a variable name (letters, digits, '_', not starting with a digit)", f.name,
+                        std::string(key)));
+    else if (!text)
+      r.add(fmt::format("{} \"{}\" must be a string or a number, not {} ({})", f.name, std::string(key),
+                        type_name(value), show(value)));
+    else
+      r.job.env.emplace_back(std::string(key), *text);
+  }
+}
+
+// Kept until the job is whole: plan_jobs.cpp checks it and expands the job into its points.
+void read_matrix(JobReader& r, const JobField&, const element& v) { r.matrix = v; }
+
+// ---- The comparisons of the plan diff.
+
+// The member is equal.
+template <auto Member>
+bool same_as(const Plan&, const Job& a, const Plan&, const Job& b) {
+  return a.*Member == b.*Member;
+}
+
+// The estimate, and whether the plan gave it (status prints 0.0 otherwise).
+bool same_estimate(const Plan&, const Job& a, const Plan&, const Job& b) {
+  return a.est_hours == b.est_hours && a.est_given == b.est_given;
+}
+
+// The deps as written (their jobs are compared by id, not position).
+bool same_deps(const Plan&, const Job& a, const Plan&, const Job& b) {
+  if (a.deps.size() != b.deps.size()) return false;
+  for (size_t k = 0; k < a.deps.size(); ++k)
+    if (a.deps[k].kind != b.deps[k].kind || a.deps[k].target != b.deps[k].target) return false;
+  return true;
+}
+
+// The producer's id.
+bool same_producer(const Plan& pa, const Job& a, const Plan& pb, const Job& b) {
+  auto producer = [](const Plan& p, const Job& j) { return j.produced_by ? p.jobs[*j.produced_by].id : ""; };
+  return producer(pa, a) == producer(pb, b);
+}
+
+// The warning as the plan would write it ("USR1@90" and "SIGUSR1@90" are the same).
+bool same_warning(const Plan&, const Job& a, const Plan&, const Job& b) {
+  auto text = [](const std::optional<WarnSpec>& w) { return w ? w->text() : ""; };
+  return text(a.warn_signal) == text(b.warn_signal);
+}
+
+using P = Presence;
+
+// The table. Its order is the order the loader reads the fields in (and so orders a job's
+// messages), and the order the suggestions break ties in. The last three columns are the
+// README's, word for word (tests/job_fields_test.cpp compares them).
+constexpr JobField kJobFields[] = {
+    {"id", P::Required, read_id, same_as<&Job::id>, "string", "(required)",
+     "letters, digits, `.`, `_`, `-`, `=`; not starting with `.` (it names `logs/ID.log`)"},
+    {"script", P::Required, read_script, same_as<&Job::script>, "string", "(required)",
+     "run with bash; `~` and `$VARS` expanded"},
+    {"gpus", P::Optional, read_gpus, same_as<&Job::gpus>, "whole number ≥ 0", "1", "GPUs the job needs"},
+    {"priority", P::Optional, read_priority, same_as<&Job::priority>, "number", "50",
+     "lower runs first; ties go to the job earlier in the plan"},
+    {"est_hours", P::Optional, read_est_hours, same_estimate, "number ≥ 0", "1.0",
+     "estimated duration, for `simulate` and the backfill rule"},
+    {"deps", P::Optional, read_deps, same_deps, "list of strings", "`[]`",
+     "`ID` (that job done), `after:ID` (that job finished, any outcome), `file:PATH` (the path exists)"},
+    {"produced_by", P::Nullable, read_produced_by, same_producer, "job id", "none",
+     "simulate: the job whose run creates this job's `file:` deps"},
+    {"produced_at_frac", P::Optional, read_produced_at_frac, same_as<&Job::produced_at_frac>, "number ≥ 0", "1.0",
+     "simulate: how far into `produced_by`'s run the file appears"},
+    {"first_look_frac", P::Nullable, read_first_look_frac, same_as<&Job::first_look_frac>, "number ≥ 0", "none",
+     "simulate: fraction of the run at which a first look is possible"},
+    {"time_limit_hours", P::Nullable, read_time_limit_hours, same_as<&Job::time_limit_hours>, "number > 0", "none",
+     "gpuq's own: `run` stops the job this long after its start (see Time limits under `run`)"},
+    {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `SIGNAL@SECONDS`", "none",
+     "gpuq's own: e.g. `\"USR1@90\"`, sent to the job's process group that many seconds before its limit"},
+    {"retry_on_timeout", P::Nullable, read_retry_on_timeout, same_as<&Job::retry_on_timeout>, "true or false",
+     "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
+    {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
+     "none (`--quiet-minutes`)",
+     "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "
+     "watchdog under `run`)"},
+    {"on_quiet", P::Nullable, read_on_quiet, same_as<&Job::kill_on_quiet>, "`\"warn\"` or `\"kill\"`", "`\"warn\"`",
+     "gpuq's own: what `run` does with a hung job: say so once, or stop it as at its time limit"},
+    {"args", P::Nullable, read_args, same_as<&Job::args>, "list of strings", "`[]`",
+     "passed to the script after its path (`\"script\": \"sweep.sh --lr 1e-4\"` names a file that does not "
+     "exist; write `\"script\": \"sweep.sh\", \"args\": [\"--lr\", \"1e-4\"]`)"},
+    {"env", P::Nullable, read_env, same_as<&Job::env>, "object of strings or numbers", "`{}`",
+     "variables set in the job's environment"},
+    {"matrix", P::Nullable, read_matrix, nullptr, "object of lists", "none",
+     "a sweep: the job becomes one job per point of the lists' product (below)"},
+};
+static_assert(std::size(kJobFields) <= kMaxJobFields);
+
+// The names, for the suggestions (plan.h's kJobFieldNames).
+std::vector<std::string_view> names() {
+  std::vector<std::string_view> out;
+  for (const JobField& f : kJobFields) out.push_back(f.name);
+  return out;
+}
+
+}  // namespace
+
+std::span<const JobField> job_fields() { return kJobFields; }
+
+const JobField* find_job_field(std::string_view name) {
+  for (const JobField& f : kJobFields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const std::vector<std::string_view> kJobFieldNames = names();
+
+}  // namespace gpuq
