@@ -108,7 +108,9 @@ TEST(Life, WrittenEntriesReadBack) {
       EXPECT_EQ(std::get<Running>(read).requeue, r->requeue);
       EXPECT_EQ(std::get<Running>(read).attempts, r->attempts);
     }
-    if (const Waiting* w = std::get_if<Waiting>(&life)) EXPECT_EQ(std::get<Waiting>(read).attempts, w->attempts);
+    if (const Waiting* w = std::get_if<Waiting>(&life)) {
+      EXPECT_EQ(std::get<Waiting>(read).attempts, w->attempts);
+    }
   }
   // The first attempt is kept in gpuq's list of earlier attempts.
   EXPECT_EQ(earlier_attempts(e).size(), 1u);

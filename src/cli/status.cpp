@@ -218,7 +218,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   reasons_for_run(plan, run, o);
   for (JobView& v : o.jobs)
     if (auto r = slurm_reasons.find(plan.jobs[v.job].id); v.queued && r != slurm_reasons.end())
-      v.queue_reason = r->second;
+      o.queue_reasons[v.job] = r->second;
   phase("outlook");
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))

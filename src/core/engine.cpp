@@ -45,6 +45,8 @@ PlanIndex::PlanIndex(const Plan& plan) {
   first_after.assign(n + 1, 0);
   deps.assign(n, 0);
   file_dep.assign(n, 0);
+  reserved.assign(n, 0);
+  for (size_t j = 0; j < n && j < plan.reservations_of.size(); ++j) reserved[j] = !plan.reservations_of[j].empty();
   for (size_t j = 0; j < n; ++j)
     for (const Dep& d : plan.jobs[j].deps) {
       if (d.kind == Dep::Kind::File) {
@@ -77,7 +79,20 @@ std::span<const uint32_t> PlanIndex::after_dependents(size_t j) const {
   return {after.data() + first_after[j], after.data() + first_after[j + 1]};
 }
 
-Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std::shared_ptr<const PlanIndex> index)
+namespace {
+
+// What a life means to other jobs, as bits (Engine::flags_): worked out once per change.
+constexpr uint8_t kDone = 1, kFinished = 2, kLeft = 4, kFailing = 8;
+
+uint8_t meaning(const Life& l, long long max_retries) {
+  return static_cast<uint8_t>((is_done(l) ? kDone : 0) | (finished(l, max_retries) ? kFinished : 0) |
+                              (leaves_reservation(l) ? kLeft : 0) | (blocks_dependents(l) ? kFailing : 0));
+}
+
+}  // namespace
+
+Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std::shared_ptr<const PlanIndex> index,
+               std::vector<Life> lives, std::vector<char> files_present)
     : plan_(plan),
       policy_(policy),
       unit_seconds_(unit_seconds),
@@ -91,7 +106,7 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
   for (size_t j = 0; j < plan.jobs.size(); ++j)
     if (index_->file_dep[j]) file_jobs_.push_back(j);
   free_nodes_.assign(nodes, 0);
-  load(std::vector<Life>(plan.jobs.size(), Waiting{}));
+  load(std::move(lives), std::move(files_present));
 }
 
 void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
@@ -113,19 +128,25 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   fx_.clear();
   waiting_ = running_ = 0;
   const long long mr = policy_.max_retries;
+  flags_.resize(n);
+  kinds_.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    flags_[j] = meaning(lives_[j], mr);
+    kinds_[j] = static_cast<uint8_t>(kind_of(lives_[j]));
+  }
   for (size_t j = 0; j < n; ++j) {
     for (const Dep& d : plan_.jobs[j].deps) {
       if (d.kind == Dep::Kind::File) continue;
-      const Life& dep = lives_[d.job];
+      uint8_t dep = flags_[d.job];
       if (d.kind == Dep::Kind::After) {
-        if (!finished(dep, mr)) ++unmet_[j];
+        if (!(dep & kFinished)) ++unmet_[j];
       } else {
-        if (!is_done(dep)) ++unmet_[j];
-        if (blocks_dependents(dep)) ++failing_[j];
+        if (!(dep & kDone)) ++unmet_[j];
+        if (dep & kFailing) ++failing_[j];
       }
     }
     const Life& l = lives_[j];
-    if (!leaves_reservation(l))
+    if (!(flags_[j] & kLeft))
       for (size_t r : plan_.reservations_of[j]) ++res_open_[r];
     switch (kind_of(l)) {
       case LifeKind::Waiting: ++waiting_; break;
@@ -146,13 +167,13 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   }
   for (size_t j = 0; j < n; ++j) {
     update_ready(j);
-    if (kind_of(lives_[j]) == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
+    if (kind(j) == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
   }
   settle();
 }
 
 void Engine::update_ready(size_t j) {
-  bool want = kind_of(lives_[j]) == LifeKind::Waiting && unmet_[j] == 0 && files_[j];
+  bool want = kind(j) == LifeKind::Waiting && unmet_[j] == 0 && files_[j];
   if (want)
     ready_.insert(j);
   else
@@ -178,7 +199,7 @@ std::optional<double> Engine::next_retry() {
 }
 
 bool Engine::wants_files(size_t j) const {
-  return index_->file_dep[j] && kind_of(lives_[j]) == LifeKind::Waiting && unmet_[j] == 0;
+  return index_->file_dep[j] && kind(j) == LifeKind::Waiting && unmet_[j] == 0;
 }
 
 // Every change of a job's life goes through here: the indexes follow it (the dependents'
@@ -186,12 +207,13 @@ bool Engine::wants_files(size_t j) const {
 // blocks the waiting plain dependents (settle() carries the cascade on).
 void Engine::enter(size_t j, Life next, Cause cause) {
   Life& cur = lives_[j];
-  const long long mr = policy_.max_retries;
   LifeKind from = kind_of(cur), to = kind_of(next);
-  bool done0 = is_done(cur), done1 = is_done(next);
-  bool fin0 = finished(cur, mr), fin1 = finished(next, mr);
-  bool left0 = leaves_reservation(cur), left1 = leaves_reservation(next);
-  bool fail0 = blocks_dependents(cur), fail1 = blocks_dependents(next);
+  uint8_t was = flags_[j], now = meaning(next, policy_.max_retries);
+  flags_[j] = now;
+  bool done0 = was & kDone, done1 = now & kDone;
+  bool fin0 = was & kFinished, fin1 = now & kFinished;
+  bool left0 = was & kLeft, left1 = now & kLeft;
+  bool fail0 = was & kFailing, fail1 = now & kFailing;
   if (from == LifeKind::Running) {
     const Running& r = std::get<Running>(cur);
     size_t node = static_cast<size_t>(r.node);
@@ -202,7 +224,8 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   if (from == LifeKind::Waiting) --waiting_;
   if (from == LifeKind::Running || from == LifeKind::Queued) --running_;
   cur = std::move(next);
-  ++version_[j];
+  kinds_[j] = static_cast<uint8_t>(to);
+  if (from == LifeKind::Ended) ++version_[j];  // its retry to come, if any, is void
   if (to == LifeKind::Waiting) ++waiting_;
   if (to == LifeKind::Running || to == LifeKind::Queued) ++running_;
   if (to == LifeKind::Running) {
@@ -214,7 +237,7 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   }
   if (to == LifeKind::Blocked) blocked_.push_back(j);
   if (record_) fx_.changes.push_back({j, from, cur, cause});
-  if (left0 != left1)
+  if (left0 != left1 && index_->reserved[j])
     for (size_t r : plan_.reservations_of[j]) res_open_[r] += left1 ? -1 : 1;
   if (done0 != done1)
     for (uint32_t k : index_->plain_dependents(j)) {
@@ -229,7 +252,7 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   if (fail0 != fail1)
     for (uint32_t k : index_->plain_dependents(j)) {
       failing_[k] += fail1 ? 1 : -1;
-      if (fail1 && kind_of(lives_[k]) == LifeKind::Waiting) work_.push_back(k);
+      if (fail1 && kind(k) == LifeKind::Waiting) work_.push_back(k);
     }
   update_ready(j);
   if (to == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
@@ -241,7 +264,7 @@ void Engine::settle() {
   while (!work_.empty()) {
     size_t k = work_.back();
     work_.pop_back();
-    if (kind_of(lives_[k]) == LifeKind::Waiting && failing_[k] > 0) enter(k, Blocked{}, Cause::Block);
+    if (kind(k) == LifeKind::Waiting && failing_[k] > 0) enter(k, Blocked{}, Cause::Block);
   }
 }
 
@@ -263,19 +286,19 @@ void Engine::unblock_all() {
   // Released jobs release their blocked dependents in turn (the cascade of the block, undone).
   for (size_t at = 0; at < todo.size(); ++at) {
     size_t k = todo[at];
-    if (kind_of(lives_[k]) != LifeKind::Blocked) continue;
+    if (kind(k) != LifeKind::Blocked) continue;
     if (failing_[k] > 0) {
       blocked_.push_back(k);
       continue;
     }
     enter(k, Waiting{}, Cause::Unblock);
     for (uint32_t d : index_->plain_dependents(k))
-      if (kind_of(lives_[d]) == LifeKind::Blocked) todo.push_back(d);
+      if (kind(d) == LifeKind::Blocked) todo.push_back(d);
   }
   // Still blocked, each once.
   std::sort(blocked_.begin(), blocked_.end());
   blocked_.erase(std::unique(blocked_.begin(), blocked_.end()), blocked_.end());
-  std::erase_if(blocked_, [&](size_t k) { return kind_of(lives_[k]) != LifeKind::Blocked; });
+  std::erase_if(blocked_, [&](size_t k) { return kind(k) != LifeKind::Blocked; });
 }
 
 void Engine::tick(const ev::Tick& t) {
@@ -345,7 +368,7 @@ void Engine::pass(const ev::Tick& t) {
   for (Start& s : fx_.pass.starts) {
     long long attempts = std::get<Waiting>(lives_[s.job]).attempts;
     fx_.launches.push_back({s.job, s.node, attempts + 1});
-    enter(s.job, Running{attempts, t.now, s.gpus, s.node, std::nullopt}, Cause::Start);
+    enter(s.job, Running{attempts, t.now, std::move(s.gpus), s.node, std::nullopt}, Cause::Start);
   }
   settle();
 }
@@ -373,14 +396,14 @@ bool requeueing(const Life& l) {
 }  // namespace
 
 void Engine::operator()(const ev::Exited& e) {
-  LifeKind k = kind_of(lives_[e.job]);
+  LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
   Ended end = ended_by_exit(e.code, e.at, k == LifeKind::Queued ? std::optional<double>(e.at) : std::nullopt, 0);
   end_running(e.job, std::move(end), Cause::Exit, false);
 }
 
 void Engine::operator()(const ev::Vanished& e) {
-  LifeKind k = kind_of(lives_[e.job]);
+  LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
   end_running(e.job, ended_lost(e.at, std::nullopt, 0), Cause::Vanish, false);
 }
@@ -395,13 +418,12 @@ void Engine::operator()(const ev::Aborted& e) {
 }
 
 void Engine::operator()(const ev::LaunchFailed& e) {
-  LifeKind k = kind_of(lives_[e.job]);
+  LifeKind k = kind(e.job);
   if (k != LifeKind::Running && k != LifeKind::Queued) return;
   Ended end;
   end.outcome = e.for_good ? Outcome::Unstartable : Outcome::Lost;
   end.exit = e.exit;
   end.end = e.at;
-  end.reason = e.reason;
   end_running(e.job, std::move(end), Cause::LaunchFail, false);
   std::get<Ended>(lives_[e.job]).start.reset();  // it never ran
 }
@@ -475,7 +497,7 @@ void Engine::operator()(const ev::Hold& e) {
 }
 
 void Engine::operator()(const ev::Kill& e) {
-  LifeKind k = kind_of(lives_[e.job]);
+  LifeKind k = kind(e.job);
   if (k != LifeKind::Running && k != LifeKind::Queued) {
     fx_.refused = Refusal::NotRunning;
     return;
@@ -530,57 +552,119 @@ void Engine::apply(const EngineEvent& event) {
   std::visit(EngineVisit{*this}, event);
 }
 
-Why Engine::why(size_t j) const {
+// Why job j waits, from what `src` keeps of the last tick: the engine itself, or a
+// WhySnapshot of it (the one implementation of the reasons).
+template <class Src>
+Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
   Why w;
-  const Life& l = lives_[j];
-  const long long mr = policy_.max_retries;
-  switch (kind_of(l)) {
+  switch (src.kind(j)) {
     case LifeKind::Held: w.kind = Why::Kind::Held; return w;
     case LifeKind::Queued: w.kind = Why::Kind::Queued; return w;
     case LifeKind::Running:
-      if (slot(j) == -2) w.kind = Why::Kind::Ready;
+      if (src.slot(j) == -2) w.kind = Why::Kind::Ready;
       return w;
-    case LifeKind::Ended: {
-      const Ended& e = std::get<Ended>(l);
-      if (e.outcome == Outcome::Done) return w;
+    case LifeKind::Ended:
+      if (src.flags(j) & kDone) return w;
       w.kind = Why::Kind::Failed;
-      w.at = retry_at(e);
+      w.at = src.retry_at(j);
       return w;
-    }
     case LifeKind::Blocked:
       w.kind = Why::Kind::Blocked;
-      for (const Dep& d : plan_.jobs[j].deps)
-        if (d.kind == Dep::Kind::Done && blocks_dependents(lives_[d.job])) w.jobs.push_back(d.job);
+      for (const Dep& d : plan.jobs[j].deps)
+        if (d.kind == Dep::Kind::Done && (src.flags(d.job) & kFailing)) w.jobs.push_back(d.job);
       return w;
     case LifeKind::Waiting: break;
   }
-  for (const Dep& d : plan_.jobs[j].deps) {
-    if (d.kind == Dep::Kind::Done && !is_done(lives_[d.job])) w.jobs.push_back(d.job);
-    if (d.kind == Dep::Kind::After && !finished(lives_[d.job], mr)) w.afters.push_back(d.job);
+  for (const Dep& d : plan.jobs[j].deps) {
+    if (d.kind == Dep::Kind::Done && !(src.flags(d.job) & kDone)) w.jobs.push_back(d.job);
+    if (d.kind == Dep::Kind::After && !(src.flags(d.job) & kFinished)) w.afters.push_back(d.job);
   }
-  w.files = index_->file_dep[j] && !files_[j];
+  w.files = index.file_dep[j] && !src.files(j);
   if (!w.jobs.empty() || !w.afters.empty() || w.files) {
     w.kind = Why::Kind::Deps;
     return w;
   }
-  int32_t k = slot(j);
+  int32_t k = src.slot(j);
   if (k == -3) w.kind = Why::Kind::Paused;
   if (k < 0) return w;
-  const PassedOver& h = fx_.pass.held[static_cast<size_t>(k)];
+  const PassedOver& h = src.held(static_cast<size_t>(k));
   w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill : Why::Kind::Gpus;
   w.free = h.free_for_job;
   w.closed = h.closed;
   w.head = h.head;
   if (w.kind != Why::Kind::Gpus) return w;
-  const auto& mine = plan_.reservations_of[j];
-  for (size_t r = 0; r < plan_.reservations.size(); ++r) {
-    if (res_open_[r] <= 0 || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
+  const auto& mine = plan.reservations_of[j];
+  for (size_t r = 0; r < plan.reservations.size(); ++r) {
+    if (!src.open(r) || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
     std::vector<size_t> members;
-    for (size_t m : plan_.reservations[r].jobs)
-      if (!leaves_reservation(lives_[m])) members.push_back(m);
+    for (size_t m : plan.reservations[r].jobs)
+      if (!(src.flags(m) & kLeft)) members.push_back(m);
     w.closing.emplace_back(r, std::move(members));
   }
   return w;
+}
+
+namespace {
+
+// The engine as why_of reads it.
+struct EngineSource {
+  const Engine& e;
+  const std::vector<uint8_t>& flags_;
+  const std::vector<char>& files_;
+  const std::vector<long>& open_;
+  const std::vector<PassedOver>& held_;
+  const std::vector<int32_t>& slots_;
+  LifeKind kind(size_t j) const { return kind_of(e.life(j)); }
+  uint8_t flags(size_t j) const { return flags_[j]; }
+  bool files(size_t j) const { return files_[j]; }
+  int32_t slot(size_t j) const { return j < slots_.size() ? slots_[j] : -1; }
+  const PassedOver& held(size_t k) const { return held_[k]; }
+  bool open(size_t r) const { return open_[r] > 0; }
+  std::optional<double> retry_at(size_t j) const { return e.retry_at(std::get<Ended>(e.life(j))); }
+};
+
+// A snapshot as why_of reads it.
+struct SnapshotSource {
+  const WhySnapshot& s;
+  LifeKind kind(size_t j) const { return static_cast<LifeKind>(s.kinds[j]); }
+  uint8_t flags(size_t j) const { return s.flags[j]; }
+  bool files(size_t j) const { return s.files[j]; }
+  int32_t slot(size_t j) const { return j < s.slots.size() ? s.slots[j] : -1; }
+  const PassedOver& held(size_t k) const { return s.held[k]; }
+  bool open(size_t r) const { return s.open[r]; }
+  std::optional<double> retry_at(size_t j) const {
+    auto it = std::lower_bound(s.retries.begin(), s.retries.end(), std::pair<size_t, double>{j, -1e300});
+    if (it == s.retries.end() || it->first != j) return std::nullopt;
+    return it->second;
+  }
+};
+
+}  // namespace
+
+Why Engine::why(size_t j) const {
+  return why_of(plan_, *index_, EngineSource{*this, flags_, files_, res_open_, fx_.pass.held, pass_slot_}, j);
+}
+
+WhySnapshot Engine::snapshot() const {
+  WhySnapshot s;
+  const size_t n = lives_.size();
+  s.kinds.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    s.kinds[j] = static_cast<uint8_t>(kind(j));
+    if (const Ended* e = std::get_if<Ended>(&lives_[j]))
+      if (std::optional<double> at = retry_at(*e)) s.retries.emplace_back(j, *at);
+  }
+  s.flags = flags_;
+  s.files = files_;
+  s.slots = pass_slot_;
+  s.held = fx_.pass.held;
+  s.open.resize(res_open_.size());
+  for (size_t r = 0; r < res_open_.size(); ++r) s.open[r] = res_open_[r] > 0;
+  return s;
+}
+
+Why WhySnapshot::why(const Plan& plan, const PlanIndex& index, size_t j) const {
+  return why_of(plan, index, SnapshotSource{*this}, j);
 }
 
 }  // namespace gpuq

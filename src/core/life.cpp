@@ -115,7 +115,6 @@ Life life_of(const JobState* s, bool has_handle, double now) {
       e.exit = s->exit.value_or(s->status == Status::Done ? 0 : kLostExit);
       e.end = s->end;
       e.start = s->start;
-      e.reason = s->reason;
       return e;
     }
   }
@@ -205,7 +204,6 @@ void write_life(JobState& e, const Life& l, Cause cause) {
       e.exit = d.exit;
       e.end = d.end;
       if (const char* o = outcome_field(d.outcome)) e.outcome = o;
-      if (d.reason) e.reason = d.reason;
       return;
     }
   }

@@ -107,24 +107,26 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   // as if resumed now (paused, the jobs it starts wait for `gpuq resume`, at a time no one knows).
   Policy resumed = p;
   resumed.paused = false;
-  Prediction pred(plan, resumed, &start);
-  pred.first_tick(true);
-  std::optional<Prediction> paused;
-  std::optional<Engine> at_tick;
+  std::vector<uint8_t> kind0(n);
+  for (size_t i = 0; i < n; ++i) kind0[i] = static_cast<uint8_t>(kind_of(start.lives[i]));
+  WhySnapshot tick;  // what the reasons read of the next tick
   if (p.paused) {
-    paused.emplace(plan, p, &start);
-    paused->first_tick(true);
-  } else {
-    at_tick.emplace(pred.engine());  // as the next tick leaves it: the reasons are read from it
+    Prediction paused(plan, p, &start);
+    paused.first_tick(true);
+    tick = paused.engine().snapshot();
   }
-  const Engine& tick = p.paused ? paused->engine() : *at_tick;
+  Prediction pred(plan, resumed, &start, true);
+  pred.first_tick(true);
+  if (!p.paused) tick = pred.engine().snapshot();
+  const PlanIndex& index = pred.engine().index();
   o.sim = pred.finish();
   o.jobs = views_of(plan, state, now);
   o.paused = p.paused;
   if (p.paused) {
     std::vector<SimRow> running;
     for (SimRow& r : o.sim.rows)
-      if (kind_of(start.lives[r.job]) == LifeKind::Running || kind_of(start.lives[r.job]) == LifeKind::Queued)
+      if (static_cast<LifeKind>(kind0[r.job]) == LifeKind::Running ||
+          static_cast<LifeKind>(kind0[r.job]) == LifeKind::Queued)
         running.push_back(std::move(r));
       else
         o.jobs[r.job].after_resume = true;
@@ -144,13 +146,14 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   }
   bool after_resume = std::any_of(o.jobs.begin(), o.jobs.end(), [](const JobView& v) { return v.after_resume; });
   if (!o.sim.rows.empty() && !after_resume) o.finish = now + last_end * 3600;
-  for (const Stuck& s : o.sim.stuck) {
-    o.never.push_back(s.job);
-    o.jobs[s.job].fate = s;
+  for (size_t k = 0; k < o.sim.stuck.size(); ++k) {
+    o.never.push_back(o.sim.stuck[k].job);
+    o.jobs[o.sim.stuck[k].job].fate_at = static_cast<int32_t>(k);
   }
-  for (const Stuck& s : o.sim.blocked) {
-    o.never.push_back(s.job);
-    o.jobs[s.job].fate = s;
+  for (size_t k = 0; k < o.sim.blocked.size(); ++k) {
+    o.never.push_back(o.sim.blocked[k].job);
+    o.jobs[o.sim.blocked[k].job].fate_at = static_cast<int32_t>(k);
+    o.jobs[o.sim.blocked[k].job].doomed = true;
   }
 
   // Which jobs to explain: all, or the first rows `status` shows.
@@ -162,15 +165,18 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   } else {
     for (size_t i = 0; i < n; ++i) explain.push_back(i);
   }
+  o.waits.reserve(explain.size());
+  o.missing_files.reserve(explain.size());
   for (size_t i : explain) {
     JobView& v = o.jobs[i];
-    v.wait = tick.why(i);
-    v.explained = true;
-    if (v.wait.files)
+    v.wait_at = static_cast<int32_t>(o.waits.size());
+    o.waits.push_back(tick.why(plan, index, i));
+    std::vector<std::string>& missing = o.missing_files.emplace_back();
+    if (o.waits.back().files)
       for (const Dep& d : plan.jobs[i].deps)
         if (d.kind == Dep::Kind::File) {
           std::string path = files.expand(d.target);
-          if (!files.exists(path)) v.missing_files.push_back(path);
+          if (!files.exists(path)) missing.push_back(path);
         }
   }
   return o;

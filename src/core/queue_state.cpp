@@ -7,26 +7,24 @@ namespace gpuq {
 QueueState::QueueState(const Plan& plan, const Policy& policy, State state, double now, std::string by,
                        std::shared_ptr<const PlanIndex> index)
     : plan_(&plan), state_(std::move(state)), by_(std::move(by)) {
-  engine_.emplace(plan, policy, 1, std::move(index));
-  load(now);
+  load(plan, policy, now, std::move(index));
 }
 
-void QueueState::load(double now) {
+void QueueState::load(const Plan& plan, const Policy& policy, double now, std::shared_ptr<const PlanIndex> index) {
   std::vector<Life> lives;
-  lives.reserve(plan_->jobs.size());
-  for (size_t j = 0; j < plan_->jobs.size(); ++j) {
-    const JobState* s = state_.of(*plan_, j);
+  lives.reserve(plan.jobs.size());
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const JobState* s = state_.of(plan, j);
     lives.push_back(life_of(s, s && s->slurm_id, now));
   }
-  engine_->load(std::move(lives));
+  engine_.emplace(plan, policy, 1, std::move(index), std::move(lives));
   write_back(now);
 }
 
 void QueueState::use_plan(const Plan& plan, double now, std::shared_ptr<const PlanIndex> index) {
   plan_ = &plan;
   Policy policy = engine_->policy();
-  engine_.emplace(plan, policy, 1, std::move(index));
-  load(now);
+  load(plan, policy, now, std::move(index));
 }
 
 JobState& QueueState::entry(size_t j) {

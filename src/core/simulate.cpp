@@ -28,16 +28,20 @@ using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<T>>;
 }  // namespace
 
 struct Prediction::World {
-  World(const Plan& plan, const SimOptions& opt, const LiveStart* from);
+  World(const Plan& plan, const SimOptions& opt, LiveStart* from, bool take);
 
   struct Packed {  // what the world reads of a job at every event, packed together
     double est_hours;         // how long its first attempt runs: est_hours, cut at its limit
     double produced_at_frac;
     uint32_t producer;        // kNone when no job produces its files
     uint8_t file_dep;         // it has a file: dep
+    uint8_t limited;          // it has a time limit (attempt_hours asks the job)
   };
 
   void init();
+  static std::vector<Life> lives_at_start(LiveStart* from, bool take);
+  static std::vector<LifeKind> start_kinds(const LiveStart* from);
+  static std::vector<char> files_at_start(const Plan& plan, const LiveStart* from);
   void take_live_state();
   void start_queued();
   void tick(bool explain);
@@ -60,16 +64,19 @@ struct Prediction::World {
 
   const Plan& plan;
   const SimOptions& opt;
-  const LiveStart* from;
+  LiveStart* from;
   const size_t n;
+  std::vector<LifeKind> kind0;                     // each job's life at the start (from a live state)
   Engine eng;
   std::vector<Packed> pk;
   std::vector<uint32_t> first_produced, produced;  // per job: the jobs whose files it produces (rows)
-  std::vector<double> start;                       // the start of each job's last attempt
-  std::vector<char> ends_at_limit;                 // its running attempt ends at its time limit
-  std::vector<char> started_once;                  // it started (or ran at the start)
+  struct Now {  // per job, its attempt in the predicted world
+    double start = 0;     // the start of its last attempt
+    uint8_t started = 0;  // it started (or ran at the start)
+    uint8_t at_limit = 0; // its running attempt ends at its time limit
+  };
+  std::vector<Now> now;
   std::vector<char> blocked_at_start;
-  std::vector<LifeKind> kind0;                     // each job's life at the start (from a live state)
   MinHeap<std::pair<double, size_t>> running;      // (end, job): jobs ending together all end at once
   MinHeap<std::pair<double, size_t>> file_wait;    // (when its files appear, job)
   MinHeap<std::pair<double, size_t>> produce;      // (when a job not yet started gets its files, job)
@@ -81,15 +88,18 @@ struct Prediction::World {
   Simulation sim;
 };
 
-Prediction::World::World(const Plan& p, const SimOptions& o, const LiveStart* f)
-    : plan(p), opt(o), from(f), n(p.jobs.size()), eng(p, o, 3600), pk(n), start(n, 0), ends_at_limit(n, 0),
-      started_once(n, 0), blocked_at_start(n, 0) {
+Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool take)
+    : plan(p), opt(o), from(f), n(p.jobs.size()),
+      kind0(start_kinds(f)),
+      eng(p, o, 3600, nullptr, lives_at_start(f, take), files_at_start(p, f)),
+      pk(n), now(n), blocked_at_start(n, 0) {
   eng.record_changes(false);
   sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
   first_produced.assign(n + 1, 0);
   for (size_t j = 0; j < n; ++j) {
     const Job& job = plan.jobs[j];
     pk[j].est_hours = run_hours(job, opt.time_limit_factor);  // est_hours, cut at its time limit
+    pk[j].limited = limit_hours(job, opt.time_limit_factor).has_value();
     pk[j].produced_at_frac = job.produced_at_frac;
     pk[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
     pk[j].file_dep = job.has_file_dep();
@@ -107,12 +117,14 @@ Prediction::World::World(const Plan& p, const SimOptions& o, const LiveStart* f)
 // (`times_out`). A job retried on timeout (retry_on_timeout) is taken to resume from its
 // checkpoint: each attempt runs what is left of its estimate, up to its limit.
 double Prediction::World::attempt_hours(size_t j, long long attempts, bool& times_out) const {
+  times_out = false;
+  if (!pk[j].limited) return pk[j].est_hours;  // most jobs: their estimate
   const Job& job = plan.jobs[j];
-  std::optional<double> limit = limit_hours(job, opt.time_limit_factor);
+  double limit = *limit_hours(job, opt.time_limit_factor);
   double left = job.est_hours;
-  if (limit && job.retry_on_timeout) left = std::max(0.0, job.est_hours - static_cast<double>(attempts) * *limit);
-  times_out = limit && left > *limit;
-  return times_out ? *limit : left;
+  if (job.retry_on_timeout) left = std::max(0.0, job.est_hours - static_cast<double>(attempts) * limit);
+  times_out = left > limit;
+  return times_out ? limit : left;
 }
 
 // When job k's files appear: when its producer reaches produced_at_frac of its run. From a
@@ -120,34 +132,41 @@ double Prediction::World::attempt_hours(size_t j, long long attempts, bool& time
 // should already have written, when the producer ends.
 double Prediction::World::file_time(size_t k) const {
   uint32_t src = pk[k].producer;
-  double at = start[src] + pk[k].produced_at_frac * pk[src].est_hours;
+  double at = now[src].start + pk[k].produced_at_frac * pk[src].est_hours;
   if (!from) return at;
-  if (at <= 0 && started_once[src] && start[src] < 0) at = start[src] + pk[src].est_hours;
+  if (at <= 0 && now[src].started && now[src].start < 0) at = now[src].start + pk[src].est_hours;
   return std::max(at, kSoon);
 }
 
+// The engine's start: every job waiting, or the live state's lives (moved from it with `take`).
+std::vector<Life> Prediction::World::lives_at_start(LiveStart* from, bool take) {
+  if (!from) return {};
+  return take ? std::move(from->lives) : from->lives;
+}
+
+std::vector<LifeKind> Prediction::World::start_kinds(const LiveStart* from) {
+  std::vector<LifeKind> kinds;
+  if (!from) return kinds;
+  kinds.reserve(from->lives.size());
+  for (const Life& l : from->lives) kinds.push_back(kind_of(l));
+  return kinds;
+}
+
+// Files: present from the start unless a job of the plan produces them (and, from a live
+// state, they are missing now).
+std::vector<char> Prediction::World::files_at_start(const Plan& plan, const LiveStart* from) {
+  std::vector<char> files(plan.jobs.size(), 1);
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const Job& job = plan.jobs[j];
+    if (!job.has_file_dep()) continue;
+    files[j] = from ? from->files_present[j] : !job.produced_by;
+  }
+  return files;
+}
+
 void Prediction::World::init() {
-  // Files: present from the start unless a job of the plan produces them (and, from a live
-  // state, they are missing now).
-  std::vector<char> files(n, 1);
-  for (size_t j = 0; j < n; ++j) {
-    if (!pk[j].file_dep) continue;
-    if (from)
-      files[j] = from->files_present[j];
-    else
-      files[j] = pk[j].producer == kNone;
-  }
-  if (!from) {
-    eng.load(std::vector<Life>(n, Waiting{}), std::move(files));
-    return;
-  }
-  std::vector<Life> lives = from->lives;
-  kind0.resize(n);
-  for (size_t j = 0; j < n; ++j) {
-    kind0[j] = kind_of(lives[j]);
-    blocked_at_start[j] = kind0[j] == LifeKind::Blocked;
-  }
-  eng.load(std::move(lives), std::move(files));
+  if (!from) return;
+  for (size_t j = 0; j < n; ++j) blocked_at_start[j] = kind0[j] == LifeKind::Blocked;
   take_live_state();
 }
 
@@ -158,16 +177,16 @@ void Prediction::World::take_live_state() {
   for (size_t j = 0; j < n; ++j) {
     const Running* r = std::get_if<Running>(&eng.life(j));
     if (!r) continue;
-    start[j] = r->start;
-    started_once[j] = 1;
+    now[j].start = r->start;
+    now[j].started = 1;
     bool limit = false;
     double end = std::max(r->start + attempt_hours(j, r->attempts, limit), kSoon);
-    ends_at_limit[j] = limit;
+    now[j].at_limit = limit;
     running.push({end, j});
     sim.rows.push_back({j, r->start, end, r->gpus, r->node});
   }
   for (size_t j = 0; j < n; ++j) {
-    if (!started_once[j]) continue;
+    if (!now[j].started) continue;
     for (uint32_t k = first_produced[j]; k < first_produced[j + 1]; ++k) {
       size_t d = produced[k];
       if (waits_for_producer(d)) file_wait.push({file_time(d), d});
@@ -184,11 +203,11 @@ void Prediction::World::start_queued() {
     if (kind_of(eng.life(j)) != LifeKind::Queued) continue;
     eng.apply(ev::QueueStarted{j, t});
     const Running& r = std::get<Running>(eng.life(j));
-    start[j] = t;
-    started_once[j] = 1;
+    now[j].start = t;
+    now[j].started = 1;
     bool limit = false;
     double end = std::max(t + attempt_hours(j, r.attempts, limit), kSoon);
-    ends_at_limit[j] = limit;
+    now[j].at_limit = limit;
     running.push({end, j});
     sim.rows.push_back({j, t, end, r.gpus, r.node});
   }
@@ -199,13 +218,13 @@ void Prediction::World::start_queued() {
 void Prediction::World::started(const Launch& l) {
   size_t j = l.job;
   const Running& r = std::get<Running>(eng.life(j));
-  start[j] = t;
-  started_once[j] = 1;
+  now[j].start = t;
+  now[j].started = 1;
   // From a live state a job takes some time, however short its estimate: one started now
   // does not end before the next tick.
   bool limit = false;
   double hours = attempt_hours(j, r.attempts, limit);
-  ends_at_limit[j] = limit;
+  now[j].at_limit = limit;
   double end = t + (from ? std::max(hours, kSoon) : hours);
   running.push({end, j});
   for (uint32_t k = first_produced[j]; k < first_produced[j + 1]; ++k) {
@@ -282,7 +301,7 @@ void Prediction::World::finish_due() {
   while (!running.empty() && running.top().first <= t + kEps) {
     auto [end, j] = running.top();
     running.pop();
-    if (ends_at_limit[j]) {
+    if (now[j].at_limit) {
       const Running& r = std::get<Running>(eng.life(j));
       if (r.node == 0) {
         if (!(dying_until > t + kEps)) dying = 0;
@@ -341,7 +360,7 @@ void Prediction::World::note_blocked() {
       at = next;
     }
     const Ended* root = std::get_if<Ended>(&eng.life(at));
-    if (!root || !started_once[at]) continue;
+    if (!root || !now[at].started) continue;
     Why w;
     w.kind = Why::Kind::Blocked;
     w.jobs = {at};
@@ -349,8 +368,8 @@ void Prediction::World::note_blocked() {
   }
 }
 
-Prediction::Prediction(const Plan& plan, const SimOptions& opt, const LiveStart* from)
-    : w_(std::make_unique<World>(plan, opt, from)) {}
+Prediction::Prediction(const Plan& plan, const SimOptions& opt, LiveStart* from, bool take)
+    : w_(std::make_unique<World>(plan, opt, from, take)) {}
 
 Prediction::~Prediction() = default;
 
@@ -381,7 +400,7 @@ Simulation Prediction::finish() {
   return std::move(w.sim);
 }
 
-Simulation simulate(const Plan& plan, const SimOptions& opt, const LiveStart* from) {
+Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from) {
   return Prediction(plan, opt, from).finish();
 }
 

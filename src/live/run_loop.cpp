@@ -298,13 +298,14 @@ void RunLoop::start(Tick& t) {
       return;
     } catch (const CannotStart& e) {
       // Failed for good: a retry would fail alike.
-      q_->apply(ev::LaunchFailed{i, t.now, e.exit, true, std::string(e.what())}, t.now);
+      q_->apply(ev::LaunchFailed{i, t.now, e.exit, true}, t.now);
+      q_->entry(i).reason = e.what();
       os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
       say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then "
                              "`gpuq retry {}`)",
                              j.id, e.what(), j.id));
     } catch (const std::exception& e) {
-      q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false, std::nullopt}, t.now);
+      q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false}, t.now);
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
   }

@@ -85,15 +85,15 @@ std::string others(const Outlook& o) {
   return s;
 }
 
-std::string waiting(const Plan& plan, const Outlook& o, const JobView& v) {
+std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const Why& w) {
   const Job& j = plan.jobs[v.job];
-  const Why& w = v.wait;
+  const std::vector<std::string>& missing_files = o.missing_files[static_cast<size_t>(v.wait_at)];
   switch (w.kind) {
     case Why::Kind::Deps: {
       std::vector<std::string> parts;
       if (!w.jobs.empty()) parts.push_back("waits for " + names(plan, w.jobs) + " to be done");
       if (!w.afters.empty()) parts.push_back("waits for " + names(plan, w.afters) + " to finish");
-      if (!v.missing_files.empty()) parts.push_back("waits for the file " + names(v.missing_files));
+      if (!missing_files.empty()) parts.push_back("waits for the file " + names(missing_files));
       std::string why;
       for (size_t k = 0; k < parts.size(); ++k) why += (k ? "; " : "") + parts[k];
       return why;
@@ -125,7 +125,9 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
   const Job& j = plan.jobs[v.job];
   const JobState* s = state.of(plan, v.job);
   Status st = s ? s->status : Status::Pending;
-  const Why& w = v.wait;
+  static const Why kNone;
+  const Why& w = o.wait_of(v) ? *o.wait_of(v) : kNone;
+  const Stuck* fate = o.fate_of(v);
   if (v.not_in_run_plan && st == Status::Pending)
     return fmt::format("not in the plan `gpuq run` loaded at {}: it starts once run has reloaded the plan",
                        o.run.plan_loaded_at ? local_time(*o.run.plan_loaded_at, o.now) : "?");
@@ -141,7 +143,8 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
       if (s) return failed(j, *s, o);
       return "";
     case Why::Kind::Queued:
-      if (v.queue_reason) return fmt::format("queued in Slurm (Slurm's reason: {})", *v.queue_reason);
+      if (auto r = o.queue_reasons.find(v.job); r != o.queue_reasons.end())
+        return fmt::format("queued in Slurm (Slurm's reason: {})", r->second);
       return "queued in Slurm: submitted, not started yet";
     case Why::Kind::None:
       if (st == Status::Running && s) {
@@ -153,13 +156,13 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
       }
       if (st == Status::Done) return "";
       break;
-    default: why = waiting(plan, o, v);
+    default: why = waiting(plan, o, v, w);
   }
-  if (v.fate && v.fate->why.kind == Why::Kind::Blocked) {
-    std::string doomed = stuck_text(plan, o.policy, *v.fate);
+  if (fate && v.doomed) {
+    std::string doomed = stuck_text(plan, o.policy, *fate);
     return why.empty() ? doomed : why + "; " + doomed;
   }
-  if (why.empty() && v.fate) return stuck_text(plan, o.policy, *v.fate);
+  if (why.empty() && fate) return stuck_text(plan, o.policy, *fate);
   return why;
 }
 

@@ -45,12 +45,11 @@ struct Tick {
 struct Exited { size_t job; double at; long long code; };      ///< its script exited with `code`
 struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
 struct Aborted { size_t job; };                                ///< its launch was cut short: it never ran
-struct LaunchFailed {                                          ///< it could not be launched
-  size_t job;
+struct LaunchFailed {                                          ///< it could not be launched (why: the
+  size_t job;                                                  ///< driver's to record, JobState::reason)
   double at;
   long long exit;                    ///< the code recorded (127 for a missing script, else kLostExit)
   bool for_good;                     ///< a retry would fail alike (Unstartable); else Lost
-  std::optional<std::string> reason;
 };
 struct QueueStarted { size_t job; double at; };                ///< the batch queue started a queued job
 struct LimitReached { size_t job; double at; };                ///< its time limit is reached
@@ -154,15 +153,31 @@ struct PlanIndex {
   std::vector<uint32_t> first_plain, plain, first_after, after;  // compressed rows
   std::vector<uint32_t> deps;   // per job: its plain and after: deps (repeats counted)
   std::vector<char> file_dep;   // per job: it has a file: dep
+  std::vector<char> reserved;   // per job: some reservation lists it
+};
+
+/// What the engine's reasons read of a tick, kept apart from the engine: a few bytes a job
+/// (`status` keeps it from the next tick while the prediction carries the engine on).
+struct WhySnapshot {
+  std::vector<uint8_t> kinds, flags;               // per job: LifeKind, and what its life means to others
+  std::vector<char> files;                         // per job: its file: deps are present
+  std::vector<int32_t> slots;                      // per job: the tick's pass marks (see Engine)
+  std::vector<PassedOver> held;                    // the tick's pass: why ready jobs did not start
+  std::vector<char> open;                          // per reservation: some member keeps it closed
+  std::vector<std::pair<size_t, double>> retries;  // ended jobs with an automatic retry to come, by job
+  /// Engine::why, as of the tick it was taken after.
+  Why why(const Plan& plan, const PlanIndex& index, size_t j) const;
 };
 
 /// The engine over one plan.
 class Engine {
  public:
   /// `unit_seconds`: how many seconds one unit of the driver's time is (1: seconds; 3600: hours).
-  /// `index` may be shared between engines over the same plan (made here when null).
+  /// `index` may be shared between engines over the same plan (made here when null). The jobs
+  /// start as `lives` (all waiting when empty) and their files as `files_present` (load()).
   Engine(const Plan& plan, const Policy& policy, double unit_seconds,
-         std::shared_ptr<const PlanIndex> index = nullptr);
+         std::shared_ptr<const PlanIndex> index = nullptr, std::vector<Life> lives = {},
+         std::vector<char> files_present = {});
 
   /// Sets every job's life at once (a state read, the start of a prediction) and the files each
   /// job waits for as present or not; indexes rebuilt, no change recorded. A job that is
@@ -204,6 +219,10 @@ class Engine {
   /// Tick made with explain (a job that Tick launched is Ready; one it would launch but for a
   /// pause is Paused).
   Why why(size_t j) const;
+  /// What why() reads, kept (take it right after a Tick made with explain).
+  WhySnapshot snapshot() const;
+  /// Who depends on whom in the plan.
+  const PlanIndex& index() const { return *index_; }
 
  private:
   void enter(size_t j, Life next, Cause cause);
@@ -217,7 +236,8 @@ class Engine {
   void mark(size_t j, int32_t slot);
   int32_t slot(size_t j) const { return j < pass_slot_.size() ? pass_slot_[j] : -1; }
   void push_retry(size_t j);
-  bool running(size_t j) const { return kind_of(lives_[j]) == LifeKind::Running; }
+  bool running(size_t j) const { return kind(j) == LifeKind::Running; }
+  LifeKind kind(size_t j) const { return static_cast<LifeKind>(kinds_[j]); }
   void operator()(const ev::Tick& e) { tick(e); }
   void operator()(const ev::Exited& e);
   void operator()(const ev::Vanished& e);
@@ -242,8 +262,10 @@ class Engine {
   std::vector<Life> lives_;
   std::vector<uint32_t> unmet_;    // job deps not met: plain deps not done, after: deps not finished
   std::vector<uint32_t> failing_;  // plain deps failed or blocked
+  std::vector<uint8_t> flags_;     // per job, what its life means to others (kDone, kFinished, kLeft, kFailing)
+  std::vector<uint8_t> kinds_;     // per job, its LifeKind (what the indexes ask, a byte apart from the life)
   std::vector<char> files_;        // its file: deps are present (as the driver last said)
-  std::vector<uint32_t> version_;  // bumped at each change of the job's life (stale heap entries)
+  std::vector<uint32_t> version_;  // bumped as a job leaves Ended (its heaped retry is then stale)
   std::vector<long> res_open_;     // per reservation: members that keep it closed to others
   std::vector<uint16_t> gpu_use_;  // per node and GPU id: running jobs on it
   std::vector<GpuMask> busy_;      // per node: GPUs with a running job of the plan

@@ -75,7 +75,6 @@ struct Ended {
   long long exit = 0;
   std::optional<double> end;            ///< absent only in entries written by hand
   std::optional<double> start;          ///< absent when it never started (a launch that failed)
-  std::optional<std::string> reason;    ///< Unstartable: why
 };
 
 /// How an attempt whose script exited with `code` at `at` ended (started at `start`, if known).

@@ -27,15 +27,13 @@ struct JobView {
   std::optional<std::string> outcome; ///< how its last attempt ended (outcome_name), done and failed only
   std::optional<double> start, end;   ///< status: unix seconds; simulate: hours from the start
   double elapsed = 0;                 ///< seconds run (status)
-  Why wait;                           ///< why it waits at the next tick (worked out for `explained` jobs)
-  bool explained = false;             ///< `wait` was worked out (status without --all explains the first rows)
-  bool waits_as_pending = false;      ///< its entry is not pending, but the next tick makes it so (a retry)
-  std::vector<std::string> missing_files;  ///< Deps: its file: deps missing now, expanded
-  std::optional<Stuck> fate;          ///< predicted never to start: stuck, or blocked by a predicted failure
+  int32_t wait_at = -1;               ///< why it waits at the next tick: Outlook::waits[wait_at] (-1: not worked
+                                      ///< out; status without --all explains the rows it shows)
+  int32_t fate_at = -1;               ///< predicted never to start: sim.stuck[fate_at] (or sim.blocked, `doomed`)
+  bool doomed = false;                ///< blocked by a failure the prediction foresees (sim.blocked)
   bool overdue = false;               ///< running past its est_hours
   bool hung = false;                  ///< running, and the hang watchdog says hung? (watchdog.h)
   bool queued = false;                ///< running to gpuq, but the batch queue has not started it
-  std::optional<std::string> queue_reason;  ///< the batch queue's own word on why it waits (Slurm's reason)
   bool after_resume = false;          ///< paused: predicted to start only after `gpuq resume` (no time)
   bool not_in_run_plan = false;       ///< the running `gpuq run` loaded a plan without this job
   std::optional<double> predicted_start, predicted_finish;  ///< same unit as start/end
@@ -61,6 +59,17 @@ struct Outlook {
   bool paused = false;                  ///< made with Policy::paused: nothing new starts in `sim`
   std::map<int, std::string> others;    ///< GPUs another user holds, and why (held_by_others)
   RunContext run;                       ///< status's look at the plan's `gpuq run`
+  std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
+  std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
+  std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits (Slurm's)
+
+  /// Why `v` waits, or null when not worked out.
+  const Why* wait_of(const JobView& v) const { return v.wait_at < 0 ? nullptr : &waits[static_cast<size_t>(v.wait_at)]; }
+  /// Why `v` never starts, or null.
+  const Stuck* fate_of(const JobView& v) const {
+    if (v.fate_at < 0) return nullptr;
+    return &(v.doomed ? sim.blocked : sim.stuck)[static_cast<size_t>(v.fate_at)];
+  }
 };
 
 /// The live state as a prediction's starting point: each job's life (times in hours from

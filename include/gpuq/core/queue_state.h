@@ -55,7 +55,7 @@ class QueueState {
   void use_plan(const Plan& plan, double now, std::shared_ptr<const PlanIndex> index = nullptr);
 
  private:
-  void load(double now);
+  void load(const Plan& plan, const Policy& policy, double now, std::shared_ptr<const PlanIndex> index);
   void write_back(double now);
 
   const Plan* plan_;

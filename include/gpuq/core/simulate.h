@@ -72,8 +72,9 @@ struct Simulation {
 /// first tick left it, for the reasons; `simulate` runs it through).
 class Prediction {
  public:
-  /// From an empty node, or with `from` from a live state.
-  Prediction(const Plan& plan, const SimOptions& opt, const LiveStart* from = nullptr);
+  /// From an empty node, or with `from` from a live state (`take`: its lives are moved from,
+  /// not copied: `from` is not used again for them).
+  Prediction(const Plan& plan, const SimOptions& opt, LiveStart* from = nullptr, bool take = false);
   ~Prediction();
   Prediction(const Prediction&) = delete;
   Prediction& operator=(const Prediction&) = delete;
@@ -95,6 +96,6 @@ class Prediction {
 /// produced_at_frac of its run; other `file:` deps count as present. With `from`, starts
 /// from the live state; a file: dep then counts only if it exists now or a job yet to reach
 /// it produces it.
-Simulation simulate(const Plan& plan, const SimOptions& opt, const LiveStart* from = nullptr);
+Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from = nullptr);
 
 }  // namespace gpuq
