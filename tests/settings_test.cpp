@@ -1,10 +1,12 @@
-// The settings table (settings.h): its defaults, and the plan's "settings" reader.
+// The settings table (settings.h): its defaults, the plan's "settings" reader, and PLAN.run.json's
+// record of them.
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/settings.h"
+#include "gpuq/live/run_info.h"
 #include "test_util.h"
 
 using namespace gpuq;
@@ -210,4 +212,44 @@ TEST(PlanSettings, ASettingsOnlyReadSkipsTheJobs) {
   d.write("broken.json", "{");
   EXPECT_FALSE(load_plan_settings(d.path() + "/broken.json", errors).has_value());
   EXPECT_THAT(errors, ElementsAre(HasSubstr("invalid JSON")));
+}
+
+TEST(RunInfoSettings, WhatARunRecordsReadsBack) {
+  TempDir d;
+  PlanPaths paths = paths_for(d.path() + "/plan.json");
+  RunInfo info;
+  info.pid = 42;
+  info.host = "h";
+  info.plan = paths.plan;
+  info.gpus = {0, 1, 2, 3};
+  info.max_retries = 0;
+  for (const SettingSpec& s : settings_table()) {
+    ASSERT_EQ(read_setting(s, other_value(s), info.settings.values), "");
+    info.settings.given[setting_index(s)] = s.name != "state_dir";
+  }
+  ASSERT_TRUE(write_run_info(paths, info));
+  std::optional<RunInfo> back = read_run_info(paths);
+  ASSERT_TRUE(back.has_value());
+  for (const SettingSpec& s : settings_table()) {
+    EXPECT_EQ(back->settings.given[setting_index(s)], s.name != "state_dir") << s.name;
+    if (s.name != "state_dir") EXPECT_TRUE(same_setting(s, back->settings.values, info.settings.values)) << s.name;
+  }
+  // What older readers take (`add`, `logs -f`) is still there.
+  json raw = json::parse(d.read("plan.run.json"));
+  EXPECT_EQ(raw["gpus"], json({0, 1, 2, 3}));
+  EXPECT_EQ(raw["max_retries"], 0);
+}
+
+// A run.json of a gpuq from before the settings: its gpus and max_retries are the run's settings.
+TEST(RunInfoSettings, AnOlderRunsFileGivesItsGpusAndRetries) {
+  TempDir d;
+  d.write("plan.run.json", R"({"pid": 7, "host": "h", "plan": "plan.json", "started": 1, "tick": 2, "ended": null,
+                              "plan_loaded": {"size": 1, "mtime": 1, "hash": "0"}, "gpus": [0, 1], "max_retries": 1})");
+  std::optional<RunInfo> info = read_run_info(paths_for(d.path() + "/plan.json"));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(given(info->settings, "gpus"));
+  EXPECT_TRUE(given(info->settings, "max_retries"));
+  EXPECT_FALSE(given(info->settings, "poll"));
+  EXPECT_EQ(info->settings.values.gpus, "0,1");
+  EXPECT_EQ(info->settings.values.max_retries, 1);
 }

@@ -41,7 +41,8 @@ ojson job_json(const Plan& plan, const JobView& v) {
 
 }  // namespace
 
-std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o, const RunSeen& run) {
+std::string outlook_json(const Plan& plan, const std::string& plan_path, const Outlook& o, const RunSeen& run,
+                         const nlohmann::ordered_json& settings) {
   ojson doc = ojson::object();
   doc["plan"] = plan_path;
   doc["now"] = o.now;
@@ -65,6 +66,7 @@ std::string outlook_json(const Plan& plan, const std::string& plan_path, const O
   } else {
     doc["run"] = nullptr;
   }
+  if (!settings.is_null()) doc["settings"] = settings;
   ojson jobs = ojson::array();
   for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v));
   doc["jobs"] = std::move(jobs);
