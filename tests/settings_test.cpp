@@ -1,8 +1,10 @@
-// The settings table (settings.h): its defaults, the plan's "settings" reader, and PLAN.run.json's
-// record of them.
+// The settings table (settings.h): its defaults, the plan's "settings" reader, PLAN.run.json's
+// record of them, and the README's list of them.
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/settings.h"
@@ -252,4 +254,23 @@ TEST(RunInfoSettings, AnOlderRunsFileGivesItsGpusAndRetries) {
   EXPECT_FALSE(given(info->settings, "poll"));
   EXPECT_EQ(info->settings.values.gpus, "0,1");
   EXPECT_EQ(info->settings.values.max_retries, 1);
+}
+
+// The README's settings table lists exactly the table's settings, in its order: name, flag,
+// default (as `gpuq settings` shows it) and doc.
+TEST(SettingsDocs, TheReadmeListsExactlyTheTablesSettings) {
+  std::ifstream in(std::string(EXAMPLES) + "/../README.md");
+  ASSERT_TRUE(in) << "README.md";
+  std::string line;
+  bool in_section = false;
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) in_section = line.find("Settings kept with the plan") != std::string::npos;
+    if (in_section && line.rfind("| `", 0) == 0) rows.push_back(line);
+  }
+  std::vector<std::string> table;
+  Settings defaults;
+  for (const SettingSpec& s : settings_table())
+    table.push_back(fmt::format("| `{}` | `{}` | {} | {} |", s.name, s.flag, setting_text(s, defaults), s.doc));
+  EXPECT_EQ(rows, table);
 }
