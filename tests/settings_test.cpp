@@ -178,8 +178,9 @@ TEST(PlanSettings, BadValuesAreLoadErrorsNamingTheFileAndTheSetting) {
   EXPECT_THAT(errors(R"({"workdir": 3})"),
               ElementsAre(R"(inline.json: "settings": "workdir": must be a folder's path (a string), not a number (3))"));
   EXPECT_THAT(errors("[1]"), ElementsAre(HasSubstr(R"(inline.json: "settings": must be an object of settings)")));
-  // Every problem of the plan at once, the settings' among them.
-  EXPECT_EQ(errors(R"({"poll": -1, "max_retries": 1.5})").size(), 2u);
+  // Every problem at once, in the file's order.
+  EXPECT_THAT(errors(R"({"retry_after": -1, "max_retries": 1.5})"),
+              ElementsAre(HasSubstr(R"("retry_after": must not be negative)"), HasSubstr(R"("max_retries": must be a whole number)")));
   // A mistyped "settings" is not silently ignored.
   EXPECT_THAT(errors_of(R"({"jobs": [{"id": "a", "script": "a.sh"}], "setings": {"gpus": "0-3"}})"),
               ElementsAre(R"(inline.json: top level: "setings" is not a field of a plan; did you mean "settings"?)"));

@@ -105,8 +105,10 @@ std::vector<std::string> settings_problems(const Flags& f) {
   if (f.source_of("on_event") != SettingSource::Plan) return out;
   for (const std::string& hook : f.on_event) {
     std::string problem;
-    if (!parse_hook(hook, &problem))
+    if (!parse_hook(hook, &problem)) {
+      if (problem.rfind("--on-event ", 0) == 0) problem.erase(0, 11);  // the setting is named already
       out.push_back(fmt::format("{}: \"settings\": \"on_event\": {}", f.plan, problem));
+    }
   }
   return out;
 }

@@ -17,8 +17,13 @@ namespace plan_read {
 void read_plan_settings(const std::string& file, std::optional<simdjson::dom::element> settings, Plan& plan,
                         std::vector<std::string>& errors) {
   auto add = [&](const char* where, const std::string& what) { errors.push_back(fmt::format("{}: {}: {}", file, where, what)); };
-  if (settings)
+  // Member by member, in the file's order (a repeated name keeps its last value).
+  if (settings && !settings->is_object())
     for (const std::string& problem : read_settings(to_nlohmann(*settings), plan.settings)) add("\"settings\"", problem);
+  else if (settings)
+    for (auto [key, value] : simdjson::dom::object(*settings))
+      if (std::string problem = read_named_setting(key, to_nlohmann(value), plan.settings); !problem.empty())
+        add("\"settings\"", problem);
   const SettingSpec& wd = *find_setting("workdir");
   const size_t at = setting_index(wd);
   bool in_settings = plan.settings.given[at];

@@ -250,28 +250,25 @@ std::string read_setting(const SettingSpec& spec, const nlohmann::json& value, S
       spec.member);
 }
 
+std::string read_named_setting(std::string_view name, const nlohmann::json& value, GivenSettings& into) {
+  const SettingSpec* spec = find_setting(name);
+  if (!spec) {
+    std::vector<std::string_view> names;
+    for (const SettingSpec& s : kTable) names.push_back(s.name);
+    std::string near = did_you_mean(name, names);
+    return fmt::format("\"{}\" is not a setting{}", name, near.empty() ? " (`gpuq settings` lists them)" : near);
+  }
+  if (std::string why = read_setting(*spec, value, into.values); !why.empty())
+    return fmt::format("\"{}\": {}", name, why);
+  into.given[setting_index(*spec)] = true;
+  return "";
+}
+
 std::vector<std::string> read_settings(const nlohmann::json& object, GivenSettings& into) {
+  if (!object.is_object()) return {not_a("an object of settings (\"gpus\", \"max_retries\", ...)", object)};
   std::vector<std::string> problems;
-  if (!object.is_object()) {
-    problems.push_back(not_a("an object of settings (\"gpus\", \"max_retries\", ...)", object));
-    return problems;
-  }
-  std::vector<std::string_view> names;
-  for (const SettingSpec& spec : kTable) names.push_back(spec.name);
-  for (const auto& [key, value] : object.items()) {
-    const SettingSpec* spec = find_setting(key);
-    if (!spec) {
-      std::string near = did_you_mean(key, names);
-      problems.push_back(fmt::format("\"{}\" is not a setting{}", key,
-                                     near.empty() ? " (`gpuq settings` lists them)" : near));
-      continue;
-    }
-    if (std::string why = read_setting(*spec, value, into.values); !why.empty()) {
-      problems.push_back(fmt::format("\"{}\": {}", key, why));
-      continue;
-    }
-    into.given[setting_index(*spec)] = true;
-  }
+  for (const auto& [key, value] : object.items())
+    if (std::string problem = read_named_setting(key, value, into); !problem.empty()) problems.push_back(problem);
   return problems;
 }
 

@@ -104,8 +104,11 @@ struct GivenSettings {
 /// Reads one setting's JSON value into `into`; the problem ("must be ...") or "".
 std::string read_setting(const SettingSpec& spec, const nlohmann::json& value, Settings& into);
 
-/// Reads a "settings" object: each member into `into` (marked given). The problems, each
-/// "\"NAME\": problem", a name that is no setting with "did you mean" when one is near.
+/// Reads the member `name` of a "settings" object into `into` (marked given). The problem,
+/// "\"NAME\": problem" (a name that is no setting with "did you mean" when one is near), or "".
+std::string read_named_setting(std::string_view name, const nlohmann::json& value, GivenSettings& into);
+
+/// Reads a "settings" object: each member as read_named_setting. The problems.
 std::vector<std::string> read_settings(const nlohmann::json& object, GivenSettings& into);
 
 /// A setting's value as JSON, as read_setting reads it back.
