@@ -204,6 +204,8 @@ void prediction_is_what_happens(bool repeat_gpus_to_status) {
 }
 
 TEST(PredictionIsWhatHappens, SimulateAndStatusWithTheRunsFlags) { prediction_is_what_happens(true); }
+// status given no flag: it takes the run's --gpus and --retry-after from PLAN.run.json.
+TEST(PredictionIsWhatHappens, StatusWithoutFlagsUsesTheRunsSettings) { prediction_is_what_happens(false); }
 
 }  // namespace
 }  // namespace gpuq::test

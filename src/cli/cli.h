@@ -2,7 +2,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <future>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/core/settings.h"
 #include "gpuq/core/state.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
@@ -23,26 +26,14 @@ namespace gpuq::cli {
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
-/// Every flag of the original; each subcommand shows the ones it uses.
-struct Flags {
+/// Every flag of the original; each subcommand shows the ones it uses. The settings
+/// (settings.h: --gpus, --poll, --max-retries, ...) are the base's members, filled in order of
+/// precedence: a flag, an environment variable, a running `gpuq run`'s (for the commands that
+/// read them), the plan's "settings", the default; `from` says which gave each.
+struct Flags : Settings {
   std::string plan;       ///< --plan, else $GPUQ_PLAN, else ./plan.json (resolve_plan)
-  std::string state_dir;  ///< gpuq's own: --state-dir, else $GPUQ_STATE_DIR: state, locks and logs/ there
-  std::string workdir;    ///< gpuq's own: --workdir: scripts and file: deps are taken from there
-  std::string gpus = "0,1,2,3,4,5,6,7";
   std::string gpus_source = "--gpus";  ///< what gave `gpus`, as errors about a job's width name it
-  double poll = 20;
   bool all = false;
-  double backfill_max_hours = 0.5;
-  long long max_retries = 2;
-  double retry_after = 300;
-  long long max_used_mib = 1024;
-  double kill_grace = 30;
-  double time_limit_factor = 0;  ///< gpuq's own: a job without time_limit_hours gets this x est_hours (0: none)
-  double quiet_minutes = 0;      ///< gpuq's own: the hang watchdog for every job without quiet_minutes (0: none)
-  std::string nvidia_smi;
-  std::string gpu_probe = "auto";              ///< gpuq's own: --gpu-probe auto|nvml|nvidia-smi|none
-  std::string pairs;                           ///< gpuq's own: --pairs auto|original|0-1,2-3 ("": the command's default)
-  std::vector<std::string> ignore_process;     ///< gpuq's own: --ignore-process NAME (repeatable)
   std::vector<std::string> jobs;
   bool json = false;
   std::string svg;
@@ -51,9 +42,6 @@ struct Flags {
   bool strict = false;
   long lines = 20;
   bool follow = false;
-  std::vector<std::string> on_event;  ///< run --on-event
-  double hook_timeout = 60;
-  double events_max_mb = 64;
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
@@ -71,7 +59,17 @@ struct Flags {
   long long max_queued = 200;
   double time_margin = 1.5;
   std::vector<std::string> sbatch_arg;
-  bool poll_given = false;  ///< --poll was on the command line (Slurm mode's default is 30 s)
+  // Where the settings came from (settings.cpp):
+  std::array<SettingSource, kSettingCount> from{};                ///< each setting's source, in the table's order
+  std::vector<std::pair<size_t, CLI::Option*>> setting_options;  ///< the options that give a setting (setting_flag)
+  bool reads_run_settings = false;  ///< status, simulate --from-state, settings, add: a running run's come before the plan's
+  bool settings_taken = false;      ///< take_settings has run
+  GivenSettings plan_settings;      ///< the plan's own "settings", as read
+  GivenSettings run_settings;       ///< a running `gpuq run`'s (PLAN.run.json), when the command reads them
+  std::string run_info_file;        ///< that PLAN.run.json ("" when no run's settings were read)
+
+  /// Where the setting `name` came from.
+  SettingSource source_of(std::string_view name) const { return from[setting_index(*find_setting(name))]; }
 };
 
 /// CLI11 type names that also tell completion what a flag's value is: a plan (*.json), any
@@ -87,8 +85,7 @@ enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
 void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
 
 /// Fills f.plan when --plan was not given: $GPUQ_PLAN, else plan.json in the current
-/// folder (saying on stderr which file was taken); and f.state_dir from $GPUQ_STATE_DIR.
-/// False, with the problem printed, when there is no plan to take.
+/// folder (saying on stderr which file was taken). False, with the problem printed, when there is no plan to take.
 bool resolve_plan(Flags& f);
 
 /// The plan's files: beside the plan, or in --state-dir.
@@ -100,7 +97,8 @@ struct Workdir {
   std::string shown;  ///< for messages: the absolute folder and where it came from
 };
 
-/// --workdir, else the plan's "workdir" (relative to the plan file's folder), else the current folder.
+/// The workdir setting as its source gives it: --workdir (or a running run's) as an absolute
+/// folder, the plan's "workdir" relative to the plan file's folder, else the current folder.
 Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdir);
 
 /// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
@@ -126,11 +124,11 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus);
 /// --gpus-per-node, a running run's --gpus) where the loader says --gpus.
 std::string with_gpus_source(std::string error, const std::string& source);
 
-/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
+/// Loads and checks the plan (the node's GPUs as the settings give them: take_settings), or
+/// prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings); the fields
 /// gpuq does not read to `unknown_fields` when given (else they are not mentioned).
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
-                                   std::vector<std::string>* warnings = nullptr,
+std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings = nullptr,
                                    std::vector<std::string>* unknown_fields = nullptr);
 
 /// --gpus as ids, or nullopt with the problem printed.
@@ -148,8 +146,47 @@ struct Loaded {
   Plan plan;
 };
 
-/// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
-std::optional<Loaded> load_command(const Flags& f);
+/// Loads the plan with its settings taken into `f` (take_settings) and parses the GPUs they
+/// give, or prints every problem (then the exit status is 2).
+std::optional<Loaded> load_command(Flags& f);
+
+/// Marks `o` as a flag that gives a setting (settings.h): the one whose flag it is, or `name`
+/// (add's --node-gpus gives "gpus"). Given on the command line, it beats the plan's
+/// "settings" and a run's. Returns `o`.
+CLI::Option* setting_flag(Flags& f, CLI::Option* o, std::string_view name = {});
+
+/// After parsing: marks the settings whose flags the command line gave, and takes those that
+/// an environment variable gives ($GPUQ_STATE_DIR, $GPUQ_NVIDIA_SMI) where no flag did.
+void take_flags_and_env(Flags& f);
+
+/// Takes the plan's "settings" where no flag or variable gave one and, for a command that
+/// reads them (f.reads_run_settings), a running `gpuq run`'s before them (PLAN.run.json).
+/// A plan's relative state_dir is taken from the plan's folder. Once per command: a second
+/// call changes nothing.
+void take_settings(Flags& f, const GivenSettings& plan);
+
+/// The loader's GPU choice for `f`: take_settings, then the GPU ids they give.
+ChooseGpus choose_gpus(Flags& f);
+
+/// What a loaded plan's settings hold that only the CLI can check (its on_event hooks), as
+/// loader errors ("FILE: \"settings\": ..."); empty when they are good.
+std::vector<std::string> settings_problems(const Flags& f);
+
+/// For a command that needs the plan's settings but not its jobs (add, pause, resume, gpus):
+/// reads them and takes them (take_settings). False, with the problems printed, when they are
+/// bad; a plan that is not JSON gives none (said on stderr as `gpuq COMMAND`'s note, unless
+/// `command` is null).
+bool take_plan_settings_only(Flags& f, const char* command);
+
+/// For status and simulate --from-state: a line for each way the settings they predict with
+/// differ from a running run's ("--gpus 0-7 given here; the run uses 0-3"), and which of the
+/// run's they took. Empty when nothing differs. `pairs_default`: what an unset pairs means to the
+/// command (status: auto, simulate: original).
+std::vector<std::string> settings_notes(const Flags& f, const char* pairs_default);
+
+/// Every setting's value and where it came from, for `status --json` and `settings --json`:
+/// {"NAME": {"value", "from", "flag"[, "run"][, "plan"]}}.
+nlohmann::ordered_json settings_sources_json(const Flags& f);
 
 /// Warns when the plan is a symbolic link and a state file beside the link is not the one used.
 void warn_state_beside_link(const std::string& plan);
@@ -182,6 +219,12 @@ void add_control_commands(CLI::App& app, Flags& f, Action& action);  ///< retry,
 void add_history_command(CLI::App& app, Flags& f, Action& action);
 void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action);  ///< add, pause, resume
 void add_gpus_command(CLI::App& app, Flags& f, Action& action);
+void add_settings_command(CLI::App& app, Flags& f, Action& action);
+
+/// Adds run's settings beyond the original's flags: --kill-grace, --time-limit-factor,
+/// --quiet-minutes, --nvidia-smi, --gpu-probe, --pairs, --ignore-process, --on-event,
+/// --hook-timeout, --events-max-mb (run, and settings, which takes every setting's flag).
+void add_run_settings(CLI::App* sub, Flags& f);
 
 /// Adds --learned-estimates (status, simulate).
 void add_learned_estimates(CLI::App* sub, Flags& f);
@@ -208,14 +251,15 @@ const char* version_line();
 std::string completion_script(CLI::App& app, const std::string& shell);
 
 /// The subcommands: each returns the exit status.
-int cmd_run(const Flags& f);
-int cmd_status(const Flags& f);
+int cmd_run(Flags& f);
+int cmd_status(Flags& f);
 int cmd_simulate(const Flags& f);
-int cmd_validate(const Flags& f);
-int cmd_logs(const Flags& f);
-int cmd_control(const Flags& f, const std::string& action);
-int cmd_history(const Flags& f);
-int cmd_add(const Flags& f);
-int cmd_gpus(const Flags& f);
+int cmd_validate(Flags& f);
+int cmd_logs(Flags& f);
+int cmd_control(Flags& f, const std::string& action);
+int cmd_history(Flags& f);
+int cmd_add(Flags& f);
+int cmd_gpus(Flags& f);
+int cmd_settings(Flags& f);
 
 }  // namespace gpuq::cli

@@ -28,14 +28,17 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
                   "the plan file (JSON); its state, lock and logs/ live beside it (default: $GPUQ_PLAN, else "
                   "plan.json in the current folder)")
       ->type_name(kPlanType);
-  sub->add_option("--state-dir", f.state_dir,
-                  "keep the state, locks and logs/ in this folder instead of beside the plan (default: "
-                  "$GPUQ_STATE_DIR)");
-  sub->add_option("--workdir", f.workdir,
-                  "run jobs in this folder and take relative script and file: paths from it (default: the plan's "
-                  "\"workdir\", else the current folder)");
+  setting_flag(f, sub->add_option("--state-dir", f.state_dir,
+                                  "keep the state, locks and logs/ in this folder instead of beside the plan "
+                                  "(default: $GPUQ_STATE_DIR)"));
+  setting_flag(f, sub->add_option("--workdir", f.workdir,
+                                  "run jobs in this folder and take relative script and file: paths from it "
+                                  "(default: the plan's \"workdir\", else the current folder)"));
   auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
-  auto group = [&](CLI::Option* o, Flag x) { o->group(uses(x) ? "Options" : ""); };
+  auto group = [&](CLI::Option* o, Flag x) {
+    o->group(uses(x) ? "Options" : "");
+    if (x != kAll) setting_flag(f, o);
+  };
   group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);
   group(sub->add_option("--poll", f.poll, "longest sleep between two looks at the queue, in seconds")
             ->capture_default_str()
@@ -62,23 +65,21 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
 }
 
 void add_time_limit_factor(CLI::App* sub, Flags& f) {
-  sub->add_option("--time-limit-factor", f.time_limit_factor,
-                  "a job without time_limit_hours gets a limit of F x est_hours (0: no limit)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  setting_flag(f, sub->add_option("--time-limit-factor", f.time_limit_factor,
+                                  "a job without time_limit_hours gets a limit of F x est_hours (0: no limit)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {
-  sub->add_option("--quiet-minutes", f.quiet_minutes,
-                  "hang watchdog for every job without quiet_minutes: its log silent and its GPUs idle for M "
-                  "minutes marks it hung? (0: off)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  setting_flag(f, sub->add_option("--quiet-minutes", f.quiet_minutes,
+                                  "hang watchdog for every job without quiet_minutes: its log silent and its GPUs "
+                                  "idle for M minutes marks it hung? (0: off)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber));
 }
 
 bool resolve_plan(Flags& f) {
-  if (f.state_dir.empty())
-    if (const char* env = std::getenv("GPUQ_STATE_DIR"); env && *env) f.state_dir = env;
   if (!f.plan.empty()) return true;
   if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) {
     f.plan = env;
@@ -112,14 +113,17 @@ Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdi
     while (s.size() > 1 && s.back() == '/') s.pop_back();
     return s;
   };
-  if (!f.workdir.empty()) {
+  SettingSource from = f.source_of("workdir");
+  if (!f.workdir.empty() && (from == SettingSource::Flag || from == SettingSource::Run)) {
     std::string p = absolute(expand_path(f.workdir));
-    return {p, p + " (--workdir)"};
+    return {p, p + (from == SettingSource::Flag ? " (--workdir)" : " (the running `gpuq run`'s workdir)")};
   }
-  if (plan_workdir) {
-    fs::path w = expand_path(*plan_workdir);
+  std::optional<std::string> in_plan = plan_workdir;
+  if (!in_plan && from == SettingSource::Plan) in_plan = f.workdir;
+  if (in_plan) {
+    fs::path w = expand_path(*in_plan);
     std::string p = absolute(w.is_absolute() ? w : fs::path(f.plan).parent_path() / w);
-    return {p, fmt::format("{} (the plan's \"workdir\" {})", p, *plan_workdir)};
+    return {p, fmt::format("{} (the plan's \"workdir\" {})", p, *in_plan)};
   }
   return {"", absolute(fs::current_path(ec)) + " (the current folder)"};
 }
@@ -136,17 +140,17 @@ std::string with_gpus_source(std::string error, const std::string& source) {
   return error;
 }
 
-/// Loads and checks the plan, or prints every problem. The loader's warnings go to stderr,
-/// or to `warnings` when given (validate reports them as its own findings).
-std::optional<Plan> load_or_report(const Flags& f, const std::vector<int>& gpus,
-                                   std::vector<std::string>* warnings, std::vector<std::string>* unknown_fields) {
+std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings,
+                                   std::vector<std::string>* unknown_fields) {
   // A path that is no plan file at all: one line, before any talk of problems in a plan.
   if (std::string problem = plan_file_problem(f.plan); !problem.empty()) {
     fmt::print(stderr, "gpuq: plan {}: {}\n", f.plan, problem);
     return std::nullopt;
   }
-  PlanLoad load = load_plan(f.plan, gpus);
-  if (!load.plan) {
+  PlanLoad load = load_plan_choosing_gpus(f.plan, choose_gpus(f));
+  take_settings(f, {});  // a plan that is not JSON gave none: the others still count
+  for (std::string& e : settings_problems(f)) load.errors.insert(load.errors.begin(), std::move(e));
+  if (!load.plan || !load.errors.empty()) {
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
@@ -198,12 +202,12 @@ bool write_output(const std::string& path, const std::string& text) {
 }
 
 
-/// Parses --gpus and loads the plan, or prints every problem (then the exit status is 2).
-std::optional<Loaded> load_command(const Flags& f) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return std::nullopt;
-  auto plan = load_or_report(f, *gpus);
+std::optional<Loaded> load_command(Flags& f) {
+  if (!node_gpus(f)) return std::nullopt;  // a bad --gpus: said before the plan is read
+  auto plan = load_or_report(f);
   if (!plan) return std::nullopt;
+  auto gpus = node_gpus(f);  // as the settings give them
+  if (!gpus) return std::nullopt;
   return Loaded{std::move(*gpus), std::move(*plan)};
 }
 
@@ -283,17 +287,18 @@ GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuRea
 }
 
 void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default) {
-  sub->add_option("--gpu-probe", f.gpu_probe,
-                  "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"}));
-  sub->add_option("--pairs", f.pairs,
-                  fmt::format("how multi-GPU jobs are placed: auto (from the GPU topology), original (pairs 0-1, "
-                              "2-3, 4-5, 6-7), or pairs such as 0-2,1-3 (default: {})",
-                              pairs_default));
-  sub->add_option("--ignore-process", f.ignore_process,
-                  "a process name (as ps shows it) whose GPU processes never make a GPU busy; repeatable")
-      ->allow_extra_args(false);
+  setting_flag(f, sub->add_option("--gpu-probe", f.gpu_probe,
+                                  "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none")
+                      ->capture_default_str()
+                      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"})));
+  setting_flag(f, sub->add_option("--pairs", f.pairs,
+                                  fmt::format("how multi-GPU jobs are placed: auto (from the GPU topology), original "
+                                              "(pairs 0-1, 2-3, 4-5, 6-7), or pairs such as 0-2,1-3 (default: {})",
+                                              pairs_default)));
+  setting_flag(f, sub->add_option("--ignore-process", f.ignore_process,
+                                  "a process name (as ps shows it) whose GPU processes never make a GPU busy; "
+                                  "repeatable")
+                      ->allow_extra_args(false));
 }
 
 std::optional<Placement> placement_of(const Flags& f, const char* dflt, const RunOptions& opt) {

@@ -287,9 +287,13 @@ int cmd_complete_ids(const std::string& command, const std::string& plan_file, c
   try {
     PlanLoad load = load_plan(plan_file, {0, 1, 2, 3, 4, 5, 6, 7});
     if (!load.plan) return 0;
+    Flags g;  // the state folder: $GPUQ_STATE_DIR, else the plan's "settings"
+    g.plan = plan_file;
+    take_flags_and_env(g);
+    take_settings(g, load.plan->settings);
     State state;
     try {
-      state = read_state(paths_for(plan_file));
+      state = read_state(paths_for(plan_file, g.state_dir));
     } catch (const std::exception&) {
       // A damaged state: offer the ids all the same, in plan order.
     }

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 bool wait_for_requeues(const Flags& f, const Plan& plan, FileStore& store, Launcher& launcher);
 
-int cmd_control(const Flags& f, const std::string& action) {
+int cmd_control(Flags& f, const std::string& action) {
   auto loaded = load_command(f);
   // kill must work while the plan on disk has problems (a running `run` goes on with the
   // version it loaded): with no plan, it acts on the state's running entries alone.
@@ -93,11 +93,11 @@ void add_control_commands(CLI::App& app, Flags& f, Action& action) {
   auto* hold = app.add_subcommand("hold", "keep pending, failed or blocked jobs from starting until `retry`");
   auto* requeue = app.add_subcommand(
       "requeue", "stop running jobs and make them pending again, as one step: `after:` dependents never see them finished");
-  requeue
-      ->add_option("--kill-grace", f.kill_grace,
-                   "seconds the job may take to exit after SIGTERM before its process group gets SIGKILL")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  setting_flag(f, requeue
+                      ->add_option("--kill-grace", f.kill_grace,
+                                   "seconds the job may take to exit after SIGTERM before its process group gets SIGKILL")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber));
   for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"},
                            std::pair{requeue, "requeue"}}) {
     add_flags(sub, f, {});

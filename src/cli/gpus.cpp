@@ -124,7 +124,11 @@ std::string json_of(const Node& n) {
 
 }  // namespace
 
-int cmd_gpus(const Flags& f) {
+int cmd_gpus(Flags& f) {
+  // A plan (--plan or $GPUQ_PLAN; gpus needs none) gives its settings.
+  if (f.plan.empty())
+    if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) f.plan = env;
+  if (!f.plan.empty() && !take_plan_settings_only(f, "gpus")) return kExitBadInput;
   auto node_ids = node_gpus(f);
   if (!node_ids) return kExitBadInput;
   RunOptions opt = run_options(f, *node_ids);
@@ -159,8 +163,9 @@ void add_gpus_command(CLI::App& app, Flags& f, Action& action) {
                                           "gpuq job, connections, the pairs it uses, and the probe");
   add_flags(gpus, f, {kGpus, kMaxUsed});
   gpus->add_flag("--json", f.json, "print one JSON object instead of text");
-  gpus->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
-      ->type_name(kCommandType);
+  setting_flag(f, gpus->add_option("--nvidia-smi", f.nvidia_smi,
+                                   "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
+                       ->type_name(kCommandType));
   add_gpu_flags(gpus, f, "auto");
   gpus->callback([&] { action = [&] { return cmd_gpus(f); }; });
 }

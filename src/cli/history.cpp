@@ -121,7 +121,7 @@ int print_estimates(const Flags& f, const Plan& plan, const std::vector<Attempt>
 
 }  // namespace
 
-int cmd_history(const Flags& f) {
+int cmd_history(Flags& f) {
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const Plan& plan = loaded->plan;

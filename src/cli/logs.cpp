@@ -44,7 +44,7 @@ std::string how_it_ended(const JobState& s) {
 
 }  // namespace
 
-int cmd_logs(const Flags& f) {
+int cmd_logs(Flags& f) {
   auto loaded = load_command(f);
   if (!loaded && !fs::exists(f.plan)) return kExitBadInput;
   if (!loaded) fmt::print(stderr, "gpuq logs: the plan does not load; going on from the logs folder alone\n");

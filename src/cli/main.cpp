@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   add_history_command(app, f, action);
   add_plan_edit_commands(app, f, action);
   add_gpus_command(app, f, action);
+  add_settings_command(app, f, action);
   add_completion_commands(app, action);
   add_man_help_flag(app);
 
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "gpuq: `gpuq --help` lists the commands, `gpuq COMMAND --help` their flags\n");
     return kExitBadInput;
   }
+  take_flags_and_env(f);
   // Commands that take --plan (not version or completion) find their plan when it was not given.
   bool takes_plan = false;
   for (const CLI::App* sub : app.get_subcommands())

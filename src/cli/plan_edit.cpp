@@ -40,22 +40,19 @@ std::string job_text(const Flags& f) {
 
 }  // namespace
 
-/// `node_gpus_given`: --node-gpus was on the command line; else a running `run`'s --gpus
-/// are what the job must fit (the run would refuse the plan otherwise), and only without
-/// one the default.
-int cmd_add(const Flags& f, bool node_gpus_given) {
-  auto gpus = node_gpus(f);
-  if (!gpus) return kExitBadInput;
+/// The job must fit --node-gpus, else a running `gpuq run`'s --gpus (the run would refuse the
+/// plan otherwise), else the plan's "settings" "gpus", else the default.
+int cmd_add(Flags& f) {
+  if (!node_gpus(f)) return kExitBadInput;  // a bad --node-gpus, before anything else
   if (std::string why = plan_file_problem(f.plan); !why.empty()) {
     fmt::print(stderr, "gpuq add: {}\n", why);
     return kExitBadInput;
   }
+  if (!take_plan_settings_only(f, nullptr)) return kExitBadInput;  // a plan that is not JSON: said below
+  auto gpus = node_gpus(f);
+  if (!gpus) return kExitBadInput;
   PlanPaths paths = plan_paths(f);
-  std::string source = "--node-gpus";
-  if (RunPresence run = run_presence(paths); !node_gpus_given && run.running && run.info && !run.info->gpus.empty()) {
-    gpus = run.info->gpus;
-    source = fmt::format("the running `gpuq run` (pid {}) --gpus", run.info->pid);
-  }
+  std::string source = f.source_of("gpus") == SettingSource::Flag ? "--node-gpus" : f.gpus_source;
   auto say = [&](const std::string& e) { fmt::print(stderr, "{}\n", with_gpus_source(e, source)); };
   // The file itself, where the plan is a link: the link stays a link.
   std::error_code ec;
@@ -95,7 +92,8 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
                                         "as it is); a running `gpuq run` picks it up");
   add->add_option("--plan", f.plan, "the plan file (JSON) (default: $GPUQ_PLAN, else plan.json in the current folder)")
       ->type_name(kPlanType);
-  add->add_option("--state-dir", f.state_dir, "the folder of the plan's state and lock (default: $GPUQ_STATE_DIR)");
+  setting_flag(f, add->add_option("--state-dir", f.state_dir,
+                                  "the folder of the plan's state and lock (default: $GPUQ_STATE_DIR)"));
   add->add_option("--id", f.add_id, "the new job's id")->required();
   add->add_option("--gpus", f.add_gpus, "GPUs the job needs (plan default: 1)")->check(CLI::NonNegativeNumber);
   add->add_option("--priority", f.add_priority, "its priority, lower first (plan default: 50)");
@@ -103,13 +101,15 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
       ->delimiter(',');
   add->add_option("--est-hours", f.add_est_hours, "its estimated duration in hours (plan default: 1)")
       ->check(CLI::NonNegativeNumber);
-  auto* node_gpus_opt = add->add_option("--node-gpus", f.gpus,
-                                        "GPU ids of this node, to check the job's width against (default: a "
-                                        "running `gpuq run`'s --gpus, else 0-7)");
+  setting_flag(f,
+               add->add_option("--node-gpus", f.gpus,
+                               "GPU ids of this node, to check the job's width against (default: a running `gpuq "
+                               "run`'s --gpus, else the plan's \"settings\", else 0-7)"),
+               "gpus");
   add->add_option("script", f.add_script, "-- SCRIPT [ARGS...]: the job's bash script and its arguments")->required();
-  add->callback([&, node_gpus_opt] {
-    bool given = node_gpus_opt->count() > 0;
-    action = [&, given] { return cmd_add(f, given); };
+  add->callback([&] {
+    f.reads_run_settings = true;
+    action = [&] { return cmd_add(f); };
   });
   for (bool on : {true, false}) {
     auto* sub = app.add_subcommand(on ? "pause" : "resume",
@@ -123,6 +123,7 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
           fmt::print(stderr, "gpuq {}: {}\n", on ? "pause" : "resume", why);
           return kExitBadInput;
         }
+        if (!take_plan_settings_only(f, on ? "pause" : "resume")) return kExitBadInput;  // its state_dir
         fmt::print("{}\n", set_paused(plan_paths(f), on, unix_now()));
         return 0;
       };

@@ -92,9 +92,25 @@ bool scripts_there(const Plan& plan, const State& state, const Workdir& wd) {
   return true;
 }
 
+// The settings this run uses, as PLAN.run.json records them for `status`: each as the run
+// takes it (pairs, nvidia-smi, poll and workdir as they are in effect, not as given).
+GivenSettings settings_in_use(const Flags& f, const RunOptions& opt, const Workdir& wd) {
+  GivenSettings s;
+  s.values = f;
+  s.given.fill(true);
+  if (s.values.pairs.empty()) s.values.pairs = "auto";
+  s.values.nvidia_smi = opt.nvidia_smi;
+  s.values.poll = opt.poll;
+  std::error_code ec;
+  s.values.workdir = wd.path.empty() ? std::filesystem::current_path(ec).string() : wd.path;
+  s.values.state_dir = f.state_dir;
+  s.given[setting_index(*find_setting("state_dir"))] = !f.state_dir.empty();
+  return s;
+}
+
 }  // namespace
 
-int cmd_run(const Flags& f) {
+int cmd_run(Flags& f) {
   // The text as it was before the load: the version the reload on edit compares with (an
   // edit between the two is then reloaded at the first tick, never missed).
   std::string plan_text;
@@ -129,7 +145,7 @@ int cmd_run(const Flags& f) {
     slurm_plan = slurm_copy(*plan);
     plan = &*slurm_plan;
     opt.batch = true;
-    if (!f.poll_given) opt.poll = 30;
+    if (f.source_of("poll") == SettingSource::Default) opt.poll = 30;
   }
   if (std::string mix = mode_mix_problem(state, f.slurm); !mix.empty()) {
     fmt::print(stderr, "gpuq run: nothing started: {}\n", mix);
@@ -151,6 +167,7 @@ int cmd_run(const Flags& f) {
   info.plan = f.plan;
   info.gpus = *gpus;
   info.max_retries = f.max_retries;
+  info.settings = settings_in_use(f, opt, wd);
   info.started = unix_now();
   info.tick = info.started;
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
@@ -161,32 +178,41 @@ int cmd_run(const Flags& f) {
                    slurm ? &*slurm : nullptr);
 }
 
+void add_run_settings(CLI::App* sub, Flags& f) {
+  setting_flag(f, sub->add_option("--kill-grace", f.kill_grace,
+                                  "seconds a killed job may take to exit after SIGTERM before its process group gets "
+                                  "SIGKILL")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber));
+  add_time_limit_factor(sub, f);
+  add_quiet_minutes(sub, f);
+  setting_flag(f, sub->add_option("--nvidia-smi", f.nvidia_smi,
+                                  "the nvidia-smi command to probe GPU memory and utilization with (default: "
+                                  "$GPUQ_NVIDIA_SMI, else nvidia-smi)")
+                      ->type_name(kCommandType));
+  add_gpu_flags(sub, f, "auto");
+  setting_flag(f, sub->add_option("--on-event", f.on_event,
+                                  "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event "
+                                  "in GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... "
+                                  "and as JSON on stdin; 'failed,timeout:CMD' runs it for those only (event kinds: "
+                                  "start, end, retry, kill, hold, timeout, reload, pause, resume; end outcomes: done, "
+                                  "failed, killed, lost, hung); repeatable")
+                      ->allow_extra_args(false));
+  setting_flag(f, sub->add_option("--hook-timeout", f.hook_timeout,
+                                  "seconds an --on-event command may run before it is stopped")
+                      ->capture_default_str()
+                      ->check(CLI::PositiveNumber));
+  setting_flag(f, sub->add_option("--events-max-mb", f.events_max_mb,
+                                  "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); "
+                                  "0: never")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber));
+}
+
 void add_run_command(CLI::App& app, Flags& f, Action& action) {
   auto* run = app.add_subcommand("run", "run the plan: start jobs as they become ready, until all are finished");
   add_flags(run, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
-  run->add_option("--kill-grace", f.kill_grace,
-                  "seconds a killed job may take to exit after SIGTERM before its process group gets SIGKILL")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  add_time_limit_factor(run, f);
-  add_quiet_minutes(run, f);
-  run->add_option("--nvidia-smi", f.nvidia_smi,
-                  "the nvidia-smi command to probe GPU memory and utilization with (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
-      ->type_name(kCommandType);
-  add_gpu_flags(run, f, "auto");
-  run->add_option("--on-event", f.on_event,
-                  "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event in GPUQ_EVENT, "
-                  "GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
-                  "'failed,timeout:CMD' runs it for those only (event kinds: start, end, retry, kill, hold, timeout, reload, pause, resume; "
-                  "end outcomes: done, failed, killed, lost, hung); repeatable")
-      ->allow_extra_args(false);
-  run->add_option("--hook-timeout", f.hook_timeout, "seconds an --on-event command may run before it is stopped")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  run->add_option("--events-max-mb", f.events_max_mb,
-                  "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); 0: never")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_run_settings(run, f);
   run->add_flag("--slurm", f.slurm,
                 "submit each ready job to Slurm (sbatch) instead of starting it here; gpuq keeps the plan's deps, "
                 "priorities and retries, Slurm places the jobs (README: Running on a Slurm cluster)");
@@ -202,11 +228,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
       ->check(CLI::PositiveNumber);
   run->add_option("--sbatch-arg", f.sbatch_arg, "--slurm: one more argument for every sbatch (repeatable)")
       ->allow_extra_args(false);
-  CLI::Option* poll = run->get_option("--poll");
-  run->callback([&, poll] {
-    f.poll_given = poll->count() > 0;
-    action = [&] { return cmd_run(f); };
-  });
+  run->callback([&] { action = [&] { return cmd_run(f); }; });
 }
 
 }  // namespace gpuq::cli

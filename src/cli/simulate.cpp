@@ -65,7 +65,9 @@ int cmd_simulate(const Flags& given) {
   if (f.gpus_per_node) {
     f.gpus = fmt::format("0-{}", *f.gpus_per_node - 1);
     f.gpus_source = "--gpus-per-node";
+    f.from[setting_index(*find_setting("gpus"))] = SettingSource::Flag;
   }
+  f.reads_run_settings = f.from_state;  // predicting a running queue: with its run's settings
   auto loaded = load_command(f);
   if (!loaded) return kExitBadInput;
   const std::vector<int>* gpus = &loaded->gpus;
@@ -102,6 +104,7 @@ int cmd_simulate(const Flags& given) {
     ro.placement = opt.placement;
     from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}),
                       LocalFiles(workdir_of(f, plan->workdir).path));
+    for (const std::string& line : settings_notes(f, "original")) fmt::print(stderr, "gpuq: {}\n", line);
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);

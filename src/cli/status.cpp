@@ -223,8 +223,10 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen)
-                           : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) +
+  std::string notes;
+  for (const std::string& line : settings_notes(f, "auto")) notes += line + "\n";
+  std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen, settings_sources_json(f))
+                           : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) + notes +
                                  format_outlook(plan, state, o, f.all) + slurm;
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -277,7 +279,7 @@ std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
 
 }  // namespace
 
-int cmd_status(const Flags& f) {
+int cmd_status(Flags& f) {
   huge_page_heap();
   phase("start");
   // The state is read on a second core while this one reads the plan (bench/run.sh
@@ -286,6 +288,10 @@ int cmd_status(const Flags& f) {
   // and alone, and a damaged state is reported by main (exit 1).
   std::future<State> state;
   std::future<Probed> probe;
+  const Flags given = f;  // the flags and variables alone (--watch takes the settings again at each redraw)
+  auto probe_asked = [](const Flags& x) {
+    return std::tuple(x.gpu_probe, run_options(x, {}).nvidia_smi, x.pairs.empty() || x.pairs == "auto");
+  };
   if (f.watch <= 0) {
     probe = probe_meanwhile(run_options(f, {}), f.pairs.empty() || f.pairs == "auto");
     state = on_another_core([paths = plan_paths(f)] { return read_state(paths); });
@@ -304,21 +310,40 @@ int cmd_status(const Flags& f) {
   warn_state_beside_link(f.plan);
   phase("load plan");
   if (f.watch <= 0) {
+    // The settings (the plan's, the run's) may name another state folder or GPU probe than
+    // the ones asked before the plan was read: those are asked again.
+    if (paths_for(f.plan, f.state_dir).state != paths_for(given.plan, given.state_dir).state) {
+      try {
+        state.get();
+      } catch (const std::exception&) {  // not this plan's state
+      }
+      state = std::async(std::launch::deferred, [paths = plan_paths(f)] { return read_state(paths); });
+    }
     State s = state.get();
     phase("read state (the rest of it)");
-    return status_once(f, *plan, *gpus, std::move(s), probe.get());
+    std::optional<Probed> probed = probe.get();
+    if (probe_asked(f) != probe_asked(given)) probed.reset();
+    return status_once(f, *plan, *gpus, std::move(s), std::move(probed));
   }
   // Redraw until Ctrl-C, for a tmux pane. Into a pipe or a file (not a terminal) each
   // redraw is appended as plain text, without the codes that clear a screen.
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
   std::optional<Plan> reloaded;
   PlanStamp seen = plan_stamp(f.plan);
+  std::vector<int> gpus_now = *gpus;
   while (true) {
+    // The settings again: a `gpuq run` may have started or stopped since the last redraw.
+    Flags now_f = given;
+    take_settings(now_f, plan->settings);
+    if (auto ids = node_gpus(now_f); ids && *ids != gpus_now) {
+      gpus_now = *ids;
+      seen = {};  // the plan is checked again against these GPUs
+    }
     // The plan edited since the last redraw is read again (an edit with errors keeps the last good plan, and says so).
     std::string plan_note;
     if (PlanStamp now_stamp = plan_stamp(f.plan); now_stamp != seen) {
       seen = now_stamp;
-      PlanLoad again = load_plan(f.plan, *gpus);
+      PlanLoad again = load_plan(f.plan, gpus_now);
       if (again.plan) {
         reloaded = std::move(again.plan);
         plan = &*reloaded;
@@ -334,7 +359,7 @@ int cmd_status(const Flags& f) {
                clock_stamp(unix_now()));
     std::fputs(plan_note.c_str(), stdout);
     try {
-      status_once(f, *plan, *gpus, read_state(plan_paths(f)));
+      status_once(now_f, *plan, gpus_now, read_state(plan_paths(now_f)));
     } catch (const StoreError& e) {
       fmt::print("gpuq: {}\n", e.what());
     }
@@ -356,10 +381,14 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
       ->expected(0, 1)
       ->default_str("5");
-  status->add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)");
+  setting_flag(f, status->add_option("--nvidia-smi", f.nvidia_smi,
+                                     "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)"));
   add_gpu_flags(status, f, "auto");
   add_learned_estimates(status, f);
-  status->callback([&] { action = [&] { return cmd_status(f); }; });
+  status->callback([&] {
+    f.reads_run_settings = true;
+    action = [&] { return cmd_status(f); };
+  });
 }
 
 }  // namespace gpuq::cli

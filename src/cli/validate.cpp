@@ -19,7 +19,7 @@
 
 namespace gpuq::cli {
 
-int cmd_validate(const Flags& f) {
+int cmd_validate(Flags& f) {
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
   // A path that is no plan file at all: one line, before any talk of problems in a plan.
@@ -27,7 +27,12 @@ int cmd_validate(const Flags& f) {
     fmt::print(stderr, "gpuq: plan {}: {}\n", f.plan, problem);
     return kExitBadInput;
   }
-  PlanLoad load = load_plan(f.plan, *gpus);
+  PlanLoad load = load_plan_choosing_gpus(f.plan, choose_gpus(f));
+  take_settings(f, {});  // a plan that is not JSON gave none: the flags and variables still count
+  for (std::string& e : settings_problems(f)) load.errors.insert(load.errors.begin(), std::move(e));
+  if (!load.errors.empty()) load.plan.reset();
+  gpus = node_gpus(f);  // as the settings give them
+  if (!gpus) return kExitBadInput;
   const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
   Workdir wd = workdir_of(f, plan ? plan->workdir : std::nullopt);
   LocalFiles files(wd.path);
@@ -36,7 +41,7 @@ int cmd_validate(const Flags& f) {
     std::vector<Finding> more = plan ? file_findings(*plan, files, readable_file, wd.shown) : std::vector<Finding>{};
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size() + more.size(),
                load.errors.size() + more.size() == 1 ? "" : "s");
-    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", e);
+    for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
     for (const Finding& x : more)
       fmt::print(stderr, "  {}: {}{}\n", f.plan, x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
     return kExitBadInput;

@@ -1,6 +1,7 @@
 #include "gpuq/core/plan.h"
 
 #include "plan_read.h"
+#include "plan_settings.h"
 #include "gpuq/core/json_error.h"
 #include "gpuq/core/json_read.h"
 #include "gpuq/core/limits.h"
@@ -119,11 +120,14 @@ using namespace plan_read;
 
 namespace {
 
-// The top level: a list of jobs, or an object with "jobs" (and "reservations"). False
-// when its shape is wrong (then nothing else is checked). Every "jobs" list of an object
-// is read, and the last "jobs" must be a list, as gpuq has always read such a plan.
-bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reservations) {
+// The top level: a list of jobs, or an object with "jobs" (and "reservations",
+// "workdir", "settings"). False when its shape is wrong (then nothing else is checked).
+// Every "jobs" list of an object is read, and the last "jobs" must be a list, as gpuq has
+// always read such a plan. The settings are read first: they may choose the node's GPUs.
+bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reservations, std::vector<int>& node,
+              const ChooseGpus& choose) {
   if (root.is_array()) {
+    node = choose(b.plan.settings);
     read_jobs(b, simdjson::dom::array(root));
     return true;
   }
@@ -131,15 +135,19 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
     b.add("top level", "a plan is a list of jobs or an object with \"jobs\", not " + type_name(root));
     return false;
   }
-  std::optional<element> jobs, res;
+  std::optional<element> jobs, res, settings, workdir;
+  std::vector<simdjson::dom::array> job_lists;
   std::vector<std::string_view> unknown;
   for (auto [key, value] : simdjson::dom::object(root)) {
     if (key == "jobs") {
       jobs = value;
-      if (value.is_array()) read_jobs(b, simdjson::dom::array(value));
+      if (value.is_array()) job_lists.push_back(simdjson::dom::array(value));
     } else if (key == "reservations") {
       res = value;
+    } else if (key == "settings") {
+      settings = value;
     } else if (key == "workdir") {
+      workdir = value;
       if (!value.is_string() || std::string_view(value).empty())
         b.add("\"workdir\"", "must be a folder's path (a string), not " + show(value));
       else
@@ -148,9 +156,17 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
       unknown.push_back(key);
     }
   }
+  read_plan_settings(b.file, settings, b.plan, b.out.errors);
+  node = choose(b.plan.settings);
+  for (simdjson::dom::array list : job_lists) read_jobs(b, list);
   for (std::string_view key : unknown) {
-    auto near = nearest_name(key, {"jobs", "reservations", "workdir"});
-    if (near && !(*near == "jobs" ? jobs : res)) {
+    auto near = nearest_name(key, {"jobs", "reservations", "workdir", "settings"});
+    auto taken = [&](std::string_view name) {
+      return name == "jobs" ? jobs.has_value() : name == "reservations" ? res.has_value()
+             : name == "settings"                                   ? settings.has_value()
+                                                                    : workdir.has_value();
+    };
+    if (near && !taken(*near)) {
       b.add("top level", fmt::format("\"{}\" is not a field of a plan; did you mean \"{}\"?{}", key, *near,
                                      *near == "jobs" ? " (an object plan needs a \"jobs\" list)" : ""));
       if (*near == "jobs") return false;
@@ -361,10 +377,11 @@ void find_cycles(Build& b) {
 
 // `owner`, when given, holds the text: it is freed once parsed (the parser holds copies of
 // its strings), so that a long plan's text and its parsed form are not kept together for long.
-PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& file,
-                         const std::vector<int>& node_gpus, std::unique_ptr<char[]>* owner = nullptr) {
+PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& file, const ChooseGpus& choose,
+                         std::unique_ptr<char[]>* owner = nullptr) {
   PlanLoad out;
-  Build b{file, node_gpus, out, Plan(), {}};
+  std::vector<int> node;  // chosen once the settings are read
+  Build b{file, node, out, Plan(), {}};
   {
     simdjson::dom::parser parser;  // the parsed text, freed once the plan is built from it
     JsonText json = parse_json(parser, text, padded);
@@ -374,7 +391,7 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
       return out;
     }
     std::optional<simdjson::dom::array> reservations;
-    if (!read_top(b, json.root, reservations)) {
+    if (!read_top(b, json.root, reservations, node, choose)) {
       if (!b.plan.jobs.empty()) out.partial = std::move(b.plan);
       return out;
     }
@@ -401,8 +418,21 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// The GPUs given, whatever the plan's settings say.
+ChooseGpus these_gpus(const std::vector<int>& node_gpus) {
+  return [&node_gpus](const GivenSettings&) { return node_gpus; };
+}
+
+}  // namespace
+
 PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus) {
-  return parse_plan_text(text, false, file, node_gpus);
+  return parse_plan_text(text, false, file, these_gpus(node_gpus));
+}
+
+PlanLoad parse_plan_choosing_gpus(std::string_view text, const std::string& file, const ChooseGpus& choose) {
+  return parse_plan_text(text, false, file, choose);
 }
 
 std::string plan_file_problem(const std::string& path) {
@@ -436,6 +466,10 @@ std::string plan_file_problem(const std::string& path) {
 }
 
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
+  return load_plan_choosing_gpus(path, these_gpus(node_gpus));
+}
+
+PlanLoad load_plan_choosing_gpus(const std::string& path, const ChooseGpus& choose) {
   // A folder, a FIFO or a device would be read as garbage, wait for a writer, or never end.
   if (std::string problem = plan_file_problem(path); !problem.empty()) {
     PlanLoad out;
@@ -457,7 +491,7 @@ PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus) {
   in.read(buffer.get(), static_cast<std::streamsize>(n));
   n = static_cast<size_t>(in.gcount());
   std::memset(buffer.get() + n, 0, simdjson::SIMDJSON_PADDING);
-  return parse_plan_text(std::string_view(buffer.get(), n), true, path, node_gpus, &buffer);
+  return parse_plan_text(std::string_view(buffer.get(), n), true, path, choose, &buffer);
 }
 
 }  // namespace gpuq

@@ -72,6 +72,11 @@ bool write_run_info(const PlanPaths& paths, const RunInfo& info) {
   if (info.slurm) j["slurm"] = true;
   j["gpus"] = info.gpus;
   if (info.max_retries) j["max_retries"] = *info.max_retries;
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object();
+  for (const SettingSpec& spec : settings_table())
+    if (info.settings.given[setting_index(spec)])
+      settings[std::string(spec.name)] = nlohmann::ordered_json(setting_json(spec, info.settings.values));
+  if (!settings.empty()) j["settings"] = std::move(settings);
   return replace_file(paths.run_info, j.dump(1) + "\n");
 }
 
@@ -93,6 +98,18 @@ std::optional<RunInfo> read_run_info(const PlanPaths& paths) {
     r.slurm = j.contains("slurm") && j["slurm"].is_boolean() && j["slurm"].get<bool>();
     if (j.contains("gpus") && j["gpus"].is_array()) r.gpus = j["gpus"].get<std::vector<int>>();
     if (j.contains("max_retries") && j["max_retries"].is_number_integer()) r.max_retries = j["max_retries"].get<long long>();
+    if (j.contains("settings")) {
+      read_settings(j["settings"], r.settings);  // a setting this gpuq does not know (a newer one's) is left out
+    } else {  // an older run: what it recorded
+      if (!r.gpus.empty()) {
+        std::string text;
+        for (int g : r.gpus) text += (text.empty() ? "" : ",") + std::to_string(g);
+        r.settings.given[setting_index(*find_setting("gpus"))] = read_setting(*find_setting("gpus"), text, r.settings.values).empty();
+      }
+      if (r.max_retries)
+        r.settings.given[setting_index(*find_setting("max_retries"))] =
+            read_setting(*find_setting("max_retries"), *r.max_retries, r.settings.values).empty();
+    }
     return r;
   } catch (const std::exception&) {
     return std::nullopt;  // damaged or from elsewhere: status says less, nothing depends on it

@@ -31,6 +31,18 @@ std::vector<std::string> files_that_wake(const PlanPaths& paths) {
   return also;
 }
 
+// The settings `now` gives otherwise than `before` ("max_retries 5, poll (removed)"), or "".
+std::string changed_settings(const GivenSettings& before, const GivenSettings& now) {
+  std::string out;
+  for (const SettingSpec& spec : settings_table()) {
+    size_t i = setting_index(spec);
+    if (before.given[i] == now.given[i] && (!now.given[i] || same_setting(spec, before.values, now.values))) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", spec.name,
+                       now.given[i] ? setting_text(spec, now.values) : "(removed)");
+  }
+  return out;
+}
+
 }  // namespace
 
 // Long: it wires this machine's or Slurm's ports, the event log and hooks, the watched plan and
@@ -90,6 +102,8 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
       p = slurm_copy(p);
       return std::string();
     };
+  // The settings are read once, at the start: an edit of the plan's "settings" is said, not taken.
+  GivenSettings settings_seen = plan.settings;
   RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
@@ -98,6 +112,11 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   if (plan_file)
     loop.watch_plan(&*plan_file, [&](const std::string& text, double now) {
       if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), reloaded_reservations);
+      if (std::string changed = changed_settings(settings_seen, loop.plan().settings); !changed.empty())
+        say(fmt::format("{} the plan's \"settings\" changed ({}): this run keeps the settings it started with; "
+                        "restart it to take them",
+                        clock_stamp(now), changed));
+      settings_seen = loop.plan().settings;
       // What `status` reads: the version run uses now, and a copy of its text.
       try {
         replace_file_durably(paths.run_plan, text);

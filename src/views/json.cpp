@@ -43,7 +43,7 @@ ojson job_json(const Plan& plan, const JobView& v, const std::string& why) {
 }  // namespace
 
 std::string outlook_json(const Plan& plan, const State& state, const std::string& plan_path, const Outlook& o,
-                         const RunSeen& run) {
+                         const RunSeen& run, const nlohmann::ordered_json& settings) {
   ojson doc = ojson::object();
   doc["plan"] = plan_path;
   doc["now"] = o.now;
@@ -67,6 +67,7 @@ std::string outlook_json(const Plan& plan, const State& state, const std::string
   } else {
     doc["run"] = nullptr;
   }
+  if (!settings.is_null()) doc["settings"] = settings;
   ojson jobs = ojson::array();
   for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v, why_text(plan, state, o, v)));
   doc["jobs"] = std::move(jobs);

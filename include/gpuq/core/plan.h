@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/id_index.h"
+#include "gpuq/core/settings.h"
 
 namespace gpuq {
 
@@ -90,6 +92,7 @@ struct Plan {
   std::vector<uint32_t> by_rank, rank_of;
   std::vector<Sweep> sweeps;           ///< the jobs written with a "matrix", expanded
   std::optional<std::string> workdir;  ///< gpuq's own plan-level "workdir", as written (none: the current folder)
+  GivenSettings settings;  ///< gpuq's own "settings" (settings.h); a plan-level "workdir" counts as given there
 
   const Job* find(std::string_view id) const;
 };
@@ -128,6 +131,13 @@ void rank_jobs(Plan& plan);
 /// byte order mark is skipped; an integer past 64 bits is a fractional number).
 PlanLoad parse_plan(std::string_view text, const std::string& file, const std::vector<int>& node_gpus);
 
+/// Chooses the node's GPU ids once the plan's "settings" are read (a bad setting is not
+/// among them), before its jobs and reservations are checked against them.
+using ChooseGpus = std::function<std::vector<int>(const GivenSettings& plan_settings)>;
+
+/// parse_plan, with the node's GPUs chosen by `choose`.
+PlanLoad parse_plan_choosing_gpus(std::string_view text, const std::string& file, const ChooseGpus& choose);
+
 /// The largest plan file load_plan reads (a million jobs take about 150 MB).
 inline constexpr uintmax_t kMaxPlanBytes = uintmax_t{1} << 30;
 
@@ -138,6 +148,14 @@ std::string plan_file_problem(const std::string& path);
 /// Reads `path` and calls parse_plan; an unreadable file, a folder, a FIFO, a device
 /// or a file over kMaxPlanBytes is one error naming the file.
 PlanLoad load_plan(const std::string& path, const std::vector<int>& node_gpus);
+
+/// load_plan, with the node's GPUs chosen by `choose`.
+PlanLoad load_plan_choosing_gpus(const std::string& path, const ChooseGpus& choose);
+
+/// Only the plan's "settings" (and its top-level "workdir"): for commands that need no
+/// more of the plan. `errors` gets the problems with them, "FILE: where: problem"; nullopt
+/// (with the reason in `errors`) when the file cannot be read as JSON.
+std::optional<GivenSettings> load_plan_settings(const std::string& path, std::vector<std::string>& errors);
 
 /// True when `id` can be a file name: letters, digits, '.', '_', '-', '=' (a sweep's
 /// points), not starting with '.', at most 200 characters.

@@ -16,7 +16,7 @@ struct Finding {
   bool error;
   std::string job;   ///< the job it is about ("" for the plan as a whole)
   std::string text;  ///< what is wrong, and the fix (empty when `stuck` says it)
-  std::optional<Stuck> stuck;  ///< the job can never start, and why (views word it; the fix: the reservations)
+  std::optional<Stuck> stuck{};  ///< the job can never start, and why (views word it; the fix: the reservations)
 };
 
 /// Checks a loaded plan: reservations that wait on each other (the plan cannot

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "gpuq/core/settings.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq {
@@ -38,6 +39,9 @@ struct RunInfo {
   bool slurm = false;           ///< run --slurm: it refuses an edit Slurm cannot take (slurm_plan_problem)
   std::vector<int> gpus;        ///< its --gpus (`gpuq add` checks a job's width against them; older runs: none)
   std::optional<long long> max_retries;  ///< its --max-retries (`logs -f` follows a job into its retry)
+  /// Every setting it runs with ("settings"; `gpus` and `max_retries` above are kept for older
+  /// readers). An older run's file gives only its gpus and max_retries here.
+  GivenSettings settings;
 };
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not

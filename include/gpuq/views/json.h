@@ -5,6 +5,8 @@
 #error "the core does not include views: it returns data, views print it"
 #endif
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 
@@ -27,9 +29,10 @@ struct RunSeen {
 };
 
 /// `status --json`: {"plan", "now", "finish", "counts", "plan_loaded_at", "paused", "paused_since",
-/// "run", "jobs": [JobView...]}; "run" (and "plan_loaded_at") null when no `gpuq run` holds the plan.
+/// "run", "settings", "jobs": [JobView...]}; "run" (and "plan_loaded_at") null when no `gpuq run`
+/// holds the plan; "settings" as given (each setting's value and source), left out when null.
 std::string outlook_json(const Plan& plan, const State& state, const std::string& plan_path, const Outlook& o,
-                         const RunSeen& run = RunSeen{});
+                         const RunSeen& run = RunSeen{}, const nlohmann::ordered_json& settings = nullptr);
 
 /// `simulate --json`: {"plan", "makespan_hours", "utilization", "stuck", "jobs": [...]}, times in hours.
 std::string simulation_json(const Plan& plan, const std::string& plan_path, const Simulation& sim,
