@@ -2,10 +2,14 @@
 # gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|nodes|status|run|limits|reload]
 # (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
-# Needs a built tree (tools/build.sh); uses /usr/bin/time and a fake nvidia-smi.
+# Builds gpuq and the benchmarks into build/ first (-DGPUQ_BENCHMARKS=ON, the target
+# gpuq_benchmarks); uses /usr/bin/time and a fake nvidia-smi.
 # GPUQ_BIN and GPUQ_GEN name another build's gpuq and gen_plan (to measure a change before and after in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tools/deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUQ_BENCHMARKS=ON >/dev/null
+cmake --build build -j"${JOBS:-2}" --target gpuq_benchmarks >/dev/null
 quick=${1:-}; [[ $quick == full ]] && quick=
 G=${GPUQ_BIN:-$PWD/build/gpuq} GEN=${GPUQ_GEN:-$PWD/build/gen_plan}
 work=$(mktemp -d)

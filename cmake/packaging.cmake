@@ -57,7 +57,13 @@ add_custom_command(
   DEPENDS ${GPUQ_DOC_DIR}/changelog
   VERBATIM)
 
-add_custom_target(gpuq_docs ALL DEPENDS ${GPUQ_DOC_DIR}/gpuq.1.gz ${GPUQ_COMPLETIONS} ${GPUQ_DOC_DIR}/changelog.gz)
+# Not part of a sanitized build (GPUQ_SANITIZE), which makes only what its tests run.
+if(GPUQ_SANITIZE)
+  set(GPUQ_DOCS_IN_ALL "")
+else()
+  set(GPUQ_DOCS_IN_ALL ALL)
+endif()
+add_custom_target(gpuq_docs ${GPUQ_DOCS_IN_ALL} DEPENDS ${GPUQ_DOC_DIR}/gpuq.1.gz ${GPUQ_COMPLETIONS} ${GPUQ_DOC_DIR}/changelog.gz)
 
 install(TARGETS gpuq RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${GPUQ_DOC_DIR}/gpuq.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

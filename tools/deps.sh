@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing gpuq needs, where it is missing (Debian 12).
+# ccache keeps every compilation (CMake compiles through it when it is installed).
 # help2man makes the man page; dpkg-dev and file serve CPack's dependency search
 # (dpkg-shlibdeps), lintian checks the package, man-db gives `man -w`; the completion
 # tests drive real zsh and fish shells.
 set -euo pipefail
-pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc
+pkgs=(g++ cmake make ccache libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc
       help2man gzip man-db dpkg-dev file lintian zsh fish slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
