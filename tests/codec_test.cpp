@@ -47,7 +47,7 @@ std::string reference_dump(const State& state) {
     if (s.gpus_busy) e["gpus_busy"] = *s.gpus_busy;
     if (s.gpus_read) e["gpus_read"] = *s.gpus_read;
     if (s.hung_noted) e["hung_noted"] = *s.hung_noted;
-    if (s.slurm_id) e["slurm_id"] = *s.slurm_id;
+    if (s.queue_id) e["slurm_id"] = *s.queue_id;
     for (auto& [k, v] : s.extra.items()) e[k] = v;
     out += first ? "\n " : ",\n ";
     first = false;
@@ -130,7 +130,7 @@ struct Gen {
       if (coin(20)) s.gpus_busy = real();
       if (coin(20)) s.gpus_read = real();
       if (coin(20)) s.hung_noted = real();
-      if (coin(10)) s.slurm_id = static_cast<long long>(below(1u << 30));
+      if (coin(10)) s.queue_id = static_cast<long long>(below(1u << 30));
       for (size_t k = coin(30) ? below(3) + 1 : 0; k > 0; --k) {
         std::string key = "x" + text();
         s.extra[key] = value();

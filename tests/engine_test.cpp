@@ -34,7 +34,7 @@ struct Gen {
 
 Life life_in(const std::string& entry_json, double now = 0) {
   State s = *parse_state("{\"x\": " + entry_json + "}", "s.json").state;
-  return life_of(s.find("x"), s.find("x")->slurm_id.has_value(), now);
+  return life_of(s.find("x"), s.find("x")->queue_id.has_value(), now);
 }
 
 TEST(Life, OutcomesFromTheStateFilesCodes) {

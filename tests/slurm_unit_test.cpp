@@ -109,14 +109,14 @@ TEST(SlurmUnit, StateKeepsTheSlurmId) {
   JobState& e = s.at("a");
   e.status = Status::Running;
   e.pid = 4242;
-  e.slurm_id = 4242;
+  e.queue_id = 4242;
   e.gpus = std::vector<int>{};
   std::string text = dump_state(s);
   EXPECT_THAT(text, HasSubstr("\"slurm_id\": 4242"));
   StateLoad back = parse_state(text, "x.state.json");
   ASSERT_TRUE(back.error.empty()) << back.error;
   ASSERT_TRUE(back.state && back.state->find("a"));
-  EXPECT_EQ(back.state->find("a")->slurm_id, 4242);
+  EXPECT_EQ(back.state->find("a")->queue_id, 4242);
   EXPECT_TRUE(state_in_slurm(*back.state));
 }
 
@@ -139,7 +139,7 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
   State state;
   JobState& e = state.at("w1");
   e.status = Status::Running;
-  e.slurm_id = e.pid = 9;
+  e.queue_id = e.pid = 9;
   e.gpus = std::vector<int>{};
   QueueState q(plan, Policy{}, state, 1000, "run");
   ASSERT_EQ(kind_of(q.engine().life(0)), LifeKind::Queued);

@@ -50,11 +50,11 @@ std::optional<SlurmOptions> slurm_options(const Flags& f, const Plan& plan, cons
 std::string mode_mix_problem(const State& state, bool slurm) {
   for (const auto& [id, s] : state.entries()) {
     if (s.status != Status::Running) continue;
-    if (!slurm && s.slurm_id)
+    if (!slurm && s.queue_id)
       return fmt::format("job {} is running in Slurm (Slurm job {}): this plan is run with --slurm until its Slurm "
                          "jobs have ended",
-                         id, *s.slurm_id);
-    if (slurm && !s.slurm_id)
+                         id, *s.queue_id);
+    if (slurm && !s.queue_id)
       return fmt::format("job {} is running on this machine (pid {}): run --slurm once no job runs here",
                          id, s.pid.value_or(0));
   }

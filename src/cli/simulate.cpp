@@ -34,7 +34,7 @@ std::optional<Plan> cluster_plan(const Flags& f, const Plan& plan) {
     fmt::print(stderr,
                "gpuq: simulate --nodes: the jobs of Slurm's reservation {} are predicted on any node, as if it "
                "held every node (gpuq does not know which nodes it holds)\n",
-               r.slurm_reservation);
+               r.queue_reservation);
   return slurm_copy(plan);
 }
 

@@ -168,10 +168,10 @@ std::string slurm_refresh(const PlanPaths& paths, State& state, double now,
   refresh_alone(slurm, state, now);
   std::string out = "\nIn Slurm (run --slurm):\n";
   for (const auto& [id, s] : state.entries()) {
-    if (!s.slurm_id || (s.status != Status::Running && s.status != Status::Held)) continue;
+    if (!s.queue_id || (s.status != Status::Running && s.status != Status::Held)) continue;
     std::optional<QueueJob> v = slurm.view(s);
     if (v && v->state == "PENDING" && !v->reason.empty() && v->reason != "None") reasons[id] = v->reason;
-    out += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.slurm_id, v ? v->state : "?",
+    out += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.queue_id, v ? v->state : "?",
                        v && !v->reason.empty() && v->reason != "None" ? "reason: " + v->reason : "");
   }
   return out;

@@ -33,8 +33,8 @@ Event plan_event(const std::string& kind, double t, std::string_view by, std::op
 Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
-  // A job queued in Slurm has not started: pending to the log until Slurm starts it.
-  Status st = s.status == Status::Blocked || (s.status == Status::Running && s.slurm_id && !s.start) ? Status::Pending : s.status;
+  // A job waiting in a batch queue has not started: pending to the log until the queue starts it.
+  Status st = s.status == Status::Blocked || (s.status == Status::Running && s.queue_id && !s.start) ? Status::Pending : s.status;
   bool ran = st == Status::Running || st == Status::Done || st == Status::Failed;
   return {st, s.attempts_or0(), ran ? s.start : std::nullopt};
 }

@@ -56,7 +56,7 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
       if (auto o = outcome_of(*s)) v.outcome = outcome_name(*o);
       v.start = s->start;
       v.end = s->end;
-      v.queued = kind_of(life_of(s, s->slurm_id.has_value(), now)) == LifeKind::Queued;
+      v.queued = kind_of(life_of(s, s->queue_id.has_value(), now)) == LifeKind::Queued;
       if (s->start) v.elapsed = (s->end && *s->end != 0 ? *s->end : now) - *s->start;
     }
     v.overdue = st == Status::Running && v.elapsed / 3600 > plan.jobs[i].est_hours;
@@ -76,7 +76,7 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   size_t running_jobs = 0;
   for (size_t i = 0; i < n; ++i) {
     const JobState* s = state.of(plan, i);
-    Life l = in_hours(life_of(s, s && s->slurm_id, now), now);
+    Life l = in_hours(life_of(s, s && s->queue_id, now), now);
     LifeKind k = kind_of(l);
     if (const Running* r = std::get_if<Running>(&l)) plan_running |= mask_of(r->gpus);
     running_jobs += k == LifeKind::Running || k == LifeKind::Queued;

@@ -288,7 +288,7 @@ void read_reservations(Build& b, simdjson::dom::array list) {
       if (!sr->is_string() || std::string_view(*sr).empty())
         b.add(rw, "\"slurm_reservation\" must be the name of a Slurm reservation, not " + show(*sr));
       else
-        res.slurm_reservation = std::string(std::string_view(*sr));
+        res.queue_reservation = std::string(std::string_view(*sr));
     }
     std::optional<element> js = member(simdjson::dom::object(rj), "jobs");
     if (!js || !js->is_array()) {

@@ -15,7 +15,7 @@ void QueueState::load(const Plan& plan, const Policy& policy, double now, std::s
   lives.reserve(plan.jobs.size());
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
     const JobState* s = state_.of(plan, j);
-    lives.push_back(life_of(s, s && s->slurm_id, now));
+    lives.push_back(life_of(s, s && s->queue_id, now));
   }
   engine_.emplace(plan, policy, 1, std::move(index), std::move(lives));
   write_back(now);
@@ -66,7 +66,7 @@ void QueueState::launched(size_t j, long long pid, std::optional<unsigned long l
   JobState& e = entry(j);
   e.pid = pid;
   e.pid_start = pid_start;
-  e.slurm_id = queue_id;
+  e.queue_id = queue_id;
   const std::string& id = plan_->jobs[j].id;
   for (auto it = events_.rbegin(); it != events_.rend(); ++it)
     if (it->id == id && it->kind == "start") {

@@ -141,7 +141,7 @@ class Command {
       q_.apply(ev::Hold{j}, now_);
       lines_.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); `gpuq retry {}` "
                                    "releases it",
-                                   id, q_.entry(j).slurm_id.value_or(0), id));
+                                   id, q_.entry(j).queue_id.value_or(0), id));
       return true;
     }
     const Effects& fx = q_.apply(ev::Hold{j}, now_);
@@ -167,10 +167,10 @@ class Command {
       if (queue && queue->release(e)) {
         q_.apply(ev::Retry{j}, now_);
         lines_.push_back(fmt::format("released {} (Slurm job {}: scontrol release); it waits in Slurm's queue", id,
-                                     e.slurm_id.value_or(0)));
+                                     e.queue_id.value_or(0)));
         return true;
       }
-      if (e.slurm_id) launcher_.signal_group(*e.slurm_id, Signal::Term);  // never twice in the queue
+      if (e.queue_id) launcher_.signal_group(*e.queue_id, Signal::Term);  // never twice in the queue
       q_.apply(ev::Dequeued{j}, now_);
     }
     Status was = q_.state().status_of(q_.plan(), j);
@@ -269,10 +269,10 @@ class Command {
   }
 
   void say_killed(const std::string& id, const JobState& e, bool sent) {
-    if (sent && e.slurm_id)
+    if (sent && e.queue_id)
       lines_.push_back(fmt::format("killed {}: scancel of Slurm job {}; `gpuq run` sends SIGKILL (scancel -s KILL) if "
                                    "it outlives --kill-grace",
-                                   id, *e.slurm_id));
+                                   id, *e.queue_id));
     else if (sent)
       lines_.push_back(fmt::format("killed {}: sent SIGTERM to process group {}; `gpuq run` sends SIGKILL if it "
                                    "outlives --kill-grace",

@@ -95,7 +95,7 @@ std::optional<size_t> RunLoop::index_of(const std::string& id) const {
 namespace {
 
 // Handed to the batch queue, not started by it yet.
-bool queued(const JobState& s) { return kind_of(life_of(&s, s.slurm_id.has_value(), 0)) == LifeKind::Queued; }
+bool queued(const JobState& s) { return kind_of(life_of(&s, s.queue_id.has_value(), 0)) == LifeKind::Queued; }
 
 // The command that most likely made an entry go from `was` to `now` (kill, hold, ...).
 std::string command_of(Status was, const JobState& now) {
@@ -281,7 +281,7 @@ void RunLoop::start(Tick& t) {
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
       Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, t.launches[k].attempt, j.args, j.env});
-      q_->launched(i, l.pid, l.pid_start, l.slurm_id);
+      q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
@@ -341,9 +341,9 @@ void RunLoop::release_started(Tick& t) {
   // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
   if (!t.launched.empty()) os_.store.sync();
   for (auto& [i, l] : t.launched) {
-    if (l.slurm_id) {
+    if (l.queue_id) {
       int n = plan_.jobs[i].gpus;
-      say(t.now, fmt::format("submit {} as Slurm job {} ({})", plan_.jobs[i].id, *l.slurm_id,
+      say(t.now, fmt::format("submit {} as Slurm job {} ({})", plan_.jobs[i].id, *l.queue_id,
                              n ? fmt::format("gpu:{}", n) : std::string("no GPU")));
       continue;
     }

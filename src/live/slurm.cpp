@@ -118,18 +118,18 @@ std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& s
   std::vector<std::pair<std::string, double>> started;
   std::vector<long long> to_account, stray_holds;
   for (const auto& [id, s] : state.entries()) {
-    if (!s.slurm_id) continue;
-    ids_[*s.slurm_id] = id;
+    if (!s.queue_id) continue;
+    ids_[*s.queue_id] = id;
     if (s.status != Status::Running || !squeue_ok_) continue;
-    const QueueJob* q = queued(*s.slurm_id);
+    const QueueJob* q = queued(*s.queue_id);
     bool pending = q && q->state == "PENDING";
     // Held but recorded running: an earlier run died between its save and its release.
-    if (pending && q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.slurm_id))
-      stray_holds.push_back(*s.slurm_id);
+    if (pending && q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.queue_id))
+      stray_holds.push_back(*s.queue_id);
     // Started by Slurm (or already over): its start, set once, from Slurm's own where squeue gives it.
     if (!pending && !s.start) started.emplace_back(id, q && q->start && *q->start <= now ? *q->start : now);
     struct stat st;
-    if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.slurm_id);
+    if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.queue_id);
   }
   if (!stray_holds.empty()) run_command({"scontrol", "release", id_list(stray_holds)});
   accounted_.clear();
@@ -244,10 +244,10 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
       return o;
     }
   }
-  if (!squeue_ok_ || !s.slurm_id) return o;  // nothing known: still running
-  const QueueJob* q = queued(*s.slurm_id);
+  if (!squeue_ok_ || !s.queue_id) return o;  // nothing known: still running
+  const QueueJob* q = queued(*s.queue_id);
   if (q && !terminal(q->state)) return o;
-  auto acc = accounted_.find(*s.slurm_id);
+  auto acc = accounted_.find(*s.queue_id);
   if (acc != accounted_.end() && !terminal(acc->second.state) && !acc->second.state.empty()) return o;
   o.kind = Observed::Kind::Exited;
   std::string state = q ? q->state : acc != accounted_.end() ? acc->second.state : "";
@@ -256,16 +256,16 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
     return o;
   }
   o.exit = kLostExit;
-  o.note = state.empty() ? fmt::format("Slurm job {} left the queue without {}{}", *s.slurm_id, paths_.exit(id),
+  o.note = state.empty() ? fmt::format("Slurm job {} left the queue without {}{}", *s.queue_id, paths_.exit(id),
                                        accounting_off_ ? " (and Slurm's accounting is off)" : "")
-                         : fmt::format("Slurm job {} ended {} without {}", *s.slurm_id, state, paths_.exit(id));
+                         : fmt::format("Slurm job {} ended {} without {}", *s.queue_id, state, paths_.exit(id));
   return o;
 }
 
 Identity SlurmLauncher::identify(const JobState& s) {
-  if (!s.slurm_id) return Identity::Other;  // a local pid: never signalled through Slurm
+  if (!s.queue_id) return Identity::Other;  // a local pid: never signalled through Slurm
   if (!squeue_ok_) return Identity::Same;   // not looked (a control command): scancel decides
-  const QueueJob* q = queued(*s.slurm_id);
+  const QueueJob* q = queued(*s.queue_id);
   return q && !terminal(q->state) ? Identity::Same : Identity::Gone;
 }
 
@@ -299,19 +299,19 @@ bool SlurmLauncher::group_alive(long long slurm_id) {
 }
 
 bool SlurmLauncher::hold(const JobState& s) {
-  if (!s.slurm_id) return false;
-  return run_command({"scontrol", "hold", std::to_string(*s.slurm_id)}).status == 0;
+  if (!s.queue_id) return false;
+  return run_command({"scontrol", "hold", std::to_string(*s.queue_id)}).status == 0;
 }
 
 bool SlurmLauncher::release(const JobState& s) {
-  if (!s.slurm_id) return false;
-  return run_command({"scontrol", "release", std::to_string(*s.slurm_id)}).status == 0;
+  if (!s.queue_id) return false;
+  return run_command({"scontrol", "release", std::to_string(*s.queue_id)}).status == 0;
 }
 
 std::optional<QueueJob> SlurmLauncher::view(const JobState& s) {
-  if (!s.slurm_id) return std::nullopt;
-  if (const QueueJob* q = queued(*s.slurm_id)) return *q;
-  auto acc = accounted_.find(*s.slurm_id);
+  if (!s.queue_id) return std::nullopt;
+  if (const QueueJob* q = queued(*s.queue_id)) return *q;
+  auto acc = accounted_.find(*s.queue_id);
   if (acc != accounted_.end()) return acc->second;
   return std::nullopt;
 }
@@ -319,7 +319,7 @@ std::optional<QueueJob> SlurmLauncher::view(const JobState& s) {
 long long SlurmLauncher::room(const State& state) {
   long long in_queue = 0;
   for (const auto& [id, s] : state.entries())
-    if (s.slurm_id && (s.status == Status::Running || s.status == Status::Held)) ++in_queue;
+    if (s.queue_id && (s.status == Status::Running || s.status == Status::Held)) ++in_queue;
   if (full_) {
     if (full_at_ < 0) full_at_ = in_queue;
     if (in_queue < full_at_) full_ = false;  // some left: try again
@@ -350,7 +350,7 @@ std::vector<std::string> SlurmWaker::watch_files(const std::vector<std::string>&
 
 bool state_in_slurm(const State& state) {
   for (const auto& [id, s] : state.entries())
-    if (s.slurm_id && (s.status == Status::Running || s.status == Status::Held)) return true;
+    if (s.queue_id && (s.status == Status::Running || s.status == Status::Held)) return true;
   return false;
 }
 

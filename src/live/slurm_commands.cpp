@@ -210,7 +210,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
 std::string slurm_plan_problem(const Plan& plan) {
   for (size_t r = 0; r < plan.reservations.size(); ++r) {
     const Reservation& res = plan.reservations[r];
-    if (!res.slurm_reservation.empty()) continue;
+    if (!res.queue_reservation.empty()) continue;
     std::string gpus;
     for (int g : res.gpu_list) gpus += (gpus.empty() ? "" : ", ") + std::to_string(g);
     return fmt::format("reservation #{} closes GPUs [{}] of one node, and a GPU id means nothing across a cluster's "
@@ -231,7 +231,7 @@ Plan slurm_copy(const Plan& plan) {
 std::map<std::string, std::string> slurm_reservations(const Plan& plan) {
   std::map<std::string, std::string> out;
   for (const Reservation& res : plan.reservations)
-    for (size_t k : res.jobs) out[plan.jobs[k].id] = res.slurm_reservation;
+    for (size_t k : res.jobs) out[plan.jobs[k].id] = res.queue_reservation;
   return out;
 }
 

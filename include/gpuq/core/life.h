@@ -147,7 +147,7 @@ enum class Cause {
 /// Writes `l` into the entry `e` that recorded the job's previous life, as the original
 /// writes its entries: an attempt that goes on (an end, a kill) is updated in place; a new
 /// one (a start, a retry, a hold, a block) replaces the entry, keeping gpuq's record of the
-/// earlier attempts. Fields of the backend (pid, pid_start, slurm_id) and of the watchdog are
+/// earlier attempts. Fields of the backend (pid, pid_start, queue_id) and of the watchdog are
 /// the caller's, kept in place while the same attempt goes on.
 void write_life(JobState& e, const Life& l, Cause cause);
 

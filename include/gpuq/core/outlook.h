@@ -61,7 +61,7 @@ struct Outlook {
   RunContext run;                       ///< status's look at the plan's `gpuq run`
   std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
   std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
-  std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits (Slurm's)
+  std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits
 
   /// Why `v` waits, or null when not worked out.
   const Why* wait_of(const JobView& v) const { return v.wait_at < 0 ? nullptr : &waits[static_cast<size_t>(v.wait_at)]; }

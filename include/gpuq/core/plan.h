@@ -68,7 +68,7 @@ struct Reservation {
   GpuMask gpus = 0;
   std::vector<int> gpu_list;   ///< as written in the plan
   std::vector<size_t> jobs;    ///< indices into Plan::jobs
-  std::string slurm_reservation;  ///< gpuq's own "slurm_reservation": the Slurm reservation `run --slurm` submits its jobs to
+  std::string queue_reservation;  ///< gpuq's own "slurm_reservation": the batch queue's reservation `run --slurm` submits its jobs to
 };
 
 /// A job with a "matrix": one job per point, at positions [first, first + count) of the plan.

@@ -39,7 +39,7 @@ struct Policy {
   Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
   bool paused = false;           ///< `gpuq pause` holds the plan: a tick starts nothing new (running jobs go on)
   int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
-  bool batch = false;            ///< jobs go to a batch queue that places them (run --slurm): every ready job is
+  bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
 };
 

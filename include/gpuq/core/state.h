@@ -45,7 +45,7 @@ struct JobState {
                                                 ///< "hung": stopped by the watchdog (watchdog.h);
                                                 ///< "unstartable": it could not be started (rules.h)
   std::optional<std::string> reason;            ///< why it could not be started (outcome "unstartable")
-  std::optional<long long> slurm_id;            ///< `run --slurm`: its Slurm job id (`pid` holds it too)
+  std::optional<long long> queue_id;            ///< its job id in a batch queue (`run --slurm`); `pid` holds it too; the file's key is "slurm_id"
   // What run's hang watchdog saw of a running job (watchdog.h):
   std::optional<long long> log_size;  ///< bytes of its log at run's last look
   std::optional<double> log_grew;     ///< when run last saw the log grow (absent: not since the start)

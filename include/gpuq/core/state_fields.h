@@ -79,7 +79,7 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own, for the hang watchdog: when `run` last read the utilization of all the job's GPUs"},
     {"hung_noted", StateKind::UnixSeconds, &JobState::hung_noted,
      "gpuq's own, for the hang watchdog: when `run` said the job looks hung (said once, until the log grows)"},
-    {"slurm_id", StateKind::Integer, &JobState::slurm_id,
+    {"slurm_id", StateKind::Integer, &JobState::queue_id,
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
 };
 

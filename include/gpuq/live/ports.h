@@ -75,7 +75,7 @@ class BatchQueue {
 struct Launched {
   long long pid = 0;                           ///< the job's id for observe and signals (its process group)
   std::optional<unsigned long long> pid_start; ///< tells this process from a later one with the same pid
-  std::optional<long long> slurm_id;           ///< a Slurm launcher's job id (then `pid` is the same number)
+  std::optional<long long> queue_id;           ///< a batch queue's job id (then `pid` is the same number)
 };
 
 /// How a running job looks from outside.

@@ -1,7 +1,7 @@
 // `run --slurm`: the Launcher, GpuProbe and Waker ports over a Slurm cluster. gpuq keeps
 // the plan (deps, file deps, priorities, retries, time limits); Slurm places each job.
 // A ready job is submitted held (`sbatch --hold`), its Slurm id saved in the state
-// (JobState::slurm_id, and `pid` as the handle the run loop signals), then released:
+// (JobState::queue_id, and `pid` as the handle the run loop signals), then released:
 // the local start line's protocol, with the queue's hold as the line.
 #pragma once
 

@@ -1,5 +1,4 @@
-// Everyday friction (issue 12, points 7, 8, 12, 13, 14, 15, 17): where the plan, its
-// state and its scripts are found; args, env and sweeps; logs; status --watch into a pipe.
+// Where the plan, its state and its scripts are found; args, env and sweeps; logs; status --watch into a pipe.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>

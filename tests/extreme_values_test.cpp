@@ -1,5 +1,4 @@
-// Absurd values and far-off times (issue 12, point 16), and simulate's note on the rows
-// it hides (point 19).
+// Absurd values and far-off times, and simulate's note on the rows it hides.
 #include <fmt/format.h>
 
 #include <regex>

@@ -1,7 +1,7 @@
-// Issue 12, trust: typos in a plan are named, one plan file is one queue, `status`
+// The mistakes users make and what gpuq says: typos in a plan are named, one plan file is one queue, `status`
 // says whether a run works and on which plan, a job that cannot start fails for good,
 // `requeue` is one step, and `run` says what others do. Pure and fake-driven parts here;
-// real processes in trust_run_test.cpp.
+// real processes in user_mistakes_run_test.cpp.
 #include <memory>
 
 #include "fakes.h"

@@ -1,4 +1,4 @@
-// GPUs busy with another user's memory (issue 12, point 9): status names them in the
+// GPUs busy with another user's memory: status names them in the
 // reasons, the prediction keeps them busy until run's next reading, and run says once when
 // one becomes busy or free for such outside reasons.
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Issue 12, trust, against the built binary with real bash jobs: path arguments that are
+// The mistakes users make, against the built binary with real bash jobs: path arguments that are
 // no plan file, a plan run through a symbolic link, status on a plan with and without a
 // run, jobs that cannot start, requeue, and "did you mean" on the command line.
 #include <signal.h>
