@@ -65,7 +65,8 @@ int cmd_logs(Flags& f) {
       if (*end == '\0' && v > 0 && v < 86400) safety_s = v;
     }
     JobState last;
-    follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000), &last);
+    const Job* job = loaded ? loaded->plan.find(id) : nullptr;
+    follow_log(paths, id, f.lines, stdout, stderr, static_cast<int>(safety_s * 1000), &last, job);
     fmt::print(stderr, "gpuq logs: {} is {}\n", id, how_it_ended(last));
     return 0;
   }

@@ -127,11 +127,10 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   work_.clear();
   fx_.clear();
   waiting_ = running_ = 0;
-  const long long mr = policy_.max_retries;
   flags_.resize(n);
   kinds_.resize(n);
   for (size_t j = 0; j < n; ++j) {
-    flags_[j] = meaning(lives_[j], mr);
+    flags_[j] = meaning(lives_[j], policy_.retries_of(plan_.jobs[j]));
     kinds_[j] = static_cast<uint8_t>(kind_of(lives_[j]));
   }
   for (size_t j = 0; j < n; ++j) {
@@ -182,13 +181,14 @@ void Engine::update_ready(size_t j) {
 
 void Engine::push_retry(size_t j) {
   const Ended* e = std::get_if<Ended>(&lives_[j]);
-  if (!e || !will_retry(*e, policy_.max_retries)) return;
+  if (!e || !will_retry(*e, policy_.retries_of(plan_.jobs[j]))) return;
   heap_push(retries_, {*e->end + policy_.retry_after / unit_seconds_, {j, version_[j]}});
 }
 
-std::optional<double> Engine::retry_at(const Ended& e) const {
-  if (!will_retry(e, policy_.max_retries)) return std::nullopt;
-  return *e.end + policy_.retry_after / unit_seconds_;
+std::optional<double> Engine::retry_at(size_t j) const {
+  const Ended* e = std::get_if<Ended>(&lives_[j]);
+  if (!e || !will_retry(*e, policy_.retries_of(plan_.jobs[j]))) return std::nullopt;
+  return *e->end + policy_.retry_after / unit_seconds_;
 }
 
 std::optional<double> Engine::next_retry() {
@@ -208,7 +208,7 @@ bool Engine::wants_files(size_t j) const {
 void Engine::enter(size_t j, Life next, Cause cause) {
   Life& cur = lives_[j];
   LifeKind from = kind_of(cur), to = kind_of(next);
-  uint8_t was = flags_[j], now = meaning(next, policy_.max_retries);
+  uint8_t was = flags_[j], now = meaning(next, policy_.retries_of(plan_.jobs[j]));
   flags_[j] = now;
   bool done0 = was & kDone, done1 = now & kDone;
   bool fin0 = was & kFinished, fin1 = now & kFinished;
@@ -620,7 +620,7 @@ struct EngineSource {
   int32_t slot(size_t j) const { return j < slots_.size() ? slots_[j] : -1; }
   const PassedOver& held(size_t k) const { return held_[k]; }
   bool open(size_t r) const { return open_[r] > 0; }
-  std::optional<double> retry_at(size_t j) const { return e.retry_at(std::get<Ended>(e.life(j))); }
+  std::optional<double> retry_at(size_t j) const { return e.retry_at(j); }
 };
 
 // A snapshot as why_of reads it.
@@ -651,8 +651,7 @@ WhySnapshot Engine::snapshot() const {
   s.kinds.resize(n);
   for (size_t j = 0; j < n; ++j) {
     s.kinds[j] = static_cast<uint8_t>(kind(j));
-    if (const Ended* e = std::get_if<Ended>(&lives_[j]))
-      if (std::optional<double> at = retry_at(*e)) s.retries.emplace_back(j, *at);
+    if (std::optional<double> at = retry_at(j)) s.retries.emplace_back(j, *at);
   }
   s.flags = flags_;
   s.files = files_;

@@ -332,12 +332,11 @@ Why Prediction::World::stuck_why(size_t j) const {
 void Prediction::World::explain_stuck() {
   sim.stuck_at = t;
   tick(true);
-  const long long mr = opt.max_retries;
   for (size_t j = 0; j < n; ++j) {
     const Life& l = eng.life(j);
     if (kind_of(l) == LifeKind::Waiting) {
       sim.stuck.push_back({j, stuck_why(j)});
-    } else if (const Ended* e = std::get_if<Ended>(&l); e && !finished(l, mr) && !eng.retry_at(*e)) {
+    } else if (const Ended* e = std::get_if<Ended>(&l); e && !finished(l, opt.retries_of(plan.jobs[j])) && !eng.retry_at(j)) {
       sim.stuck.push_back({j, eng.why(j)});  // failed, and no automatic retry will come
     }
   }

@@ -257,7 +257,9 @@ JobState entry_now(const PlanPaths& paths, const std::string& id) {
 }  // namespace
 
 Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std::FILE* out, std::FILE* err,
-                  int safety_net_ms, JobState* last) {
+                  int safety_net_ms, JobState* last, const Job* job) {
+  // The automatic retries the job gets from the run going (its --max-retries, or the job's own).
+  auto retries = [&](const RunPresence& run) { return job ? retries_of(*job, *run.info->max_retries) : *run.info->max_retries; };
   const std::string path = paths.log(id);
   Watcher watcher(paths, id, err);  // before the first read
   std::optional<LogCursor> first = print_tail(path, lines, out);
@@ -281,7 +283,7 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
           fmt::print(err, "gpuq logs: {} failed (exit {}); `gpuq run` retries it (automatic retry {} of {}): "
                           "following on\n",
                      id, before.back().exit ? std::to_string(*before.back().exit) : "?", s.attempts_or0(),
-                     *run.info->max_retries);
+                     retries(run));
           std::fflush(err);
           retry_said = s.attempts_or0() - 1;
         }
@@ -292,13 +294,13 @@ Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std
       bool retried = false;
       if (s.status == Status::Failed) {
         RunPresence run = run_presence(paths);
-        retried = run.running && run.info && run.info->max_retries && !finished(life_of(&s, false, 0), *run.info->max_retries);
+        retried = run.running && run.info && run.info->max_retries && !finished(life_of(&s, false, 0), retries(run));
         if (retried && retry_said != s.attempts_or0()) {
           print_appended(path, cursor, out);
           std::fflush(out);
           fmt::print(err, "gpuq logs: {} failed (exit {}); `gpuq run` retries it (automatic retry {} of {}): "
                           "following on\n",
-                     id, s.exit ? std::to_string(*s.exit) : "?", s.attempts_or0() + 1, *run.info->max_retries);
+                     id, s.exit ? std::to_string(*s.exit) : "?", s.attempts_or0() + 1, retries(run));
           std::fflush(err);
           retry_said = s.attempts_or0();
         }

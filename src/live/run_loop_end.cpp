@@ -206,7 +206,7 @@ bool RunLoop::all_finished(const Tick& t) const {
     const Life& l = e.life(i);
     LifeKind k = kind_of(l);
     if (k == LifeKind::Waiting || k == LifeKind::Held || k == LifeKind::Queued || k == LifeKind::Running) return false;
-    if (const Ended* d = std::get_if<Ended>(&l); d && e.retry_at(*d)) return false;
+    if (e.retry_at(i)) return false;
   }
   return true;
 }

@@ -38,8 +38,8 @@ std::string list(const Plan& plan, const std::vector<size_t>& jobs) {
 std::string next_for(const Job& j, const JobState& s, const Outlook& o) {
   Life l = life_of(&s, false, o.now);
   const Ended* e = std::get_if<Ended>(&l);
-  if (e && will_retry(*e, o.policy.max_retries))
-    return fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, o.policy.max_retries,
+  if (e && will_retry(*e, o.policy.retries_of(j)))
+    return fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, o.policy.retries_of(j),
                        local_time(*s.end + o.policy.retry_after, o.now));
   return "; `gpuq retry " + j.id + "` runs it again";
 }
@@ -177,7 +177,7 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
       if (r.retry_on_timeout)
         return fmt::format("{} is predicted to time out at each of its {} attempts (est_hours {} is more than {} "
                            "attempts of its limit {}h, with retry_on_timeout and --max-retries {}), so it never runs",
-                           r.id, p.max_retries + 1, r.est_hours, p.max_retries + 1, limit, p.max_retries);
+                           r.id, p.retries_of(r) + 1, r.est_hours, p.retries_of(r) + 1, limit, p.retries_of(r));
       return fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no retry_on_timeout), so "
                          "it never runs",
                          r.id, r.est_hours, limit);

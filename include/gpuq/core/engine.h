@@ -199,8 +199,8 @@ class Engine {
 
   /// When the next automatic retry falls due (driver's time), if one will.
   std::optional<double> next_retry();
-  /// When an ended attempt's automatic retry falls due, if one will.
-  std::optional<double> retry_at(const Ended& e) const;
+  /// When job j's automatic retry falls due, if it has ended and one will come.
+  std::optional<double> retry_at(size_t j) const;
   /// Jobs waiting with every job dep met whose file: deps decide whether they are ready.
   bool wants_files(size_t j) const;
   /// Jobs not yet finished that could still start or are running (the queue is not over).

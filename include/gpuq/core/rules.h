@@ -27,6 +27,13 @@ inline constexpr const char* kUnstartableOutcome = "unstartable";
 /// The outcome of a done or failed entry; nullopt for any other status (life.h's rules on it).
 std::optional<Outcome> outcome_of(const JobState& s);
 
+/// The automatic retries job `j` gets when the run's setting (--max-retries) is `max_retries`:
+/// the one place that says it (the engine, the prediction, status's words and logs -f ask here).
+inline long long retries_of(const Job& j, long long max_retries) {
+  (void)j;
+  return max_retries;
+}
+
 /// The settings the rules read: the flags of `run`, `status` and `simulate`.
 struct Policy {
   std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
@@ -41,6 +48,8 @@ struct Policy {
   int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
   bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
+
+  long long retries_of(const Job& j) const { return gpuq::retries_of(j, max_retries); }
 };
 
 /// GPUs the state says are in use: those of running entries (jobs of the plan or

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "gpuq/core/plan.h"
 #include "gpuq/core/state.h"
 #include "gpuq/live/store.h"
 
@@ -46,10 +47,11 @@ uint64_t print_appended(const std::string& path, LogCursor& cursor, std::FILE* o
 /// Where inotify cannot be used it says why on `err` and looks every second.
 /// A job that has not started (pending, no log) is said to be waited for, on `err`, once.
 /// A failed job that the `gpuq run` going on the plan retries by itself (retries left by
-/// its --max-retries) is followed into its next attempt, said once on `err`.
+/// its --max-retries, or `job`'s own number when given: core's retries_of) is followed into
+/// its next attempt, said once on `err`.
 /// Returns the job's status at the end, and its whole entry in `last` when given;
 /// StoreError when a file cannot be read.
 Status follow_log(const PlanPaths& paths, const std::string& id, long lines, std::FILE* out, std::FILE* err,
-                  int safety_net_ms = 5000, JobState* last = nullptr);
+                  int safety_net_ms = 5000, JobState* last = nullptr, const Job* job = nullptr);
 
 }  // namespace gpuq
