@@ -180,6 +180,28 @@ TEST(Engine, ATimeoutIsAFailureAndRetryOnTimeoutRetriesIt) {
   EXPECT_EQ(r.kind("dk"), LifeKind::Blocked);  // k is failed for good
 }
 
+// A job's own max_retries wins over the run's --max-retries (2 here), in both directions:
+// "none" fails for good at its first failure and blocks its dependent for good; "many" is
+// retried 4 times; "plain" gets the run's 2.
+TEST(Engine, AJobsOwnMaxRetriesWinsOverTheRuns) {
+  Driven r(R"([{"id": "none", "script": "s", "max_retries": 0}, {"id": "many", "script": "s", "max_retries": 4},
+            {"id": "plain", "script": "s"}, {"id": "after_none", "script": "s", "deps": ["none"]}])");
+  std::map<std::string, int> starts;
+  double t = 0;
+  for (int round = 0; round < 8; ++round, t += 1000) {
+    for (const std::string& id : r.tick(t)) ++starts[id];
+    for (const char* id : {"none", "many", "plain"})
+      if (r.kind(id) == LifeKind::Running) r.exit(id, t + 1, 1);
+  }
+  EXPECT_EQ(starts["none"], 1);
+  EXPECT_EQ(starts["many"], 5);
+  EXPECT_EQ(starts["plain"], 3);
+  EXPECT_EQ(starts["after_none"], 0);
+  EXPECT_FALSE(r.engine.retry_at(r.id("none")));
+  EXPECT_EQ(r.kind("after_none"), LifeKind::Blocked);
+  for (const char* id : {"none", "many", "plain"}) EXPECT_FALSE(r.engine.retry_at(r.id(id))) << id;
+}
+
 TEST(Engine, ReservationsCloseGpusUntilTheirJobsHaveLeft) {
   Driven r(R"({"jobs": [{"id": "m", "script": "s", "gpus": 2, "deps": ["gate"]}, {"id": "gate", "script": "s", "gpus": 0},
                      {"id": "big", "script": "s", "gpus": 7}],

@@ -114,6 +114,32 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
   for (const char* id : {"flaky", "child", "grandchild"}) EXPECT_EQ(q.status_of(id), "done") << id;
 }
 
+// A job's own max_retries (gpuq's own field) wins over --max-retries, for a real run, and a
+// bad value is refused by name.
+TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
+  Queue q;
+  q.dir.write("fail.sh", "echo \"try $GPUQ_ATTEMPT\" >> \"$GPUQ_JOB_ID.trace\"\nexit 3\n");
+  q.plan(R"([
+    {"id": "never", "script": "fail.sh", "gpus": 1, "max_retries": 0},
+    {"id": "thrice", "script": "fail.sh", "gpus": 1, "max_retries": 3},
+    {"id": "plain", "script": "fail.sh", "gpus": 1}
+  ])");
+  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("0 done, 3 failed"));
+  EXPECT_EQ(lines_of(q.dir.path() + "/never.trace").size(), 1u);
+  EXPECT_EQ(lines_of(q.dir.path() + "/thrice.trace").size(), 4u);
+  EXPECT_EQ(lines_of(q.dir.path() + "/plain.trace").size(), 2u);
+  EXPECT_THAT(r.out, HasSubstr("auto-retry thrice (retry 3)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("auto-retry never")));
+
+  q.plan(R"([{"id": "bad", "script": "fail.sh", "max_retries": -1}, {"id": "half", "script": "fail.sh", "max_retries": 1.5}])");
+  auto v = q.gpuq({"validate"});
+  EXPECT_NE(v.status, 0);
+  EXPECT_THAT(v.err + v.out, HasSubstr("job 'bad': \"max_retries\""));
+  EXPECT_THAT(v.err + v.out, HasSubstr("job 'half': \"max_retries\""));
+}
+
 TEST(Run, GpuWithForeignMemoryIsBusy) {
   Queue q("0, 30000\n1, 500\n2, 2000\n3, 0\n");
   q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1}])");

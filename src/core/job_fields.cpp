@@ -174,6 +174,15 @@ void read_retry_on_timeout(JobReader& r, const JobField& f, const element& v) {
     r.job.retry_on_timeout = bool(v);
 }
 
+void read_max_retries(JobReader& r, const JobField& f, const element& v) {
+  if (!json_is_integer(v) || json_as_double(v) < 0)
+    r.add(fmt::format("\"{}\" {}", f.name, check_number(v, true, true)));
+  else if (v.type() == element_type::UINT64 || int64_t(v) > 1000)
+    r.add(fmt::format("\"{}\" is {}; at most 1000", f.name, show(v)));
+  else
+    r.job.max_retries = int64_t(v);
+}
+
 void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
   if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
 }
@@ -274,6 +283,8 @@ constexpr JobField kJobFields[] = {
      "gpuq's own: e.g. `\"USR1@90\"`, sent to the job's process group that many seconds before its limit"},
     {"retry_on_timeout", P::Nullable, read_retry_on_timeout, same_as<&Job::retry_on_timeout>, "true or false",
      "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
+    {"max_retries", P::Nullable, read_max_retries, same_as<&Job::max_retries>, "whole number ≥ 0",
+     "none (`--max-retries`)", "gpuq's own: this job's automatic retries after a failure (0: none)"},
     {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "

@@ -176,8 +176,9 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
       double limit = run_hours(r, p.time_limit_factor);
       if (r.retry_on_timeout)
         return fmt::format("{} is predicted to time out at each of its {} attempts (est_hours {} is more than {} "
-                           "attempts of its limit {}h, with retry_on_timeout and --max-retries {}), so it never runs",
-                           r.id, p.retries_of(r) + 1, r.est_hours, p.retries_of(r) + 1, limit, p.retries_of(r));
+                           "attempts of its limit {}h, with retry_on_timeout and {} {}), so it never runs",
+                           r.id, p.retries_of(r) + 1, r.est_hours, p.retries_of(r) + 1, limit,
+                           r.max_retries ? "its max_retries" : "--max-retries", p.retries_of(r));
       return fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no retry_on_timeout), so "
                          "it never runs",
                          r.id, r.est_hours, limit);

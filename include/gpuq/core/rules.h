@@ -28,11 +28,9 @@ inline constexpr const char* kUnstartableOutcome = "unstartable";
 std::optional<Outcome> outcome_of(const JobState& s);
 
 /// The automatic retries job `j` gets when the run's setting (--max-retries) is `max_retries`:
-/// the one place that says it (the engine, the prediction, status's words and logs -f ask here).
-inline long long retries_of(const Job& j, long long max_retries) {
-  (void)j;
-  return max_retries;
-}
+/// its own `max_retries` field when it has one. The one place that says it (the engine, the
+/// prediction, status's words and logs -f ask here).
+inline long long retries_of(const Job& j, long long max_retries) { return j.max_retries.value_or(max_retries); }
 
 /// The settings the rules read: the flags of `run`, `status` and `simulate`.
 struct Policy {
