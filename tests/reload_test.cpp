@@ -102,6 +102,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"time_limit_hours", R"("time_limit_hours": 2)"},
       {"warn_signal", R"("warn_signal": "USR1@9")"},
       {"retry_on_timeout", R"("retry_on_timeout": true)"},
+      {"max_retries", R"("max_retries": 0)"},
       {"quiet_minutes", R"("quiet_minutes": 5)"},
       {"on_quiet", R"("on_quiet": "kill")"},
       {"args", R"("args": ["--x"])"},

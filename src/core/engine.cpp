@@ -47,7 +47,8 @@ PlanIndex::PlanIndex(const Plan& plan) {
   file_dep.assign(n, 0);
   reserved.assign(n, 0);
   for (size_t j = 0; j < n && j < plan.reservations_of.size(); ++j) reserved[j] = !plan.reservations_of[j].empty();
-  for (size_t j = 0; j < n; ++j)
+  for (size_t j = 0; j < n; ++j) {
+    own_retries |= plan.jobs[j].max_retries.has_value();
     for (const Dep& d : plan.jobs[j].deps) {
       if (d.kind == Dep::Kind::File) {
         file_dep[j] = 1;
@@ -56,6 +57,7 @@ PlanIndex::PlanIndex(const Plan& plan) {
       ++deps[j];
       ++(d.kind == Dep::Kind::After ? first_after : first_plain)[d.job + 1];
     }
+  }
   for (size_t j = 0; j < n; ++j) {
     first_plain[j + 1] += first_plain[j];
     first_after[j + 1] += first_after[j];
@@ -130,7 +132,7 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   flags_.resize(n);
   kinds_.resize(n);
   for (size_t j = 0; j < n; ++j) {
-    flags_[j] = meaning(lives_[j], policy_.retries_of(plan_.jobs[j]));
+    flags_[j] = meaning(lives_[j], retries(j));
     kinds_[j] = static_cast<uint8_t>(kind_of(lives_[j]));
   }
   for (size_t j = 0; j < n; ++j) {
@@ -181,13 +183,13 @@ void Engine::update_ready(size_t j) {
 
 void Engine::push_retry(size_t j) {
   const Ended* e = std::get_if<Ended>(&lives_[j]);
-  if (!e || !will_retry(*e, policy_.retries_of(plan_.jobs[j]))) return;
+  if (!e || !will_retry(*e, retries(j))) return;
   heap_push(retries_, {*e->end + policy_.retry_after / unit_seconds_, {j, version_[j]}});
 }
 
 std::optional<double> Engine::retry_at(size_t j) const {
   const Ended* e = std::get_if<Ended>(&lives_[j]);
-  if (!e || !will_retry(*e, policy_.retries_of(plan_.jobs[j]))) return std::nullopt;
+  if (!e || !will_retry(*e, retries(j))) return std::nullopt;
   return *e->end + policy_.retry_after / unit_seconds_;
 }
 
@@ -208,7 +210,7 @@ bool Engine::wants_files(size_t j) const {
 void Engine::enter(size_t j, Life next, Cause cause) {
   Life& cur = lives_[j];
   LifeKind from = kind_of(cur), to = kind_of(next);
-  uint8_t was = flags_[j], now = meaning(next, policy_.retries_of(plan_.jobs[j]));
+  uint8_t was = flags_[j], now = meaning(next, retries(j));
   flags_[j] = now;
   bool done0 = was & kDone, done1 = now & kDone;
   bool fin0 = was & kFinished, fin1 = now & kFinished;
