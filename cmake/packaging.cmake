@@ -1,5 +1,5 @@
 # What `cmake --install` and the Debian package hold: the binary, the man page gpuq(1), the
-# completion scripts for bash, zsh and fish, the README, the examples, the copyright and the
+# completion scripts for bash, zsh and fish, the README and doc/*.md, the examples, the copyright and the
 # changelog. The man page and the scripts are made at build time from the built gpuq itself,
 # so that they cannot drift from its commands and flags.
 include(GNUInstallDirs)
@@ -71,6 +71,8 @@ install(FILES ${CMAKE_BINARY_DIR}/completions/gpuq DESTINATION ${CMAKE_INSTALL_D
 install(FILES ${CMAKE_BINARY_DIR}/completions/_gpuq DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
 install(FILES ${CMAKE_BINARY_DIR}/completions/gpuq.fish DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
 install(FILES README.md ${GPUQ_DOC_DIR}/changelog.gz DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The README links to doc/*.md (the reference): installed beside it, so that its links resolve.
+install(DIRECTORY doc/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/doc FILES_MATCHING PATTERN "*.md")
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
 # The examples as the repository has them, without what running them leaves behind.
 install(DIRECTORY examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples USE_SOURCE_PERMISSIONS

@@ -1,4 +1,4 @@
-// The table of a job's fields (job_fields.h): the README's field tables list exactly its
+// The table of a job's fields (job_fields.h): doc/plan-file.md's field table lists exactly its
 // rows, and the loader's required fields and suggestions follow it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,10 @@ namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
 
-// The README's rows of the job field tables (those under "The plan file").
-Rows readme_job_rows() { return test::readme_rows("## The plan file", {"field", "type", "default", "meaning"}); }
+// doc/plan-file.md's rows of the job field table (under "A job's fields").
+Rows readme_job_rows() {
+  return test::readme_rows(DOC_DIR "/plan-file.md", "## A job's fields", {"field", "type", "default", "meaning"});
+}
 
 // How the README should write the row.
 std::string readme_line(const JobField& f) {

@@ -1,5 +1,5 @@
-// The rows of README.md's Markdown tables, for tests that hold a table of the code
-// and the README's table of it to each other.
+// The rows of the Markdown tables of the docs (doc/*.md), for tests that hold a table of
+// the code and the docs' table of it to each other.
 #pragma once
 
 #include <fstream>
@@ -25,11 +25,12 @@ inline std::vector<std::string> table_cells(const std::string& line) {
   return cells;
 }
 
-/// The rows (cells) of every table in the README section headed `heading` (the exact
-/// heading line, up to the next heading of any level) whose header row is `header`.
-inline std::vector<std::vector<std::string>> readme_rows(const std::string& heading,
+/// The rows (cells) of every table in the section of the Markdown file `path` headed
+/// `heading` (the exact heading line, up to the next heading of any level) whose header
+/// row is `header`. A file that cannot be read gives no rows (the caller's count fails).
+inline std::vector<std::vector<std::string>> readme_rows(const std::string& path, const std::string& heading,
                                                          const std::vector<std::string>& header) {
-  std::ifstream in(README_MD);
+  std::ifstream in(path);
   std::vector<std::vector<std::string>> rows;
   bool in_section = false, in_table = false, in_code = false;
   for (std::string line; std::getline(in, line);) {

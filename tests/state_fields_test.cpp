@@ -1,4 +1,4 @@
-// The table of a state entry's fields (state_fields.h): the README's table lists exactly
+// The table of a state entry's fields (state_fields.h): doc/files.md's table lists exactly
 // its rows, and the codec reads and writes each row as its kind says.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -19,8 +19,10 @@ namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
 
-// The README's rows of the state's fields (under "The files beside the plan").
-Rows readme_state_rows() { return test::readme_rows("## The files beside the plan", {"field", "type", "meaning"}); }
+// doc/files.md's rows of the state's fields (under "A state entry's fields").
+Rows readme_state_rows() {
+  return test::readme_rows(DOC_DIR "/files.md", "## A state entry's fields", {"field", "type", "meaning"});
+}
 
 // How the README should write the row.
 std::string readme_line(const StateField& f) {
