@@ -254,7 +254,7 @@ void name_removed_holders(const Plan& plan, const State& state, std::map<int, st
 }
 
 // Short commands that read a big plan spend much of their time in page faults, 4 KB at
-// a time (bench/run.sh measures status with and without this; README has the figures).
+// a time (bench/run.sh measures status with and without this; doc/benchmarks.md has the figures).
 // This gives them one heap of transparent huge pages: every thread allocates from the
 // main arena, which is grown once, untouched, and marked MADV_HUGEPAGE, so that it fills
 // 2 MB at a time. Where the kernel has no THP it is a no-op.

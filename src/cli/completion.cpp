@@ -315,7 +315,7 @@ std::string completion_script(CLI::App& app, const std::string& shell) {
 
 void add_completion_commands(CLI::App& app, Action& action) {
   auto* completion = app.add_subcommand(
-      "completion", "print the shell completion script for bash, zsh or fish (see README: enabling completion)");
+      "completion", "print the shell completion script for bash, zsh or fish (see doc/install.md)");
   static std::string shell;
   completion->add_option("shell", shell, "bash, zsh or fish")->required()->check(CLI::IsMember(kShells));
   completion->callback([&] {

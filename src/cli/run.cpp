@@ -215,7 +215,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   add_run_settings(run, f);
   run->add_flag("--slurm", f.slurm,
                 "submit each ready job to Slurm (sbatch) instead of starting it here; gpuq keeps the plan's deps, "
-                "priorities and retries, Slurm places the jobs (README: Running on a Slurm cluster)");
+                "priorities and retries, Slurm places the jobs (doc/slurm.md)");
   run->add_option("--partition", f.partition, "--slurm: the partition to submit to (sbatch --partition)");
   run->add_option("--account", f.account, "--slurm: the account to charge (sbatch --account)");
   run->add_option("--qos", f.qos, "--slurm: the quality of service (sbatch --qos)");

@@ -143,7 +143,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
   add_flags(sim, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter});
   add_time_limit_factor(sim, f);
-  sim->add_flag("--json", f.json, "print one JSON object (schema in README) instead of the timeline");
+  sim->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);
   auto* from_state = sim->add_flag("--from-state", f.from_state,

@@ -375,7 +375,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(status, f, {kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_time_limit_factor(status, f);
   add_quiet_minutes(status, f);
-  status->add_flag("--json", f.json, "print one JSON object (schema in README) instead of text");
+  status->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")
       ->type_name(kFileType);
   status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")

@@ -1,5 +1,5 @@
 // The table of a job's fields: each row's reader (the loader's checks and words),
-// its comparison for the plan diff, and its line of the README.
+// its comparison for the plan diff, and its line of doc/plan-file.md.
 #include "gpuq/core/job_fields.h"
 
 #include "plan_read.h"
@@ -258,7 +258,7 @@ using P = Presence;
 
 // The table. Its order is the order the loader reads the fields in (and so orders a job's
 // messages), and the order the suggestions break ties in. The last three columns are the
-// README's, word for word (tests/job_fields_test.cpp compares them).
+// doc/plan-file.md's, word for word (tests/job_fields_test.cpp compares them).
 constexpr JobField kJobFields[] = {
     {"id", P::Required, read_id, same_as<&Job::id>, "string", "(required)",
      "letters, digits, `.`, `_`, `-`, `=`; not starting with `.` (it names `logs/ID.log`)"},

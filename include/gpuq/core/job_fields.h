@@ -1,10 +1,10 @@
 // The fields of a plan's job, declared once: one row per field, with how the plan
-// loader reads it, how an edit of the plan compares it, and what the README says of
-// it. The loader, its "did you mean" suggestions, the plan diff and the README's
+// loader reads it, how an edit of the plan compares it, and what doc/plan-file.md says of
+// it. The loader, its "did you mean" suggestions, the plan diff and doc/plan-file.md's
 // field tables (checked by tests/job_fields_test.cpp) all walk this table.
 //
 // Adding a field to a job: a member of `Job` (plan.h), a row in src/core/job_fields.cpp
-// with the function that reads it, and the row's line in the README's table.
+// with the function that reads it, and the row's line in doc/plan-file.md's table.
 #pragma once
 
 #include <cstddef>

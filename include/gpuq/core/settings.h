@@ -2,7 +2,7 @@
 // repeating flags on every command line. One table (settings_table) names each setting, its
 // flag, kind, default, doc and member; it drives the plan's "settings" reader, the record a
 // `gpuq run` leaves in PLAN.run.json, where each value came from, `gpuq settings` and the
-// README's list (a test holds the README to the table).
+// doc/settings.md's list (a test holds it to the table).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -79,7 +79,7 @@ struct SettingSpec {
 /// The number of settings.
 inline constexpr size_t kSettingCount = 18;
 
-/// The table, in the order `gpuq settings` and the README list it.
+/// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();
 
 /// The row of the setting named `name`, or nullptr.

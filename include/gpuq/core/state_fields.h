@@ -1,11 +1,11 @@
 // The fields of a state entry (PLAN.state.json), declared once: one row per field,
 // with the member of JobState it fills, its kind and its line of doc. The state codec
 // (live/state_codec.h) reads and writes an entry by walking this table, and the
-// README's table of the state's fields is checked against it
+// doc/files.md's table of the state's fields is checked against it
 // (tests/state_fields_test.cpp).
 //
 // Adding a field to the state: a member of JobState (state.h), a row here, and the
-// row's line in the README's table.
+// row's line in doc/files.md's table.
 #pragma once
 
 #include <optional>
@@ -41,7 +41,7 @@ struct StateField {
   std::string_view name;  ///< as the file spells it
   StateKind kind;
   StateMember member;
-  std::string_view doc;  ///< one line, the README's (Markdown)
+  std::string_view doc;  ///< one line, doc/files.md's (Markdown)
 };
 
 /// Every field of an entry, in the order the codec writes them (the order gpuq has
@@ -83,7 +83,7 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
 };
 
-/// The README's words for a kind (its table's "type" column).
+/// doc/files.md's words for a kind (its table's "type" column).
 constexpr std::string_view state_kind_text(StateKind kind) {
   switch (kind) {
     case StateKind::Status: return "string";

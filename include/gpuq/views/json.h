@@ -1,4 +1,4 @@
-// The views as JSON: `status --json` and `simulate --json` (schemas in the README).
+// The views as JSON: `status --json` and `simulate --json` (schemas in doc/commands.md).
 #pragma once
 
 #ifdef GPUQ_CORE
