@@ -120,6 +120,20 @@ TEST(Typos, AMistypedCommandOrFlagGetsTheNearestName) {
   Output other = run_gpuq({"status", "--plan", "plan.json", "--gpu-probe", "bogus"}, p.d.path(), p.env);
   EXPECT_EQ(other.status, 2);
   EXPECT_THAT(other.err, HasSubstr("gpuq: --gpu-probe: bogus not in {auto,nvml,nvidia-smi,none}"));
+  // A shortened command or a flag misspelt at its end: the one name it starts like.
+  Output hist = run_gpuq({"hist", "--plan", "plan.json"}, p.d.path(), p.env);
+  EXPECT_EQ(hist.status, 2);
+  EXPECT_THAT(hist.err, HasSubstr("there is no command \"hist\"; did you mean \"history\"?"));
+  Output retry = run_gpuq({"run", "--plan", "plan.json", "--max-retry", "3"}, p.d.path(), p.env);
+  EXPECT_EQ(retry.status, 2);
+  EXPECT_THAT(retry.err, HasSubstr("there is no flag --max-retry; did you mean --max-retries?"));
+  EXPECT_THAT(retry.err, Not(HasSubstr("were not expected")));
+  // A start two names share suggests neither; a word like no command says so.
+  Output re = run_gpuq({"re", "--plan", "plan.json"}, p.d.path(), p.env);
+  EXPECT_EQ(re.status, 2);
+  EXPECT_THAT(re.err, Not(HasSubstr("did you mean")));
+  EXPECT_THAT(re.err, HasSubstr("there is no command \"re\""));
+  EXPECT_THAT(re.err, Not(HasSubstr("A subcommand is required")));
 }
 
 // One plan file, one queue: through a symbolic link, the run lock is the plan file's.

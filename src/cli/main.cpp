@@ -20,6 +20,27 @@ using namespace gpuq::cli;
 
 namespace {
 
+/// The one candidate that `word` shortens or misspells at its end ("hist" for "history",
+/// "--max-retry" for "--max-retries"): the longest common start, at least 3 letters of the
+/// word's (past `skip` leading characters) and all but its last 2; none when two tie.
+std::optional<std::string> nearest_by_start(std::string_view word, const std::vector<std::string_view>& names,
+                                            size_t skip) {
+  size_t best = 0;
+  std::optional<std::string> found;
+  bool tie = false;
+  for (std::string_view c : names) {
+    size_t k = 0;
+    while (k < word.size() && k < c.size() && word[k] == c[k]) ++k;
+    if (k > best) {
+      best = k, found = std::string(c), tie = false;
+    } else if (k == best && found && c != *found) {
+      tie = true;
+    }
+  }
+  if (tie || best < skip + 3 || best + 2 < word.size()) return std::nullopt;
+  return found;
+}
+
 /// "did you mean" for a mistyped subcommand or flag of a command line CLI11 refused.
 std::vector<std::string> typo_hints(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> hints;
@@ -34,16 +55,20 @@ std::vector<std::string> typo_hints(CLI::App& app, int argc, char** argv) {
   auto known = [](const std::vector<std::string>& list, std::string_view w) {
     return std::find(list.begin(), list.end(), w) != list.end();
   };
-  if (argc > 1 && argv[1][0] != '-' && !known(commands, argv[1]))
-    if (auto near = nearest_name(argv[1], command_views))
-      hints.push_back(fmt::format("there is no command \"{}\"; did you mean \"{}\"?", argv[1], *near));
+  if (argc > 1 && argv[1][0] != '-' && !known(commands, argv[1])) {
+    auto near = nearest_name(argv[1], command_views);
+    if (!near) near = nearest_by_start(argv[1], command_views, 0);
+    if (near) hints.push_back(fmt::format("there is no command \"{}\"; did you mean \"{}\"?", argv[1], *near));
+    else hints.push_back(fmt::format("there is no command \"{}\"", argv[1]));
+  }
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a.substr(0, 2) != "--" || a.size() == 2) continue;
     a = a.substr(0, a.find('='));
     if (known(flags, a) || a == "--help" || a == "--version") continue;
-    if (auto near = nearest_name(a, flag_views))
-      hints.push_back(fmt::format("there is no flag {}; did you mean {}?", a, *near));
+    auto near = nearest_name(a, flag_views);
+    if (!near) near = nearest_by_start(a, flag_views, 2);
+    if (near) hints.push_back(fmt::format("there is no flag {}; did you mean {}?", a, *near));
   }
   return hints;
 }
