@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -287,4 +288,58 @@ TEST(StatusRun, WatchReadsThePlanAgainWhenItChanges) {
   p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 1}, {"id": "added_later", "script": "quick.sh", "gpus": 1}])");
   EXPECT_TRUE(eventually([&] { return w->out().find("\nadded_later ") != std::string::npos; }, kPatience));
   EXPECT_THAT(w->out(), Not(HasSubstr("not in plan.json")));
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Every command's --help ends with examples, and each one works as written: run in that order
+// in a plan folder, none is a usage error (exit 2, an unknown flag, a missing argument). A
+// control command may say no for the job's state then (exit 1). --watch runs for ever: it is
+// only parsed (--help added).
+TEST(Help, EveryCommandEndsWithExamplesThatWorkAsWritten) {
+  PlanFolder p(4);
+  p.d.write("job.sh", "echo ok\n");
+  p.d.write("eval.sh", "echo eval \"$@\"\n");
+  p.d.write("plan.json", R"([{"id": "train", "script": "job.sh", "gpus": 1, "est_hours": 0.001},
+    {"id": "report", "script": "job.sh", "gpus": 0, "deps": ["train"], "est_hours": 0.001}])");
+  Output top = run_gpuq({"--help"}, p.d.path(), p.env);
+  std::vector<std::string> commands;
+  bool in_list = false;
+  for (const std::string& line : split_lines(top.out)) {
+    if (line.rfind("Subcommands:", 0) == 0) in_list = true;
+    else if (in_list && line.size() > 2 && line[2] != ' ') commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+  }
+  ASSERT_GE(commands.size(), 15u) << top.out;
+  int examples = 0;
+  for (const std::string& c : commands) {
+    if (c == "version" || c == "completion") continue;
+    Output help = run_gpuq({c, "--help"}, p.d.path(), p.env);
+    std::vector<std::string> lines = split_lines(help.out);
+    auto at = std::find(lines.begin(), lines.end(), "Examples:");
+    ASSERT_NE(at, lines.end()) << c << " --help has no examples:\n" << help.out;
+    EXPECT_LE(lines.size(), 50u) << c << " --help does not fit a screen";
+    for (auto it = at + 1; it != lines.end() && it->rfind("  gpuq ", 0) == 0; ++it) {
+      std::vector<std::string> args;
+      std::istringstream words(it->substr(7));
+      for (std::string w; words >> w;) args.push_back(w);
+      ASSERT_FALSE(args.empty());
+      EXPECT_EQ(args[0], c) << *it;
+      if (std::find(args.begin(), args.end(), "--watch") != args.end()) args.push_back("--help");
+      Output r = run_gpuq(args, p.d.path(), p.env);
+      ++examples;
+      EXPECT_TRUE(r.status == 0 || r.status == 1) << *it << " exited " << r.status << "\n" << r.out << r.err;
+      EXPECT_THAT(r.err, Not(HasSubstr("did you mean"))) << *it;
+      EXPECT_THAT(r.err, Not(HasSubstr("not expected"))) << *it;
+      EXPECT_THAT(r.err, Not(HasSubstr("is required"))) << *it;
+    }
+  }
+  EXPECT_GE(examples, 15);
+  // The examples ran for real: run finished the plan, add appended its job.
+  EXPECT_EQ(p.state()["report"]["status"], "done");
+  EXPECT_THAT(p.d.read("plan.json"), HasSubstr("\"eval2\""));
 }

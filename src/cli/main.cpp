@@ -73,6 +73,29 @@ std::vector<std::string> typo_hints(CLI::App& app, int argc, char** argv) {
   return hints;
 }
 
+/// Each command's --help ends with an example or two (tests/user_mistakes_run_test.cpp runs
+/// every one of them against a plan, so that none can go stale).
+const std::vector<std::pair<std::string_view, std::string_view>>& help_examples() {
+  static const std::vector<std::pair<std::string_view, std::string_view>> kExamples = {
+      {"run", "gpuq run --plan plan.json\n  gpuq run --plan plan.json --gpus 0-3 --max-retries 1"},
+      {"status", "gpuq status --plan plan.json\n  gpuq status --plan plan.json --watch 10"},
+      {"simulate", "gpuq simulate --plan plan.json --gpus 0-3\n  gpuq simulate --plan plan.json --from-state --svg timeline.svg"},
+      {"validate", "gpuq validate --plan plan.json"},
+      {"logs", "gpuq logs --plan plan.json -f train\n  gpuq logs --plan plan.json -n 50 train"},
+      {"retry", "gpuq retry --plan plan.json train"},
+      {"kill", "gpuq kill --plan plan.json train"},
+      {"hold", "gpuq hold --plan plan.json report"},
+      {"requeue", "gpuq requeue --plan plan.json train"},
+      {"history", "gpuq history --plan plan.json --since 6h\n  gpuq history --plan plan.json --estimates"},
+      {"add", "gpuq add --plan plan.json --id eval2 --gpus 1 --deps train -- eval.sh --split test"},
+      {"pause", "gpuq pause --plan plan.json"},
+      {"resume", "gpuq resume --plan plan.json"},
+      {"gpus", "gpuq gpus"},
+      {"settings", "gpuq settings --plan plan.json\n  gpuq settings --plan plan.json --gpus 0-3"},
+  };
+  return kExamples;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +122,9 @@ int main(int argc, char** argv) {
   add_settings_command(app, f, action);
   add_completion_commands(app, action);
   add_man_help_flag(app);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (const auto& [name, text] : help_examples())
+      if (sub->get_name() == name) sub->footer("\nExamples:\n  " + std::string(text));
 
   try {
     app.parse(argc, argv);

@@ -98,7 +98,8 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
   add->add_option("--gpus", f.add_gpus, "GPUs the job needs (plan default: 1)")->check(CLI::NonNegativeNumber);
   add->add_option("--priority", f.add_priority, "its priority, lower first (plan default: 50)");
   add->add_option("--deps", f.add_deps, "jobs it waits for, comma-separated (after:ID and file:PATH too)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value a --deps (comma-separated): a `--` after it starts the script
   add->add_option("--est-hours", f.add_est_hours, "its estimated duration in hours (plan default: 1)")
       ->check(CLI::NonNegativeNumber);
   setting_flag(f,
