@@ -343,3 +343,41 @@ TEST(Help, EveryCommandEndsWithExamplesThatWorkAsWritten) {
   EXPECT_EQ(p.state()["report"]["status"], "done");
   EXPECT_THAT(p.d.read("plan.json"), HasSubstr("\"eval2\""));
 }
+
+// Drop-in: the original took every flag with every command (one argparse parser). Scripts
+// written for it keep working: each of its commands takes all of its flags, and a command's
+// --help lists only the flags it uses (kill, hold, retry: none of the queue's settings).
+TEST(Help, TheOriginalsCommandsTakeAllItsFlagsAndHideTheOnesTheyIgnore) {
+  PlanFolder p(2);
+  p.d.write("job.sh", "echo ok\n");
+  p.d.write("plan.json", R"([{"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 0.001}])");
+  const std::vector<std::string> originals = {"--gpus", "0,1", "--poll", "1", "--all", "--backfill-max-hours", "0.5",
+                                              "--max-retries", "1", "--retry-after", "3", "--max-used-mib", "512"};
+  struct Case {
+    std::vector<std::string> command;
+    int status;
+  };
+  // In this order: a is held, made pending again, run to done, and then not running to kill.
+  for (const Case& c : std::vector<Case>{{{"simulate"}, 0},
+                                         {{"status"}, 0},
+                                         {{"hold", "a"}, 0},
+                                         {{"retry", "a"}, 0},
+                                         {{"run"}, 0},
+                                         {{"kill", "a"}, 1}}) {
+    std::vector<std::string> args = c.command;
+    args.insert(args.begin() + 1, {"--plan", "plan.json"});
+    args.insert(args.end(), originals.begin(), originals.end());
+    Output r = run_gpuq(args, p.d.path(), p.env);
+    EXPECT_EQ(r.status, c.status) << c.command[0] << "\n" << r.out << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("not expected"))) << c.command[0];
+  }
+  EXPECT_EQ(p.state()["a"]["status"], "done");
+  for (const char* control : {"kill", "hold", "retry"}) {
+    Output help = run_gpuq({control, "--help"}, p.d.path(), p.env);
+    for (const char* ignored : {"--poll", "--max-retries", "--backfill-max-hours", "--max-used-mib", "--gpus"})
+      EXPECT_THAT(help.out, Not(HasSubstr(ignored))) << control << " --help lists " << ignored;
+  }
+  Output run_help = run_gpuq({"run", "--help"}, p.d.path(), p.env);
+  for (const char* used : {"--poll", "--max-retries", "--backfill-max-hours", "--max-used-mib", "--gpus"})
+    EXPECT_THAT(run_help.out, HasSubstr(used)) << "run --help leaves out " << used;
+}
