@@ -127,7 +127,7 @@ std::string with_gpus_source(std::string error, const std::string& source);
 /// Loads and checks the plan (the node's GPUs as the settings give them: take_settings), or
 /// prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings); the fields
-/// gpuq does not read to `unknown_fields` when given (else they are not mentioned).
+/// gpuq does not read to `unknown_fields` when given (else they are warnings on stderr too).
 std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings = nullptr,
                                    std::vector<std::string>* unknown_fields = nullptr);
 
