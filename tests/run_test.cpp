@@ -92,7 +92,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
     {"id": "after_any", "script": "job.sh", "gpus": 0, "deps": ["after:flaky"]}
   ])");
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("auto-retry flaky (retry 1)"));
   EXPECT_EQ(lines_of(q.dir.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
   auto s = q.state();
@@ -125,7 +125,7 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
     {"id": "plain", "script": "fail.sh", "gpus": 1}
   ])");
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("0 done, 3 failed"));
   EXPECT_EQ(lines_of(q.dir.path() + "/never.trace").size(), 1u);
   EXPECT_EQ(lines_of(q.dir.path() + "/thrice.trace").size(), 4u);
@@ -138,6 +138,50 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
   EXPECT_NE(v.status, 0);
   EXPECT_THAT(v.err + v.out, HasSubstr("job 'bad': \"max_retries\""));
   EXPECT_THAT(v.err + v.out, HasSubstr("job 'half': \"max_retries\""));
+}
+
+// `gpuq run && notify done` must not lie: run ends 0 only when every job is done, and 3 (kExitJobsNotDone)
+// when one failed, timed out or could not start, or is blocked by one; a retry that ends all done is 0 again.
+TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
+  Queue q;
+  q.dir.write("ok.sh", "exit 0\n");
+  q.dir.write("fail.sh", "exit 3\n");
+  q.dir.write("slow.sh", "sleep 30\n");
+  q.plan(R"([{"id": "a", "script": "ok.sh", "gpus": 0}, {"id": "b", "script": "ok.sh", "gpus": 0, "deps": ["a"]}])");
+  auto r = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished: 2 done"));
+  struct Case {
+    const char* plan;
+    const char* says;
+  };
+  const Case cases[] = {
+      {R"([{"id": "a", "script": "ok.sh", "gpus": 0}, {"id": "f", "script": "fail.sh", "gpus": 0},
+           {"id": "after_f", "script": "ok.sh", "gpus": 0, "deps": ["f"]}])",
+       "1 done, 1 failed (f: exit 3), 1 blocked by a failed dep (after_f)"},
+      {R"([{"id": "t", "script": "slow.sh", "gpus": 0, "time_limit_hours": 0.0003}])", "0 done, 1 failed (t: timed out)"},
+      // A script its dep removes: it cannot start.
+      {R"([{"id": "rm", "script": "rm.sh", "gpus": 0}, {"id": "u", "script": "victim.sh", "gpus": 0, "deps": ["rm"]}])",
+       "1 done, 1 failed (u: could not start)"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove(q.dir.path() + "/plan.state.json");
+    q.dir.write("victim.sh", "true\n");
+    q.dir.write("rm.sh", "rm victim.sh\n");
+    q.plan(c.plan);
+    auto f = q.start({"--max-retries", "0", "--kill-grace", "1"})->wait(kPatience);
+    EXPECT_EQ(f.status, 3) << c.plan << "\n" << f.out << f.err;
+    EXPECT_THAT(f.out, HasSubstr(std::string("all jobs finished: ") + c.says));
+  }
+  // The failed job fixed and retried: the plan ends all done, and run says 0.
+  std::filesystem::remove(q.dir.path() + "/plan.state.json");
+  q.plan(R"([{"id": "f", "script": "fail.sh", "gpus": 0}])");
+  EXPECT_EQ(q.start({"--max-retries", "0"})->wait(kPatience).status, 3);
+  q.dir.write("fail.sh", "exit 0\n");
+  EXPECT_EQ(q.gpuq({"retry", "f"}).status, 0);
+  auto again = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("all jobs finished: 1 done"));
 }
 
 TEST(Run, GpuWithForeignMemoryIsBusy) {
@@ -185,7 +229,7 @@ TEST(Run, KillEscalatesToSigkillForAJobThatIgnoresSigterm) {
   EXPECT_EQ(s["stubborn"]["status"], "failed");
   EXPECT_EQ(s["stubborn"]["exit"], -15);
   auto r = run->wait(kPatience);
-  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("SIGKILL to stubborn"));
   EXPECT_FALSE(pid_alive(pid));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
@@ -258,7 +302,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
              {"id": "gone", "script": "victim.sh", "gpus": 0, "deps": ["remover"]},
              {"id": "fine", "script": "job.sh", "gpus": 0, "deps": ["remover"]}])");
   auto r = q.start({"--max-retries", "0"})->wait(kPatience);
-  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.status, 3) << r.err;  // 3: a job did not end done
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
   EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
@@ -284,7 +328,7 @@ TEST(Run, JobEnvironmentAndExitFile) {
   Queue q;
   q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
   q.plan(R"([{"id": "e", "script": "env.sh", "gpus": 2}])");
-  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 0);
+  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 3);  // 3: a job did not end done
   EXPECT_EQ(q.dir.read("env.txt"),
             "CUDA_DEVICE_ORDER=PCI_BUS_ID\nCUDA_VISIBLE_DEVICES=4,5\nGPUQ_ATTEMPT=1\nGPUQ_JOB_ID=e\nTDPRM_GPU0=4\n");
   EXPECT_EQ(q.dir.read("logs/e.exit"), "7\n");

@@ -56,7 +56,11 @@ TickResult RunLoop::tick() {
     watch(t);
     phase("tick: watches");
     bool done = all_finished(t);
-    if (done) summary_ = outcomes(q_->state());
+    if (done) {
+      summary_ = outcomes(q_->state());
+      all_done_ = true;
+      for (size_t i = 0; i < plan_.jobs.size() && all_done_; ++i) all_done_ = q_->state().status_of(plan_, i) == Status::Done;
+    }
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
@@ -455,7 +459,7 @@ int RunLoop::run() {
                                            hooks_->running_count(), hooks_->waiting_count()));
       }
       out_("all jobs finished: " + summary_);
-      return 0;
+      return all_done_ ? 0 : kExitJobsNotDone;
     }
     Wake w = os_.waker.wait(std::max(0.0, r.wake_in));
     if (w.stop) return stopped(w);
