@@ -184,6 +184,75 @@ TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
   EXPECT_THAT(again.out, HasSubstr("all jobs finished: 1 done"));
 }
 
+// Attempt numbers only grow, per job: after a retry by hand or a requeue the next attempt goes on
+// from the last (GPUQ_ATTEMPT, the log's header, the event log), and each requeue and retry is an
+// event. The state's `attempts` keeps the original's meaning (automatic retries).
+TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
+  Queue q;
+  q.dir.write("a.sh", "echo \"$GPUQ_ATTEMPT\" >> a.trace\n[ -e a.ok ] || exit 3\n");
+  q.dir.write("b.sh", "echo \"$GPUQ_ATTEMPT\" >> b.trace\n[ -e b.ok ] || exec sleep 300\n");
+  q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}])");
+  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(q.state()["a"]["attempts"], 1);  // the original's count: one automatic retry
+  EXPECT_EQ(q.gpuq({"retry", "a"}).status, 0);
+  q.dir.write("a.ok", "");
+  r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(q.state()["a"].value("attempts", 0), 0);  // a retry by hand starts the original's count over
+  EXPECT_EQ(q.state()["a"]["attempt"], 3);
+
+  // A requeue of a running job: its next attempt is 2, not 1 again.
+  q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}, {"id": "b", "script": "b.sh", "gpus": 0}])");
+  auto run = q.start({"--kill-grace", "1"});
+  ASSERT_TRUE(eventually([&] { return lines_of(q.dir.path() + "/b.trace").size() == 1; })) << run->wait(1).out;
+  q.dir.write("b.ok", "");
+  EXPECT_EQ(q.gpuq({"requeue", "b"}).status, 0);
+  r = run->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/b.trace"), (std::vector<std::string>{"1", "2"}));
+
+  // Each log header once, numbers growing.
+  std::string a_log = q.dir.read("logs/a.log"), b_log = q.dir.read("logs/b.log");
+  for (const char* n : {"1", "2", "3"}) {
+    std::string header = std::string("== gpuq: attempt ") + n + " ";
+    size_t at = a_log.find(header);
+    EXPECT_NE(at, std::string::npos) << a_log;
+    EXPECT_EQ(a_log.find(header, at + 1), std::string::npos) << a_log;
+  }
+  EXPECT_NE(b_log.find("== gpuq: attempt 2 "), std::string::npos) << b_log;
+  EXPECT_EQ(b_log.find("== gpuq: attempt 1 "), b_log.rfind("== gpuq: attempt 1 ")) << b_log;
+
+  // The event log: starts numbered 1, 2, 3 and 1, 2; a retry event (by hand) and a requeue event.
+  std::map<std::string, std::vector<long long>> starts;
+  std::vector<std::string> kinds_b;
+  bool retry_a = false;
+  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line);
+    std::string id = e.value("id", ""), kind = e.value("event", "");
+    long long attempt = e.value("attempt", 0LL);
+    if (kind == "start") starts[id].push_back(attempt);
+    if (id == "a" && kind == "retry" && e.value("by", "") == "retry") retry_a = attempt == 3;
+    if (id == "b") kinds_b.push_back(kind + " " + std::to_string(attempt));
+  }
+  EXPECT_EQ(starts["a"], (std::vector<long long>{1, 2, 3}));
+  EXPECT_EQ(starts["b"], (std::vector<long long>{1, 2}));
+  EXPECT_TRUE(retry_a);
+  EXPECT_THAT(kinds_b, ::testing::Contains("requeue 2")) << ::testing::PrintToString(kinds_b);
+  bool requeued_end = false;
+  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line);
+    if (e.value("id", "") == "b" && e.value("event", "") == "end" && e.value("attempt", 0) == 1)
+      requeued_end = e.value("outcome", "") == "requeued";
+  }
+  EXPECT_TRUE(requeued_end);  // not "unknown": the history says why the attempt ended
+  // history shows each attempt once: no number twice.
+  Output h = q.gpuq({"history"});
+  EXPECT_EQ(h.status, 0) << h.err;
+}
+
 TEST(Run, GpuWithForeignMemoryIsBusy) {
   Queue q("0, 30000\n1, 500\n2, 2000\n3, 0\n");
   q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "gpus": 1}])");

@@ -284,7 +284,8 @@ void RunLoop::start(Tick& t) {
     std::vector<int> gpus;
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
-      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, t.launches[k].attempt, j.args, j.env});
+      // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
+      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env});
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
