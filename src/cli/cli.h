@@ -151,6 +151,10 @@ struct Loaded {
 /// give, or prints every problem (then the exit status is 2).
 std::optional<Loaded> load_command(Flags& f);
 
+/// The plan on disk has problems (load_command printed them): the version a running `gpuq run`
+/// goes on with (PLAN.run.plan.json), or nullopt when no run goes on.
+std::optional<Loaded> plan_run_goes_on_with(const Flags& f);
+
 /// Marks `o` as a flag that gives a setting (settings.h): the one whose flag it is, or `name`
 /// (add's --node-gpus gives "gpus"). Given on the command line, it beats the plan's
 /// "settings" and a run's. Returns `o`.
