@@ -89,7 +89,7 @@ TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
   q.d.write("plan.state.json", R"({"a": {"status": "running", "pid": )" + std::to_string(proc.pid()) +
                                    R"(, "gpus": [], "start": 1.0}})");
   auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
-  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("failed a (exit 1): logs/a.exit holds 'seven', not an exit code"));
   EXPECT_EQ(json::parse(q.d.read("plan.state.json"))["a"]["status"], "failed");
 }
@@ -140,7 +140,7 @@ TEST(Hostile, LogFileSymlinkFailsThatJobNotItsTarget) {
   fs::create_directories(q.d.path() + "/logs");
   fs::create_symlink(q.d.path() + "/victim.txt", q.d.path() + "/logs/a.log");
   auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
-  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("cannot start a: its log logs/a.log is a symbolic link"));
   EXPECT_EQ(q.d.read("victim.txt"), "precious\n");
   json s = json::parse(q.d.read("plan.state.json"));

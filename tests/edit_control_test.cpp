@@ -68,25 +68,45 @@ TEST(EditControl, AJobRemovedWhileItRunsCanStillBeKilledAndItsLogRead) {
   q.stop(*r);
 }
 
-// The plan on disk does not load (run goes on with the version it loaded): kill still works
-// from the state; the other commands still refuse.
-TEST(EditControl, KillWorksWhileThePlanOnDiskDoesNotLoad) {
+// The plan on disk does not load (run goes on with the version it loaded): kill, hold and retry
+// work on the version the run goes on with, and say that the plan file does not load (where
+// and why), never that the job "is not in plan.json". With no run going, kill works from the
+// state alone and the others refuse, saying why.
+TEST(EditControl, ControlCommandsWorkWhileThePlanOnDiskDoesNotLoad) {
   EditedQueue q;
-  q.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1}])");
+  q.d.write("plan.json", R"([{"id": "a", "script": "slow.sh", "gpus": 1},
+    {"id": "b", "script": "slow.sh", "gpus": 1, "deps": ["a"]}])");
   auto r = q.start();
   ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 1u; }, kPatience)) << r->out();
   q.save(R"([{"id": "a", "script": "slow.sh", "gpus": 1}, {"id": "a", "script": "slow.sh"}])");
   ASSERT_TRUE(eventually([&] { return r->out().find("still running the version loaded at") != std::string::npos; },
                          kPatience));
-  Output hold = q.gpuq({"hold", "a"});
-  EXPECT_EQ(hold.status, 2);
+  Output hold = q.gpuq({"hold", "b"});
+  EXPECT_EQ(hold.status, 0) << hold.out << hold.err;
+  EXPECT_THAT(hold.err, HasSubstr("plan.json: job 'a': duplicate id (job #1 and job #2)"));  // where and why
+  EXPECT_THAT(hold.err, HasSubstr("gpuq hold: the plan file plan.json does not load (above); acting on the version "
+                                  "the running `gpuq run` goes on with"));
+  EXPECT_THAT(hold.out + hold.err, Not(HasSubstr("not in plan.json")));
+  EXPECT_EQ(q.entry("b")["status"], "held");
+  Output retry = q.gpuq({"retry", "b"});
+  EXPECT_EQ(retry.status, 0) << retry.out << retry.err;
+  EXPECT_THAT(retry.err, HasSubstr("does not load"));
+  EXPECT_NE(q.entry("b")["status"], "held");
+  EXPECT_EQ(q.gpuq({"hold", "b"}).status, 0);  // kept from starting once a is killed
   Output kill = q.gpuq({"kill", "a"});
   EXPECT_EQ(kill.status, 0) << kill.out << kill.err;
   EXPECT_THAT(kill.err, HasSubstr("duplicate id"));  // the loader's problems are still shown
-  EXPECT_THAT(kill.err, HasSubstr("the plan does not load; going on from the state alone"));
+  EXPECT_THAT(kill.out + kill.err, Not(HasSubstr("not in plan.json")));
   ASSERT_TRUE(eventually([&] { return q.entry("a")["status"] == "failed"; }, kPatience));
   EXPECT_EQ(q.entry("a")["exit"], -15);
   q.stop(*r);
+  // No run goes on: hold cannot know the jobs, and says why; nothing changes.
+  Output alone = q.gpuq({"retry", "b"});
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_THAT(alone.err, HasSubstr("gpuq retry: the plan file plan.json does not load (above), and no `gpuq run` goes "
+                                   "on with an earlier version"));
+  EXPECT_THAT(alone.out + alone.err, Not(HasSubstr("not in plan.json")));
+  EXPECT_EQ(q.entry("b")["status"], "held");
 }
 
 // `gpuq add` checks the job's width against what the running run was given, not 0-7: the

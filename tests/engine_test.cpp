@@ -80,6 +80,44 @@ TEST(Life, FinishedRetriesAndReservations) {
 }
 
 // Each life written into an entry reads back as itself.
+// Attempt numbers only grow: the entry's number (attempt_of) goes on after a retry by hand
+// and a requeue, though the original's `attempts` (automatic retries) starts over or stays;
+// the number is written only where `attempts` + 1 does not give it.
+TEST(Life, AttemptNumbersOnlyGrow) {
+  JobState e;  // a job never started: its first attempt is 1
+  EXPECT_EQ(attempt_of(e), 1);
+  write_life(e, Running{0, 10, {0}, 0, std::nullopt}, Cause::Start);
+  EXPECT_EQ(attempt_of(e), 1);
+  EXPECT_FALSE(e.attempt);  // the original's number: nothing of gpuq's written
+  write_life(e, ended_by_exit(3, 20, 10, 0), Cause::Exit);
+  write_life(e, Waiting{1}, Cause::AutoRetry);  // the original's retry: attempts 1, attempt 2
+  EXPECT_EQ(attempt_of(e), 2);
+  EXPECT_FALSE(e.attempt);
+  write_life(e, Running{1, 30, {0}, 0, std::nullopt}, Cause::Start);
+  write_life(e, ended_by_exit(3, 40, 30, 1), Cause::Exit);
+  EXPECT_EQ(attempt_of(e), 2);
+  write_life(e, Waiting{0}, Cause::Retry);  // by hand: attempts start over, the number goes on
+  EXPECT_EQ(e.attempts_or0(), 0);
+  EXPECT_EQ(attempt_of(e), 3);
+  write_life(e, Held{0, false}, Cause::Hold);  // held before it ran: still its next, 3
+  EXPECT_EQ(attempt_of(e), 3);
+  write_life(e, Waiting{0}, Cause::Retry);
+  write_life(e, Running{0, 50, {0}, 0, std::nullopt}, Cause::Start);
+  EXPECT_EQ(attempt_of(e), 3);
+  EXPECT_EQ(e.attempt, 3);
+  write_life(e, Waiting{0}, Cause::Requeued);  // requeued: the next is 4
+  EXPECT_EQ(attempt_of(e), 4);
+  write_life(e, Running{0, 60, {0}, 0, std::nullopt}, Cause::Start);
+  write_life(e, Waiting{0}, Cause::Abort);  // a launch cut short never ran: 4 again
+  EXPECT_EQ(attempt_of(e), 4);
+  write_life(e, Running{0, 70, {0}, 0, std::nullopt}, Cause::Start);
+  write_life(e, ended_lost(80, 70, 0), Cause::LaunchFail);  // a launch that failed is a record of attempt 4
+  EXPECT_EQ(attempt_of(e), 4);
+  write_life(e, Waiting{1}, Cause::AutoRetry);
+  EXPECT_EQ(attempt_of(e), 5);
+  EXPECT_EQ(e.attempts_or0(), 1);  // the original's count: one automatic retry since the last by hand
+}
+
 TEST(Life, WrittenEntriesReadBack) {
   JobState e;
   std::vector<std::pair<Life, Cause>> steps = {

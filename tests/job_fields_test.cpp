@@ -98,6 +98,29 @@ TEST(JobFields, TheSuggestionsAreTheTablesNamesInItsOrder) {
   }
 }
 
+// Each name another scheduler uses for a field is an error naming gpuq's field, whatever the
+// job gives besides: ignored, "depends_on" would start the job beside its dep.
+TEST(JobFields, EveryAliasNamesAFieldOfTheTableAndIsAnErrorThatSuggestsIt) {
+  ASSERT_GE(job_field_aliases().size(), 14u);
+  for (const JobFieldAlias& a : job_field_aliases()) {
+    EXPECT_NE(find_job_field(a.field), nullptr) << a.name << " -> " << a.field;
+    EXPECT_EQ(find_job_field(a.name), nullptr) << a.name << " is a field's own name";
+    EXPECT_EQ(find_job_field_alias(a.name), &a) << a.name;  // each name once
+    std::string job = fmt::format(R"([{{"id": "a", "script": "a.sh", "{}": 1}}])", a.name);
+    EXPECT_THAT(errors_of(job), Contains(fmt::format("inline.json: job 'a': \"{}\" is not a field of a job; did you "
+                                                     "mean \"{}\"?",
+                                                     a.name, a.field)))
+        << a.name;
+  }
+  for (std::string_view name : {"depends_on", "dependencies", "needs", "num_gpus", "n_gpus", "gpu", "time_limit",
+                                "walltime", "timeout", "max_time", "command", "cmd", "env_vars", "environment"})
+    EXPECT_NE(find_job_field_alias(name), nullptr) << name;
+  EXPECT_EQ(find_job_field_alias("Depends-On")->field, "deps");
+  EXPECT_EQ(find_job_field_alias("TIME LIMIT")->field, "time_limit_hours");
+  for (std::string_view note : {"notes", "name", "owner", "description", "comment", "deps", "gpus", "script"})
+    EXPECT_EQ(find_job_field_alias(note), nullptr) << note;
+}
+
 TEST(JobFields, AJobWithoutARequiredFieldIsRefusedNamingIt) {
   int required = 0;
   for (const JobField& f : job_fields()) {

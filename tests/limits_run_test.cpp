@@ -40,7 +40,7 @@ while true; do sleep 0.05; done
   Output r = q.run(fmt::format(R"([{{"id": "a", "script": "ckpt.sh", "time_limit_hours": {},
                                     "warn_signal": "USR1@3"}}])",
                                hours(5)));
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("warned a: USR1@3 to process group"));
   EXPECT_THAT(r.out, HasSubstr("timed out a after 0.00h (limit 0.00h), warned with USR1@3 at"));
   json a = q.state()["a"];
@@ -65,7 +65,7 @@ while true; do sleep 0.05; done
 )");
   Output r = q.run(fmt::format(R"([{{"id": "a", "script": "stubborn.sh", "time_limit_hours": {}}}])", hours(2)),
                    {"--kill-grace", "1"});
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("timed out a after"));
   EXPECT_THAT(r.out, HasSubstr("SIGKILL to a (process group"));
   long long pid = q.pid_in("stubborn.pid");
@@ -83,7 +83,7 @@ wait
                                    {{"id": "b", "script": "next.sh", "priority": 2}}])",
                                hours(2)),
                    {"--kill-grace", "1"});
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   long long gc = q.pid_in("grandchild.pid");
   EXPECT_TRUE(eventually([&] { return !pid_alive(gc); }, kPatience)) << "grandchild " << gc << " survived";
   // b gets GPU 0 only once a's whole group is gone: after the SIGKILL.

@@ -92,7 +92,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
     {"id": "after_any", "script": "job.sh", "gpus": 0, "deps": ["after:flaky"]}
   ])");
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("auto-retry flaky (retry 1)"));
   EXPECT_EQ(lines_of(q.dir.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
   auto s = q.state();
@@ -125,7 +125,7 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
     {"id": "plain", "script": "fail.sh", "gpus": 1}
   ])");
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("0 done, 3 failed"));
   EXPECT_EQ(lines_of(q.dir.path() + "/never.trace").size(), 1u);
   EXPECT_EQ(lines_of(q.dir.path() + "/thrice.trace").size(), 4u);
@@ -138,6 +138,119 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
   EXPECT_NE(v.status, 0);
   EXPECT_THAT(v.err + v.out, HasSubstr("job 'bad': \"max_retries\""));
   EXPECT_THAT(v.err + v.out, HasSubstr("job 'half': \"max_retries\""));
+}
+
+// `gpuq run && notify done` must not lie: run ends 0 only when every job is done, and 3 (kExitJobsNotDone)
+// when one failed, timed out or could not start, or is blocked by one; a retry that ends all done is 0 again.
+TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
+  Queue q;
+  q.dir.write("ok.sh", "exit 0\n");
+  q.dir.write("fail.sh", "exit 3\n");
+  q.dir.write("slow.sh", "sleep 30\n");
+  q.plan(R"([{"id": "a", "script": "ok.sh", "gpus": 0}, {"id": "b", "script": "ok.sh", "gpus": 0, "deps": ["a"]}])");
+  auto r = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("all jobs finished: 2 done"));
+  struct Case {
+    const char* plan;
+    const char* says;
+  };
+  const Case cases[] = {
+      {R"([{"id": "a", "script": "ok.sh", "gpus": 0}, {"id": "f", "script": "fail.sh", "gpus": 0},
+           {"id": "after_f", "script": "ok.sh", "gpus": 0, "deps": ["f"]}])",
+       "1 done, 1 failed (f: exit 3), 1 blocked by a failed dep (after_f)"},
+      {R"([{"id": "t", "script": "slow.sh", "gpus": 0, "time_limit_hours": 0.0003}])", "0 done, 1 failed (t: timed out)"},
+      // A script its dep removes: it cannot start.
+      {R"([{"id": "rm", "script": "rm.sh", "gpus": 0}, {"id": "u", "script": "victim.sh", "gpus": 0, "deps": ["rm"]}])",
+       "1 done, 1 failed (u: could not start)"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::remove(q.dir.path() + "/plan.state.json");
+    q.dir.write("victim.sh", "true\n");
+    q.dir.write("rm.sh", "rm victim.sh\n");
+    q.plan(c.plan);
+    auto f = q.start({"--max-retries", "0", "--kill-grace", "1"})->wait(kPatience);
+    EXPECT_EQ(f.status, 3) << c.plan << "\n" << f.out << f.err;
+    EXPECT_THAT(f.out, HasSubstr(std::string("all jobs finished: ") + c.says));
+  }
+  // The failed job fixed and retried: the plan ends all done, and run says 0.
+  std::filesystem::remove(q.dir.path() + "/plan.state.json");
+  q.plan(R"([{"id": "f", "script": "fail.sh", "gpus": 0}])");
+  EXPECT_EQ(q.start({"--max-retries", "0"})->wait(kPatience).status, 3);
+  q.dir.write("fail.sh", "exit 0\n");
+  EXPECT_EQ(q.gpuq({"retry", "f"}).status, 0);
+  auto again = q.start({"--max-retries", "0"})->wait(kPatience);
+  EXPECT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("all jobs finished: 1 done"));
+}
+
+// Attempt numbers only grow, per job: after a retry by hand or a requeue the next attempt goes on
+// from the last (GPUQ_ATTEMPT, the log's header, the event log), and each requeue and retry is an
+// event. The state's `attempts` keeps the original's meaning (automatic retries).
+TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
+  Queue q;
+  q.dir.write("a.sh", "echo \"$GPUQ_ATTEMPT\" >> a.trace\n[ -e a.ok ] || exit 3\n");
+  q.dir.write("b.sh", "echo \"$GPUQ_ATTEMPT\" >> b.trace\n[ -e b.ok ] || exec sleep 300\n");
+  q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}])");
+  auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(q.state()["a"]["attempts"], 1);  // the original's count: one automatic retry
+  EXPECT_EQ(q.gpuq({"retry", "a"}).status, 0);
+  q.dir.write("a.ok", "");
+  r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(q.state()["a"].value("attempts", 0), 0);  // a retry by hand starts the original's count over
+  EXPECT_EQ(q.state()["a"]["attempt"], 3);
+
+  // A requeue of a running job: its next attempt is 2, not 1 again.
+  q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}, {"id": "b", "script": "b.sh", "gpus": 0}])");
+  auto run = q.start({"--kill-grace", "1"});
+  ASSERT_TRUE(eventually([&] { return lines_of(q.dir.path() + "/b.trace").size() == 1; })) << run->wait(1).out;
+  q.dir.write("b.ok", "");
+  EXPECT_EQ(q.gpuq({"requeue", "b"}).status, 0);
+  r = run->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.dir.path() + "/b.trace"), (std::vector<std::string>{"1", "2"}));
+
+  // Each log header once, numbers growing.
+  std::string a_log = q.dir.read("logs/a.log"), b_log = q.dir.read("logs/b.log");
+  for (const char* n : {"1", "2", "3"}) {
+    std::string header = std::string("== gpuq: attempt ") + n + " ";
+    size_t at = a_log.find(header);
+    EXPECT_NE(at, std::string::npos) << a_log;
+    EXPECT_EQ(a_log.find(header, at + 1), std::string::npos) << a_log;
+  }
+  EXPECT_NE(b_log.find("== gpuq: attempt 2 "), std::string::npos) << b_log;
+  EXPECT_EQ(b_log.find("== gpuq: attempt 1 "), b_log.rfind("== gpuq: attempt 1 ")) << b_log;
+
+  // The event log: starts numbered 1, 2, 3 and 1, 2; a retry event (by hand) and a requeue event.
+  std::map<std::string, std::vector<long long>> starts;
+  std::vector<std::string> kinds_b;
+  bool retry_a = false;
+  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line);
+    std::string id = e.value("id", ""), kind = e.value("event", "");
+    long long attempt = e.value("attempt", 0LL);
+    if (kind == "start") starts[id].push_back(attempt);
+    if (id == "a" && kind == "retry" && e.value("by", "") == "retry") retry_a = attempt == 3;
+    if (id == "b") kinds_b.push_back(kind + " " + std::to_string(attempt));
+  }
+  EXPECT_EQ(starts["a"], (std::vector<long long>{1, 2, 3}));
+  EXPECT_EQ(starts["b"], (std::vector<long long>{1, 2}));
+  EXPECT_TRUE(retry_a);
+  EXPECT_THAT(kinds_b, ::testing::Contains("requeue 2")) << ::testing::PrintToString(kinds_b);
+  bool requeued_end = false;
+  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line);
+    if (e.value("id", "") == "b" && e.value("event", "") == "end" && e.value("attempt", 0) == 1)
+      requeued_end = e.value("outcome", "") == "requeued";
+  }
+  EXPECT_TRUE(requeued_end);  // not "unknown": the history says why the attempt ended
+  // history shows each attempt once: no number twice.
+  Output h = q.gpuq({"history"});
+  EXPECT_EQ(h.status, 0) << h.err;
 }
 
 TEST(Run, GpuWithForeignMemoryIsBusy) {
@@ -185,7 +298,7 @@ TEST(Run, KillEscalatesToSigkillForAJobThatIgnoresSigterm) {
   EXPECT_EQ(s["stubborn"]["status"], "failed");
   EXPECT_EQ(s["stubborn"]["exit"], -15);
   auto r = run->wait(kPatience);
-  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("SIGKILL to stubborn"));
   EXPECT_FALSE(pid_alive(pid));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
@@ -258,7 +371,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
              {"id": "gone", "script": "victim.sh", "gpus": 0, "deps": ["remover"]},
              {"id": "fine", "script": "job.sh", "gpus": 0, "deps": ["remover"]}])");
   auto r = q.start({"--max-retries", "0"})->wait(kPatience);
-  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.status, 3) << r.err;  // 3: a job did not end done
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
   EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
@@ -284,7 +397,7 @@ TEST(Run, JobEnvironmentAndExitFile) {
   Queue q;
   q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
   q.plan(R"([{"id": "e", "script": "env.sh", "gpus": 2}])");
-  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 0);
+  ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 3);  // 3: a job did not end done
   EXPECT_EQ(q.dir.read("env.txt"),
             "CUDA_DEVICE_ORDER=PCI_BUS_ID\nCUDA_VISIBLE_DEVICES=4,5\nGPUQ_ATTEMPT=1\nGPUQ_JOB_ID=e\nTDPRM_GPU0=4\n");
   EXPECT_EQ(q.dir.read("logs/e.exit"), "7\n");

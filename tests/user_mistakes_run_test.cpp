@@ -100,10 +100,51 @@ TEST(Typos, ValidateWarnsAboutUnknownFieldsAndStrictMakesThemErrors) {
   Output strict = p.gpuq({"validate", "--strict"});
   EXPECT_EQ(strict.status, 2);
   EXPECT_THAT(strict.out, HasSubstr("error: plan.json: \"notes\" in 1 job(s) (a)"));
-  // Other commands take the plan without a word about notes.
+  // Other commands take the plan, and say so on stderr, once per field, naming the jobs
+  // (stdout stays the original's).
   Output s = p.gpuq({"simulate"});
   EXPECT_EQ(s.status, 0);
-  EXPECT_THAT(s.err, Not(HasSubstr("notes")));
+  EXPECT_THAT(s.err, HasSubstr("gpuq: warning: plan.json: \"notes\" in 1 job(s) (a) is not a field gpuq reads"));
+  EXPECT_THAT(s.out, Not(HasSubstr("notes")));
+}
+
+// Every command that loads the plan warns about a field gpuq does not read, once per name,
+// naming its jobs: not only validate.
+TEST(Typos, EveryCommandThatLoadsThePlanWarnsAboutUnknownFieldsOncePerName) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 0, "notes": "x"},
+    {"id": "b", "script": "quick.sh", "gpus": 0, "notes": "y", "deps": ["a"]}])");
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", "--gpus", "0,1", "--poll", "1"}, {"simulate"}, {"status"}, {"hold", "b"}, {"retry", "b"}, {"logs", "a"},
+      {"history"}};
+  for (const auto& cmd : commands) {
+    std::vector<std::string> argv = cmd;
+    Output r = p.gpuq(argv);
+    SCOPED_TRACE(cmd[0]);
+    std::string line = "warning: plan.json: \"notes\" in 2 job(s) (a, b) is not a field gpuq reads; it is ignored";
+    size_t at = r.err.find(line);
+    EXPECT_NE(at, std::string::npos) << r.out << r.err;
+    if (at != std::string::npos) EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "said twice: " << r.err;
+  }
+}
+
+// The issue's plan: "second" with "depends_on" started beside "first". Other schedulers' names
+// for gpuq's fields are errors with "did you mean" in every command that loads the plan.
+TEST(Typos, OtherSchedulersFieldNamesAreErrorsInEveryCommand) {
+  Plan p;
+  p.d.write("plan.json", R"([{"id": "first", "script": "quick.sh", "gpus": 0},
+    {"id": "second", "script": "quick.sh", "gpus": 0, "depends_on": ["first"], "walltime": "1:00:00"}])");
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", "--gpus", "0,1"}, {"simulate"}, {"status"}, {"validate"}, {"history"}, {"logs", "first"}};
+  for (const auto& cmd : commands) {
+    Output r = p.gpuq(cmd);
+    SCOPED_TRACE(cmd[0]);
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_THAT(r.out + r.err, HasSubstr(R"(job 'second': "depends_on" is not a field of a job; did you mean "deps"?)"));
+    EXPECT_THAT(r.out + r.err,
+                HasSubstr(R"(job 'second': "walltime" is not a field of a job; did you mean "time_limit_hours"?)"));
+  }
+  EXPECT_FALSE(fs::exists(p.d.path() + "/ran.txt"));  // run started nothing
 }
 
 TEST(Typos, AMistypedCommandOrFlagGetsTheNearestName) {
@@ -237,7 +278,7 @@ TEST(Unstartable, JobsThatCannotStartFailWithTheirReasonAndAreNotRetried) {
   fs::create_directories(p.d.path() + "/logs");
   fs::create_symlink(p.d.path() + "/victim.txt", p.d.path() + "/logs/a.log");
   auto r = p.start("plan.json", {"--retry-after", "0"})->wait(kPatience);
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.status, 3) << r.err;  // 3: a job did not end done
   EXPECT_EQ(p.d.read("victim.txt"), "precious\n");
   json s = p.state();
   EXPECT_EQ(s["a"]["status"], "failed");

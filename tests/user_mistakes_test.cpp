@@ -52,12 +52,33 @@ TEST(PlanTypos, AMisspelledFieldIsAnErrorThatNamesTheFieldMeant) {
   EXPECT_TRUE(any_has(errors, R"("priorty" is not a field of a job; did you mean "priority"?)"));
 }
 
+// The issue's plan: other schedulers' names for deps, a limit, GPUs were ignored, and "second"
+// started beside "first". Each is an error naming gpuq's field, even where the job gives it too.
+TEST(PlanTypos, OtherSchedulersNamesForAFieldAreErrorsThatNameGpuqsField) {
+  PlanLoad load = parse_plan(R"([{"id": "first", "script": "a.sh"},
+    {"id": "second", "script": "b.sh", "depends_on": ["first"], "time_limit": 3, "num_gpus": 4},
+    {"id": "third", "script": "c.sh", "walltime": "1:00:00", "command": "python x.py", "gpus": 1,
+     "env_vars": {"A": "1"}, "Dependencies": ["first"]}])",
+                             "plan.json", {0, 1, 2, 3});
+  EXPECT_FALSE(load.plan);
+  const auto& errors = load.errors;
+  EXPECT_TRUE(any_has(errors, R"(job 'second': "depends_on" is not a field of a job; did you mean "deps"?)"))
+      << ::testing::PrintToString(errors);
+  EXPECT_TRUE(any_has(errors, R"(job 'second': "time_limit" is not a field of a job; did you mean "time_limit_hours"?)"));
+  EXPECT_TRUE(any_has(errors, R"(job 'second': "num_gpus" is not a field of a job; did you mean "gpus"?)"));
+  EXPECT_TRUE(any_has(errors, R"(job 'third': "walltime" is not a field of a job; did you mean "time_limit_hours"?)"));
+  EXPECT_TRUE(any_has(errors, R"(job 'third': "command" is not a field of a job; did you mean "script"?)"));
+  EXPECT_TRUE(any_has(errors, R"(job 'third': "env_vars" is not a field of a job; did you mean "env"?)"));
+  EXPECT_TRUE(any_has(errors, R"(job 'third': "Dependencies" is not a field of a job; did you mean "deps"?)"));
+  EXPECT_EQ(errors.size(), 7u) << ::testing::PrintToString(errors);
+}
+
 TEST(PlanTypos, OtherUnknownFieldsAreAcceptedAndListedForValidate) {
   PlanLoad load = parse_plan(R"([{"id": "a", "script": "a.sh", "notes": "baseline", "owner": "me"},
     {"id": "b", "script": "b.sh", "notes": "x", "gpus": 1, "gpus_": 2}])",
                              "plan.json", {0, 1, 2, 3});
   ASSERT_TRUE(load.plan) << ::testing::PrintToString(load.errors);
-  EXPECT_THAT(load.warnings, IsEmpty());  // every command would print these: notes are for validate
+  EXPECT_THAT(load.warnings, IsEmpty());  // the notes are apart: validate lists them as its findings
   // "gpus_" is a near miss of "gpus", but the job gives "gpus" too: a note, not a typo.
   EXPECT_THAT(load.unknown_fields,
               ElementsAre(R"(plan.json: "gpus_" in 1 job(s) (b) is not a field gpuq reads; it is ignored)",
@@ -151,7 +172,7 @@ TEST(RunPane, TheLastLineCountsOutcomesAndNamesEachFailure) {
   };
   RunLoop loop(q.plan, q.opt, Ports{q.clock, q.launcher, q.probe, q.store, q.files, q.waker},
                [&](const std::string& l) { out.push_back(l); }, [](const std::string&) {});
-  EXPECT_EQ(loop.run(), 0);
+  EXPECT_EQ(loop.run(), kExitJobsNotDone);  // a job could not start
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out.back(), "all jobs finished: 1 done, 2 failed (hang: killed, bad: exit 3), 1 blocked by a failed dep (d)");
 }

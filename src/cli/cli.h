@@ -22,7 +22,8 @@
 
 namespace gpuq::cli {
 
-/// Exit statuses: 0 success, 1 the command could not do all its work, 2 bad input.
+/// Exit statuses: 0 success, 1 the command could not do all its work, 2 bad input; `run` gives 3
+/// when every job finished but not all are done (kExitJobsNotDone, run_loop.h).
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
@@ -127,7 +128,7 @@ std::string with_gpus_source(std::string error, const std::string& source);
 /// Loads and checks the plan (the node's GPUs as the settings give them: take_settings), or
 /// prints every problem. The loader's warnings go to stderr,
 /// or to `warnings` when given (validate reports them as its own findings); the fields
-/// gpuq does not read to `unknown_fields` when given (else they are not mentioned).
+/// gpuq does not read to `unknown_fields` when given (else they are warnings on stderr too).
 std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings = nullptr,
                                    std::vector<std::string>* unknown_fields = nullptr);
 
@@ -149,6 +150,10 @@ struct Loaded {
 /// Loads the plan with its settings taken into `f` (take_settings) and parses the GPUs they
 /// give, or prints every problem (then the exit status is 2).
 std::optional<Loaded> load_command(Flags& f);
+
+/// The plan on disk has problems (load_command printed them): the version a running `gpuq run`
+/// goes on with (PLAN.run.plan.json), or nullopt when no run goes on.
+std::optional<Loaded> plan_run_goes_on_with(const Flags& f);
 
 /// Marks `o` as a flag that gives a setting (settings.h): the one whose flag it is, or `name`
 /// (add's --node-gpus gives "gpus"). Given on the command line, it beats the plan's

@@ -156,7 +156,10 @@ std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings,
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
     return std::nullopt;
   }
-  if (unknown_fields) *unknown_fields = std::move(load.unknown_fields);
+  if (unknown_fields)
+    *unknown_fields = std::move(load.unknown_fields);
+  else
+    for (const auto& u : load.unknown_fields) fmt::print(stderr, "gpuq: warning: {}\n", u);
   if (warnings)
     *warnings = load.warnings;
   else

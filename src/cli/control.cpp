@@ -23,13 +23,28 @@ bool wait_for_requeues(const Flags& f, const Plan& plan, FileStore& store, Launc
 
 int cmd_control(Flags& f, const std::string& action) {
   auto loaded = load_command(f);
-  // kill must work while the plan on disk has problems (a running `run` goes on with the
-  // version it loaded): with no plan, it acts on the state's running entries alone.
-  if (!loaded && (action != "kill" || !fs::exists(f.plan))) return kExitBadInput;
-  if (!loaded) fmt::print(stderr, "gpuq kill: the plan does not load; going on from the state alone\n");
-  Plan none;
-  const Plan* plan = loaded ? &loaded->plan : &none;
+  // The control commands must work while the plan on disk has problems (an edit half done):
+  // with the version a running `run` goes on with, else (kill) from the state's running
+  // entries alone. load_command has said where the file has problems and what they are.
+  if (!loaded && !fs::exists(f.plan)) return kExitBadInput;
+  std::optional<Loaded> kept;
+  if (!loaded) kept = plan_run_goes_on_with(f);
   PlanPaths paths = plan_paths(f);
+  std::string plan_name = f.plan;
+  if (!loaded && kept) {
+    fmt::print(stderr, "gpuq {}: the plan file {} does not load (above); acting on the version the running `gpuq run` "
+               "goes on with ({})\n", action, f.plan, paths.run_plan);
+  } else if (!loaded && action == "kill") {
+    fmt::print(stderr, "gpuq kill: the plan file {} does not load (above), and no `gpuq run` goes on with an earlier "
+               "version; going on from the state alone\n", f.plan);
+    plan_name = f.plan + " (which does not load)";
+  } else if (!loaded) {
+    fmt::print(stderr, "gpuq {0}: the plan file {1} does not load (above), and no `gpuq run` goes on with an earlier "
+               "version to take the jobs from; nothing was changed: fix {1}, then {0} again\n", action, f.plan);
+    return kExitBadInput;
+  }
+  Plan none;
+  const Plan* plan = loaded ? &loaded->plan : kept ? &kept->plan : &none;
   warn_state_beside_link(f.plan);
   FileStore store(paths);
   PosixLauncher local(paths);
@@ -41,7 +56,7 @@ int cmd_control(Flags& f, const std::string& action) {
   }
   Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm) : local;
   SystemClock clock;
-  ControlResult r = control(*plan, f.plan, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
+  ControlResult r = control(*plan, plan_name, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   if (action == "requeue" && r.status != kExitBadInput) {
     std::fflush(stdout);

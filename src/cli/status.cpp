@@ -266,6 +266,8 @@ PlanStamp plan_stamp(const std::string& path) {
           static_cast<long long>(st.st_mtim.tv_nsec), static_cast<unsigned long long>(st.st_ino)};
 }
 
+}  // namespace
+
 /// The plan on disk has problems (load_command printed them): while a `gpuq run` goes on
 /// with the version it loaded (PLAN.run.plan.json), status shows that one, and says so.
 std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
@@ -276,8 +278,6 @@ std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
   if (!kept.plan) return std::nullopt;
   return Loaded{std::move(*gpus), std::move(*kept.plan)};
 }
-
-}  // namespace
 
 int cmd_status(Flags& f) {
   huge_page_heap();

@@ -13,8 +13,8 @@
 namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
-  static const std::vector<std::string> kinds{"start",  "end",    "retry", "kill",
-                                              "hold",   "timeout", "reload", "pause", "resume"};
+  static const std::vector<std::string> kinds{"start",   "end",    "retry", "requeue", "kill",
+                                              "hold",    "timeout", "reload", "pause",   "resume"};
   return kinds;
 }
 
@@ -36,7 +36,7 @@ Seen seen_of(const JobState& s) {
   // A job waiting in a batch queue has not started: pending to the log until the queue starts it.
   Status st = s.status == Status::Blocked || (s.status == Status::Running && s.queue_id && !s.start) ? Status::Pending : s.status;
   bool ran = st == Status::Running || st == Status::Done || st == Status::Failed;
-  return {st, s.attempts_or0(), ran ? s.start : std::nullopt};
+  return {st, attempt_of(s) - 1, ran ? s.start : std::nullopt};  // the log's attempt number, less one
 }
 
 std::vector<Event> events_between(const std::string& id, const Seen* before, const JobState& after, double now,
@@ -120,7 +120,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
     case LifeKind::Running:
       if (c.cause != Cause::Start && c.cause != Cause::QueueStart) break;  // a requeue's mark: no event
       {
-        Event e = make("start", after.start.value_or(now), after.attempts_or0() + 1);
+        Event e = make("start", after.start.value_or(now), attempt_of(after));
         e.gpus = after.gpus;
         e.pid = after.pid;
         out.push_back(std::move(e));
@@ -129,7 +129,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
     case LifeKind::Ended: {
       const Ended& d = std::get<Ended>(c.life);
       double t = d.end.value_or(now);
-      long long attempt = after.attempts_or0() + 1;
+      long long attempt = attempt_of(after);
       if (d.outcome == Outcome::Killed) out.push_back(make("kill", t, attempt));
       if (d.outcome == Outcome::Timeout) out.push_back(make("timeout", t, attempt));
       Event e = make("end", t, attempt);
@@ -145,19 +145,21 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
     }
     case LifeKind::Waiting:
       if (c.from == LifeKind::Running) {  // requeued, or a launch cut short: the attempt's end is unknown
-        Event e = make("end", now, before.attempts_or0() + 1);
-        e.outcome = "unknown";
+        Event e = make("end", now, attempt_of(before));
+        e.outcome = c.cause == Cause::Requeued ? "requeued" : "unknown";
         e.started = before.start;
         out.push_back(std::move(e));
       }
-      if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
-        out.push_back(make("retry", now, after.attempts_or0() + 1));
+      if (c.cause == Cause::Requeued)  // `gpuq requeue`: its own event, so the history shows why the attempt ended
+        out.push_back(make("requeue", now, attempt_of(after)));
+      else if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
+        out.push_back(make("retry", now, attempt_of(after)));
       break;
     case LifeKind::Queued:
-      if (c.from == LifeKind::Held) out.push_back(make("retry", now, after.attempts_or0() + 1));
+      if (c.from == LifeKind::Held) out.push_back(make("retry", now, attempt_of(after)));
       break;
     case LifeKind::Held:
-      if (c.from != LifeKind::Held) out.push_back(make("hold", now, after.attempts_or0() + 1));
+      if (c.from != LifeKind::Held) out.push_back(make("hold", now, attempt_of(after)));
       break;
     case LifeKind::Blocked: break;  // pending to the log
   }
@@ -171,7 +173,7 @@ void apply_event(const Event& e, Seen& seen) {
   } else if (e.kind == "end") {
     bool done = e.outcome && *e.outcome == "done";
     seen = {done ? Status::Done : Status::Failed, attempts, e.started};
-  } else if (e.kind == "retry") {
+  } else if (e.kind == "retry" || e.kind == "requeue") {
     seen = {Status::Pending, attempts, std::nullopt};
   } else if (e.kind == "hold") {
     seen = {Status::Held, attempts, std::nullopt};

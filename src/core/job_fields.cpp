@@ -301,6 +301,29 @@ constexpr JobField kJobFields[] = {
 };
 static_assert(std::size(kJobFields) <= kMaxJobFields);
 
+// Names other schedulers use for gpuq's fields: each is an error naming the field
+// (job_fields.h). Only names that mean the field: a note a plan may carry ("name",
+// "description", "owner") stays a warning.
+constexpr JobFieldAlias kJobFieldAliases[] = {
+    {"depends_on", "deps"},     {"depends", "deps"},          {"dependencies", "deps"},
+    {"dependency", "deps"},     {"depend", "deps"},           {"needs", "deps"},
+    {"after", "deps"},          {"afterok", "deps"},          {"requires", "deps"},
+    {"num_gpus", "gpus"},       {"n_gpus", "gpus"},           {"ngpus", "gpus"},
+    {"nb_gpus", "gpus"},        {"gpu", "gpus"},              {"gpu_count", "gpus"},
+    {"gpus_per_node", "gpus"},  {"gpus_per_task", "gpus"},    {"gres", "gpus"},
+    {"time_limit", "time_limit_hours"}, {"timelimit", "time_limit_hours"}, {"walltime", "time_limit_hours"},
+    {"wall_time", "time_limit_hours"},  {"timeout", "time_limit_hours"},   {"max_time", "time_limit_hours"},
+    {"time", "time_limit_hours"},       {"max_hours", "time_limit_hours"}, {"time_limit_minutes", "time_limit_hours"},
+    {"command", "script"},      {"cmd", "script"},            {"commands", "script"},
+    {"exec", "script"},         {"executable", "script"},     {"run", "script"},
+    {"env_vars", "env"},        {"environment", "env"},       {"environment_variables", "env"},
+    {"envs", "env"},            {"variables", "env"},         {"arguments", "args"},
+    {"argv", "args"},           {"nice", "priority"},         {"prio", "priority"},
+    {"estimate", "est_hours"},  {"est_time", "est_hours"},    {"estimated_hours", "est_hours"},
+    {"retries", "max_retries"}, {"max_retry", "max_retries"}, {"retry", "max_retries"},
+    {"job_id", "id"},
+};
+
 // The names, for the suggestions (plan.h's kJobFieldNames).
 std::vector<std::string_view> names() {
   std::vector<std::string_view> out;
@@ -315,6 +338,17 @@ std::span<const JobField> job_fields() { return kJobFields; }
 const JobField* find_job_field(std::string_view name) {
   for (const JobField& f : kJobFields)
     if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::span<const JobFieldAlias> job_field_aliases() { return kJobFieldAliases; }
+
+const JobFieldAlias* find_job_field_alias(std::string_view name) {
+  if (name.size() > 40) return nullptr;
+  std::string key;
+  for (char c : name) key += c == '-' || c == ' ' ? '_' : static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const JobFieldAlias& a : kJobFieldAliases)
+    if (a.name == key) return &a;
   return nullptr;
 }
 

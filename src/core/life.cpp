@@ -126,13 +126,25 @@ namespace {
 // A new entry for the job's next attempt (or its release, hold or block): the earlier run kept
 // in gpuq's list of earlier attempts, "removed" kept (a job the plan no longer has), the rest
 // dropped as the original drops it when it replaces an entry.
-JobState fresh_from(const JobState& prev, Status st) {
+// Its attempt number goes on from prev's: the next one once prev's attempt ran or ended
+// (`same_attempt`: a record of prev's own attempt, as a launch that failed).
+JobState fresh_from(const JobState& prev, Status st, bool same_attempt = false) {
   JobState next;
   next.status = st;
   next.removed = prev.removed;
+  bool over = !same_attempt && (prev.start || prev.status == Status::Done || prev.status == Status::Failed);
+  next.attempt = attempt_of(prev) + (over ? 1 : 0);
   keep_attempts(prev, next);
   return next;
 }
+
+// The number is written only where `attempts` does not give it (the original's entries stay as
+// they were).
+void settle_attempt(JobState& e) {
+  if (e.attempt && *e.attempt == e.attempts_or0() + 1) e.attempt.reset();
+}
+
+void write_life_in(JobState& e, const Life& l, Cause cause);
 
 const char* outcome_field(Outcome o) {
   switch (o) {
@@ -146,6 +158,13 @@ const char* outcome_field(Outcome o) {
 }  // namespace
 
 void write_life(JobState& e, const Life& l, Cause cause) {
+  write_life_in(e, l, cause);
+  settle_attempt(e);
+}
+
+namespace {
+
+void write_life_in(JobState& e, const Life& l, Cause cause) {
   switch (kind_of(l)) {
     case LifeKind::Waiting: {
       const auto& w = std::get<Waiting>(l);
@@ -153,7 +172,7 @@ void write_life(JobState& e, const Life& l, Cause cause) {
         e.status = Status::Pending;
         return;
       }
-      JobState next = fresh_from(e, Status::Pending);
+      JobState next = fresh_from(e, Status::Pending, cause == Cause::Abort);  // an aborted launch never ran
       // The original writes the attempts with an automatic retry; a release by hand starts over.
       if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued) next.attempts = w.attempts;
       e = std::move(next);
@@ -196,7 +215,7 @@ void write_life(JobState& e, const Life& l, Cause cause) {
     case LifeKind::Ended: {
       const auto& d = std::get<Ended>(l);
       if (cause == Cause::LaunchFail) {  // never ran: a record of its own
-        JobState next = fresh_from(e, Status::Failed);
+        JobState next = fresh_from(e, Status::Failed, true);
         next.attempts = d.attempts;
         e = std::move(next);
       }
@@ -208,5 +227,7 @@ void write_life(JobState& e, const Life& l, Cause cause) {
     }
   }
 }
+
+}  // namespace
 
 }  // namespace gpuq

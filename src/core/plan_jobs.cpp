@@ -161,10 +161,15 @@ void expand_sweep(Build& b, Job base, const Matrix& m, size_t i) {
   b.plan.sweeps.push_back({base.id, first, b.plan.jobs.size() - first});
 }
 
-// A member of a job that gpuq does not read: a typo of a field the job does not give is an
-// error (`"dep"` would silently drop the job's deps); anything else is a note, which only
-// `validate` mentions.
+// A member of a job that gpuq does not read: another scheduler's name for a field
+// (`"depends_on"`, job_field_aliases()) and a typo of a field the job does not give are
+// errors (`"dep"` would silently drop the job's deps); anything else is a note, which every
+// command that loads the plan mentions as a warning (PlanLoad::unknown_fields).
 void read_unknown(JobReader& r, const JobValues& values, std::string_view key) {
+  if (const JobFieldAlias* alias = find_job_field_alias(key)) {
+    r.add(fmt::format("\"{}\" is not a field of a job; did you mean \"{}\"?", key, alias->field));
+    return;
+  }
   if (auto near = nearest_name(key, kJobFieldNames)) {
     const JobField* f = find_job_field(*near);
     if (!values.gives(static_cast<size_t>(f - values.fields.data()))) {

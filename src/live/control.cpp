@@ -349,7 +349,9 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
     if (!peek) peek = store.read();
     const JobState* s = peek->find(id);
     if (action == "kill" && s && s->status == Status::Running) {
-      r.lines.push_back(fmt::format("note: {} is not in {}; killing it as its entry in the state says", id, plan_name));
+      r.lines.push_back(plan.jobs.empty()  // a plan that does not load: the job may well be in the file
+                            ? fmt::format("note: killing {} as its entry in the state says", id)
+                            : fmt::format("note: {} is not in {}; killing it as its entry in the state says", id, plan_name));
       continue;
     }
     unknown.push_back(s && s->status == Status::Running ? id + " (running, but only kill acts on a job the plan no longer has)"

@@ -19,7 +19,8 @@ namespace gpuq {
 namespace {
 
 const std::vector<std::string>& outcome_names() {
-  static const std::vector<std::string> names{"done", "failed", "killed", "lost", "hung", "unstartable", "unknown"};
+  static const std::vector<std::string> names{"done", "failed", "killed", "lost", "hung", "unstartable", "requeued",
+                                              "unknown"};
   return names;
 }
 

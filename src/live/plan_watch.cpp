@@ -71,6 +71,7 @@ PlanLook PlanFile::look(double now) {
       l.kind = PlanLook::Kind::Loaded;
       l.plan = std::move(load.plan);
       l.text = std::move(text);
+      l.unknown_fields = std::move(load.unknown_fields);
       l.recheck_in = settle_s_;  // a second write right behind this one (same size, same clock tick)
       return l;
     }

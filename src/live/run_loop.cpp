@@ -56,7 +56,11 @@ TickResult RunLoop::tick() {
     watch(t);
     phase("tick: watches");
     bool done = all_finished(t);
-    if (done) summary_ = outcomes(q_->state());
+    if (done) {
+      summary_ = outcomes(q_->state());
+      all_done_ = true;
+      for (size_t i = 0; i < plan_.jobs.size() && all_done_; ++i) all_done_ = q_->state().status_of(plan_, i) == Status::Done;
+    }
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
@@ -280,7 +284,8 @@ void RunLoop::start(Tick& t) {
     std::vector<int> gpus;
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
-      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, t.launches[k].attempt, j.args, j.env});
+      // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
+      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env});
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
@@ -455,7 +460,7 @@ int RunLoop::run() {
                                            hooks_->running_count(), hooks_->waiting_count()));
       }
       out_("all jobs finished: " + summary_);
-      return 0;
+      return all_done_ ? 0 : kExitJobsNotDone;
     }
     Wake w = os_.waker.wait(std::max(0.0, r.wake_in));
     if (w.stop) return stopped(w);

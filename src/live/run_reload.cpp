@@ -15,6 +15,7 @@ void RunLoop::reload_plan(Tick& t) {
   PlanLook l = plan_source_->look(t.now);
   t.wake_in = std::min(t.wake_in, l.recheck_in);
   if (l.kind == PlanLook::Kind::Loaded) {
+    for (const std::string& u : l.unknown_fields) say(t.now, "warning: " + u);
     take_plan(t, std::move(*l.plan), l.text);
   } else if (l.kind == PlanLook::Kind::Broken) {
     for (const std::string& e : l.errors) say(t.now, e);

@@ -50,7 +50,7 @@ Event plan_event(const std::string& kind, double t, std::string_view by, std::op
 /// counts as pending; `start` is kept for running, done and failed only.
 struct Seen {
   Status status = Status::Pending;
-  long long attempts = 0;
+  long long attempts = 0;  ///< its attempt's number (attempt_of, state.h), less one
   std::optional<double> start;
   bool operator==(const Seen&) const = default;
 };

@@ -54,6 +54,21 @@ std::span<const JobField> job_fields();
 /// The row named `name`, or null.
 const JobField* find_job_field(std::string_view name);
 
+/// A name another scheduler (Slurm, SGE, CI files, task runners) gives one of gpuq's fields.
+/// A job that spells a field so is refused, with "did you mean FIELD": gpuq would otherwise
+/// ignore it, and `"depends_on": ["a"]` would start the job beside `a`.
+struct JobFieldAlias {
+  std::string_view name;   ///< as other schedulers spell it, lower case, `_` between words
+  std::string_view field;  ///< gpuq's field (a row of job_fields())
+};
+
+/// Every alias, beside the table of fields (src/core/job_fields.cpp).
+std::span<const JobFieldAlias> job_field_aliases();
+
+/// The alias `name` is, or null: compared without case, `-` and ` ` taken for `_`
+/// ("Depends-On" is "depends_on"). A field's own name is never an alias.
+const JobFieldAlias* find_job_field_alias(std::string_view name);
+
 /// The most rows the table may have (the loader keeps a job's values in arrays of it).
 inline constexpr size_t kMaxJobFields = 32;
 

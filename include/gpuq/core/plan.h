@@ -108,7 +108,8 @@ struct PlanLoad {
   std::optional<Plan> partial;
   /// Fields gpuq does not read and that are no typo of one (plans may carry notes):
   /// "FILE: "NAME" in N job(s) (a, b, ...) is not a field gpuq reads; it is ignored".
-  /// Only `validate` shows them (an error with --strict).
+  /// Every command that loads the plan says them on stderr; `validate` as its findings
+  /// (an error with --strict).
   std::vector<std::string> unknown_fields;
 };
 

@@ -46,6 +46,8 @@ struct JobState {
                                                 ///< "unstartable": it could not be started (rules.h)
   std::optional<std::string> reason;            ///< why it could not be started (outcome "unstartable")
   std::optional<long long> queue_id;            ///< its job id in a batch queue (`run --slurm`); `pid` holds it too; the file's key is "slurm_id"
+  std::optional<long long> attempt;             ///< the number of the entry's attempt (attempt_of): written only where
+                                                ///< it is not `attempts` + 1, after a requeue or a retry by hand
   // What run's hang watchdog saw of a running job (watchdog.h):
   std::optional<long long> log_size;  ///< bytes of its log at run's last look
   std::optional<double> log_grew;     ///< when run last saw the log grow (absent: not since the start)
@@ -56,6 +58,13 @@ struct JobState {
 
   long long attempts_or0() const { return attempts.value_or(0); }
 };
+
+/// The number of the attempt `s` records (GPUQ_ATTEMPT, the log's header, the event log): the
+/// one it runs or ran, or, for a job waiting, held or blocked, its next. Numbers only grow, per
+/// job: a requeue or a retry by hand goes on from the last. The original's `attempts` counts the
+/// automatic retries alone (and a retry by hand resets it): its number is `attempts` + 1 until
+/// gpuq's own "attempt" says otherwise.
+inline long long attempt_of(const JobState& s) { return s.attempt.value_or(s.attempts_or0() + 1); }
 
 /// One earlier run of a job: kept when its entry is replaced (retry, the automatic retry,
 /// hold, the next start), so that pictures of the past show every attempt.

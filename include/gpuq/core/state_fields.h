@@ -81,6 +81,9 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own, for the hang watchdog: when `run` said the job looks hung (said once, until the log grows)"},
     {"slurm_id", StateKind::Integer, &JobState::queue_id,
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
+    {"attempt", StateKind::Integer, &JobState::attempt,
+     "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
+     "after a `requeue` or a `retry` by hand"},
 };
 
 /// doc/files.md's words for a kind (its table's "type" column).

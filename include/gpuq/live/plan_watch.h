@@ -27,6 +27,7 @@ struct PlanLook {
   std::optional<Plan> plan;
   std::string text;                 ///< Loaded: the text `plan` was read from
   std::vector<std::string> errors;  ///< every problem, as the loader words them
+  std::vector<std::string> unknown_fields;  ///< Loaded: the fields gpuq does not read (PlanLoad's), said as warnings
   double recheck_in = std::numeric_limits<double>::infinity();  ///< seconds until the next look is due
 };
 

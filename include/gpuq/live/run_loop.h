@@ -36,6 +36,12 @@ struct TickResult {
   double wake_in = 0;  ///< Wait: the latest the next tick is due, in seconds from now
 };
 
+/// `gpuq run`'s status when every job has finished but not every one is done: one failed,
+/// timed out, was stopped as hung, could not start, was killed or lost, or is blocked by
+/// such a dep (so `gpuq run && notify` notifies only a plan that is all done). 1 is a damaged
+/// state, 2 bad input (the CLI's kExitFailure and kExitBadInput).
+inline constexpr int kExitJobsNotDone = 3;
+
 /// The loop of `gpuq run` over a plan: the engine (engine.h, through queue_state.h) driven by
 /// the real clock and the real ports. Each tick, under the store's lock: load the state (or
 /// keep the engine as the last tick left it, when nobody replaced the file), refresh (jobs that
@@ -81,9 +87,9 @@ class RunLoop {
   /// `done(now)` is called after each tick (run_queue writes PLAN.run.json there).
   void after_tick(std::function<void(double)> done) { after_tick_ = std::move(done); }
 
-  /// Ticks, waiting between ticks, until every job is finished ("all jobs
-  /// finished: 10 done, 1 failed (hang: killed)", status 0), a stop signal (its line, status 0: running jobs go on,
-  /// the next run adopts them), or a damaged state (status 1).
+  /// Ticks, waiting between ticks, until every job is finished ("all jobs finished: 10 done",
+  /// status 0; "..., 1 failed (hang: killed)", status kExitJobsNotDone), a stop signal (its line,
+  /// status 0: running jobs go on, the next run adopts them), or a damaged state (status 1).
   int run();
 
  private:
@@ -135,6 +141,7 @@ class RunLoop {
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line
+  bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   std::string last_journal_problem_;
