@@ -30,6 +30,18 @@ Event plan_event(const std::string& kind, double t, std::string_view by, std::op
   return e;
 }
 
+namespace {
+
+// One job's event: a plan event with the job and its attempt.
+Event job_event_of(const std::string& id, std::string_view by, const char* kind, double t, long long attempt) {
+  Event e = plan_event(kind, t, by, std::nullopt);
+  e.id = id;
+  e.attempt = attempt;
+  return e;
+}
+
+}  // namespace
+
 Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
@@ -45,15 +57,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
   Seen a = seen_of(after);
   Seen b = before ? *before : Seen{};
   if (b == a) return out;
-  auto make = [&](const char* kind, double t, long long attempt) {
-    Event e;
-    e.t = t;
-    e.kind = kind;
-    e.id = id;
-    e.attempt = attempt;
-    e.by = std::string(by);
-    return e;
-  };
+  auto make = [&](const char* kind, double t, long long attempt) { return job_event_of(id, by, kind, t, attempt); };
   // The end of an attempt as `after` records it: its cause (kill, timeout), then the end.
   auto end_of = [&](long long attempt, std::optional<double> started) {
     std::optional<Outcome> o = outcome_of(after);
@@ -106,15 +110,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
 std::vector<Event> events_of(const std::string& id, const Change& c, const JobState& before, const JobState& after,
                              double now, std::string_view by) {
   std::vector<Event> out;
-  auto make = [&](const char* kind, double t, long long attempt) {
-    Event e;
-    e.t = t;
-    e.kind = kind;
-    e.id = id;
-    e.attempt = attempt;
-    e.by = std::string(by);
-    return e;
-  };
+  auto make = [&](const char* kind, double t, long long attempt) { return job_event_of(id, by, kind, t, attempt); };
   LifeKind to = kind_of(c.life);
   switch (to) {
     case LifeKind::Running:
