@@ -248,3 +248,47 @@ TEST(NvmlCli, SimulateKeepsTheOriginalPairsUnlessToldAndThenPlacesAsRun) {
   EXPECT_EQ(bad.status, 2);
   EXPECT_THAT(bad.err, HasSubstr("'1-1' in --pairs '1-1' is not a pair of two GPU ids"));
 }
+
+// Several jobs on one GPU, end to end: 8 GPUs of 80 GiB (no headroom), 64 jobs of 20 GiB. Four
+// share each GPU at a time; each sees its one GPU in CUDA_VISIBLE_DEVICES; another user's 70 GiB
+// on GPU 5 keeps every packed job off it.
+TEST(NvmlCli, PackedJobsShareGpusByMemoryAndStayOffAGpuAnotherUserFills) {
+  json devs = json::array();
+  for (int k = 0; k < 8; ++k)
+    devs.push_back({{"bus_id", bus(k)}, {"name", "NVIDIA H100 80GB HBM3"}, {"total_mib", 80 * 1024},
+                    {"used_mib", k == 5 ? 70 * 1024 : 0}, {"util", 0}});
+  devs[5]["processes"] = json::array({{{"pid", 4242}, {"used_mib", 70 * 1024}}});
+  FakeNvml fake(json{{"devices", devs}});
+  TempDir dir;
+  dir.write("job.sh", "echo \"$CUDA_VISIBLE_DEVICES\" > \"$GPUQ_JOB_ID.gpus\"\nsleep 1\n");
+  json plan = json::array();
+  for (int k = 0; k < 64; ++k) plan.push_back({{"id", fmt::format("s{}", k)}, {"script", "job.sh"}, {"gpu_mem_gib", 20}});
+  dir.write("plan.json", plan.dump());
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--poll", "1", "--gpu-mem-headroom", "0"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  json state = json::parse(dir.read("plan.state.json"));
+  // Per GPU, the most jobs running at once (from the state's starts and ends).
+  std::map<int, std::vector<std::pair<double, int>>> at;
+  for (int k = 0; k < 64; ++k) {
+    std::string id = fmt::format("s{}", k);
+    const json& s = state.at(id);
+    ASSERT_EQ(s.at("status"), "done") << id;
+    ASSERT_EQ(s.at("gpus").size(), 1u) << id;
+    int g = s.at("gpus")[0].get<int>();
+    EXPECT_EQ(dir.read(id + ".gpus"), std::to_string(g) + "\n") << id << " saw other GPUs than its own";
+    at[g].push_back({s.at("start").get<double>(), 1});
+    at[g].push_back({s.at("end").get<double>(), -1});
+  }
+  EXPECT_EQ(at.count(5), 0u) << "GPU 5 has 10 GiB left: no job of 20 fits";
+  int most = 0;
+  for (auto& [g, v] : at) {
+    std::sort(v.begin(), v.end());
+    int n = 0;
+    for (auto [t, d] : v) {
+      n += d;
+      EXPECT_LE(n, 4) << "GPU " << g << " holds more than 80 GiB of declared jobs";
+      most = std::max(most, n);
+    }
+  }
+  EXPECT_EQ(most, 4) << "jobs were not packed";
+}

@@ -103,6 +103,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"warn_signal", R"("warn_signal": "USR1@9")"},
       {"retry_on_timeout", R"("retry_on_timeout": true)"},
       {"max_retries", R"("max_retries": 0)"},
+      {"gpu_mem_gib", R"("gpu_mem_gib": 20)"},
       {"quiet_minutes", R"("quiet_minutes": 5)"},
       {"on_quiet", R"("on_quiet": "kill")"},
       {"args", R"("args": ["--x"])"},

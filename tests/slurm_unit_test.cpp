@@ -209,3 +209,12 @@ TEST(SlurmCli, RunRefusesAStateOfTheOtherKind) {
 
 }  // namespace
 }  // namespace gpuq::test
+
+TEST(SlurmUnit, RefusesJobsThatShareGpusByMemoryInOneLineNamingThem) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh", "gpu_mem_gib": 20},
+                       {"id": "c", "script": "c.sh", "gpu_mem_gib": 20}])");
+  std::string why = slurm_plan_problem(p);
+  EXPECT_THAT(why, HasSubstr("2 jobs (b, ...) give gpu_mem_gib"));
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+  EXPECT_EQ(slurm_plan_problem(plan_of(R"([{"id": "a", "script": "a.sh"}])")), "");
+}

@@ -108,6 +108,9 @@ void add_time_limit_factor(CLI::App* sub, Flags& f);
 /// Adds gpuq's --quiet-minutes (run, and status, which marks hung jobs as run sees them).
 void add_quiet_minutes(CLI::App* sub, Flags& f);
 
+/// Adds --gpu-mem-gib and --gpu-mem-headroom (several jobs on one GPU).
+void add_gpu_memory(CLI::App* sub, Flags& f);
+
 /// Adds gpuq's --gpu-probe, --pairs (its help naming `pairs_default`) and --ignore-process.
 void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default);
 

@@ -68,7 +68,22 @@ void add_time_limit_factor(CLI::App* sub, Flags& f) {
   setting_flag(f, sub->add_option("--time-limit-factor", f.time_limit_factor,
                                   "a job without time_limit_hours gets a limit of F x est_hours (0: no limit)")
                       ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber));
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("F"));
+}
+
+void add_gpu_memory(CLI::App* sub, Flags& f) {
+  setting_flag(f, sub->add_option("--gpu-mem-gib", f.gpu_mem_gib,
+                                  "GiB of memory of each GPU where the GPU probe gives none: jobs with gpu_mem_gib "
+                                  "share GPUs within it")
+                      ->capture_default_str()
+                      ->check(CLI::PositiveNumber.description(""))
+                      ->type_name("GIB"));
+  setting_flag(f, sub->add_option("--gpu-mem-headroom", f.gpu_mem_headroom,
+                                  "percent of each GPU's memory that jobs sharing it leave free")
+                      ->capture_default_str()
+                      ->check(CLI::Range(0.0, 99.0).description(""))
+                      ->type_name("PCT"));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {
@@ -174,6 +189,8 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.max_retries = f.max_retries;
   opt.retry_after = f.retry_after;
+  opt.gpu_mem_gib = f.gpu_mem_gib;
+  opt.gpu_mem_headroom = f.gpu_mem_headroom;
   opt.max_used_mib = f.max_used_mib;
   opt.kill_grace = f.kill_grace;
   opt.time_limit_factor = f.time_limit_factor;

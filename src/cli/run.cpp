@@ -185,6 +185,7 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                       ->capture_default_str()
                       ->check(CLI::NonNegativeNumber));
   add_time_limit_factor(sub, f);
+  add_gpu_memory(sub, f);
   add_quiet_minutes(sub, f);
   setting_flag(f, sub->add_option("--nvidia-smi", f.nvidia_smi,
                                   "the nvidia-smi command to probe GPU memory and utilization with (default: "

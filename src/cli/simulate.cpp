@@ -89,6 +89,8 @@ int cmd_simulate(const Flags& given) {
   opt.time_limit_factor = f.time_limit_factor;
   opt.max_retries = f.max_retries;  // the retries of a job predicted to time out (retry_on_timeout)
   opt.retry_after = f.retry_after;
+  opt.gpu_mem_gib = f.gpu_mem_gib;
+  opt.gpu_mem_headroom = f.gpu_mem_headroom;
   opt.nodes = static_cast<int>(f.nodes.value_or(1));
   // The original's pairs unless --pairs says otherwise: its output stays the original's.
   std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
@@ -134,6 +136,11 @@ int cmd_simulate(const Flags& given) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
   std::string note = timeline_note(*plan, sim, f.all);
+  if (packs(*plan, opt)) {  // what packing buys: the same prediction on whole GPUs
+    SimOptions whole = opt;
+    whole.pack = false;
+    note += packing_note(*plan, opt, sim, simulate(*plan, whole, from ? &*from : nullptr));
+  }
   if (opt.nodes > 1) note += cluster_note(*plan, opt, sim);
   std::fputs(note.c_str(), stderr);
   return 0;
@@ -143,6 +150,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
   add_flags(sim, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter});
   add_time_limit_factor(sim, f);
+  add_gpu_memory(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);

@@ -374,6 +374,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
       "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
   add_flags(status, f, {kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_time_limit_factor(status, f);
+  add_gpu_memory(status, f);
   add_quiet_minutes(status, f);
   status->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")

@@ -2,6 +2,7 @@
 #include "gpuq/core/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -49,6 +50,10 @@ PlanIndex::PlanIndex(const Plan& plan) {
   for (size_t j = 0; j < n && j < plan.reservations_of.size(); ++j) reserved[j] = !plan.reservations_of[j].empty();
   for (size_t j = 0; j < n; ++j) {
     own_retries |= plan.jobs[j].max_retries.has_value();
+    if (plan.jobs[j].gpu_mem_gib && plan.jobs[j].gpus > 0) {
+      if (gib.empty()) gib.assign(n, 0);
+      gib[j] = static_cast<float>(*plan.jobs[j].gpu_mem_gib);
+    }
     for (const Dep& d : plan.jobs[j].deps) {
       if (d.kind == Dep::Kind::File) {
         file_dep[j] = 1;
@@ -99,10 +104,16 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
       policy_(policy),
       unit_seconds_(unit_seconds),
       index_(index ? std::move(index) : std::make_shared<PlanIndex>(plan)),
-      ready_(plan, policy.backfill_max_hours) {
+      ready_(plan, policy.backfill_max_hours, policy.pack && !policy.batch) {
   const size_t nodes = static_cast<size_t>(std::max(policy.nodes, 1));
   busy_.assign(nodes, 0);
   gpu_use_.assign(nodes * (kMaxGpuId + 1), 0);
+  packs_ = ready_.any_packed();
+  if (packs_) {
+    whole_use_.assign(gpu_use_.size(), 0);
+    declared_.assign(gpu_use_.size(), 0);
+    room_.assign(gpu_use_.size(), -1);
+  }
   in_.node = mask_of(policy.node_gpus);
   in_.placement = &policy_.placement;
   for (size_t j = 0; j < plan.jobs.size(); ++j)
@@ -122,6 +133,8 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   version_.assign(n, 0);
   res_open_.assign(plan_.reservations.size(), 0);
   std::fill(gpu_use_.begin(), gpu_use_.end(), 0);
+  std::fill(whole_use_.begin(), whole_use_.end(), 0);
+  std::fill(declared_.begin(), declared_.end(), 0);
   std::fill(busy_.begin(), busy_.end(), 0);
   ready_.clear();
   retries_.clear();
@@ -152,15 +165,10 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
     switch (kind_of(l)) {
       case LifeKind::Waiting: ++waiting_; break;
       case LifeKind::Queued: ++running_; break;
-      case LifeKind::Running: {
+      case LifeKind::Running:
         ++running_;
-        const Running& r = std::get<Running>(l);
-        size_t node = static_cast<size_t>(std::clamp(r.node, 0, static_cast<int>(busy_.size()) - 1));
-        for (int g : r.gpus)
-          if (g >= 0 && g <= kMaxGpuId && gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)]++ == 0)
-            busy_[node] |= GpuMask{1} << g;
+        hold_gpus(j, std::get<Running>(l), 1);
         break;
-      }
       case LifeKind::Blocked: blocked_.push_back(j); break;
       case LifeKind::Ended: push_retry(j); break;
       default: break;
@@ -171,6 +179,32 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
     if (kind(j) == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
   }
   settle();
+}
+
+// A running job takes (`by` 1) or lets go of (-1) its GPUs: each counts its jobs, and, where
+// jobs pack, its whole jobs and the GiB its packed jobs declared.
+void Engine::hold_gpus(size_t j, const Running& r, int by) {
+  size_t node = static_cast<size_t>(std::clamp(r.node, 0, static_cast<int>(busy_.size()) - 1));
+  double gib = packed_gib(j);
+  for (int g : r.gpus) {
+    if (g < 0 || g > kMaxGpuId) continue;
+    size_t at = node * (kMaxGpuId + 1) + static_cast<size_t>(g);
+    uint16_t& use = gpu_use_[at];
+    if (by > 0 ? use++ == 0 : --use == 0) busy_[node] ^= GpuMask{1} << g;
+    if (!packs_) continue;
+    if (gib > 0)
+      declared_[at] = use == 0 ? 0 : declared_[at] + by * gib;  // no drift once it is empty
+    else
+      whole_use_[at] += static_cast<uint16_t>(by);
+  }
+}
+
+double Engine::packed_gib(size_t j) const {
+  return packs_ && !index_->gib.empty() ? index_->gib[j] : 0;
+}
+
+double Engine::declared_gib(size_t g, int node) const {
+  return packs_ ? declared_[static_cast<size_t>(node) * (kMaxGpuId + 1) + g] : 0;
 }
 
 void Engine::update_ready(size_t j) {
@@ -216,13 +250,7 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   bool fin0 = was & kFinished, fin1 = now & kFinished;
   bool left0 = was & kLeft, left1 = now & kLeft;
   bool fail0 = was & kFailing, fail1 = now & kFailing;
-  if (from == LifeKind::Running) {
-    const Running& r = std::get<Running>(cur);
-    size_t node = static_cast<size_t>(r.node);
-    for (int g : r.gpus)
-      if (g >= 0 && g <= kMaxGpuId && --gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)] == 0)
-        busy_[node] &= ~(GpuMask{1} << g);
-  }
+  if (from == LifeKind::Running) hold_gpus(j, std::get<Running>(cur), -1);
   if (from == LifeKind::Waiting) --waiting_;
   if (from == LifeKind::Running || from == LifeKind::Queued) --running_;
   cur = std::move(next);
@@ -230,13 +258,7 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   if (from == LifeKind::Ended) ++version_[j];  // its retry to come, if any, is void
   if (to == LifeKind::Waiting) ++waiting_;
   if (to == LifeKind::Running || to == LifeKind::Queued) ++running_;
-  if (to == LifeKind::Running) {
-    const Running& r = std::get<Running>(cur);
-    size_t node = static_cast<size_t>(r.node);
-    for (int g : r.gpus)
-      if (g >= 0 && g <= kMaxGpuId && gpu_use_[node * (kMaxGpuId + 1) + static_cast<size_t>(g)]++ == 0)
-        busy_[node] |= GpuMask{1} << g;
-  }
+  if (to == LifeKind::Running) hold_gpus(j, std::get<Running>(cur), 1);
   if (to == LifeKind::Blocked) blocked_.push_back(j);
   if (record_) fx_.changes.push_back({j, from, cur, cause});
   if (left0 != left1 && index_->reserved[j])
@@ -356,6 +378,23 @@ void Engine::pass(const ev::Tick& t) {
   for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_open_[r] > 0;
   in_.nothing_running = running_ == 0 && !t.others_running;
   in_.explain = t.explain;
+  if (packs_) {
+    // What a packed job may still declare on each GPU: its memory less the headroom, what the
+    // running packed jobs declared and what else uses it (Tick::mem_other). None on a GPU a whole
+    // job holds, nor on one the driver keeps from new jobs without saying how much memory it uses.
+    in_.room_empty = 0;
+    for (size_t n = 0; n < busy_.size(); ++n)
+      for (GpuMask m = in_.node; m; m &= m - 1) {
+        int g = std::countr_zero(m);
+        size_t at = n * (kMaxGpuId + 1) + static_cast<size_t>(g);
+        double full = policy_.gpu_room(g);
+        in_.room_empty = std::max(in_.room_empty, full);
+        bool shut = whole_use_[at] > 0 || (n == 0 && (t.unavailable >> g & 1) && t.mem_other.empty());
+        double other = n == 0 && static_cast<size_t>(g) < t.mem_other.size() ? t.mem_other[g] : 0;
+        room_[at] = shut ? -1 : full - declared_[at] - other;
+      }
+    in_.room = room_;
+  }
   schedule_pass(plan_, ready_, in_, fx_.pass);
   if (t.explain) {
     pass_slot_.resize(plan_.jobs.size(), -1);
@@ -593,6 +632,7 @@ Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
   w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill : Why::Kind::Gpus;
   w.free = h.free_for_job;
   w.closed = h.closed;
+  w.room = h.room;
   w.head = h.head;
   if (w.kind != Why::Kind::Gpus) return w;
   const auto& mine = plan.reservations_of[j];

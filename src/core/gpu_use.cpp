@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "gpuq/core/rules.h"
@@ -82,6 +83,81 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   }
   for (const auto& [g, why] : r.lost)
     if (!mine(g)) out[g] = fmt::format("GPU {} busy: lost ({})", g, why);
+  return out;
+}
+
+MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
+                     const std::function<double(const std::string&)>& declared) {
+  MemoryUse out;
+  constexpr double kGiB = 1024;  // MiB
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> packed(kMaxGpuId + 1, 0.0);  // GiB the running packed jobs declared, per GPU
+  struct Entry {
+    const std::string* id;
+    double gib;  // it packs with this; 0: whole
+    bool running;
+    const std::vector<int>* gpus;
+  };
+  std::map<long long, Entry> by_pid;
+  for (const auto& [id, s] : state.entries()) {
+    bool running = s.status == Status::Running;
+    if (!(running || s.kill_sent) || !s.gpus) continue;
+    double gib = declared(id);
+    for (int g : *s.gpus) {
+      if (!on_node(g)) continue;
+      if (gib <= 0)
+        out.other[static_cast<size_t>(g)] = inf;  // whole: a job of no plan, or a whole job still dying
+      else if (running)
+        packed[static_cast<size_t>(g)] += gib;
+      else
+        out.other[static_cast<size_t>(g)] += gib;  // a stopped packed job: its GiB until it is gone
+    }
+    if (s.pid) by_pid[*s.pid] = {&id, gib, running, &*s.gpus};
+  }
+  for (const auto& [g, why] : r.lost)
+    if (on_node(g)) out.other[static_cast<size_t>(g)] = inf;
+  if (r.processes) {
+    // Each process is its job's (by its lineage) or no job's.
+    std::map<std::pair<const Entry*, int>, double> used;  // (job's entry, GPU) -> GiB
+    for (const auto& [g, procs] : *r.processes) {
+      if (!on_node(g)) continue;
+      for (const GpuProcess& p : procs) {
+        const Entry* owner = nullptr;
+        if (auto it = by_pid.find(p.pid); it != by_pid.end()) owner = &it->second;
+        for (size_t k = 0; !owner && k < p.lineage.size(); ++k)
+          if (auto it = by_pid.find(p.lineage[k]); it != by_pid.end()) owner = &it->second;
+        double gib = p.used_mib >= 0 ? static_cast<double>(p.used_mib) / kGiB : 0;
+        if (owner) {
+          used[{owner, g}] += gib;
+        } else if (!ignored(p, rules)) {
+          // A process of no job: its memory, or all of the GPU's when the list does not give it.
+          out.other[static_cast<size_t>(g)] += p.used_mib >= 0 ? gib : inf;
+        }
+      }
+    }
+    for (const auto& [key, gib] : used) {
+      const Entry& e = *key.first;
+      const std::string* id = e.id;
+      int g = key.second;
+      if (e.running) {
+        double& most = out.used_gib[*id];
+        most = std::max(most, gib);
+      }
+      if (e.gib > 0 && e.running && gib > e.gib) {
+        out.other[static_cast<size_t>(g)] += gib - e.gib;
+        out.over.push_back({*id, g, gib, e.gib});
+      } else if (e.gib > 0 && !e.running) {
+        out.other[static_cast<size_t>(g)] += std::max(0.0, gib - e.gib);  // beyond its declared, counted above
+      }
+    }
+  } else if (r.used_mib) {
+    // No process list: the GPU's reading beyond what its packed jobs declared is another's.
+    for (const auto& [g, mib] : counted_memory(r, rules))
+      if (on_node(g)) {
+        double beyond = static_cast<double>(mib) / kGiB - packed[static_cast<size_t>(g)] - out.other[static_cast<size_t>(g)];
+        if (beyond > 0) out.other[static_cast<size_t>(g)] += beyond;
+      }
+  }
   return out;
 }
 

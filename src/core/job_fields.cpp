@@ -183,6 +183,14 @@ void read_max_retries(JobReader& r, const JobField& f, const element& v) {
     r.job.max_retries = int64_t(v);
 }
 
+void read_gpu_mem_gib(JobReader& r, const JobField& f, const element& v) {
+  std::optional<double> x = positive(r, f, v, "whole GPUs");
+  if (x && r.job.gpus == 0)
+    r.add(fmt::format("\"{}\" is the GiB the job needs on each of its GPUs, but it has \"gpus\": 0", f.name));
+  else if (x)
+    r.job.gpu_mem_gib = *x;
+}
+
 void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
   if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
 }
@@ -285,6 +293,10 @@ constexpr JobField kJobFields[] = {
      "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
     {"max_retries", P::Nullable, read_max_retries, same_as<&Job::max_retries>, "whole number ≥ 0",
      "none (`--max-retries`)", "gpuq's own: this job's automatic retries after a failure (0: none)"},
+    {"gpu_mem_gib", P::Nullable, read_gpu_mem_gib, same_as<&Job::gpu_mem_gib>, "number > 0",
+     "none (whole GPUs)",
+     "gpuq's own: GiB the job needs on each of its GPUs; jobs that give it share GPUs while their needs fit "
+     "(see Several jobs on one GPU)"},
     {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "
@@ -322,6 +334,8 @@ constexpr JobFieldAlias kJobFieldAliases[] = {
     {"estimate", "est_hours"},  {"est_time", "est_hours"},    {"estimated_hours", "est_hours"},
     {"retries", "max_retries"}, {"max_retry", "max_retries"}, {"retry", "max_retries"},
     {"job_id", "id"},
+    {"gpu_mem", "gpu_mem_gib"}, {"gpu_memory", "gpu_mem_gib"}, {"gpu_mem_gb", "gpu_mem_gib"},
+    {"mem_per_gpu", "gpu_mem_gib"}, {"vram", "gpu_mem_gib"},   {"vram_gb", "gpu_mem_gib"},
 };
 
 // The names, for the suggestions (plan.h's kJobFieldNames).

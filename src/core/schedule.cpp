@@ -83,7 +83,7 @@ size_t RankSet::next(size_t r) const {
   return r;
 }
 
-ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, bool pack)
     : all_(plan.jobs.size()) {
   const size_t n = plan.jobs.size();
   if (plan.rank_of.size() == n) {
@@ -102,6 +102,8 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
     a.job = static_cast<std::uint32_t>(j);
     a.gpus = static_cast<std::uint8_t>(job.gpus);
     a.is_long = job.est_hours > backfill_max_hours;
+    a.packed = pack && job.gpu_mem_gib && job.gpus > 0;
+    any_packed_ |= a.packed;
     if (sig0_ >= 0 && plan.reservations_of[j].empty()) {  // most jobs: no map lookup, no copy
       a.sig = static_cast<std::uint32_t>(sig0_);
       continue;
@@ -115,6 +117,7 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
       Class c;
       for (auto& v : c.by_gpus) v.assign(kMaxGpuId + 2, RankSet(n));
       c.count.resize(kMaxGpuId + 2);
+      for (auto& v : c.packed) v = RankSet(n);
       classes_.push_back(std::move(c));
       if (mine.empty()) sig0_ = it->second;
     }
@@ -122,15 +125,16 @@ ReadySet::ReadySet(const Plan& plan, double backfill_max_hours)
   }
 }
 
-ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs)
-    : ReadySet(plan, backfill_max_hours) {
+ReadySet::ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs, bool pack)
+    : ReadySet(plan, backfill_max_hours, pack) {
   for (size_t j : jobs) insert(j);
 }
 
 
 RankSet& ReadySet::slot(Key k) {
   const AtRank& a = at_rank_[k];
-  return classes_[a.sig].by_gpus[a.is_long][a.gpus];
+  Class& c = classes_[a.sig];
+  return a.packed ? c.packed[a.is_long] : c.by_gpus[a.is_long][a.gpus];
 }
 
 void ReadySet::insert(size_t job) {
@@ -138,6 +142,7 @@ void ReadySet::insert(size_t job) {
   if (!all_.insert(k)) return;
   slot(k).insert(k);
   const AtRank& a = at_rank_[k];
+  if (a.packed) return;
   Class& c = classes_[a.sig];
   if (c.count[a.gpus]++ == 0 && a.gpus > 0) c.present |= std::uint64_t{1} << (a.gpus - 1);
 }
@@ -147,6 +152,7 @@ void ReadySet::erase(size_t job) {
   if (!all_.erase(k)) return;
   slot(k).erase(k);
   const AtRank& a = at_rank_[k];
+  if (a.packed) return;
   Class& c = classes_[a.sig];
   if (--c.count[a.gpus] == 0 && a.gpus > 0) c.present &= ~(std::uint64_t{1} << (a.gpus - 1));
 }
@@ -157,6 +163,7 @@ void ReadySet::clear() {
   for (size_t k = all_.next(0); k != RankSet::npos; k = all_.next(k + 1)) {
     slot(k).erase(k);
     const AtRank& a = at_rank_[k];
+    if (a.packed) continue;
     Class& c = classes_[a.sig];
     if (--c.count[a.gpus] == 0 && a.gpus > 0) c.present &= ~(std::uint64_t{1} << (a.gpus - 1));
   }
@@ -214,7 +221,12 @@ struct PassRunner {
   struct Free {
     GpuMask one;
     std::vector<GpuMask> many;  // empty for one node: no allocation
-    explicit Free(const PassInput& in) : one(in.free), many(in.nodes.begin(), in.nodes.end()) {}
+    std::vector<double> room;   // PassInput::room (empty when no job packs)
+    explicit Free(const PassInput& in)
+        : one(in.free), many(in.nodes.begin(), in.nodes.end()), room(in.room.begin(), in.room.end()) {}
+    size_t nodes() const { return many.empty() ? 1 : many.size(); }
+    const double* room_of(size_t n) const { return room.data() + n * (kMaxGpuId + 1); }
+    double* room_of(size_t n) { return room.data() + n * (kMaxGpuId + 1); }
     GpuMask* begin() { return many.empty() ? &one : many.data(); }
     GpuMask* end() { return many.empty() ? &one + 1 : many.data() + many.size(); }
     /// The most GPUs outside `closed` that one node has free.
@@ -230,6 +242,71 @@ struct PassRunner {
       return *f;
     }
   };
+
+  // ---- Jobs that pack (PassInput::room).
+
+  double need(size_t job) const { return *plan.jobs[job].gpu_mem_gib; }
+
+  // The GPUs of node n outside `closed` with room for `gib`.
+  int fitting(const Free& free, size_t n, double gib, GpuMask closed) const {
+    if (free.room.empty()) return 0;
+    const double* room = free.room_of(n);
+    int c = 0;
+    for (GpuMask m = in.node & ~closed; m; m &= m - 1) c += room[std::countr_zero(m)] >= gib;
+    return c;
+  }
+
+  // The first node where the packed job of rank k fits, or -1.
+  int packed_node(const Free& free, Key k) const {
+    const ReadySet::AtRank& a = rs.at_rank_[k];
+    double gib = need(a.job);
+    for (size_t n = 0; n < free.nodes(); ++n)
+      if (fitting(free, n, gib, closed[a.sig]) >= a.gpus) return static_cast<int>(n);
+    return -1;
+  }
+
+  // Places the packed job of rank k on node n: its GPUs are those with room for it, the fullest
+  // first (a GPU no job holds last, then the fewest GiB left, then the lowest id).
+  Start place_packed(Free& free, Key k, int n) const {
+    const ReadySet::AtRank& a = rs.at_rank_[k];
+    double gib = need(a.job);
+    double* room = free.room_of(static_cast<size_t>(n));
+    GpuMask& empty = free.begin()[n];
+    std::array<std::pair<std::pair<int, double>, int>, kMaxGpuId + 1> pick;
+    size_t m = 0;
+    for (GpuMask b = in.node & ~closed[a.sig]; b; b &= b - 1) {
+      int g = std::countr_zero(b);
+      if (room[g] >= gib) pick[m++] = {{static_cast<int>(empty >> g & 1), room[g]}, g};
+    }
+    std::partial_sort(pick.begin(), pick.begin() + a.gpus, pick.begin() + m);
+    Start s{a.job, {}, n};
+    for (int i = 0; i < a.gpus; ++i) {
+      int g = pick[static_cast<size_t>(i)].second;
+      s.gpus.push_back(g);
+      room[g] -= gib;
+      empty &= ~(GpuMask{1} << g);
+    }
+    std::sort(s.gpus.begin(), s.gpus.end());
+    return s;
+  }
+
+  // The packed jobs of `set` after p, in order, up to `best` and `fail`: the first that fits is
+  // a candidate for `best`; the first that does not, in no reservation before any job waits, for
+  // `fail`. A walk, not an index: whether one fits depends on its GiB.
+  void packed_after(const Free& free, const RankSet& set, const std::optional<Key>& p, bool may_fail,
+                    std::optional<Key>& best, std::optional<Key>& fail) const {
+    for (size_t k = set.next(p ? *p + 1 : 0); k != RankSet::npos; k = set.next(k + 1)) {
+      if ((best && k >= *best) || (fail && k >= *fail)) return;
+      if (packed_node(free, k) >= 0) {
+        best = k;
+        return;
+      }
+      if (may_fail) {
+        fail = k;
+        return;
+      }
+    }
+  }
 
   void run(bool lift_limit, PassResult& out) const {
     out.starts.clear();
@@ -253,6 +330,12 @@ struct PassRunner {
               first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
         }
       }
+      if (rs.any_packed_)
+        for (size_t s = 0; s < rs.classes_.size(); ++s)
+          for (int len = 0; len < 2; ++len) {
+            if (len == 1 && head && !lift_limit) continue;
+            packed_after(free, rs.classes_[s].packed[len], p, !head && static_cast<int>(s) == rs.sig0_, best, fail);
+          }
       if (fail && (!best || *fail < *best)) {
         head = fail;  // a job in no reservation cannot get GPUs: from here on, only short jobs
         out.waiting_head = rs.job_at(*fail);
@@ -262,9 +345,16 @@ struct PassRunner {
       if (!best) break;
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
+      if (a.packed) {
+        out.starts.push_back(place_packed(free, *best, packed_node(free, *best)));
+        p = best;
+        continue;
+      }
       GpuMask& node = free.node_for(a.gpus, closed[a.sig]);
       auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
       node &= ~mask_of(*gpus);
+      if (!free.room.empty())  // a whole job's GPUs are shared with no packed job
+        for (int g : *gpus) free.room_of(static_cast<size_t>(&node - free.begin()))[g] = -1;
       out.starts.push_back({j, std::move(*gpus), static_cast<int>(&node - free.begin())});
       p = best;
     }
@@ -282,10 +372,21 @@ struct PassRunner {
       if (next < out.starts.size() && out.starts[next].job == j) {
         const Start& s = out.starts[next++];
         free.begin()[s.node] &= ~mask_of(s.gpus);
+        if (!free.room.empty())
+          for (int g : s.gpus) free.room_of(static_cast<size_t>(s.node))[g] -= a.packed ? need(j) : 1e300;
         continue;
       }
       if (head && k > *head && a.is_long && !lift_limit) {
         out.held.push_back({j, PassedOver::Why::Backfill, 0, 0, *out.waiting_head});
+      } else if (a.packed) {
+        GpuMask c = closed[a.sig];
+        int most = 0;
+        double room = 0;
+        for (size_t n = 0; n < free.nodes(); ++n) {
+          most = std::max(most, fitting(free, n, need(j), c));
+          for (GpuMask m = in.node & ~c; m; m &= m - 1) room = std::max(room, free.room_of(n)[std::countr_zero(m)]);
+        }
+        out.held.push_back({j, PassedOver::Why::Gpus, most, *free.begin() & c, 0, room});
       } else {
         GpuMask c = closed[a.sig];
         out.held.push_back({j, PassedOver::Why::Gpus, free.most(c), *free.begin() & c, 0});
@@ -307,7 +408,11 @@ void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in,
   if (stalled) {
     size_t head = *out.waiting_head;
     GpuMask usable = in.node & ~runner.closed_to(head);
-    stalled = !pick_gpus(plan.jobs[head].gpus, usable, in.placement);  // else it will fit once GPUs free up
+    const Job& job = plan.jobs[head];
+    if (!in.room.empty() && ready.packs(head))
+      stalled = !(count(usable) >= job.gpus && *job.gpu_mem_gib <= in.room_empty);
+    else
+      stalled = !pick_gpus(job.gpus, usable, in.placement);  // else it will fit once GPUs free up
   }
   if (!stalled) {
     if (in.explain) runner.explain(out, false);

@@ -35,6 +35,13 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
     {.name = "pairs", .flag = "--pairs", .kind = K::Pairs, .default_json = R"("")",
      .doc = "how multi-GPU jobs are placed: auto (topology), original (0-1, 2-3, ...) or pairs such as \"0-2,1-3\"",
      .member = &Settings::pairs, .unset = "auto (simulate: original)"},
+    {.name = "gpu_mem_gib", .flag = "--gpu-mem-gib", .kind = K::Positive, .default_json = "80",
+     .doc = "GiB of memory of each GPU where the GPU probe gives none (simulate; a node without a reading); jobs "
+            "with gpu_mem_gib share GPUs within it",
+     .member = &Settings::gpu_mem_gib},
+    {.name = "gpu_mem_headroom", .flag = "--gpu-mem-headroom", .kind = K::Number, .default_json = "5",
+     .doc = "percent of each GPU's memory that jobs sharing it by gpu_mem_gib leave free",
+     .member = &Settings::gpu_mem_headroom},
     {.name = "backfill_max_hours", .flag = "--backfill-max-hours", .kind = K::Number, .default_json = "0.5",
      .doc = "while a higher-priority job waits for GPUs, only jobs this short (hours) may start",
      .member = &Settings::backfill_max_hours},
@@ -208,7 +215,7 @@ Settings::Settings() {
 }
 
 Settings::Settings(std::monostate)
-    : poll(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
+    : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
       quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0) {}
 
 std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }

@@ -4,6 +4,8 @@
 // decision (deps, blocking, retries, reservations, the pass) is the engine's.
 #include "gpuq/core/simulate.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -401,6 +403,36 @@ Simulation Prediction::finish() {
 
 Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from) {
   return Prediction(plan, opt, from).finish();
+}
+
+bool packs(const Plan& plan, const Policy& p) {
+  if (!p.pack || p.batch) return false;
+  return std::any_of(plan.jobs.begin(), plan.jobs.end(), [](const Job& j) { return j.gpu_mem_gib && j.gpus > 0; });
+}
+
+double busy_gpu_hours(const Plan& plan, const Simulation& sim, const Policy& p) {
+  double busy = 0;
+  if (!packs(plan, p)) {  // no GPU holds two jobs at once: the rows' GPU-hours (the original's sum)
+    for (const SimRow& r : sim.rows) busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
+    return busy;
+  }
+  // Per node and GPU, the union of its jobs' times.
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> spans;
+  for (const SimRow& r : sim.rows)
+    for (int g : r.gpus) spans[{r.node, g}].push_back({r.start, r.end});
+  for (auto& [gpu, v] : spans) {
+    std::sort(v.begin(), v.end());
+    double lo = v[0].first, hi = v[0].second;
+    for (auto [a, b] : v) {
+      if (a > hi) {
+        busy += hi - lo;
+        lo = a;
+      }
+      hi = std::max(hi, b);
+    }
+    busy += hi - lo;
+  }
+  return busy;
 }
 
 }  // namespace gpuq

@@ -176,6 +176,7 @@ void RunLoop::probe(Tick& t) {
   t.util_pct = reading.util_pct;
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
+  if (q_->engine().packs()) note_memory(t, reading, rules);
   if (reading.used_mib) {
     t.busy |= busy_by_reading(reading, q_->state(), rules);
     say_others(t, reading, rules);
@@ -191,6 +192,33 @@ void RunLoop::probe(Tick& t) {
     say(t.now, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
                            "original does",
                            reading.problem));
+  }
+}
+
+// Several jobs on one GPU: what else uses each GPU's memory, for the engine's room (a GPU's
+// memory from the probe where it gives it), and a packed job using more than it declared, said
+// once per job and GPU.
+void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& rules) {
+  Engine& engine = q_->engine();
+  if (!reading.total_mib.empty()) {
+    std::vector<double>& total = engine.policy().gpu_mem_total;
+    total.assign(kMaxGpuId + 1, 0);
+    for (auto [g, mib] : reading.total_mib)
+      if (g >= 0 && g <= kMaxGpuId) total[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
+  }
+  MemoryUse use = memory_use(reading, q_->state(), rules, [&](const std::string& id) {
+    const Job* j = plan_.find(id);
+    return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
+  });
+  t.mem_other = std::move(use.other);
+  for (const MemoryUse::Over& o : use.over)
+    if (over_said_.insert({o.id, o.gpu}).second)
+      say(t.now, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "
+                             "on GPU {} while it does",
+                             o.id, o.used_gib, o.gpu, o.declared_gib, o.gpu));
+  for (const auto& [id, gib] : use.used_gib) {
+    double& peak = peak_gib_[id];
+    peak = std::max(peak, gib);
   }
 }
 
@@ -256,6 +284,7 @@ void RunLoop::decide(Tick& t) {
   ev::Tick tick;
   tick.now = t.now;
   tick.unavailable = t.busy;
+  tick.mem_other = t.mem_other;
   tick.others_running = q_->others_running();
   tick.files = &files;
   if (BatchQueue* queue = os_.launcher.queue()) tick.room = queue->room(q_->state());

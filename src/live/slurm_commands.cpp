@@ -208,6 +208,16 @@ CommandResult run_command(const std::vector<std::string>& argv,
 }
 
 std::string slurm_plan_problem(const Plan& plan) {
+  size_t packed = 0;
+  const Job* first = nullptr;
+  for (const Job& j : plan.jobs)
+    if (j.gpu_mem_gib && j.gpus > 0 && packed++ == 0) first = &j;
+  if (first)
+    return fmt::format("{} job{} ({}{}) give{} gpu_mem_gib, to share GPUs by memory, and `run --slurm` does not "
+                       "share GPUs yet (Slurm shares one only through GPU shards, --gres=shard:N, that the cluster's "
+                       "admin sets up): leave gpu_mem_gib out of the plan you hand to Slurm, and each job takes its "
+                       "GPUs whole",
+                       packed, packed == 1 ? "" : "s", first->id, packed == 1 ? "" : ", ...", packed == 1 ? "s" : "");
   for (size_t r = 0; r < plan.reservations.size(); ++r) {
     const Reservation& res = plan.reservations[r];
     if (!res.queue_reservation.empty()) continue;

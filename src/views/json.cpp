@@ -78,11 +78,8 @@ std::string simulation_json(const Plan& plan, const std::string& plan_path, cons
                             const SimOptions& opt) {
   ojson doc = ojson::object();
   doc["plan"] = plan_path;
-  double makespan = 0, busy = 0;
-  for (const SimRow& r : sim.rows) {
-    makespan = std::max(makespan, r.end);
-    busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
-  }
+  double makespan = 0, busy = busy_gpu_hours(plan, sim, opt);
+  for (const SimRow& r : sim.rows) makespan = std::max(makespan, r.end);
   doc["makespan_hours"] = makespan;
   doc["utilization"] = makespan > 0 ? busy / (static_cast<double>(opt.node_gpus.size() * static_cast<size_t>(opt.nodes)) * makespan) : 0.0;
   if (opt.nodes > 1) {  // simulate --nodes

@@ -108,6 +108,10 @@ std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const 
                          j.est_hours, o.policy.backfill_max_hours, plan.jobs[w.head].id);
     case Why::Kind::Gpus: {
       std::string why = fmt::format("needs {} GPU{}, {} free", j.gpus, j.gpus == 1 ? "" : "s", w.free);
+      if (o.policy.packed_gib(j) > 0)
+        why = fmt::format("needs {:g} GiB on {} GPU{}, {} {} room for it (the most on one: {:.1f} GiB)",
+                          *j.gpu_mem_gib, j.gpus, j.gpus == 1 ? "" : "s", w.free, w.free == 1 ? "has" : "have",
+                          std::max(0.0, w.room));
       if (!w.closed) return why + others(o);
       std::vector<std::string> rs;
       for (const auto& [r, members] : w.closing)
@@ -216,6 +220,13 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
   GpuMask closed = 0;
   for (const auto& [r, members] : w.closing) closed |= plan.reservations[r].gpus;
   std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus, count(node & ~closed), count(node));
+  if (p.packed_gib(job) > 0) {
+    double most = 0;
+    for (int g : p.node_gpus) most = std::max(most, p.gpu_room(g));
+    if (*job.gpu_mem_gib > most)
+      return fmt::format("needs {:g} GiB on a GPU, more than any takes ({:g} GiB less --gpu-mem-headroom {:g}%: {:.1f})",
+                         *job.gpu_mem_gib, p.gpu_mem_gib, p.gpu_mem_headroom, most);
+  }
   if (p.nodes > 1) why = fmt::format("needs {} GPUs, and a job runs on one node of {} GPUs", job.gpus, count(node));
   for (const auto& [r, members] : w.closing)
     why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1, py_list(plan.reservations[r].gpu_list),

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/views/reasons.h"
@@ -26,11 +27,8 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
     else
       out += fmt::format("{}h -> {}h gpus={:<8} {}\n", fixed(r->start, 6, 2), fixed(r->end, 6, 2), py_list(r->gpus), id);
   }
-  double makespan = 0, busy = 0;
-  for (const SimRow& r : sim.rows) {
-    makespan = std::max(makespan, r.end);
-    busy += static_cast<double>(r.gpus.size()) * (r.end - r.start);
-  }
+  double makespan = 0, busy = busy_gpu_hours(plan, sim, opt);
+  for (const SimRow& r : sim.rows) makespan = std::max(makespan, r.end);
   if (makespan != 0)
     out += fmt::format("makespan {}h, GPU utilization {:.1f}%\n", fixed(makespan, 0, 1),
                        busy / (static_cast<double>(opt.node_gpus.size() * static_cast<size_t>(opt.nodes)) * makespan) * 100);
@@ -52,6 +50,34 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
     out += fmt::format("round-100 in-loop eval of the first-wave arms: earliest ~{}h, all ~{}h\n", fixed(lo, 0, 1),
                        fixed(hi, 0, 1));
   return out;
+}
+
+std::string packing_note(const Plan& plan, const SimOptions& opt, const Simulation& packed, const Simulation& whole) {
+  auto makespan = [](const Simulation& sim) {
+    double m = 0;
+    for (const SimRow& r : sim.rows) m = std::max(m, r.end);
+    return m;
+  };
+  // The most jobs one GPU held at once: the rows' starts and ends on each GPU, in time order.
+  std::map<std::pair<int, int>, std::vector<std::pair<double, int>>> at;
+  for (const SimRow& r : packed.rows)
+    for (int g : r.gpus) {
+      at[{r.node, g}].push_back({r.start, 1});
+      at[{r.node, g}].push_back({r.end, -1});
+    }
+  int most = 0;
+  for (auto& [gpu, v] : at) {
+    std::sort(v.begin(), v.end());  // an end before a start at the same time
+    int n = 0;
+    for (auto [t, d] : v) most = std::max(most, n += d);
+  }
+  size_t jobs = 0;
+  for (const Job& j : plan.jobs) jobs += j.gpu_mem_gib && j.gpus > 0;
+  std::string stuck = whole.stuck.empty() ? "" : fmt::format(", {} never start", whole.stuck.size());
+  return fmt::format("packed: makespan {}h ({} job{} with gpu_mem_gib; at most {} on one GPU of {} GiB less {}%); "
+                     "whole GPUs: makespan {}h{}\n",
+                     fixed(makespan(packed), 0, 1), jobs, jobs == 1 ? "" : "s", most, fmt::format("{:g}", opt.gpu_mem_gib),
+                     fmt::format("{:g}", opt.gpu_mem_headroom), fixed(makespan(whole), 0, 1), stuck);
 }
 
 std::string timeline_note(const Plan& plan, const Simulation& sim, bool all) {

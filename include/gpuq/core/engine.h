@@ -41,6 +41,11 @@ struct Tick {
   /// Where file: deps are looked at (`run`: the disk): each waiting job with its job deps met is
   /// looked at again. Null: as the last Files events said (the prediction).
   const FileChecks* files = nullptr;
+  /// Several jobs on one GPU: GiB per GPU id (node 0) in use beyond what its running packed jobs
+  /// declared (processes of no job of the plan, a job using more than it declared, a stopped job's
+  /// memory not yet let go); +inf closes a GPU to packed jobs. Given: an `unavailable` GPU takes
+  /// packed jobs as its room allows. Empty: none beyond them, and `unavailable` GPUs take none.
+  std::span<const double> mem_other;
 };
 struct Exited { size_t job; double at; long long code; };      ///< its script exited with `code`
 struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
@@ -138,6 +143,7 @@ struct Why {
   std::optional<double> at;
   int free = 0;
   GpuMask closed = 0;
+  double room = 0;  ///< Gpus, a job that packs: the most GiB a GPU open to it has room for
   size_t head = 0;
   /// Gpus: each open reservation that closes GPUs to the job, with its members that keep it open.
   std::vector<std::pair<size_t, std::vector<size_t>>> closing;
@@ -157,6 +163,8 @@ struct PlanIndex {
   /// Some job has its own max_retries. Else the engine takes the policy's number without
   /// reading each Job (a cache miss per job and transition: simulate 1M jobs 1.3x slower).
   bool own_retries = false;
+  /// Per job: its gpu_mem_gib (0: none); empty when no job gives one.
+  std::vector<float> gib;
 };
 
 /// What the engine's reasons read of a tick, kept apart from the engine: a few bytes a job
@@ -215,6 +223,12 @@ class Engine {
   bool deps_met(size_t j) const { return unmet_[j] == 0; }
   /// The GPUs running jobs of the plan hold on node 0 (and on each node).
   GpuMask busy(int node = 0) const { return busy_[static_cast<size_t>(node)]; }
+  /// Some job packs (a gpu_mem_gib, packing on): GPUs may hold several jobs.
+  bool packs() const { return packs_; }
+  /// The GiB job j declares on each of its GPUs where it packs (its gpu_mem_gib), else 0.
+  double packed_gib(size_t j) const;
+  /// The GiB the running packed jobs declared on GPU g (of `node`).
+  double declared_gib(size_t g, int node = 0) const;
   /// Ready to start (waiting, deps met, files present).
   bool ready(size_t j) const { return ready_.contains(j); }
 
@@ -236,6 +250,7 @@ class Engine {
   void pass(const ev::Tick& t);
   void end_running(size_t j, Ended e, Cause cause, bool stop);
   void update_ready(size_t j);
+  void hold_gpus(size_t j, const Running& r, int by);
   void mark(size_t j, int32_t slot);
   int32_t slot(size_t j) const { return j < pass_slot_.size() ? pass_slot_[j] : -1; }
   void push_retry(size_t j);
@@ -276,6 +291,10 @@ class Engine {
   std::vector<long> res_open_;     // per reservation: members that keep it closed to others
   std::vector<uint16_t> gpu_use_;  // per node and GPU id: running jobs on it
   std::vector<GpuMask> busy_;      // per node: GPUs with a running job of the plan
+  bool packs_ = false;             // some job packs (gpu_mem_gib): the three below are kept
+  std::vector<uint16_t> whole_use_;  // per node and GPU id: running jobs on it that take it whole
+  std::vector<double> declared_;   // per node and GPU id: the GiB its running packed jobs declared
+  std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
   std::vector<size_t> blocked_;    // jobs that entered Blocked (some may have left since)

@@ -3,6 +3,7 @@
 // probes (live/probe.h, live/nvml.h) fill a GpuReading; run, status and gpus read it here.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,5 +58,32 @@ GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules&
 /// "GPU 5 busy: process 4242 `python train.py` (20000 MiB) is no gpuq job's",
 /// "GPU 1 busy: 20000 MiB in use by another process", "GPU 3 busy: lost (GPU is lost)".
 std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules);
+
+/// Several jobs on one GPU (a job's gpu_mem_gib): what the reading says of the memory of the GPUs
+/// packed jobs may share.
+struct MemoryUse {
+  /// Per GPU id: GiB in use beyond what the running packed jobs of the plan declared there (the
+  /// engine's Tick::mem_other): processes of no job, a packed job's use over its declared GiB, a
+  /// stopped packed job's GiB not yet let go; +inf on a GPU lost, or held by an entry that takes
+  /// its GPUs whole (a job of no plan, a killed whole job still dying).
+  std::vector<double> other = std::vector<double>(kMaxGpuId + 1, 0.0);
+  /// A running packed job that uses more than it declared on a GPU.
+  struct Over {
+    std::string id;
+    int gpu;
+    double used_gib, declared_gib;
+  };
+  std::vector<Over> over;
+  /// Per running job id: the most GiB its processes use on one of its GPUs now (NVML's process
+  /// list; none without one): `run` keeps each attempt's peak.
+  std::map<std::string, double> used_gib;
+};
+
+/// The memory use of a reading. `declared(id)` is the GiB the job of that id packs with (its
+/// gpu_mem_gib), 0 for a job that takes its GPUs whole or is no job of the plan. With a process
+/// list (NVML) each job's use is its processes'; without one (nvidia-smi), a GPU's reading beyond
+/// its packed jobs' declared GiB counts as other use.
+MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
+                     const std::function<double(const std::string&)>& declared);
 
 }  // namespace gpuq

@@ -55,6 +55,9 @@ struct Job {
   std::optional<WarnSpec> warn_signal;     ///< signal to the group this long before the limit
   bool retry_on_timeout = false;           ///< a timed-out job is retried automatically
   std::optional<long long> max_retries;    ///< its own automatic retries (else the run's --max-retries)
+  /// GiB it needs on each of its GPUs: it may share them with other jobs that give one (packing);
+  /// none: it takes its GPUs whole.
+  std::optional<double> gpu_mem_gib;
   // The hang watchdog (watchdog.h):
   std::optional<double> quiet_minutes;     ///< log silent (and GPUs idle) this long: hung?
   bool kill_on_quiet = false;              ///< "on_quiet": "kill": a hung job is stopped as at its limit

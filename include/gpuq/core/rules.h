@@ -44,6 +44,20 @@ struct Policy {
   Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
   bool paused = false;           ///< `gpuq pause` holds the plan: a tick starts nothing new (running jobs go on)
   int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
+  // Several jobs on one GPU (a job's gpu_mem_gib): packed jobs share a GPU while their declared
+  // GiB, with what else uses its memory, fit in its memory less the headroom.
+  double gpu_mem_gib = 80;            ///< --gpu-mem-gib: each GPU's memory where gpu_mem_total gives none
+  double gpu_mem_headroom = 5;        ///< --gpu-mem-headroom: percent of a GPU's memory left free
+  std::vector<double> gpu_mem_total;  ///< GiB per GPU id, as the probe read it (0 or absent: gpu_mem_gib)
+  bool pack = true;                   ///< false: every job takes its GPUs whole (simulate's "whole GPUs")
+  /// The GiB job j's pass may place on each of its GPUs' memory, or 0: it takes them whole.
+  double packed_gib(const Job& j) const { return pack && !batch && j.gpu_mem_gib ? *j.gpu_mem_gib : 0; }
+  /// The GiB packed jobs may declare on GPU g.
+  double gpu_room(int g) const {
+    double total = g >= 0 && static_cast<size_t>(g) < gpu_mem_total.size() && gpu_mem_total[g] > 0
+                       ? gpu_mem_total[g] : gpu_mem_gib;
+    return total * (1 - gpu_mem_headroom / 100);
+  }
   bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
 

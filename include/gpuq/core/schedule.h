@@ -48,12 +48,14 @@ class RankSet {
 
 /// The ready jobs, indexed so that a pass finds the next job that can start
 /// in O(log n) instead of walking every ready job: by reservation membership,
-/// GPU count, and whether est_hours is within the backfill limit.
+/// GPU count, and whether est_hours is within the backfill limit. Jobs that
+/// pack (a gpu_mem_gib, with `pack`) are kept apart: whether one fits depends on
+/// its GiB, so the pass walks them in order.
 class ReadySet {
  public:
-  ReadySet(const Plan& plan, double backfill_max_hours);
+  ReadySet(const Plan& plan, double backfill_max_hours, bool pack = true);
   /// A set holding `jobs`.
-  ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs);
+  ReadySet(const Plan& plan, double backfill_max_hours, std::span<const size_t> jobs, bool pack = true);
   void insert(size_t job);
   void erase(size_t job);
   bool contains(size_t job) const;
@@ -63,6 +65,10 @@ class ReadySet {
   std::vector<size_t> in_order(size_t limit) const;
   size_t size() const { return all_.size(); }
   bool empty() const { return all_.empty(); }
+  /// The job packs (a gpu_mem_gib, and the set was made to pack).
+  bool packs(size_t job) const { return at_rank_[rank_of_[job]].packed; }
+  /// Some job of the plan packs.
+  bool any_packed() const { return any_packed_; }
 
  private:
   friend struct PassRunner;
@@ -72,6 +78,7 @@ class ReadySet {
     std::vector<RankSet> by_gpus[2];  // [long?][gpus] -> jobs
     std::vector<size_t> count;        // [gpus] -> jobs of either length
     std::uint64_t present = 0;        // bit g-1 set when some job needs g >= 1 GPUs
+    RankSet packed[2];                // [long?] -> jobs that pack (any GPU count)
   };
   // What a pass asks of the job of each rank, in rank order: a pass meets jobs in that
   // order, so these share cache lines where the plan's jobs (and a vector per job) would
@@ -81,6 +88,7 @@ class ReadySet {
     std::uint32_t sig;    // index of its reservation signature
     std::uint8_t gpus;
     std::uint8_t is_long;  // est_hours over the backfill limit
+    std::uint8_t packed;   // it packs: Class::packed holds it
   };
   Key key(size_t job) const { return rank_of_[job]; }
   size_t job_at(Key k) const { return at_rank_[k].job; }
@@ -92,6 +100,7 @@ class ReadySet {
   std::vector<std::vector<size_t>> sig_members_;   // per signature: the reservations it is in
   std::vector<Class> classes_;                     // per signature
   RankSet all_;
+  bool any_packed_ = false;                        // some job of the plan packs
 };
 
 /// What the pass sees.
@@ -106,6 +115,12 @@ struct PassInput {
   /// `node`; `free` is then not read. A job runs on one node: the first (lowest) node
   /// where it fits. Empty: one node, `free`.
   std::span<const GpuMask> nodes;
+  /// Several jobs on one GPU: per node (one, or each of `nodes`), for each GPU id 0..kMaxGpuId, the
+  /// GiB a packed job may still declare there (negative: none; a whole job holds it, or it is no GPU
+  /// of the node). Empty when no job packs. A packed job takes GPUs with room for its GiB, fullest
+  /// first (best fit), so that empty GPUs stay whole for wide jobs; it never shares a whole job's.
+  std::span<const double> room;
+  double room_empty = 0;  ///< what an empty GPU takes (fix 12: could the waiting job ever fit?)
 };
 
 /// A job the pass starts, and its GPUs.
@@ -126,6 +141,7 @@ struct PassedOver {
   int free_for_job = 0;    ///< GPUs it could use now (Gpus; with PassInput::nodes, on the node with most)
   GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
   size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
+  double room = 0;         ///< a job that packs: the most GiB a GPU open to it has room for (Gpus)
 };
 
 /// What the pass decided.

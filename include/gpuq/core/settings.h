@@ -21,6 +21,8 @@ namespace gpuq {
 struct Settings {
   std::string gpus;
   double poll;
+  double gpu_mem_gib;       ///< each GPU's memory (GiB) where the probe gives none
+  double gpu_mem_headroom;  ///< percent of a GPU's memory that packed jobs leave free
   double backfill_max_hours;
   long long max_retries;
   double retry_after;
@@ -77,7 +79,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 18;
+inline constexpr size_t kSettingCount = 20;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

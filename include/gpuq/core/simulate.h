@@ -98,4 +98,11 @@ class Prediction {
 /// it produces it.
 Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from = nullptr);
 
+/// Some job of the plan packs under `p` (a gpu_mem_gib, and packing is on): GPUs may hold several jobs.
+bool packs(const Plan& plan, const Policy& p);
+
+/// The GPU-hours the timeline keeps GPUs busy: a GPU holding several packed jobs at once counts
+/// once (utilization never passes 100%).
+double busy_gpu_hours(const Plan& plan, const Simulation& sim, const Policy& p);
+
 }  // namespace gpuq

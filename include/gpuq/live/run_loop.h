@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,7 @@ class RunLoop {
   void note_running(Tick& t);
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules);
+  void note_memory(Tick& t, const GpuReading& r, const GpuRules& rules);
   void watch_quiet(Tick& t);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void decide(Tick& t);
@@ -136,6 +138,8 @@ class RunLoop {
   bool kept_ = false;                   // q_ is what the last tick saved: kept while the store is unchanged
   std::string last_probe_problem_;
   std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
+  std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
+  std::map<std::string, double> peak_gib_;  // per running job: the most GiB it used on one GPU (memory_use)
   std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;
   bool first_tick_ = true;

@@ -31,7 +31,8 @@ struct SlurmOptions {
   std::map<std::string, std::string> reservations;  ///< job id -> the Slurm reservation it goes to
 };
 
-/// Why `run --slurm` cannot take this plan ("" when it can): a reservation without
+/// Why `run --slurm` cannot take this plan ("" when it can): jobs that share GPUs by
+/// gpu_mem_gib (Slurm has no such sharing without shards); a reservation without
 /// "slurm_reservation" closes GPU ids of one node, which mean nothing across a cluster.
 std::string slurm_plan_problem(const Plan& plan);
 /// The plan as run --slurm schedules it: its reservations are Slurm's (none close GPUs here).

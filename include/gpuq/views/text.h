@@ -26,6 +26,11 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
 /// (and --all would add), and what its round-100 line means; "" when neither.
 std::string timeline_note(const Plan& plan, const Simulation& sim, bool all);
 
+/// What packing buys (simulate, for a plan whose jobs share GPUs by gpu_mem_gib): "packed:
+/// makespan 2.1h (64 jobs with gpu_mem_gib; at most 3 on one GPU of 80 GiB less 5%); whole GPUs:
+/// makespan 8.0h". `whole` is the same prediction with every job on whole GPUs.
+std::string packing_note(const Plan& plan, const SimOptions& opt, const Simulation& packed, const Simulation& whole);
+
 /// Why the simulation got stuck, one line per job, for stderr.
 std::string format_stuck(const Plan& plan, const SimOptions& opt, const Simulation& sim);
 

@@ -1,0 +1,317 @@
+// Several jobs on one GPU (a job's gpu_mem_gib): the pass's placement, the engine's room, and a
+// property test over random plans: `run` (the RunLoop over fakes) never overbooks a GPU, never
+// shares a whole job's GPU, and places every job where and when the prediction does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "gpuq/core/engine.h"
+#include "gpuq/core/gpu_use.h"
+#include "gpuq/core/schedule.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/views/text.h"
+#include "test_util.h"
+#include "tick_loop.h"
+
+using namespace gpuq;
+using gpuq::test::plan_of;
+
+namespace {
+
+const GpuMask kNode8 = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+
+// A pass over one node of 8 GPUs: `room` GiB a packed job may declare on each, all free.
+PassInput packed_input(const Plan& plan, std::vector<double>& room, GpuMask free = kNode8) {
+  PassInput in;
+  in.free = free;
+  in.node = kNode8;
+  in.open.assign(plan.reservations.size(), true);
+  in.explain = true;
+  in.room = room;
+  in.room_empty = 76;
+  return in;
+}
+
+std::vector<size_t> all_jobs(const Plan& plan) {
+  std::vector<size_t> v;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) v.push_back(j);
+  return v;
+}
+
+// The sweep of `n` jobs of `gib` GiB each on one GPU, with `extra` jobs before it.
+std::string sweep(int n, double gib, const std::string& extra = "") {
+  std::string jobs = extra;
+  for (int k = 0; k < n; ++k)
+    jobs += (jobs.empty() ? "" : ",") + fmt::format(R"({{"id": "s{}", "script": "x", "gpu_mem_gib": {}}})", k, gib);
+  return "[" + jobs + "]";
+}
+
+}  // namespace
+
+TEST(PackPass, APackedJobTakesTheFullestGpuThatHasRoomNotAnEmptyOne) {
+  Plan plan = plan_of(sweep(1, 20));
+  std::vector<double> room(kMaxGpuId + 1, -1);
+  for (int g = 0; g < 8; ++g) room[g] = 76;
+  room[5] = 30;  // GPU 5 holds packed jobs already (and is no longer free whole)
+  room[6] = 25;  // fuller still
+  room[2] = 10;  // too full for 20 GiB
+  PassInput in = packed_input(plan, room, kNode8 & ~mask_of({2, 5, 6}));
+  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts[0].gpus, std::vector<int>{6});
+}
+
+TEST(PackPass, PackedJobsFillOneGpuBeforeOpeningTheNext) {
+  Plan plan = plan_of(sweep(7, 20));
+  std::vector<double> room(kMaxGpuId + 1, -1);
+  for (int g = 0; g < 8; ++g) room[g] = 76;
+  PassInput in = packed_input(plan, room);
+  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+  ASSERT_EQ(r.starts.size(), 7u);
+  std::map<int, int> per_gpu;
+  for (const Start& s : r.starts) ++per_gpu[s.gpus.at(0)];
+  // 76 GiB take three jobs of 20: GPUs 0 and 1 full, the seventh job on GPU 2; 3..7 stay whole.
+  EXPECT_EQ(per_gpu, (std::map<int, int>{{0, 3}, {1, 3}, {2, 1}}));
+}
+
+TEST(PackPass, AWholeJobsGpusTakeNoPackedJobAndAPackedJobTooBigSaysTheMostRoom) {
+  Plan plan = plan_of(sweep(2, 50, R"({"id": "wide", "script": "x", "gpus": 7, "priority": 1})"));
+  std::vector<double> room(kMaxGpuId + 1, -1);
+  for (int g = 0; g < 8; ++g) room[g] = 76;
+  room[7] = 40;  // another's memory on GPU 7 leaves 40 GiB (and it is not free for whole jobs)
+  PassInput in = packed_input(plan, room, kNode8 & ~mask_of({7}));
+  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+  ASSERT_EQ(r.starts.size(), 1u) << "wide takes 0-6 whole; 50 GiB fit on none of the rest";
+  EXPECT_EQ(plan.jobs[r.starts[0].job].id, "wide");
+  ASSERT_EQ(r.held.size(), 2u);
+  EXPECT_EQ(r.held[0].why, PassedOver::Why::Gpus);
+  EXPECT_EQ(r.held[0].free_for_job, 0);
+  EXPECT_DOUBLE_EQ(r.held[0].room, 40);
+}
+
+TEST(PackPass, AWaitingPackedJobSetsTheBackfillLimitAsAWholeOneDoes) {
+  // s0 (50 GiB) cannot get room; the long job after it may not start, the short one may.
+  Plan plan = plan_of(R"([
+    {"id": "s0", "script": "x", "gpu_mem_gib": 50, "priority": 1},
+    {"id": "long", "script": "x", "gpus": 1, "est_hours": 5, "priority": 2},
+    {"id": "short", "script": "x", "gpus": 1, "est_hours": 0.25, "priority": 3}
+  ])");
+  std::vector<double> room(kMaxGpuId + 1, -1);
+  room[0] = 30;
+  room[1] = 76;  // the only free GPU... but the pass sees 50 fit on GPU 1
+  PassInput in = packed_input(plan, room, mask_of({1}));
+  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(plan.jobs[r.starts[0].job].id, "s0") << "50 GiB fit on the empty GPU 1";
+  room[1] = 30;
+  in = packed_input(plan, room, mask_of({1}));
+  r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(plan.jobs[r.starts[0].job].id, "short");
+  ASSERT_TRUE(r.waiting_head);
+  EXPECT_EQ(plan.jobs[*r.waiting_head].id, "s0");
+}
+
+TEST(PackEngine, SixtyFourJobsOfTwentyGibTakeThreePerGpuAndAForeignProcessKeepsThemOffItsGpu) {
+  Plan plan = plan_of(sweep(64, 20));
+  Policy p;
+  Engine e(plan, p, 1);
+  std::vector<double> other(kMaxGpuId + 1, 0);
+  other[3] = 70;  // another user's 70 GiB on GPU 3 (not free whole either)
+  ev::Tick t;
+  t.now = 0;
+  t.unavailable = mask_of({3});
+  t.mem_other = other;
+  e.apply(t);
+  std::map<int, int> per_gpu;
+  for (const Launch& l : e.effects().launches) ++per_gpu[std::get<Running>(e.life(l.job)).gpus.at(0)];
+  EXPECT_EQ(per_gpu, (std::map<int, int>{{0, 3}, {1, 3}, {2, 3}, {4, 3}, {5, 3}, {6, 3}, {7, 3}}));
+  EXPECT_DOUBLE_EQ(e.declared_gib(0), 60);
+  // Without a word on its memory, an unavailable GPU takes no packed job either.
+  Engine e2(plan, p, 1);
+  ev::Tick t2;
+  t2.unavailable = mask_of({0, 1, 2, 3, 4, 5, 6});
+  e2.apply(t2);
+  ASSERT_EQ(e2.effects().launches.size(), 3u);
+  for (const Launch& l : e2.effects().launches) EXPECT_EQ(std::get<Running>(e2.life(l.job)).gpus, std::vector<int>{7});
+}
+
+TEST(PackEngine, AnEndedPackedJobGivesBackItsGibAndAGpuWithNoneIsWholeAgain) {
+  Plan plan = plan_of(sweep(2, 30, R"({"id": "wide", "script": "x", "gpus": 8, "priority": 99})"));
+  Policy p;
+  Engine e(plan, p, 1);
+  e.apply(ev::Tick{0});
+  ASSERT_EQ(e.effects().launches.size(), 2u);  // both on GPU 0; wide waits for all 8
+  EXPECT_EQ(std::get<Running>(e.life(1)).gpus, std::vector<int>{0});
+  EXPECT_EQ(std::get<Running>(e.life(2)).gpus, std::vector<int>{0});
+  e.apply(ev::Exited{1, 10, 0});
+  EXPECT_DOUBLE_EQ(e.declared_gib(0), 30);
+  e.apply(ev::Tick{10});
+  EXPECT_TRUE(e.effects().launches.empty()) << "GPU 0 still holds s1";
+  e.apply(ev::Exited{2, 20, 0});
+  EXPECT_DOUBLE_EQ(e.declared_gib(0), 0);
+  e.apply(ev::Tick{20});
+  ASSERT_EQ(e.effects().launches.size(), 1u);
+  EXPECT_EQ(plan.jobs[e.effects().launches[0].job].id, "wide");
+}
+
+TEST(PackEngine, WithPackingOffEveryJobTakesItsGpusWholeAsBefore) {
+  Plan plan = plan_of(sweep(10, 20));
+  Policy p;
+  p.pack = false;
+  Engine e(plan, p, 1);
+  e.apply(ev::Tick{0});
+  std::set<int> gpus;
+  for (const Launch& l : e.effects().launches) gpus.insert(std::get<Running>(e.life(l.job)).gpus.at(0));
+  EXPECT_EQ(e.effects().launches.size(), 8u);
+  EXPECT_EQ(gpus.size(), 8u);
+}
+
+TEST(PackPlan, GpuMemGibIsAPositiveNumberOnAJobWithGpusAndOtherNamesForItAreRefused) {
+  EXPECT_EQ(plan_of(sweep(1, 12.5)).jobs[0].gpu_mem_gib, 12.5);
+  auto has = [](const std::vector<std::string>& errs, const std::string& what) {
+    for (const auto& e : errs)
+      if (e.find(what) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(test::errors_of(R"([{"id": "a", "script": "x", "gpu_mem_gib": 0}])"), "gpu_mem_gib"));
+  EXPECT_TRUE(has(test::errors_of(R"([{"id": "a", "script": "x", "gpu_mem_gib": "20"}])"), "gpu_mem_gib"));
+  EXPECT_TRUE(has(test::errors_of(R"([{"id": "a", "script": "x", "gpus": 0, "gpu_mem_gib": 20}])"), "\"gpus\": 0"));
+  EXPECT_TRUE(has(test::errors_of(R"([{"id": "a", "script": "x", "vram": 20}])"), "did you mean \"gpu_mem_gib\""));
+}
+
+TEST(PackMemory, WithAProcessListEachJobCountsTheLargerOfDeclaredAndUsedAndOthersCountWhole) {
+  State state;
+  JobState a;
+  a.status = Status::Running;
+  a.pid = 100;
+  a.gpus = std::vector<int>{2};
+  state.set("a", a);  // packs 20 GiB, uses 31
+  JobState b = a;
+  b.pid = 200;
+  state.set("b", b);  // packs 20 GiB, uses 5 (counted as 20: declared)
+  JobState w = a;
+  w.pid = 300;
+  w.gpus = std::vector<int>{4};
+  state.set("w", w);  // whole
+  GpuReading r;
+  r.used_mib = std::map<int, long long>{{2, 36 * 1024 + 10 * 1024}, {4, 1000}, {5, 0}};
+  r.processes = std::map<int, std::vector<GpuProcess>>{
+      {2, {GpuProcess{101, 31 * 1024, "python", "", {101, 100}}, GpuProcess{200, 5 * 1024, "python", "", {200}},
+           GpuProcess{999, 10 * 1024, "other", "", {999}}}},
+      {5, {GpuProcess{998, -1, "other", "", {998}}}}};
+  MemoryUse u = memory_use(r, state, GpuRules{}, [](const std::string& id) { return id == "w" ? 0.0 : 20.0; });
+  EXPECT_DOUBLE_EQ(u.other[2], 11 + 10) << "a's 11 over its 20, and the foreign 10";
+  EXPECT_TRUE(std::isinf(u.other[4])) << "a whole job's GPU";
+  EXPECT_TRUE(std::isinf(u.other[5])) << "a process of no job with no memory given";
+  EXPECT_DOUBLE_EQ(u.other[0], 0);
+  ASSERT_EQ(u.over.size(), 1u);
+  EXPECT_EQ(u.over[0].id, "a");
+  EXPECT_DOUBLE_EQ(u.over[0].used_gib, 31);
+  EXPECT_DOUBLE_EQ(u.used_gib.at("b"), 5);
+  // nvidia-smi (no process list): what the GPU reads beyond its jobs' declared 40.
+  r.processes.reset();
+  u = memory_use(r, state, GpuRules{}, [](const std::string& id) { return id == "w" ? 0.0 : 20.0; });
+  EXPECT_DOUBLE_EQ(u.other[2], 46 - 40);
+}
+
+TEST(PackSimulate, TheTimelineSaysWhatPackingBuysAndUtilizationCountsASharedGpuOnce) {
+  Plan plan = plan_of(sweep(48, 20));
+  SimOptions opt;
+  Simulation packed = simulate(plan, opt);
+  SimOptions whole_opt = opt;
+  whole_opt.pack = false;
+  Simulation whole = simulate(plan, whole_opt);
+  double end_packed = 0, end_whole = 0;
+  for (const SimRow& r : packed.rows) end_packed = std::max(end_packed, r.end);
+  for (const SimRow& r : whole.rows) end_whole = std::max(end_whole, r.end);
+  EXPECT_EQ(end_packed, 2.0) << "48 jobs, 24 at a time (3 of 20 GiB in 76)";
+  EXPECT_EQ(end_whole, 6.0) << "48 jobs, 8 at a time";
+  EXPECT_EQ(busy_gpu_hours(plan, packed, opt), 16.0) << "8 GPUs busy for 2 hours";
+  std::string text = format_timeline(plan, packed, opt, true);
+  EXPECT_NE(text.find("GPU utilization 100.0%"), std::string::npos) << text;
+  std::string note = packing_note(plan, opt, packed, whole);
+  EXPECT_NE(note.find("packed: makespan 2.0h"), std::string::npos) << note;
+  EXPECT_NE(note.find("at most 3 on one GPU"), std::string::npos) << note;
+  EXPECT_NE(note.find("whole GPUs: makespan 6.0h"), std::string::npos) << note;
+}
+
+// The property: over random plans mixing packed and whole jobs, `run` (the RunLoop over fakes,
+// every job exiting 0 at its estimate) never has more declared GiB on a GPU than it takes, never
+// shares a whole job's GPU, and starts each job when and where the prediction does.
+TEST(PackProperty, RunNeverOverbooksNeverSharesAWholeGpuAndPlacesAsThePredictionDoes) {
+  uint64_t seed = test::test_seed(20261202);
+  SCOPED_TRACE(test::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const double kRoom = 80 * 0.95;
+  for (int round = 0; round < 40; ++round) {
+    int n = 6 + static_cast<int>(rng() % 30);
+    std::string jobs;
+    std::vector<double> gib(static_cast<size_t>(n), 0);
+    for (int k = 0; k < n; ++k) {
+      int gpus = rng() % 5 == 0 ? 1 + static_cast<int>(rng() % 4) : 1;
+      std::string extra;
+      if (rng() % 3 != 0) {
+        gib[static_cast<size_t>(k)] = static_cast<double>(5 + rng() % 8 * 5);
+        extra = fmt::format(R"(, "gpu_mem_gib": {})", gib[static_cast<size_t>(k)]);
+      }
+      if (k > 0 && rng() % 5 == 0) extra += fmt::format(R"(, "deps": ["j{}"])", rng() % static_cast<uint64_t>(k));
+      jobs += fmt::format(R"({}{{"id": "j{}", "script": "x", "gpus": {}, "priority": {}, "est_hours": {}{}}})",
+                          k ? "," : "", k, gpus, rng() % 4, 0.25 * static_cast<double>(1 + rng() % 8), extra);
+    }
+    SCOPED_TRACE("round " + std::to_string(round) + ": [" + jobs + "]");
+    test::Loop q("[" + jobs + "]");
+    const Plan& plan = q.plan;
+    Simulation sim = simulate(plan, q.opt);
+    std::map<size_t, const SimRow*> predicted;
+    for (const SimRow& r : sim.rows) predicted[r.job] = &r;
+    const double t0 = q.clock.t;
+    std::map<std::string, double> ends;  // running: id -> end (unix s)
+    for (int step = 0; step < 400; ++step) {
+      q.tick();
+      // The invariants, from the state as run saved it.
+      std::map<int, double> declared;
+      std::map<int, int> jobs_on, whole_on;
+      for (const auto& [id, s] : q.disk.state.entries()) {
+        if (s.status != Status::Running || !s.gpus) continue;
+        const Job* j = plan.find(id);
+        for (int g : *s.gpus) {
+          ++jobs_on[g];
+          if (j->gpu_mem_gib)
+            declared[g] += *j->gpu_mem_gib;
+          else
+            ++whole_on[g];
+        }
+        if (!ends.count(id)) {
+          ends[id] = q.clock.t + j->est_hours * 3600;
+          size_t i = static_cast<size_t>(j - plan.jobs.data());
+          ASSERT_TRUE(predicted.count(i)) << id << " started, not predicted to";
+          EXPECT_DOUBLE_EQ(predicted[i]->start, (q.clock.t - t0) / 3600) << id << "'s start";
+          EXPECT_EQ(predicted[i]->gpus, *s.gpus) << id << "'s GPUs";
+        }
+      }
+      for (auto [g, d] : declared) EXPECT_LE(d, kRoom + 1e-9) << "GPU " << g << " overbooked";
+      for (auto [g, w] : whole_on) EXPECT_EQ(jobs_on[g], 1) << "GPU " << g << " of a whole job is shared";
+      if (ends.empty()) break;
+      // On to the next end: every job ending then exits 0.
+      double next = 1e300;
+      for (auto& [id, t] : ends) next = std::min(next, t);
+      q.clock.t = next;
+      for (auto it = ends.begin(); it != ends.end();) {
+        if (it->second <= next) {
+          q.launcher.exit(q.launcher.pid_of(it->first), 0);
+          it = ends.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    size_t done = 0;
+    for (const auto& [id, s] : q.disk.state.entries()) done += s.status == Status::Done;
+    EXPECT_EQ(done, plan.jobs.size());
+    if (testing::Test::HasFailure()) break;
+  }
+}
