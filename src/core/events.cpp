@@ -1,4 +1,5 @@
 #include "gpuq/core/events.h"
+#include "gpuq/core/hint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -328,8 +329,8 @@ std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& st
     double r = j.est_hours / l.median_hours;
     if (r > factor || r < 1 / factor)
       out.push_back({j.id, fmt::format("est_hours {:g} is {:.1f}x the median run time of the {} {}* runs in the event "
-                                       "log ({:.2f}h); `gpuq history --estimates` shows them",
-                                       j.est_hours, r, l.runs, l.prefix, l.median_hours)});
+                                       "log ({:.2f}h); {} shows them",
+                                       j.est_hours, r, l.runs, l.prefix, l.median_hours, hint("history --estimates"))});
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // `gpuq run`: the original's loop, tick by tick, woken by events rather than only a timer.
 #include "gpuq/live/run_loop.h"
+#include "gpuq/core/hint.h"
 
 #include <fmt/format.h>
 
@@ -306,9 +307,8 @@ void RunLoop::start(Tick& t) {
       q_->apply(ev::LaunchFailed{i, t.now, e.exit, true}, t.now);
       q_->entry(i).reason = e.what();
       os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
-      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then "
-                             "`gpuq retry {}`)",
-                             j.id, e.what(), j.id));
+      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then {})",
+                             j.id, e.what(), hint("retry", {j.id})));
     } catch (const std::exception& e) {
       q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false}, t.now);
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));

@@ -10,6 +10,7 @@
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/control.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/core/hint.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -141,9 +142,9 @@ void RunLoop::watch_quiet(Tick& t) {
     }
     if (s.hung_noted) continue;
     s.hung_noted = t.now;
-    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: `gpuq kill {}` stops it, "
+    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: {} stops it, "
                            "on_quiet \"kill\" would have",
-                           id, c.detail(), *quiet_minutes(*job, opt_), id));
+                           id, c.detail(), *quiet_minutes(*job, opt_), hint("kill", {id})));
   }
   for (const auto& [id, c] : hung) stop_hung(t, *job_of(id), id, c);
 }
