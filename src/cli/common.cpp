@@ -168,6 +168,8 @@ std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings,
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
+    // The fields gpuq does not read with the errors, not only once they are fixed.
+    for (const auto& u : load.unknown_fields) fmt::print(stderr, "gpuq: warning: {}\n", u);
     return std::nullopt;
   }
   if (unknown_fields)
