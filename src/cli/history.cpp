@@ -192,15 +192,9 @@ void add_learned_estimates(CLI::App* sub, Flags& f) {
 }
 
 void learn_into(const Flags& f, Plan& plan, const State& state) {
-  std::vector<Learned> used = apply_learned(plan, state, learn_estimates(logged_attempts(f), plan));
-  if (used.empty()) {
-    fmt::print(stderr, "gpuq: --learned-estimates: no id prefix has 3 done runs in the event log yet; est_hours as "
-                       "written\n");
-    return;
-  }
-  std::string list;
-  for (const Learned& l : used) list += fmt::format("{}{}* x{:.2f} ({} runs)", list.empty() ? "" : ", ", l.prefix, l.median, l.runs);
-  fmt::print(stderr, "gpuq: --learned-estimates: pending {}\n", list);
+  std::vector<Learned> learned = learn_estimates(logged_attempts(f), plan);
+  std::vector<Learned> used = apply_learned(plan, state, learned);
+  fmt::print(stderr, "gpuq: --learned-estimates: {}\n", learned_text(learned, used));
 }
 
 void add_history_command(CLI::App& app, Flags& f, Action& action) {

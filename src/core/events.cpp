@@ -354,4 +354,22 @@ std::vector<Learned> apply_learned(Plan& plan, const State& state, const std::ve
   return out;
 }
 
+std::string learned_text(const std::vector<Learned>& learned, const std::vector<Learned>& used, size_t min_runs) {
+  auto listed = [](const std::vector<const Learned*>& ls) {
+    std::string list;
+    for (const Learned* l : ls)
+      list += fmt::format("{}{}* x{:.2f} ({} runs)", list.empty() ? "" : ", ", l->prefix, l->median, l->runs);
+    return list;
+  };
+  std::vector<const Learned*> shown;
+  for (const Learned& l : used) shown.push_back(&l);
+  if (!shown.empty()) return "pending " + listed(shown);
+  for (const Learned& l : learned)
+    if (l.runs >= min_runs) shown.push_back(&l);
+  if (shown.empty())
+    return fmt::format("no id prefix has {} done runs in the event log yet; est_hours as written", min_runs);
+  return fmt::format("learned {}, but no pending job has {}; est_hours as written", listed(shown),
+                     shown.size() == 1 ? "that prefix" : "one of these prefixes");
+}
+
 }  // namespace gpuq
