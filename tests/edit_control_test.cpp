@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -124,7 +125,31 @@ TEST(EditControl, AddChecksTheWidthAgainstTheRunningRunsGpus) {
   EXPECT_EQ(q.d.read("plan.json"), text);
   Output two = q.gpuq({"add", "--id", "fits", "--gpus", "1", "--node-gpus", "0", "--", "slow.sh"});
   EXPECT_EQ(two.status, 0) << two.err;  // --node-gpus, when given, is what counts
+  EXPECT_THAT(two.out, HasSubstr(fmt::format("the running `gpuq run` (pid {}) starts it when it is ready", r->pid())));
   Output named = q.gpuq({"add", "--id", "w3", "--gpus", "3", "--node-gpus", "0,1", "--", "slow.sh"});
   EXPECT_THAT(named.err, HasSubstr("needs 3 GPUs but --node-gpus gives 2"));
   q.stop(*r);
+}
+
+// Issue 25, point 8: `gpuq add --id sixth -- 'step.sh sixth 2'` took the quoted string for the
+// script (validate knows the case), and with no run going said "a running gpuq run starts it".
+TEST(EditControl, AddRefusesACommandLineForAScriptAndSaysWhoStartsTheJob) {
+  EditedQueue q;
+  const std::string text = R"([{"id": "a", "script": "slow.sh", "gpus": 1}])";
+  q.d.write("plan.json", text);
+  q.d.write("step.sh", "exit 0\n");
+  Output quoted = q.gpuq({"add", "--id", "sixth", "--", "step.sh sixth 2"});
+  EXPECT_EQ(quoted.status, 2) << quoted.out;
+  EXPECT_THAT(quoted.err, HasSubstr("the script \"step.sh sixth 2\" is not a file: a script's arguments go in \"args\""));
+  EXPECT_THAT(quoted.err, HasSubstr("gpuq add ... -- step.sh sixth 2 (nothing was added)"));
+  EXPECT_EQ(q.d.read("plan.json"), text);
+  // A script whose name has a space, and that exists, is a script.
+  q.d.write("my step.sh", "exit 0\n");
+  EXPECT_EQ(q.gpuq({"add", "--id", "spaced", "--", "my step.sh"}).status, 0);
+  // The words as they should be: no run is going, and the line says so.
+  Output ok = q.gpuq({"add", "--id", "sixth", "--", "step.sh", "sixth", "2"});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("no `gpuq run` is running this plan: `gpuq run` starts it"));
+  EXPECT_THAT(ok.out, Not(HasSubstr("a running")));
+  EXPECT_THAT(q.d.read("plan.json"), HasSubstr(R"({"id": "sixth", "script": "step.sh", "args": ["sixth", "2"]})"));
 }
