@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "gpuq/core/hint.h"
+#include "gpuq/core/job_words.h"
 #include "test_util.h"
 
 using namespace gpuq;
@@ -94,4 +95,61 @@ TEST(Hints, AHintPastedIntoTheShellActsOnThePlanItWasPrintedFor) {
   EXPECT_EQ(first_hint(hold.out), "gpuq retry eval");
   Output given = f.gpuq({"hold", "eval"}, "./plan.json");
   EXPECT_THAT(given.out, Not(HasSubstr("--plan")));
+}
+
+// Issue 25, point 9: a sweep's id, a mistyped id, and a number spelled another way than the
+// sweep writes it in its points' ids.
+TEST(JobWords, NumbersInASweepPointsIdAreWrittenOneWay) {
+  EXPECT_EQ(number_text(1e-3), "0.001");
+  EXPECT_EQ(number_text(1e-4), "1e-4");
+  EXPECT_EQ(number_text(3.0), "3");
+  EXPECT_EQ(with_sweep_numbers("train_lr=1e-3_seed=0"), "train_lr=0.001_seed=0");
+  EXPECT_EQ(with_sweep_numbers("train_lr=0.0001_seed=00"), "train_lr=1e-4_seed=0");
+  EXPECT_EQ(with_sweep_numbers("train_opt=adam_lr=1E-3"), "train_opt=adam_lr=0.001");
+  EXPECT_EQ(with_sweep_numbers("plain_id"), "plain_id");
+  EXPECT_EQ(with_sweep_numbers("x=1e_y=-"), "x=1e_y=-");
+}
+
+TEST(JobWords, ASweepsIdIsEveryPointAndAnotherSpellingIsThePoint) {
+  Plan plan = plan_of(R"([{"id": "prep", "script": "s"},
+    {"id": "train", "script": "s", "matrix": {"lr": [1e-3, 1e-4], "seed": [0, 1]}}])");
+  ASSERT_EQ(plan.jobs.size(), 5u);
+  EXPECT_EQ(plan.jobs[1].id, "train_lr=0.001_seed=0");
+  JobWords w = resolve_job_words(plan, {"prep", "train", "train_lr=0.001_seed=1"});
+  EXPECT_EQ(w.ids, (std::vector<std::string>{"prep", "train_lr=0.001_seed=0", "train_lr=0.001_seed=1",
+                                             "train_lr=1e-4_seed=0", "train_lr=1e-4_seed=1"}));
+  ASSERT_EQ(w.notes.size(), 1u);
+  EXPECT_THAT(w.notes[0], HasSubstr("train is a sweep: acting on its 4 points: train_lr=0.001_seed=0, "));
+  w = resolve_job_words(plan, {"train_lr=1e-3_seed=0", "train_lr=0.0001_seed=1", "ghost"});
+  EXPECT_EQ(w.ids, (std::vector<std::string>{"train_lr=0.001_seed=0", "train_lr=1e-4_seed=1", "ghost"}));
+  ASSERT_EQ(w.notes.size(), 2u);
+  EXPECT_THAT(w.notes[0], HasSubstr("train_lr=1e-3_seed=0 is train_lr=0.001_seed=0"));
+  EXPECT_EQ(job_suggestion(plan, "prap"), "; did you mean \"prep\"?");
+  EXPECT_EQ(job_suggestion(plan, "trian"), "; did you mean \"train\"?");
+  EXPECT_EQ(job_suggestion(plan, "zzzzzzzz"), "");
+}
+
+TEST(JobWords, CommandsTakeASweepsIdAndSuggestForAMistypedOne) {
+  PlanFolder f(2);
+  f.d.write("job.sh", "echo hello from $GPUQ_JOB_ID\n");
+  f.d.write("plan.json", R"([{"id": "prep", "script": "job.sh"},
+    {"id": "ablate", "script": "job.sh", "matrix": {"lr": [1e-3, 1e-4]}}])");
+  Output hold = f.gpuq({"hold", "ablate"});
+  EXPECT_EQ(hold.status, 0) << hold.err;
+  EXPECT_THAT(hold.out, HasSubstr("ablate is a sweep: acting on its 2 points: ablate_lr=0.001, ablate_lr=1e-4"));
+  EXPECT_EQ(f.state()["ablate_lr=0.001"]["status"], "held");
+  EXPECT_EQ(f.state()["ablate_lr=1e-4"]["status"], "held");
+  Output typo = f.gpuq({"retry", "ablaet"});
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_THAT(typo.err, HasSubstr("no job ablaet in plan.json; did you mean \"ablate\"?; nothing was changed"));
+  Output spelled = f.gpuq({"retry", "ablate_lr=1e-3"});
+  EXPECT_EQ(spelled.status, 0) << spelled.err;
+  EXPECT_THAT(spelled.out, HasSubstr("ablate_lr=1e-3 is ablate_lr=0.001"));
+  EXPECT_EQ(f.state()["ablate_lr=0.001"]["status"], "pending");
+  Output logs = f.gpuq({"logs", "ablate"});
+  EXPECT_EQ(logs.status, 2);
+  EXPECT_THAT(logs.err, HasSubstr("ablate is a sweep: acting on its 2 points"));
+  EXPECT_THAT(logs.err, HasSubstr("give one"));
+  Output missing = f.gpuq({"logs", "prap"});
+  EXPECT_THAT(missing.err, HasSubstr("no job prap in plan.json; did you mean \"prep\"?"));
 }

@@ -15,6 +15,7 @@
 #include "gpuq/live/store.h"
 
 #include "cli.h"
+#include "gpuq/core/job_words.h"
 
 namespace gpuq::cli {
 
@@ -132,8 +133,13 @@ int cmd_history(Flags& f) {
                f.since);
     return kExitBadInput;
   }
+  JobWords words = resolve_job_words(plan, f.jobs);  // a sweep's points; a number spelled otherwise
+  for (const std::string& note : words.notes) fmt::print(stderr, "gpuq history: {}\n", note);
+  f.jobs = words.ids;
   for (const std::string& id : f.jobs)
-    if (!plan.find(id)) fmt::print(stderr, "gpuq history: note: no job {} in {} (its past is shown if logged)\n", id, f.plan);
+    if (!plan.find(id))
+      fmt::print(stderr, "gpuq history: note: no job {} in {} (its past is shown if logged){}\n", id, f.plan,
+                 job_suggestion(plan, id));
   std::vector<Attempt> attempts = logged_attempts(f);
   std::erase_if(attempts, [&](const Attempt& a) {
     if (!f.jobs.empty() && std::find(f.jobs.begin(), f.jobs.end(), a.id) == f.jobs.end()) return true;

@@ -2,6 +2,7 @@
 // engine (queue_state.h), their stops carried out here.
 #include "gpuq/live/control.h"
 #include "gpuq/core/hint.h"
+#include "gpuq/core/job_words.h"
 #include "gpuq/live/journal.h"
 
 #include <fmt/format.h>
@@ -348,6 +349,7 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   // state is read for that without the lock; unknown ids change nothing.
   std::optional<State> peek;
   std::vector<std::string> unknown;
+  std::string suggestions;  // `; did you mean "X"?` for each mistyped id
   for (const auto& id : ids) {
     if (plan.find(id)) continue;
     if (!peek) peek = store.read();
@@ -360,11 +362,12 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
     }
     unknown.push_back(s && s->status == Status::Running ? id + " (running, but only kill acts on a job the plan no longer has)"
                                                         : id);
+    if (!s || s->status != Status::Running) suggestions += job_suggestion(plan, id);
   }
   if (!unknown.empty()) {
     std::string list;
     for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
-    r.lines = {fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, plan_name)};
+    r.lines = {fmt::format("gpuq {}: no job {} in {}{}; nothing was changed", action, list, plan_name, suggestions)};
     r.status = 2;
     return r;
   }
