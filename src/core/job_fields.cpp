@@ -270,8 +270,9 @@ constexpr JobField kJobFields[] = {
      "simulate: fraction of the run at which a first look is possible"},
     {"time_limit_hours", P::Nullable, read_time_limit_hours, same_as<&Job::time_limit_hours>, "number > 0", "none",
      "gpuq's own: `run` stops the job this long after its start (see Time limits under `run`)"},
-    {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `SIGNAL@SECONDS`", "none",
-     "gpuq's own: e.g. `\"USR1@90\"`, sent to the job's process group that many seconds before its limit"},
+    {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `[B:]SIGNAL@SECONDS`", "none",
+     "gpuq's own: e.g. `\"USR1@90\"`, sent to every process of the job that many seconds before its limit; "
+     "`\"B:USR1@90\"` (Slurm's form) to the script's bash only"},
     {"retry_on_timeout", P::Nullable, read_retry_on_timeout, same_as<&Job::retry_on_timeout>, "true or false",
      "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
     {"max_retries", P::Nullable, read_max_retries, same_as<&Job::max_retries>, "whole number ≥ 0",

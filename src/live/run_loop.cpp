@@ -286,7 +286,8 @@ void RunLoop::start(Tick& t) {
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
       // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
-      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env});
+      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env,
+                                        j.warn_signal && j.warn_signal->shell_only});
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);

@@ -44,8 +44,9 @@ void RunLoop::enforce_limits(Tick& t) {
     if (c.act == LimitCheck::Act::Warn) {
       bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.warn_group(*s.pid, *job->warn_signal);
       s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
-      say(t.now, fmt::format("warned {}: {} to process group {}{}", id, job->warn_signal->text(), *s.pid,
-                             sent ? "" : " (no process left to get it)"));
+      say(t.now, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
+                             job->warn_signal->shell_only ? "the script's bash, through its wrapper" : "process group",
+                             *s.pid, sent ? "" : " (no process left to get it)"));
     }
     t.wake_in = std::min(t.wake_in, c.next_in);
   }
