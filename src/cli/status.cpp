@@ -58,6 +58,11 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
     bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
                     s->gpus.value_or(std::vector<int>{})});
   }
+  // A job removed from the plan while it ran still holds its GPUs: up to now, under its own id.
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.start && s.gpus && !plan.find(id))
+      bars.push_back({0, "running", std::min(0.0, (*s.start - o.now) / 3600), 0.0, *s.gpus, 0,
+                      id + " (not in the plan)"});
   return bars;
 }
 
@@ -212,6 +217,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
                           &others);
   name_removed_holders(plan, state, others);
+  name_ending_holders(state, others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   RunLook run = look_at_run(paths, gpus);

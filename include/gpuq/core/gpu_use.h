@@ -58,4 +58,13 @@ GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules&
 /// "GPU 1 busy: 20000 MiB in use by another process", "GPU 3 busy: lost (GPU is lost)".
 std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules);
 
+/// GPUs that a job stopped by gpuq (killed, timed out, requeued) still holds while its process
+/// group ends (--kill-grace), as held_by_others words a GPU: "GPU 1 busy: a is ending (...)".
+/// Added to `others` where it names no other holder of the GPU.
+void name_ending_holders(const State& state, std::map<int, std::string>& others);
+
+/// The probe a reading came from, said once: "nvidia-smi (NVML is not available here: ...)"
+/// where its note already begins with the source, else "SOURCE (NOTE)", "SOURCE", or "none".
+std::string probe_source_text(const GpuReading& r);
+
 }  // namespace gpuq
