@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -49,8 +50,10 @@ TEST(EditControl, AJobRemovedWhileItRunsCanStillBeKilledAndItsLogRead) {
   ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 2u; }, kPatience)) << r->out();
   q.save(R"([{"id": "a", "script": "slow.sh", "gpus": 1}])");
   ASSERT_TRUE(eventually([&] { return q.entry("b").contains("removed"); }, kPatience)) << r->out();
-  Output st = q.gpuq({"status", "--gpus", "0,1"});
+  Output st = q.gpuq({"status", "--gpus", "0,1", "--svg", "live.svg"});
   EXPECT_THAT(st.err, HasSubstr("b runs but is no longer in plan.json: it keeps GPUs ["));
+  // Its GPU is drawn busy, under its id (issue 25, point 14: it was left out, the GPU idle).
+  EXPECT_THAT(q.d.read("live.svg"), HasSubstr("<title>b (not in the plan) (running): "));
   EXPECT_THAT(st.err, Not(HasSubstr("delete their entries")));
   Output hold = q.gpuq({"hold", "b"});
   EXPECT_EQ(hold.status, 2);
@@ -124,7 +127,49 @@ TEST(EditControl, AddChecksTheWidthAgainstTheRunningRunsGpus) {
   EXPECT_EQ(q.d.read("plan.json"), text);
   Output two = q.gpuq({"add", "--id", "fits", "--gpus", "1", "--node-gpus", "0", "--", "slow.sh"});
   EXPECT_EQ(two.status, 0) << two.err;  // --node-gpus, when given, is what counts
+  EXPECT_THAT(two.out, HasSubstr(fmt::format("the running `gpuq run` (pid {}) starts it when it is ready", r->pid())));
   Output named = q.gpuq({"add", "--id", "w3", "--gpus", "3", "--node-gpus", "0,1", "--", "slow.sh"});
   EXPECT_THAT(named.err, HasSubstr("needs 3 GPUs but --node-gpus gives 2"));
+  q.stop(*r);
+}
+
+// Issue 25, point 8: `gpuq add --id sixth -- 'step.sh sixth 2'` took the quoted string for the
+// script (validate knows the case), and with no run going said "a running gpuq run starts it".
+TEST(EditControl, AddRefusesACommandLineForAScriptAndSaysWhoStartsTheJob) {
+  EditedQueue q;
+  const std::string text = R"([{"id": "a", "script": "slow.sh", "gpus": 1}])";
+  q.d.write("plan.json", text);
+  q.d.write("step.sh", "exit 0\n");
+  Output quoted = q.gpuq({"add", "--id", "sixth", "--", "step.sh sixth 2"});
+  EXPECT_EQ(quoted.status, 2) << quoted.out;
+  EXPECT_THAT(quoted.err, HasSubstr("the script \"step.sh sixth 2\" is not a file: a script's arguments go in \"args\""));
+  EXPECT_THAT(quoted.err, HasSubstr("gpuq add ... -- step.sh sixth 2 (nothing was added)"));
+  EXPECT_EQ(q.d.read("plan.json"), text);
+  // A script whose name has a space, and that exists, is a script.
+  q.d.write("my step.sh", "exit 0\n");
+  EXPECT_EQ(q.gpuq({"add", "--id", "spaced", "--", "my step.sh"}).status, 0);
+  // The words as they should be: no run is going, and the line says so.
+  Output ok = q.gpuq({"add", "--id", "sixth", "--", "step.sh", "sixth", "2"});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("no `gpuq run` is running this plan: `gpuq run` starts it"));
+  EXPECT_THAT(ok.out, Not(HasSubstr("a running")));
+  EXPECT_THAT(q.d.read("plan.json"), HasSubstr(R"({"id": "sixth", "script": "step.sh", "args": ["sixth", "2"]})"));
+}
+
+// Issue 25, point 14: a job waiting for the GPUs of a killed job that is still ending said
+// "needs 1 GPU, 0 free" without naming the holder.
+TEST(EditControl, AJobWaitingOnAKilledJobStillEndingNamesIt) {
+  EditedQueue q;
+  q.d.write("stubborn.sh", "trap '' TERM\necho start >> trace\nwhile true; do sleep 0.05; done\n");
+  q.d.write("plan.json", R"([{"id": "a", "script": "stubborn.sh", "gpus": 2, "priority": 1},
+                            {"id": "b", "script": "slow.sh", "gpus": 1, "priority": 2}])");
+  auto r = start_gpuq({"run", "--plan", "plan.json", "--poll", "20", "--gpus", "0,1", "--kill-grace", "300"}, q.d.path(),
+                      q.env);
+  ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/trace").size() == 1u; }, kPatience)) << r->out();
+  Output kill = q.gpuq({"kill", "a"});
+  ASSERT_EQ(kill.status, 0) << kill.out << kill.err;
+  Output st = q.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(st.out, HasSubstr("needs 1 GPU, 0 free; GPU 0 busy: a was stopped and its processes are still ending"))
+      << st.out;
   q.stop(*r);
 }

@@ -536,7 +536,7 @@ TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {
   EXPECT_DOUBLE_EQ(*o.jobs[4].predicted_start, 1300 + 2 * 3600);  // b's file, made at its end
   EXPECT_EQ(why_text(plan, state, o, o.jobs[1]), "blocked: its dep a failed; the next automatic retry releases it");
   EXPECT_FALSE(o.jobs[3].predicted_start);
-  EXPECT_EQ(why_text(plan, state, o, o.jobs[3]), "blocked: its dep c failed; `gpuq retry` the dep to run it");
+  EXPECT_EQ(why_text(plan, state, o, o.jobs[3]), "blocked: its dep c failed; `gpuq retry c` runs the dep again");
 }
 
 // Blocked chains written in any order: each job listed before the dep that blocks it.

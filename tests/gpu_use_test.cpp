@@ -185,3 +185,39 @@ TEST(GpuUseTick, AGpuLostMidRunIsSaidOnceAndGetsNoJob) {
   EXPECT_EQ(q.status("a"), Status::Running);
   EXPECT_EQ(q.entry("a").gpus, (std::vector<int>{1}));
 }
+
+// Issue 25, point 14: a job waiting on the GPUs of a job in its kill grace said "needs 1 GPU, 0
+// free" without naming the holder.
+TEST(GpuUse, AStoppedJobStillEndingIsNamedAsTheHolderOfItsGpus) {
+  State st = running("train", 4242, {0, 1});
+  JobState ending = *st.find("train");
+  ending.status = Status::Failed;
+  ending.exit = -15;
+  ending.kill_sent = 1000;
+  st.set("train", ending);
+  JobState done;
+  done.status = Status::Done;
+  done.gpus = std::vector<int>{2};
+  st.set("old", done);
+  std::map<int, std::string> others{{1, "GPU 1 busy: 20000 MiB in use by another process"}};
+  name_ending_holders(st, others);
+  ASSERT_EQ(others.size(), 2u);
+  EXPECT_EQ(others[0], "GPU 0 busy: train was stopped and its processes are still ending (SIGTERM sent; SIGKILL "
+                       "after --kill-grace)");
+  EXPECT_EQ(others[1], "GPU 1 busy: 20000 MiB in use by another process");  // a holder already named stays
+}
+
+// Issue 25, point 14: `gpuq gpus` said "GPU probe: nvidia-smi (nvidia-smi (NVML is not available ...))".
+TEST(GpuUse, TheProbesSourceIsSaidOnce) {
+  GpuReading r;
+  EXPECT_EQ(probe_source_text(r), "none");
+  r.source = "nvidia-smi";
+  EXPECT_EQ(probe_source_text(r), "nvidia-smi");
+  r.source_note = "nvidia-smi (NVML is not available here: no libnvidia-ml.so.1)";
+  EXPECT_EQ(probe_source_text(r), "nvidia-smi (NVML is not available here: no libnvidia-ml.so.1)");
+  r.source_note = "--gpu-probe nvidia-smi";
+  EXPECT_EQ(probe_source_text(r), "nvidia-smi (--gpu-probe nvidia-smi)");
+  r.source = "nvml";
+  r.source_note = "NVML (driver 550.54, 8 GPUs)";
+  EXPECT_EQ(probe_source_text(r), "NVML (driver 550.54, 8 GPUs)");
+}

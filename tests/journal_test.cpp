@@ -479,6 +479,27 @@ TEST(EventLogRun, ABadOnEventIsRefusedBeforeAnythingStarts) {
   EXPECT_FALSE(fs::exists(d.path() + "/plan.state.json"));
 }
 
+// Issue 25, point 7: with every train_ job done, --learned-estimates said "no id prefix has 3
+// done runs" while history --estimates showed train_ with 10. It says what is true.
+TEST(EventLog, LearnedEstimatesSayWhyNothingWasScaled) {
+  Learned train{"train_", 10, 1.25, 1, 2, 5}, eval{"eval_", 2, 0.5, 0.5, 0.5, 1};
+  EXPECT_EQ(learned_text({train, eval}, {}), "learned train_* x1.25 (10 runs), but no pending job has that prefix; "
+                                             "est_hours as written");
+  EXPECT_EQ(learned_text({eval}, {}), "no id prefix has 3 done runs in the event log yet; est_hours as written");
+  EXPECT_EQ(learned_text({train, eval}, {train}), "pending train_* x1.25 (10 runs)");
+  EXPECT_THAT(learned_text({train, eval}, {}, 2), HasSubstr("but no pending job has one of these prefixes"));
+  // From the plan: every train_ job done, so none is scaled.
+  Plan plan = plan_of(R"([{"id": "train_a", "script": "x.sh", "est_hours": 1},
+                          {"id": "train_b", "script": "x.sh", "est_hours": 1},
+                          {"id": "train_c", "script": "x.sh", "est_hours": 2}])");
+  std::vector<Attempt> runs{done_run("train_a", 2), done_run("train_b", 2), done_run("train_c", 4)};
+  State st;
+  for (const char* id : {"train_a", "train_b", "train_c"}) st.set(id, ended(running(1, 0), Status::Done, 0, 2));
+  auto learned = learn_estimates(runs, plan);
+  auto used = apply_learned(plan, st, learned);
+  EXPECT_THAT(learned_text(learned, used), HasSubstr("learned train_* x2.00 (3 runs), but no pending job"));
+}
+
 TEST(EventLogRun, HistoryEstimatesAndLearnedPredictionsFromAFixtureLog) {
   TempDir d;
   d.write("x.sh", "exit 0\n");

@@ -4,6 +4,8 @@
 // few seconds; each test waits on `run` ending (its jobs finished), not on sleeps.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -55,6 +57,34 @@ while true; do sleep 0.05; done
   EXPECT_LT(written, a["end"].get<double>());  // before the limit
   EXPECT_GE(a["end"].get<double>() - a["start"].get<double>(), 5.0);
   EXPECT_THAT(q.dir.read("logs/a.log"), HasSubstr("gpuq] time limit 0.00h reached after 0.00h"));
+}
+
+// Issue 25, point 13: the README's own example (`python train.py & wait` with a trap in bash)
+// had its Python killed by the warning, which went to the whole group. "B:USR1@N" sends it to the
+// script's bash alone; the plain form still reaches every process. A child stands for Python: it
+// notes a USR1 it gets, and the script's trap notes its own.
+TEST(LimitsRun, AShellOnlyWarningReachesTheScriptAndNotItsChildren) {
+  for (std::string form : {"B:USR1@3", "USR1@3"}) {
+    SCOPED_TRACE(form);
+    LimitQueue q;
+    q.dir.write("train.sh", R"(trap 'echo shell >> got' USR1
+bash -c 'trap "echo child >> got" USR1; while true; do sleep 0.05; done' & pid=$!
+while kill -0 $pid 2>/dev/null; do wait $pid; done
+)");
+    Output r = q.run(fmt::format(R"([{{"id": "a", "script": "train.sh", "time_limit_hours": {},
+                                      "warn_signal": "{}"}}])",
+                                 hours(5), form));
+    ASSERT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_EQ(q.state()["a"]["outcome"], "timeout");
+    std::vector<std::string> got = lines_of(q.dir.path() + "/got");
+    std::sort(got.begin(), got.end());
+    if (form[0] == 'B') {
+      EXPECT_THAT(r.out, HasSubstr("warned a: B:USR1@3 to the script's bash, through its wrapper"));
+      EXPECT_EQ(got, std::vector<std::string>{"shell"});
+    } else {
+      EXPECT_EQ(got, (std::vector<std::string>{"child", "shell"}));
+    }
+  }
 }
 
 TEST(LimitsRun, AJobIgnoringSigtermIsKilledAfterTheGrace) {

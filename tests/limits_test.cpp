@@ -41,6 +41,11 @@ TEST(Limits, WarnSignalIsANameOrNumberAtSeconds) {
   EXPECT_EQ(warn_of("10@0").name, "");
   EXPECT_EQ(warn_of("10@30").text(), "10@30");
   EXPECT_EQ(warn_of("SIGHUP@30").text(), "HUP@30");
+  EXPECT_FALSE(warn_of("USR1@90").shell_only);
+  EXPECT_TRUE(warn_of("B:USR1@90").shell_only);  // Slurm's --signal form: the batch shell only
+  EXPECT_EQ(warn_of("B:SIGUSR2@60").name, "USR2");
+  EXPECT_EQ(warn_of("b:10@60").text(), "B:10@60");
+  EXPECT_THAT(warn_problem("B:@60"), HasSubstr("unknown signal"));
   EXPECT_THAT(warn_problem("USR1"), HasSubstr("has no '@'"));
   EXPECT_THAT(warn_problem("USR3@90"), HasSubstr("unknown signal \"USR3\""));
   EXPECT_THAT(warn_problem("65@90"), HasSubstr("signal number 65 is not 1-64"));

@@ -181,7 +181,7 @@ TEST(NvmlCli, GpusJsonShowsTheBoardItsPairsAndTheForeignProcess) {
   EXPECT_EQ(j["pairs"], json::parse("[[0, 2], [1, 3]]"));
   EXPECT_EQ(j["placement"], "auto");
   Output text = run_gpuq({"gpus"}, ".", fake.env());
-  EXPECT_THAT(text.out, HasSubstr("GPU probe: nvml (NVML ("));
+  EXPECT_THAT(text.out, HasSubstr("GPU probe: NVML ("));
   EXPECT_THAT(text.out, HasSubstr("--pairs auto: 2-GPU jobs take [0, 2] [1, 3] first (from the GPU topology"));
   EXPECT_THAT(text.out, HasSubstr("GPU0       X   PIX   NV4   SYS"));
 }

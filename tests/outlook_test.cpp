@@ -394,3 +394,30 @@ TEST(StatusErrors, ADamagedStateIsReportedWithoutWaitingForNvidiaSmi) {
   EXPECT_THAT(r.err, HasSubstr("plan.state.json: line 1"));
   EXPECT_THAT(r.err, HasSubstr("will not overwrite it"));
 }
+
+// Issue 25, point 10: one round of validate shows everything: the cycle with the other errors,
+// and the fields gpuq does not read with them (errors under --strict). Before, the cycle came
+// only once the other errors were fixed, and the unknown field once every error was.
+TEST(Validate, OneRoundShowsTheCycleAndTheWarningsWithTheOtherErrors) {
+  Live q;
+  q.d.write("plan.json", R"([
+    {"id": "a", "script": "job.sh", "deps": ["c"], "est_hours": 1},
+    {"id": "b", "script": "job.sh", "deps": ["a", "ghost"], "est_hours": 1, "owner": "me"},
+    {"id": "c", "script": "job.sh", "deps": ["b"], "est_hours": -1}
+  ])");
+  auto r = q.gpuq({"validate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not valid (3 problems)"));
+  EXPECT_THAT(r.err, HasSubstr("\"est_hours\" must not be negative"));
+  EXPECT_THAT(r.err, HasSubstr("dep \"ghost\" names no job of the plan"));
+  EXPECT_THAT(r.err, HasSubstr("dependency cycle: a -> c -> b -> a"));
+  EXPECT_THAT(r.err, HasSubstr("and 1 warning:\n  warning: plan.json: \"owner\" in 1 job(s) (b) is not a field gpuq reads"));
+  auto strict = q.gpuq({"validate", "--strict"});
+  EXPECT_THAT(strict.err, HasSubstr("is not valid (4 problems)"));
+  EXPECT_THAT(strict.err, Not(HasSubstr("warning")));
+  // The other commands name the unknown field with the errors too.
+  auto sim = q.gpuq({"simulate"});
+  EXPECT_EQ(sim.status, 2);
+  EXPECT_THAT(sim.err, HasSubstr("dependency cycle: a -> c -> b -> a"));
+  EXPECT_THAT(sim.err, HasSubstr("gpuq: warning: plan.json: \"owner\" in 1 job(s)"));
+}

@@ -252,3 +252,16 @@ TEST(ExpandPath, AsTheOriginalExpandsUserThenVariables) {
   ::unsetenv("GPUQ_T");
   ::setenv("HOME", home.c_str(), 1);
 }
+
+// Issue 25, point 10: the cycle was listed only once every other error was fixed.
+TEST(PlanLoader, ACycleIsFoundWhileOtherErrorsAreThere) {
+  auto errors = errors_of(R"([
+    {"id": "a", "script": "x", "deps": ["c"], "gpus": -1},
+    {"id": "b", "script": "x", "deps": ["a", "ghost"]},
+    {"id": "c", "script": "x", "deps": ["b"]}
+  ])");
+  ASSERT_EQ(errors.size(), 3u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], HasSubstr("\"gpus\" must not be negative"));
+  EXPECT_THAT(errors[1], HasSubstr("dep \"ghost\" names no job of the plan"));
+  EXPECT_THAT(errors[2], HasSubstr("dependency cycle: a -> c -> b -> a"));
+}

@@ -394,7 +394,7 @@ TEST(Control, HoldAndRetryOfARunningJobAreRefused) {
   q.adopt("a", 4242, {0});
   ControlResult h = q.control("hold", {"a"});
   EXPECT_EQ(h.status, 1);
-  EXPECT_THAT(h.lines, ElementsAre("not held: a is running (`gpuq kill` stops it)"));
+  EXPECT_THAT(h.lines, ElementsAre("not held: a is running (`gpuq kill a` stops it)"));
   ControlResult r = q.control("retry", {"a"});
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.lines, ElementsAre("not retried: a is running (pid 4242); a retry would start a second copy"));

@@ -220,7 +220,7 @@ TEST(StatusRun, WithoutARunStatusSaysNothingStartsUntilOneIsStarted) {
   p.d.write("plan.json", R"([{"id": "a", "script": "quick.sh", "gpus": 1}])");
   Output t = p.gpuq({"status", "--gpus", "0,1"});
   ASSERT_EQ(t.status, 0) << t.err;
-  EXPECT_THAT(t.out, HasSubstr("no `gpuq run` is running this plan: nothing starts until `gpuq run --plan plan.json` is started"));
+  EXPECT_THAT(t.out, HasSubstr("no `gpuq run` is running this plan: nothing starts until `gpuq run` is started"));
   EXPECT_THAT(t.out, HasSubstr("ready: starts when `gpuq run` is started"));
   EXPECT_THAT(t.out, Not(HasSubstr("starts at the next tick")));
   Output j = p.gpuq({"status", "--json", "--gpus", "0,1"});

@@ -89,6 +89,11 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
 /// folder (saying on stderr which file was taken). False, with the problem printed, when there is no plan to take.
 bool resolve_plan(Flags& f);
 
+/// What a command hint needs to act on f's plan (hint.h): "--plan PATH" (the path as given)
+/// unless it is the file gpuq takes without --plan ($GPUQ_PLAN, else ./plan.json), and
+/// "--state-dir DIR" when the flag gave one.
+std::string hint_flags_for(const Flags& f);
+
 /// The plan's files: beside the plan, or in --state-dir.
 PlanPaths plan_paths(const Flags& f);
 

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gpuq/core/hint.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/proc.h"
@@ -111,6 +112,19 @@ bool resolve_plan(Flags& f) {
   return false;
 }
 
+std::string hint_flags_for(const Flags& f) {
+  namespace fs = std::filesystem;
+  const char* env = std::getenv("GPUQ_PLAN");
+  std::string dflt = env && *env ? env : "plan.json";
+  std::error_code ec1, ec2;
+  fs::path given = fs::weakly_canonical(f.plan, ec1), taken = fs::weakly_canonical(dflt, ec2);
+  bool same = f.plan == dflt || (!ec1 && !ec2 && given == taken);
+  std::string out = same ? "" : "--plan " + shell_word(f.plan);
+  if (f.source_of("state_dir") == SettingSource::Flag && !f.state_dir.empty())
+    out += (out.empty() ? "" : " ") + std::string("--state-dir ") + shell_word(f.state_dir);
+  return out;
+}
+
 PlanPaths plan_paths(const Flags& f) {
   if (!f.state_dir.empty()) {
     std::error_code ec;
@@ -169,6 +183,8 @@ std::optional<Plan> load_or_report(Flags& f, std::vector<std::string>* warnings,
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size(),
                load.errors.size() == 1 ? "" : "s");
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
+    // The fields gpuq does not read with the errors, not only once they are fixed.
+    for (const auto& u : load.unknown_fields) fmt::print(stderr, "gpuq: warning: {}\n", u);
     return std::nullopt;
   }
   if (unknown_fields)
@@ -250,9 +266,9 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
   for (const auto& [id, s] : state.entries()) {
     if (plan.find(id)) continue;
     if (s.status == Status::Running) {
-      fmt::print(stderr, "gpuq: note: {} runs but is no longer in {}: it keeps GPUs {} until it ends (`gpuq kill {}` "
-                         "stops it, `gpuq logs {}` shows its log)\n",
-                 id, paths.plan, s.gpus ? py_list(*s.gpus) : "[]", id, id);
+      fmt::print(stderr, "gpuq: note: {} runs but is no longer in {}: it keeps GPUs {} until it ends ({} stops it, {} "
+                         "shows its log)\n",
+                 id, paths.plan, s.gpus ? py_list(*s.gpus) : "[]", hint("kill", {id}), hint("logs", {id}));
       continue;
     }
     if (s.removed) continue;
@@ -270,7 +286,7 @@ void name_removed_holders(const Plan& plan, const State& state, std::map<int, st
   for (const auto& [id, s] : state.entries())
     if (s.status == Status::Running && s.gpus && !plan.find(id))
       for (int g : *s.gpus)
-        others[g] = fmt::format("GPU {} busy: {} runs there, no longer in the plan (`gpuq kill {}` stops it)", g, id, id);
+        others[g] = fmt::format("GPU {} busy: {} runs there, no longer in the plan ({} stops it)", g, id, hint("kill", {id}));
 }
 
 // Short commands that read a big plan spend much of their time in page faults, 4 KB at

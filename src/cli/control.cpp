@@ -14,6 +14,7 @@
 #include "gpuq/live/store.h"
 
 #include "cli.h"
+#include "gpuq/core/job_words.h"
 
 namespace gpuq::cli {
 
@@ -56,6 +57,10 @@ int cmd_control(Flags& f, const std::string& action) {
   }
   Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm) : local;
   SystemClock clock;
+  // A sweep's id names its points; a sweep point may be written with a number spelled otherwise.
+  JobWords words = resolve_job_words(*plan, f.jobs);
+  for (const std::string& note : words.notes) fmt::print("gpuq {}: {}\n", action, note);
+  f.jobs = words.ids;  // requeue waits for these
   ControlResult r = control(*plan, plan_name, store, launcher, clock, action, f.jobs, events_path_for(paths.state));
   for (const auto& line : r.lines) fmt::print(r.status == kExitBadInput ? stderr : stdout, "{}\n", line);
   if (action == "requeue" && r.status != kExitBadInput) {

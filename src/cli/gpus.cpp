@@ -42,8 +42,7 @@ struct Node {
 
 std::string text_of(const Node& n) {
   const GpuReading& r = n.reading;
-  std::string out = fmt::format("GPU probe: {}{}\n", r.source.empty() ? "none" : r.source,
-                                r.source_note.empty() ? "" : " (" + r.source_note + ")");
+  std::string out = fmt::format("GPU probe: {}\n", probe_source_text(r));
   if (!r.used_mib) out += fmt::format("no reading: {}\n", r.problem);
   out += fmt::format("{:>3}  {:<28} {:>17}  {:>4}  {}\n", "GPU", "name", "memory used/total", "util",
                      "processes of no gpuq job");

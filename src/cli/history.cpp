@@ -15,6 +15,7 @@
 #include "gpuq/live/store.h"
 
 #include "cli.h"
+#include "gpuq/core/job_words.h"
 
 namespace gpuq::cli {
 
@@ -132,8 +133,13 @@ int cmd_history(Flags& f) {
                f.since);
     return kExitBadInput;
   }
+  JobWords words = resolve_job_words(plan, f.jobs);  // a sweep's points; a number spelled otherwise
+  for (const std::string& note : words.notes) fmt::print(stderr, "gpuq history: {}\n", note);
+  f.jobs = words.ids;
   for (const std::string& id : f.jobs)
-    if (!plan.find(id)) fmt::print(stderr, "gpuq history: note: no job {} in {} (its past is shown if logged)\n", id, f.plan);
+    if (!plan.find(id))
+      fmt::print(stderr, "gpuq history: note: no job {} in {} (its past is shown if logged){}\n", id, f.plan,
+                 job_suggestion(plan, id));
   std::vector<Attempt> attempts = logged_attempts(f);
   std::erase_if(attempts, [&](const Attempt& a) {
     if (!f.jobs.empty() && std::find(f.jobs.begin(), f.jobs.end(), a.id) == f.jobs.end()) return true;
@@ -192,15 +198,9 @@ void add_learned_estimates(CLI::App* sub, Flags& f) {
 }
 
 void learn_into(const Flags& f, Plan& plan, const State& state) {
-  std::vector<Learned> used = apply_learned(plan, state, learn_estimates(logged_attempts(f), plan));
-  if (used.empty()) {
-    fmt::print(stderr, "gpuq: --learned-estimates: no id prefix has 3 done runs in the event log yet; est_hours as "
-                       "written\n");
-    return;
-  }
-  std::string list;
-  for (const Learned& l : used) list += fmt::format("{}{}* x{:.2f} ({} runs)", list.empty() ? "" : ", ", l.prefix, l.median, l.runs);
-  fmt::print(stderr, "gpuq: --learned-estimates: pending {}\n", list);
+  std::vector<Learned> learned = learn_estimates(logged_attempts(f), plan);
+  std::vector<Learned> used = apply_learned(plan, state, learned);
+  fmt::print(stderr, "gpuq: --learned-estimates: {}\n", learned_text(learned, used));
 }
 
 void add_history_command(CLI::App& app, Flags& f, Action& action) {

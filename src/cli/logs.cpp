@@ -12,6 +12,7 @@
 #include "gpuq/live/store.h"
 
 #include "cli.h"
+#include "gpuq/core/job_words.h"
 
 namespace gpuq::cli {
 
@@ -48,11 +49,21 @@ int cmd_logs(Flags& f) {
   auto loaded = load_command(f);
   if (!loaded && !fs::exists(f.plan)) return kExitBadInput;
   if (!loaded) fmt::print(stderr, "gpuq logs: the plan does not load; going on from the logs folder alone\n");
-  const std::string id = f.jobs.empty() ? "" : f.jobs[0];
+  std::string id = f.jobs.empty() ? "" : f.jobs[0];
   PlanPaths paths = plan_paths(f);
+  if (loaded && !loaded->plan.find(id) && !fs::exists(paths.log(id))) {
+    // A sweep's id (one log each: name a point), or a point with a number spelled otherwise.
+    JobWords words = resolve_job_words(loaded->plan, {id});
+    if (words.ids.size() > 1) {
+      fmt::print(stderr, "gpuq logs: {}; each has its own log: give one\n", words.notes[0]);
+      return kExitBadInput;
+    }
+    for (const std::string& note : words.notes) fmt::print(stderr, "gpuq logs: {}\n", note);
+    id = words.ids[0];
+  }
   // A job no longer in the plan (removed while it ran; or no plan) still has its log.
   if (f.jobs.size() != 1 || (!(loaded && loaded->plan.find(id)) && !fs::exists(paths.log(id)))) {
-    fmt::print(stderr, "gpuq logs: no job {} in {}\n", id, f.plan);
+    fmt::print(stderr, "gpuq logs: no job {} in {}{}\n", id, f.plan, loaded ? job_suggestion(loaded->plan, id) : "");
     return kExitBadInput;
   }
   if (loaded && !loaded->plan.find(id)) fmt::print(stderr, "gpuq logs: note: {} is not in {}; showing the log it left\n", id, f.plan);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/phase.h"
+#include "gpuq/core/hint.h"
 #include "gpuq/core/suggest.h"
 
 #include <algorithm>
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
   for (const CLI::App* sub : app.get_subcommands())
     takes_plan = takes_plan || (sub->get_option_no_throw("--plan") && sub->get_name() != "gpus");  // gpus: optional
   if (action && takes_plan && !resolve_plan(f)) return kExitBadInput;
+  if (action && takes_plan) set_hint_flags(hint_flags_for(f));
   try {
     int status = action ? action() : 0;
     phase("free");

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "gpuq/core/hint.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/plan_text.h"
+#include "gpuq/core/validate.h"
+#include "gpuq/live/local_files.h"
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
@@ -68,6 +71,24 @@ int cmd_add(Flags& f) {
                before.errors.size());
     return kExitBadInput;
   }
+  // `gpuq add --id x -- 'step.sh x 2'`: one word that is no file but a command line (validate's rule).
+  const std::string& script = f.add_script.front();
+  if (f.add_script.size() == 1 && script_holds_arguments(script) &&
+      !readable_file(LocalFiles(workdir_of(f, before.plan->workdir).path).expand(script))) {
+    std::vector<std::string> words;
+    for (size_t at = 0; at != std::string::npos;) {
+      size_t from = script.find_first_not_of(" \t", at);
+      if (from == std::string::npos) break;
+      at = script.find_first_of(" \t", from);
+      words.push_back(script.substr(from, at == std::string::npos ? at : at - from));
+    }
+    std::string split;
+    for (const std::string& w : words) split += " " + shell_word(w);
+    fmt::print(stderr, "gpuq add: the script \"{}\" is not a file: {}; give the script and its arguments as "
+                       "separate words after --: gpuq add ... --{} (nothing was added)\n",
+               script, kArgsGoInArgs, split);
+    return kExitBadInput;
+  }
   std::string problem;
   auto next = append_job_text(text, job_text(f), &problem);
   if (!next) {
@@ -82,8 +103,13 @@ int cmd_add(Flags& f) {
     return kExitBadInput;
   }
   replace_file_durably(target, *next);
-  fmt::print("added {} to {} ({} jobs); a running `gpuq run` starts it when it is ready\n", f.add_id, f.plan,
-             after.plan->jobs.size());
+  // Who starts it: the run going on (it reloads the plan), or the next run.
+  RunPresence run = run_presence(paths);
+  std::string starts = run.running && run.info
+                           ? fmt::format("the running `gpuq run` (pid {}) starts it when it is ready", run.info->pid)
+                       : run.running ? "the running `gpuq run` starts it when it is ready"
+                                     : "no `gpuq run` is running this plan: " + hint("run") + " starts it";
+  fmt::print("added {} to {} ({} jobs); {}\n", f.add_id, f.plan, after.plan->jobs.size(), starts);
   return 0;
 }
 

@@ -32,6 +32,7 @@
 #include "gpuq/views/text.h"
 
 #include "cli.h"
+#include "gpuq/core/hint.h"
 
 namespace gpuq::cli {
 
@@ -57,6 +58,11 @@ std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& 
     bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
                     s->gpus.value_or(std::vector<int>{})});
   }
+  // A job removed from the plan while it ran still holds its GPUs: up to now, under its own id.
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.start && s.gpus && !plan.find(id))
+      bars.push_back({0, "running", std::min(0.0, (*s.start - o.now) / 3600), 0.0, *s.gpus, 0,
+                      id + " (not in the plan)"});
   return bars;
 }
 
@@ -113,18 +119,16 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
 /// The lines about the plan's `gpuq run`, before the outlook.
 std::string run_lines(const Flags& f, const RunSeen& r, double now) {
   std::string who = r.pid ? fmt::format("pid {}{}", *r.pid, r.host.empty() ? "" : " on " + r.host) : "pid ?";
-  std::string paused = r.paused_since ? fmt::format("paused since {}: no new job starts until `gpuq resume --plan "
-                                                    "{}` (running jobs go on)\n",
-                                                    local_time(*r.paused_since, now), f.plan)
+  std::string paused = r.paused_since ? fmt::format("paused since {}: no new job starts until {} (running jobs go on)\n",
+                                                    local_time(*r.paused_since, now), hint("resume"))
                                       : "";
   if (!r.running) {
     std::string last;
     if (r.pid && (r.ended || r.last_tick))
       last = fmt::format(" (the last one, {}, {} at {})", who, r.ended ? "ended" : "stopped ticking",
                          local_time(r.ended ? *r.ended : *r.last_tick, now));
-    return paused + fmt::format("no `gpuq run` is running this plan{}: nothing starts until `gpuq run --plan {}` is "
-                                "started\n",
-                                last, f.plan);
+    return paused + fmt::format("no `gpuq run` is running this plan{}: nothing starts until {} is started\n", last,
+                                hint("run"));
   }
   std::string out = paused + fmt::format("`gpuq run` ({}) is running this plan", who);
   if (r.last_tick)
@@ -132,9 +136,10 @@ std::string run_lines(const Flags& f, const RunSeen& r, double now) {
   out += "\n";
   std::string loaded_at = r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?";
   if (r.plan_problems)
-    out += fmt::format("the plan on disk has {} problem{}; still running the version loaded at {} (`gpuq validate "
-                       "{}--plan {}` lists them; fix the file and run reloads it)\n",
-                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at, r.slurm ? "--slurm " : "", f.plan);
+    out += fmt::format("the plan on disk has {} problem{}; still running the version loaded at {} ({} lists them; "
+                       "fix the file and run reloads it)\n",
+                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at,
+                       hint(r.slurm ? "validate --slurm" : "validate"));
   else if (r.plan_changed)
     out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since and is reloaded at run's "
                        "next tick\n",
@@ -212,6 +217,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
                           &others);
   name_removed_holders(plan, state, others);
+  name_ending_holders(state, others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
   RunLook run = look_at_run(paths, gpus);

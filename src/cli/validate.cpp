@@ -39,11 +39,18 @@ int cmd_validate(Flags& f) {
   if (!load.plan) {
     // The loader's errors, and in the same round what the files say of the jobs it could read.
     std::vector<Finding> more = plan ? file_findings(*plan, files, readable_file, wd.shown) : std::vector<Finding>{};
+    // The loader's warnings and the fields gpuq does not read too (errors with --strict): one
+    // round shows everything, not the warnings only once the errors are fixed.
+    std::vector<std::string> warned = load.warnings;
+    for (std::string& u : load.unknown_fields) (f.strict ? load.errors : warned).push_back(std::move(u));
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size() + more.size(),
                load.errors.size() + more.size() == 1 ? "" : "s");
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
     for (const Finding& x : more)
       fmt::print(stderr, "  {}: {}{}\n", f.plan, x.job.empty() ? "" : "job '" + x.job + "': ", x.text);
+    if (!warned.empty())
+      fmt::print(stderr, "and {} warning{}:\n", warned.size(), warned.size() == 1 ? "" : "s");
+    for (const auto& w : warned) fmt::print(stderr, "  warning: {}\n", w);
     return kExitBadInput;
   }
   // The sweeps, as the jobs they expand into.

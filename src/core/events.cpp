@@ -1,4 +1,5 @@
 #include "gpuq/core/events.h"
+#include "gpuq/core/hint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -328,8 +329,8 @@ std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& st
     double r = j.est_hours / l.median_hours;
     if (r > factor || r < 1 / factor)
       out.push_back({j.id, fmt::format("est_hours {:g} is {:.1f}x the median run time of the {} {}* runs in the event "
-                                       "log ({:.2f}h); `gpuq history --estimates` shows them",
-                                       j.est_hours, r, l.runs, l.prefix, l.median_hours)});
+                                       "log ({:.2f}h); {} shows them",
+                                       j.est_hours, r, l.runs, l.prefix, l.median_hours, hint("history --estimates"))});
   }
   return out;
 }
@@ -351,6 +352,24 @@ std::vector<Learned> apply_learned(Plan& plan, const State& state, const std::ve
   std::vector<Learned> out;
   for (auto& [p, l] : used) out.push_back(*l);
   return out;
+}
+
+std::string learned_text(const std::vector<Learned>& learned, const std::vector<Learned>& used, size_t min_runs) {
+  auto listed = [](const std::vector<const Learned*>& ls) {
+    std::string list;
+    for (const Learned* l : ls)
+      list += fmt::format("{}{}* x{:.2f} ({} runs)", list.empty() ? "" : ", ", l->prefix, l->median, l->runs);
+    return list;
+  };
+  std::vector<const Learned*> shown;
+  for (const Learned& l : used) shown.push_back(&l);
+  if (!shown.empty()) return "pending " + listed(shown);
+  for (const Learned& l : learned)
+    if (l.runs >= min_runs) shown.push_back(&l);
+  if (shown.empty())
+    return fmt::format("no id prefix has {} done runs in the event log yet; est_hours as written", min_runs);
+  return fmt::format("learned {}, but no pending job has {}; est_hours as written", listed(shown),
+                     shown.size() == 1 ? "that prefix" : "one of these prefixes");
 }
 
 }  // namespace gpuq

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+
+#include <cctype>
 #include <unordered_set>
 
 #include "gpuq/core/rules.h"
@@ -159,6 +161,26 @@ MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& ru
       }
   }
   return out;
+}
+
+void name_ending_holders(const State& state, std::map<int, std::string>& others) {
+  for (const auto& [id, s] : state.entries())
+    if (s.status != Status::Running && s.kill_sent && s.gpus)
+      for (int g : *s.gpus)
+        others.emplace(g, fmt::format("GPU {} busy: {} was stopped and its processes are still ending (SIGTERM "
+                                      "sent; SIGKILL after --kill-grace)",
+                                      g, id));
+}
+
+std::string probe_source_text(const GpuReading& r) {
+  if (r.source.empty()) return r.source_note.empty() ? "none" : r.source_note;
+  if (r.source_note.empty()) return r.source;
+  auto low = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  if (low(r.source_note).rfind(low(r.source), 0) == 0) return r.source_note;
+  return r.source + " (" + r.source_note + ")";
 }
 
 }  // namespace gpuq

@@ -1,6 +1,7 @@
 // The table of a job's fields: each row's reader (the loader's checks and words),
 // its comparison for the plan diff, and its line of doc/plan-file.md.
 #include "gpuq/core/job_fields.h"
+#include "gpuq/core/job_words.h"
 
 #include "plan_read.h"
 
@@ -24,17 +25,7 @@ std::optional<std::string> value_text(element v) {
   if (v.is_string()) return std::string(std::string_view(v));
   if (json_is_integer(v)) return to_nlohmann(v).dump();
   if (!json_is_number(v)) return std::nullopt;
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, json_as_double(v));
-  std::string t(buf, ec == std::errc() ? end : buf);
-  if (auto e = t.find('e'); e != std::string::npos) {
-    std::string mant = t.substr(0, e), exp = t.substr(e + 1);
-    bool neg = !exp.empty() && exp[0] == '-';
-    if (!exp.empty() && (exp[0] == '-' || exp[0] == '+')) exp.erase(0, 1);
-    while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
-    t = mant + "e" + (neg ? "-" : "") + exp;
-  }
-  return t;
+  return number_text(json_as_double(v));  // the one spelling, which a command's lookup also knows (job_words.h)
 }
 
 }  // namespace plan_read
@@ -287,8 +278,9 @@ constexpr JobField kJobFields[] = {
      "simulate: fraction of the run at which a first look is possible"},
     {"time_limit_hours", P::Nullable, read_time_limit_hours, same_as<&Job::time_limit_hours>, "number > 0", "none",
      "gpuq's own: `run` stops the job this long after its start (see Time limits under `run`)"},
-    {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `SIGNAL@SECONDS`", "none",
-     "gpuq's own: e.g. `\"USR1@90\"`, sent to the job's process group that many seconds before its limit"},
+    {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `[B:]SIGNAL@SECONDS`", "none",
+     "gpuq's own: e.g. `\"USR1@90\"`, sent to every process of the job that many seconds before its limit; "
+     "`\"B:USR1@90\"` (Slurm's form) to the script's bash only"},
     {"retry_on_timeout", P::Nullable, read_retry_on_timeout, same_as<&Job::retry_on_timeout>, "true or false",
      "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
     {"max_retries", P::Nullable, read_max_retries, same_as<&Job::max_retries>, "whole number ≥ 0",

@@ -29,15 +29,19 @@ std::string upper(std::string_view s) {
 }  // namespace
 
 std::string WarnSpec::text() const {
-  return fmt::format("{}@{}", name.empty() ? std::to_string(number) : name, seconds);
+  return fmt::format("{}{}@{}", shell_only ? "B:" : "", name.empty() ? std::to_string(number) : name, seconds);
 }
 
 std::variant<WarnSpec, std::string> parse_warn_signal(std::string_view text) {
-  const std::string form = "expected SIGNAL@SECONDS, e.g. \"USR1@90\"";
+  const std::string form = "expected [B:]SIGNAL@SECONDS, e.g. \"USR1@90\", or \"B:USR1@90\" for the script's bash only";
   size_t at = text.find('@');
   if (at == std::string_view::npos) return fmt::format("\"{}\" has no '@' ({})", text, form);
   std::string_view sig = text.substr(0, at), secs = text.substr(at + 1);
   WarnSpec w;
+  if (sig.size() >= 2 && (sig[0] == 'B' || sig[0] == 'b') && sig[1] == ':') {
+    w.shell_only = true;
+    sig.remove_prefix(2);
+  }
   if (!sig.empty() && sig.find_first_not_of("0123456789") == std::string_view::npos) {
     auto r = std::from_chars(sig.data(), sig.data() + sig.size(), w.number);
     if (r.ec != std::errc() || w.number < 1 || w.number > 64)

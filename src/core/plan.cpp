@@ -402,7 +402,9 @@ PlanLoad parse_plan_text(std::string_view text, bool padded, const std::string& 
     b.plan.reservations_of.assign(b.plan.jobs.size(), {});
     if (reservations) read_reservations(b, *reservations);
   }
-  if (out.errors.empty()) find_cycles(b);
+  // Cycles are looked for whatever else is wrong (a dep that names no job was dropped by
+  // link_jobs, so every edge left is sound): one round of validate shows every problem.
+  find_cycles(b);
   if (out.errors.empty()) {
     rank_jobs(b.plan);
     out.plan = std::move(b.plan);

@@ -12,6 +12,10 @@ namespace {
 constexpr double kWeekHours = 168;
 }  // namespace
 
+bool script_holds_arguments(const std::string& script) {
+  return script.find_first_of(" \t") != std::string::npos;
+}
+
 std::vector<Finding> loader_findings(const std::vector<std::string>& warnings) {
   std::vector<Finding> out;
   for (const std::string& w : warnings) out.push_back({false, "", w});
@@ -54,7 +58,7 @@ std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jo
   for (size_t k = 0; k < by_script.size(); ++k) {
     const auto& [w, ids] = by_script[k];
     relative = relative || (w[0] != '/' && w[0] != '~' && w[0] != '$');
-    spaced = spaced || w.find(' ') != std::string::npos;
+    spaced = spaced || script_holds_arguments(w);
     if (k >= kShown) continue;
     std::string who = ids.size() == 1 ? "job " + id(ids[0]) : fmt::format("{} jobs: ", ids.size());
     for (size_t j = 0; ids.size() > 1 && j < ids.size() && j < kIds; ++j) who += (j ? ", " : "") + id(ids[j]);
@@ -64,7 +68,7 @@ std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jo
   if (by_script.size() > kShown) list += fmt::format(" and {} more", by_script.size() - kShown);
   std::string text = fmt::format("{} script{} missing or not readable: {}", by_script.size(),
                                  by_script.size() == 1 ? " is" : "s are", list);
-  if (spaced) text += " (a script's arguments go in \"args\", a list of strings, not in \"script\")";
+  if (spaced) text += fmt::format(" ({})", kArgsGoInArgs);
   if (!relative) return text + "; fix the paths or create the scripts";
   return text + fmt::format(
                     ". Relative script paths are taken from {}: start gpuq in the folder the scripts are in, or set "

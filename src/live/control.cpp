@@ -1,6 +1,8 @@
 // The live queue's records over the ports: refresh and the control commands, as events to the
 // engine (queue_state.h), their stops carried out here.
 #include "gpuq/live/control.h"
+#include "gpuq/core/hint.h"
+#include "gpuq/core/job_words.h"
 #include "gpuq/live/journal.h"
 
 #include <fmt/format.h>
@@ -135,13 +137,12 @@ class Command {
       // Submitted, not started: held where it waits (scontrol hold), or it has started already.
       BatchQueue* queue = launcher_.queue();
       if (!queue || !queue->hold(q_.entry(j))) {
-        lines_.push_back(fmt::format("not held: {} is running (`gpuq kill` stops it)", id));
+        lines_.push_back(fmt::format("not held: {} is running ({} stops it)", id, hint("kill", {id})));
         return false;
       }
       q_.apply(ev::Hold{j}, now_);
-      lines_.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); `gpuq retry {}` "
-                                   "releases it",
-                                   id, q_.entry(j).queue_id.value_or(0), id));
+      lines_.push_back(fmt::format("held {} (Slurm job {}, submitted, not started: scontrol hold); {} releases it",
+                                   id, q_.entry(j).queue_id.value_or(0), hint("retry", {id})));
       return true;
     }
     const Effects& fx = q_.apply(ev::Hold{j}, now_);
@@ -151,10 +152,10 @@ class Command {
     }
     if (fx.refused) {
       lines_.push_back(fmt::format("not held: {} is {}{}", id, status_name(was),
-                                   was == Status::Running ? " (`gpuq kill` stops it)" : ""));
+                                   was == Status::Running ? " (" + hint("kill", {id}) + " stops it)" : ""));
       return false;
     }
-    lines_.push_back(fmt::format("held {} (was {}); `gpuq retry {}` releases it", id, status_name(was), id));
+    lines_.push_back(fmt::format("held {} (was {}); {} releases it", id, status_name(was), hint("retry", {id})));
     return true;
   }
 
@@ -183,10 +184,14 @@ class Command {
     if (kind_of(q_.engine().life(j)) == LifeKind::Blocked) {
       // Released into a block: a plain dep of it is failed (or blocked) still.
       std::string deps;
-      for (size_t d : q_.engine().why(j).jobs) deps += (deps.empty() ? "" : ", ") + q_.plan().jobs[d].id;
-      lines_.push_back(fmt::format("{} {} (was {}), but it is blocked: its dep {} failed; `gpuq retry {}` runs the dep "
-                                   "again",
-                                   was == Status::Held ? "released" : "retried", id, status_name(was), deps, deps));
+      std::vector<std::string> ids;
+      for (size_t d : q_.engine().why(j).jobs) {
+        deps += (deps.empty() ? "" : ", ") + q_.plan().jobs[d].id;
+        ids.push_back(q_.plan().jobs[d].id);
+      }
+      lines_.push_back(fmt::format("{} {} (was {}), but it is blocked: its dep {} failed; {} runs the dep again",
+                                   was == Status::Held ? "released" : "retried", id, status_name(was), deps,
+                                   hint("retry", ids)));
     } else {
       lines_.push_back(was == Status::Held ? fmt::format("released {} (was held); it is pending", id)
                                            : fmt::format("{} is pending again (was {})", id, status_name(was)));
@@ -220,7 +225,7 @@ class Command {
     }
     if (fx.refused) {
       lines_.push_back(fmt::format("not requeued: {} is not running (it is {}){}", id, status_name(was),
-                                   was == Status::Pending ? "" : fmt::format("; `gpuq retry {}` makes it pending", id)));
+                                   was == Status::Pending ? "" : fmt::format("; {} makes it pending", hint("retry", {id}))));
       return false;
     }
     JobState& e = q_.entry(j);
@@ -344,6 +349,7 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
   // state is read for that without the lock; unknown ids change nothing.
   std::optional<State> peek;
   std::vector<std::string> unknown;
+  std::string suggestions;  // `; did you mean "X"?` for each mistyped id
   for (const auto& id : ids) {
     if (plan.find(id)) continue;
     if (!peek) peek = store.read();
@@ -356,11 +362,12 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
     }
     unknown.push_back(s && s->status == Status::Running ? id + " (running, but only kill acts on a job the plan no longer has)"
                                                         : id);
+    if (!s || s->status != Status::Running) suggestions += job_suggestion(plan, id);
   }
   if (!unknown.empty()) {
     std::string list;
     for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
-    r.lines = {fmt::format("gpuq {}: no job {} in {}; nothing was changed", action, list, plan_name)};
+    r.lines = {fmt::format("gpuq {}: no job {} in {}{}; nothing was changed", action, list, plan_name, suggestions)};
     r.status = 2;
     return r;
   }

@@ -71,6 +71,7 @@ std::vector<std::string> job_environment(const LaunchSpec& spec) {
   env["GPUQ_JOB_ID"] = spec.id;
   env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
   for (const auto& [k, v] : spec.env) env[k] = v;
+  if (spec.warn_shell_only) env[kWarnShellEnv] = "1";
   return environment_strings(env);
 }
 
@@ -175,11 +176,22 @@ int signal_number(const WarnSpec& w) {
   return it == kByName.end() ? 0 : it->second;
 }
 
+// The script's bash, once started: a "B:" warning goes on to it.
+volatile sig_atomic_t shell_pid = 0;
+
 // The wrapper survives the signals a warning may send its group (exec resets the
-// handler, so bash gets each with its default action and may trap it).
+// handler, so bash gets each with its default action and may trap it). With "B:"
+// (kWarnShellEnv), a warning is sent to the wrapper alone and it passes it on to bash.
 void outlive_warnings() {
+  bool pass_on = std::getenv(kWarnShellEnv) != nullptr;
+  ::unsetenv(kWarnShellEnv);
   struct sigaction sa {};
-  sa.sa_handler = [](int) {};
+  if (pass_on)
+    sa.sa_handler = [](int sig) {
+      if (shell_pid > 0) ::kill(static_cast<pid_t>(shell_pid), sig);
+    };
+  else
+    sa.sa_handler = [](int) {};
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGURG,
                   SIGWINCH})
@@ -253,7 +265,10 @@ bool PosixLauncher::signal_group(long long group, Signal sig) { return gpuq::sig
 
 bool PosixLauncher::warn_group(long long group, const WarnSpec& sig) {
   int n = signal_number(sig);
-  return n > 0 && gpuq::signal_group(group, n);
+  if (n <= 0) return false;
+  // "B:": to the wrapper (the group's leader) alone, which passes it on to the script's bash.
+  if (sig.shell_only) return ::kill(static_cast<pid_t>(group), n) == 0;
+  return gpuq::signal_group(group, n);
 }
 
 std::optional<long long> PosixLauncher::log_size(const std::string& id) {
@@ -328,6 +343,7 @@ int job_wrapper(int argc, char** argv) {
     if (rc != 0) {
       std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
     } else {
+      shell_pid = pid;
       int wst = 0;
       while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
       }

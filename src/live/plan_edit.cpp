@@ -1,4 +1,5 @@
 #include "gpuq/live/plan_edit.h"
+#include "gpuq/core/hint.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -68,7 +69,7 @@ std::string set_paused(const PlanPaths& paths, bool on, double now) {
   } else if (::unlink(paths.paused.c_str()) != 0 && errno != ENOENT) {
     throw StoreError(fmt::format("cannot remove {}: {}", paths.paused, std::strerror(errno)));
   }
-  std::string line = on ? "paused: no new job starts until `gpuq resume` (running jobs go on)"
+  std::string line = on ? "paused: no new job starts until " + hint("resume") + " (running jobs go on)"
                         : fmt::format("resumed (paused since {}): jobs start again", local_time(*since, now));
   try {
     append_events(events_path_for(paths.state), {plan_event(on ? "pause" : "resume", now, on ? "pause" : "resume")});

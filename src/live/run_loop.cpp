@@ -1,5 +1,6 @@
 // `gpuq run`: the original's loop, tick by tick, woken by events rather than only a timer.
 #include "gpuq/live/run_loop.h"
+#include "gpuq/core/hint.h"
 
 #include <fmt/format.h>
 
@@ -314,7 +315,8 @@ void RunLoop::start(Tick& t) {
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
       // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
-      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env});
+      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env,
+                                        j.warn_signal && j.warn_signal->shell_only});
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
@@ -335,9 +337,8 @@ void RunLoop::start(Tick& t) {
       q_->apply(ev::LaunchFailed{i, t.now, e.exit, true}, t.now);
       q_->entry(i).reason = e.what();
       os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
-      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then "
-                             "`gpuq retry {}`)",
-                             j.id, e.what(), j.id));
+      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then {})",
+                             j.id, e.what(), hint("retry", {j.id})));
     } catch (const std::exception& e) {
       q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false}, t.now);
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));

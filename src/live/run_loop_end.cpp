@@ -10,6 +10,7 @@
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/control.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/core/hint.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -43,8 +44,9 @@ void RunLoop::enforce_limits(Tick& t) {
     if (c.act == LimitCheck::Act::Warn) {
       bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.warn_group(*s.pid, *job->warn_signal);
       s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
-      say(t.now, fmt::format("warned {}: {} to process group {}{}", id, job->warn_signal->text(), *s.pid,
-                             sent ? "" : " (no process left to get it)"));
+      say(t.now, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
+                             job->warn_signal->shell_only ? "the script's bash, through its wrapper" : "process group",
+                             *s.pid, sent ? "" : " (no process left to get it)"));
     }
     t.wake_in = std::min(t.wake_in, c.next_in);
   }
@@ -141,9 +143,9 @@ void RunLoop::watch_quiet(Tick& t) {
     }
     if (s.hung_noted) continue;
     s.hung_noted = t.now;
-    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: `gpuq kill {}` stops it, "
+    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: {} stops it, "
                            "on_quiet \"kill\" would have",
-                           id, c.detail(), *quiet_minutes(*job, opt_), id));
+                           id, c.detail(), *quiet_minutes(*job, opt_), hint("kill", {id})));
   }
   for (const auto& [id, c] : hung) stop_hung(t, *job_of(id), id, c);
 }

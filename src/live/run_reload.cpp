@@ -4,6 +4,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/plan_diff.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/core/hint.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -67,8 +68,8 @@ void RunLoop::note_pause(Tick& t) {
   t.paused = since.has_value();
   if (pause_seen_ && since.has_value() == was_paused_.has_value()) return;
   if (since)
-    say(t.now, fmt::format("paused since {}: no new job starts until `gpuq resume` (running jobs go on)",
-                           local_time(*since, t.now)));
+    say(t.now, fmt::format("paused since {}: no new job starts until {} (running jobs go on)",
+                           local_time(*since, t.now), hint("resume")));
   else if (pause_seen_)
     say(t.now, "resumed: jobs start again");
   pause_seen_ = true;

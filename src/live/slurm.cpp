@@ -181,6 +181,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   std::vector<std::pair<std::string, std::string>> env{{"GPUQ_JOB_ID", spec.id},
                                                        {"GPUQ_ATTEMPT", std::to_string(spec.attempt)}};
   for (const auto& kv : spec.env) env.push_back(kv);
+  if (spec.warn_shell_only) env.push_back({kWarnShellEnv, "1"});
   CommandResult r = run_command(argv, env);
   if (r.status != 0) {
     std::string why = first_line(r.err.empty() ? r.out : r.err);
@@ -282,7 +283,8 @@ bool SlurmLauncher::signal_group(long long slurm_id, Signal sig) {
 
 bool SlurmLauncher::warn_group(long long slurm_id, const WarnSpec& sig) {
   std::string name = sig.name.empty() ? std::to_string(sig.number) : sig.name;
-  CommandResult r = run_command({"scancel", "--full", "-s", name, std::to_string(slurm_id)});
+  // "B:": the batch step alone (the wrapper, which the batch script execs, passes it on to bash).
+  CommandResult r = run_command({"scancel", sig.shell_only ? "--batch" : "--full", "-s", name, std::to_string(slurm_id)});
   return r.status == 0;
 }
 

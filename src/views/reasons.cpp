@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gpuq/core/hint.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
@@ -41,7 +42,7 @@ std::string next_for(const Job& j, const JobState& s, const Outlook& o) {
   if (e && will_retry(*e, o.policy.retries_of(j)))
     return fmt::format("; automatic retry {} of {} at {}", s.attempts_or0() + 1, o.policy.retries_of(j),
                        local_time(*s.end + o.policy.retry_after, o.now));
-  return "; `gpuq retry " + j.id + "` runs it again";
+  return "; " + hint("retry", {j.id}) + " runs it again";
 }
 
 std::string failed(const Job& j, const JobState& s, const Outlook& o) {
@@ -66,14 +67,14 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
     }
     return why + " (on_quiet \"kill\")" + next_for(j, s, o);
   }
-  if (out == Outcome::Killed) return "killed; `gpuq retry " + j.id + "` runs it again";
+  if (out == Outcome::Killed) return "killed; " + hint("retry", {j.id}) + " runs it again";
   if (out == Outcome::Unstartable)
-    return fmt::format("could not start: {}; not retried automatically: fix that, then `gpuq retry {}`",
-                       s.reason.value_or("unknown cause"), j.id);
+    return fmt::format("could not start: {}; not retried automatically: fix that, then {}",
+                       s.reason.value_or("unknown cause"), hint("retry", {j.id}));
   std::string next = next_for(j, s, o);
   if (next.rfind("; automatic", 0) == 0) return fmt::format("failed (exit {}){}", s.exit.value_or(kLostExit), next);
-  return fmt::format("failed (exit {}), automatic retries used up; `gpuq retry {}` runs it again",
-                     s.exit.value_or(kLostExit), j.id);
+  return fmt::format("failed (exit {}), automatic retries used up; {} runs it again",
+                     s.exit.value_or(kLostExit), hint("retry", {j.id}));
 }
 
 // "; GPU 1 busy: 20000 MiB in use by another process" for each GPU of the node another user holds.
@@ -99,9 +100,9 @@ std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const 
       return why;
     }
     case Why::Kind::Ready:
-      if (o.run.known && !o.run.running) return "ready: starts when `gpuq run` is started";
+      if (o.run.known && !o.run.running) return "ready: starts when " + hint("run") + " is started";
       return "ready: starts at the next tick";
-    case Why::Kind::Paused: return "paused: ready, starts at the first tick after `gpuq resume`";
+    case Why::Kind::Paused: return "paused: ready, starts at the first tick after " + hint("resume");
     case Why::Kind::Backfill:
       return fmt::format("held back by the backfill limit: est {}h is over --backfill-max-hours {} while {} "
                          "waits for GPUs",
@@ -137,12 +138,14 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
                        o.run.plan_loaded_at ? local_time(*o.run.plan_loaded_at, o.now) : "?");
   std::string why;
   switch (w.kind) {
-    case Why::Kind::Held: return fmt::format("held by hand; `gpuq retry {}` releases it", j.id);
+    case Why::Kind::Held: return fmt::format("held by hand; {} releases it", hint("retry", {j.id}));
     case Why::Kind::Blocked:
       if (st != Status::Blocked) return fmt::format("blocked: its dep {} failed", names(plan, w.jobs));
       // Predicted to run: a retry to come releases it (run unblocks every blocked job at a retry).
       return fmt::format("blocked: its dep {} failed; {}", names(plan, w.jobs),
-                         v.predicted_start ? "the next automatic retry releases it" : "`gpuq retry` the dep to run it");
+                         v.predicted_start ? "the next automatic retry releases it"
+                         : w.jobs.empty() ? "`gpuq retry` the dep to run it"
+                                          : hint("retry", {plan.jobs[w.jobs[0]].id}) + " runs the dep again");
     case Why::Kind::Failed:
       if (s) return failed(j, *s, o);
       return "";
@@ -213,7 +216,7 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
       return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs", job.est_hours,
                          p.backfill_max_hours, plan.jobs[w.head].id);
     case Why::Kind::Held: return "held by hand";
-    case Why::Kind::Paused: return "paused: starts after `gpuq resume`";
+    case Why::Kind::Paused: return "paused: starts after " + hint("resume");
     default: break;
   }
   GpuMask node = mask_of(p.node_gpus);

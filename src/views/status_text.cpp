@@ -6,6 +6,7 @@
 #include <ctime>
 #include <array>
 
+#include "gpuq/core/hint.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
@@ -31,7 +32,7 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
   size_t shown = 0;
   for (const JobView* v : open) {
     if (!all && shown == limit) {
-      out += fmt::format("... {} more (gpuq status --all shows every job)\n", open.size() - shown);
+      out += fmt::format("... {} more ({} shows every job)\n", open.size() - shown, hint("status --all"));
       break;
     }
     ++shown;
@@ -54,7 +55,7 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
   if (o.paused) {
     size_t waiting = 0;
     for (const JobView& v : o.jobs) waiting += v.after_resume;
-    if (waiting) out += fmt::format("paused: {} job(s) start after `gpuq resume`\n", waiting);
+    if (waiting) out += fmt::format("paused: {} job(s) start after {}\n", waiting, hint("resume"));
   }
   if (o.finish) {
     out += fmt::format("the plan is predicted to finish ~{} (in {})", local_time(*o.finish, o.now), duration(*o.finish - o.now));

@@ -167,7 +167,7 @@ struct Chart {
   // inside (about 6.5 px a character).
   std::string bar(size_t k) {
     const Bar& b = bars[k];
-    const std::string& id = plan.jobs[b.job].id;
+    const std::string& id = b.label.empty() ? plan.jobs[b.job].id : b.label;
     double w = std::max(1.0, (b.end - b.start) * scale);
     double label_w = static_cast<double>(id.size()) * 6.5;
     std::string out;

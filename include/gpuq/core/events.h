@@ -129,4 +129,9 @@ std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& st
 std::vector<Learned> apply_learned(Plan& plan, const State& state, const std::vector<Learned>& learned,
                                    size_t min_runs = 3);
 
+/// What --learned-estimates did, in words: the prefixes `used` (apply_learned) with their ratio;
+/// else why nothing was scaled: no prefix of `learned` has `min_runs` done runs, or those that
+/// have them (named, with their runs) have no pending job.
+std::string learned_text(const std::vector<Learned>& learned, const std::vector<Learned>& used, size_t min_runs = 3);
+
 }  // namespace gpuq

@@ -27,11 +27,13 @@ struct Dep {
 };
 
 /// The seconds before the limit at which `run` sends the warning signal, and which.
-/// Parsed from "USR1@90", "SIGUSR1@90" or "10@90".
+/// Parsed from "USR1@90", "SIGUSR1@90" or "10@90"; "B:USR1@90" (Slurm's --signal form) sends it
+/// to the job's shell (the script's bash) only, the plain form to every process of the job.
 struct WarnSpec {
   std::string name;  ///< canonical, without SIG ("USR1"); empty when given by number
   int number = 0;    ///< the signal's number when given by number (1-64)
   double seconds = 0;
+  bool shell_only = false;  ///< "B:": to the script's bash only, not its children
 
   /// "USR1@90" (or "10@90"), as messages show it.
   std::string text() const;

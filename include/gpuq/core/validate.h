@@ -53,4 +53,10 @@ std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jo
 /// as validate's warnings about the plan as a whole, in the loader's words.
 std::vector<Finding> loader_findings(const std::vector<std::string>& warnings);
 
+/// The rule validate and `gpuq add` share on a script that is not a readable file: a path with a
+/// space in it is taken for a command line, whose arguments go in "args" (kArgsGoInArgs).
+bool script_holds_arguments(const std::string& script);
+inline constexpr const char* kArgsGoInArgs = "a script's arguments go in \"args\", a list of strings, not in \"script\"";
+
+
 }  // namespace gpuq

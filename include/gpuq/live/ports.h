@@ -40,7 +40,12 @@ struct LaunchSpec {
   long long attempt = 1;     ///< GPUQ_ATTEMPT: 1 for the first run
   std::vector<std::string> args;  ///< the plan's "args": passed to the script
   std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
+  bool warn_shell_only = false;  ///< its warn_signal is "B:": the wrapper passes it on to the script's bash
 };
+
+/// In a job wrapper's environment: the warning signals it gets go on to the script's bash
+/// (warn_signal "B:", sent to the wrapper alone). The wrapper takes it out of the job's environment.
+inline constexpr const char* kWarnShellEnv = "GPUQ_WARN_SHELL_ONLY";
 
 /// A job as a batch queue shows it (Slurm's squeue or sacct).
 struct QueueJob {

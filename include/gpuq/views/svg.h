@@ -22,6 +22,7 @@ struct Bar {
   double start, end;
   std::vector<int> gpus;
   int node = 0;  ///< with nodes > 1: the node its GPUs are on
+  std::string label{};  ///< shown instead of plan.jobs[job].id when set (a job the plan no longer has)
 };
 /// The chart: a row per GPU of `node_gpus` (of each of `nodes` nodes: simulate --nodes), then rows for 0-GPU jobs.
 std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
