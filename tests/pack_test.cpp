@@ -10,6 +10,7 @@
 
 #include "gpuq/core/engine.h"
 #include "gpuq/core/gpu_use.h"
+#include "gpuq/core/outlook.h"
 #include "gpuq/core/schedule.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/views/text.h"
@@ -314,4 +315,31 @@ TEST(PackProperty, RunNeverOverbooksNeverSharesAWholeGpuAndPlacesAsThePrediction
     EXPECT_EQ(done, plan.jobs.size());
     if (testing::Test::HasFailure()) break;
   }
+}
+
+// status predicts from the live state with what run's next tick sees: another user's 10 GiB on
+// GPU 3 leave room for three jobs of 20, and the prediction puts them there as run does.
+TEST(PackOutlook, StatusPlacesPackedJobsOnAGpuAnotherUserSharesAsRunsNextTickDoes) {
+  Plan plan = plan_of(sweep(4, 20));
+  Policy p;
+  std::vector<double> other(kMaxGpuId + 1, 0);
+  other[3] = 10;
+  FileTable files([](const std::string&) { return true; });
+  Outlook o = make_outlook(plan, State{}, p, 1000, kNode8 & ~mask_of({3}), files, std::nullopt, {}, other);
+  Engine e(plan, p, 1);
+  ev::Tick t;
+  t.unavailable = mask_of({3});
+  t.mem_other = other;
+  e.apply(t);
+  ASSERT_EQ(e.effects().launches.size(), 4u);
+  std::map<size_t, std::vector<int>> predicted;
+  for (const SimRow& r : o.sim.rows)
+    if (r.start == 0) predicted[r.job] = r.gpus;
+  int on3 = 0;
+  for (size_t j = 0; j < 4; ++j) {
+    const std::vector<int>& gpus = std::get<Running>(e.life(j)).gpus;
+    EXPECT_EQ(predicted[j], gpus) << plan.jobs[j].id;
+    on3 += gpus == std::vector<int>{3};
+  }
+  EXPECT_EQ(on3, 3) << "the GPU another user shares is filled first, within its room";
 }

@@ -20,7 +20,9 @@
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/gpu_use.h"
 #include "gpuq/core/outlook.h"
+#include "gpuq/core/simulate.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
@@ -214,12 +216,27 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   }
   // Text without --all shows the first rows only: only they need their reasons worked out.
   std::map<int, std::string> others;
+  std::vector<double> mem_other;  // jobs that pack: GiB per GPU beyond their declared, as run's next tick sees it
+  if (packs(plan, opt)) {
+    GpuReading none;
+    const GpuReading& r = probed ? probed->reading : none;
+    for (auto [g, mib] : r.total_mib)
+      if (g >= 0 && g <= kMaxGpuId) {
+        opt.gpu_mem_total.resize(kMaxGpuId + 1, 0);
+        opt.gpu_mem_total[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
+      }
+    mem_other = memory_use(r, state, GpuRules{opt.max_used_mib, opt.ignore_process}, [&](const std::string& id) {
+                  const Job* j = plan.find(id);
+                  return j ? opt.packed_gib(*j) : 0.0;
+                }).other;
+  }
   GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
                           &others);
   name_removed_holders(plan, state, others);
   name_ending_holders(state, others);
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
-                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others);
+                           f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others,
+                           std::move(mem_other));
   RunLook run = look_at_run(paths, gpus);
   reasons_for_run(plan, run, o);
   for (JobView& v : o.jobs)

@@ -241,6 +241,7 @@ void Prediction::World::tick(bool explain) {
   ev::Tick tk;
   tk.now = t;
   tk.unavailable = unavailable();
+  if (from && busy_until > t + kEps && !(dying_until > t + kEps)) tk.mem_other = from->mem_other;
   tk.others_running = from && t < kSoon && from->others_running;  // now, as the next tick sees it
   tk.explain = explain;
   eng.apply(tk);

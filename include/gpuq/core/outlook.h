@@ -74,8 +74,10 @@ struct Outlook {
 
 /// The live state as a prediction's starting point: each job's life (times in hours from
 /// `now`), its files, the GPUs busy but not by the plan (`free`: the GPUs free now).
+/// `mem_other`: where jobs pack, the GiB per GPU in use beyond the running packed jobs'
+/// declared (memory_use, gpu_use.h), as `run`'s next tick sees it.
 LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
-                     const FileChecks& files);
+                     const FileChecks& files, std::vector<double> mem_other = {});
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
@@ -85,7 +87,7 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
 /// busy (held_by_others), which a job waiting for GPUs names.
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::optional<size_t> explain_first = std::nullopt,
-                     const std::map<int, std::string>& others = {});
+                     const std::map<int, std::string>& others = {}, std::vector<double> mem_other = {});
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
 /// the order `status` lists them in. With `first`, only the first `first` of

@@ -40,6 +40,9 @@ struct LiveStart {
                                     ///< user's memory, a kill in its grace time): free from busy_hours
   double busy_hours = kSoon;         ///< when `busy` are free: `run`'s next look (--poll), no sooner
   bool others_running = false;      ///< an entry of the state that is no job of the plan runs
+  /// Where jobs pack: GiB per GPU in use beyond the running packed jobs' declared, until
+  /// busy_hours (the engine's Tick::mem_other). Empty: none.
+  std::vector<double> mem_other;
 };
 
 /// One job of the predicted timeline (one row per attempt).
