@@ -159,3 +159,24 @@ TEST(EarlierAttempts, AnEntryThatNeverRanAddsNone) {
   EXPECT_TRUE(earlier_attempts(next).empty());
   EXPECT_TRUE(next.extra.is_null());  // nothing written for the original to carry
 }
+
+TEST(Svg, AGpuThatHoldsSeveralJobsAtOnceDrawsThemStackedInItsRow) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 2},
+                          {"id": "b", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 1},
+                          {"id": "c", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 1},
+                          {"id": "d", "script": "s.sh", "gpus": 1, "est_hours": 2}])");
+  // a, b on GPU 0 together, then c beside a where b was; d alone on GPU 1.
+  std::string svg = gantt_svg(plan, {{0, "predicted", 0, 2, {0}}, {1, "predicted", 0, 1, {0}},
+                                     {2, "predicted", 1, 2, {0}}, {3, "predicted", 0, 2, {1}}}, {0, 1}, {}, "t");
+  std::regex shared("<title>(\\w) \\(predicted\\)[^<]*\\(shared\\)</title><rect x=\"[0-9.]+\" y=\"([0-9.]+)\" "
+                    "width=\"[0-9.]+\" height=\"([0-9.]+)\"");
+  std::map<std::string, std::pair<double, double>> at;  // id -> (y, height)
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), shared); it != std::sregex_iterator(); ++it)
+    at[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3])};
+  ASSERT_EQ(at.size(), 3u) << svg;
+  EXPECT_EQ(at["a"].second * 2, 20) << "two lanes share the 20 px of a row's bar";
+  EXPECT_NE(at["a"].first, at["b"].first) << "a and b overlap: stacked";
+  EXPECT_EQ(at["b"].first, at["c"].first) << "c takes the lane b left";
+  EXPECT_THAT(svg, ::testing::Not(HasSubstr("d (predicted): 0.00h -> 2.00h, GPUs [1] (shared)")));
+  EXPECT_THAT(svg, HasSubstr("d (predicted): 0.00h -> 2.00h, GPUs [1]</title>"));
+}

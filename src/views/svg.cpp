@@ -71,10 +71,29 @@ struct Chart {
     rows = gpu_rows + lane_free.size();
     scale = (width - left - right) / (t1 - t0);
     for (size_t i = 0; i < node_gpus.size(); ++i) row_of_gpu[node_gpus[i]] = i;
+    std::map<size_t, std::vector<std::pair<double, size_t>>> on_row;  // GPU row -> (start, bar)
     for (size_t k = 0; k < bars.size(); ++k)
-      for (size_t r : rows_of(k))
+      for (size_t r : rows_of(k)) {
         spans_on_row[r].push_back({x(bars[k].start), x(bars[k].start) + std::max(1.0, (bars[k].end - bars[k].start) * scale)});
+        if (r < gpu_rows) on_row[r].push_back({bars[k].start, k});
+      }
+    // A GPU that holds several jobs at once (jobs that pack by gpu_mem_gib): its row is split
+    // into as many stacked lanes as it ever holds jobs together, each bar in the first lane free.
+    for (auto& [r, v] : on_row) {
+      std::sort(v.begin(), v.end());
+      std::vector<double> lane_end;
+      for (auto [start, k] : v) {
+        size_t lane = 0;
+        while (lane < lane_end.size() && lane_end[lane] > start + 1e-9) ++lane;
+        if (lane == lane_end.size()) lane_end.push_back(0);
+        lane_end[lane] = bars[k].end;
+        stack_of[{k, r}] = lane;
+      }
+      if (lane_end.size() > 1) stacks_on_row[r] = lane_end.size();
+    }
   }
+  std::map<std::pair<size_t, size_t>, size_t> stack_of;  // (bar, GPU row) -> its lane in a shared GPU's row
+  std::map<size_t, size_t> stacks_on_row;                // GPU row -> its lanes, where it has more than one
   double x(double h) const { return left + (h - t0) * scale; }
   double height() const { return top + static_cast<double>(rows) * row_h + 60; }
   double axis_y() const { return top + static_cast<double>(rows) * row_h; }
@@ -173,6 +192,16 @@ struct Chart {
     std::string out;
     for (size_t r : rows_of(k)) {
       double y = top + static_cast<double>(r) * row_h + 3;
+      if (auto st = stacks_on_row.find(r); st != stacks_on_row.end()) {  // a shared GPU: its lane of the row
+        double h = (row_h - 6) / static_cast<double>(st->second);
+        double ys = y + h * static_cast<double>(stack_of[{k, r}]);
+        out += fmt::format(
+            "<g><title>{} ({}): {:.2f}h -> {:.2f}h, GPUs {} (shared)</title>"
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" rx=\"1\" fill=\"{}\" "
+            "stroke=\"white\" stroke-width=\"0.5\"/></g>\n",
+            xml_escape(id), b.status, b.start, b.end, py_list(b.gpus), x(b.start), ys, w, h, fill_of(b.status));
+        continue;
+      }
       out += fmt::format(
           "<g><title>{} ({}): {:.2f}h -> {:.2f}h, GPUs {}</title>"
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" rx=\"2\" fill=\"{}\" stroke=\"white\" "
