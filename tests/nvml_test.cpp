@@ -292,3 +292,28 @@ TEST(NvmlCli, PackedJobsShareGpusByMemoryAndStayOffAGpuAnotherUserFills) {
   }
   EXPECT_EQ(most, 4) << "jobs were not packed";
 }
+
+// The peak GPU memory of each attempt, from NVML's process list: the job's own process
+// (found by its lineage) says it uses 18000 MiB; the state, the event log's end and history
+// carry it.
+TEST(NvmlCli, EachAttemptsPeakGpuMemoryIsRecordedAndHistoryShowsIt) {
+  json node;
+  node["devices"] = json::array({{{"bus_id", bus(0)}, {"name", "NVIDIA H100 80GB HBM3"}, {"total_mib", 81559},
+                                  {"used_mib", 0}, {"util", 50}}});
+  FakeNvml fake(node);
+  TempDir dir;
+  // The job puts its own process on GPU 0 (a new file renamed over the fake's), then waits to be seen.
+  node["devices"][0]["used_mib"] = 18000;
+  node["devices"][0]["processes"] = json::array({{{"pid", 424242}, {"used_mib", 18000}}});
+  dir.write("nvml.tmpl", node.dump());
+  dir.write("job.sh", "sed \"s/424242/$$/\" nvml.tmpl > \"" + fake.path + ".new\" && mv \"" + fake.path + ".new\" \"" +
+                          fake.path + "\"\nsleep 3\n");
+  dir.write("plan.json", R"([{"id": "train", "script": "job.sh", "gpus": 1, "est_hours": 0.01}])");
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0", "--poll", "1"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  json state = json::parse(dir.read("plan.state.json"));
+  EXPECT_EQ(state["train"].value("gpu_mem_peak_mib", -1), 18000) << state.dump();
+  EXPECT_THAT(dir.read("plan.events.jsonl"), HasSubstr("\"gpu_mem_peak_mib\":18000"));
+  Output h = run_gpuq({"history", "--plan", "plan.json"}, dir.path(), fake.env());
+  EXPECT_THAT(h.out, HasSubstr("done, peak 17.6 GiB")) << h.out;
+}

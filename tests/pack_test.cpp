@@ -1,6 +1,7 @@
 // Several jobs on one GPU (a job's gpu_mem_gib): the pass's placement, the engine's room, and a
 // property test over random plans: `run` (the RunLoop over fakes) never overbooks a GPU, never
 // shares a whole job's GPU, and places every job where and when the prediction does.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "gpuq/core/engine.h"
+#include "gpuq/core/events.h"
 #include "gpuq/core/gpu_use.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/schedule.h"
@@ -342,4 +344,39 @@ TEST(PackOutlook, StatusPlacesPackedJobsOnAGpuAnotherUserSharesAsRunsNextTickDoe
     on3 += gpus == std::vector<int>{3};
   }
   EXPECT_EQ(on3, 3) << "the GPU another user shares is filled first, within its room";
+}
+
+// What runs peaked at (the event log's ends): history --estimates learns it per prefix, and
+// validate warns of a gpu_mem_gib under it, or of a whole-GPU job that could share.
+TEST(PackLearn, PeaksArePerPrefixAndValidateSaysWhereTheDeclaredGibDisagree) {
+  Plan plan = plan_of(R"([{"id": "train_a", "script": "x", "est_hours": 1, "gpu_mem_gib": 10},
+                          {"id": "train_b", "script": "x", "est_hours": 1, "gpu_mem_gib": 30},
+                          {"id": "eval_a", "script": "x", "est_hours": 1},
+                          {"id": "eval_b", "script": "x", "est_hours": 1}])");
+  std::vector<Attempt> attempts;
+  auto add = [&](const std::string& id, long long mib) {
+    Attempt a;
+    a.id = id;
+    a.start = 0;
+    a.end = 3600;
+    a.outcome = "done";
+    a.gpu_mem_peak_mib = mib;
+    attempts.push_back(a);
+  };
+  for (long long mib : {12 * 1024, 20 * 1024, 14 * 1024}) add("train_a", mib);
+  for (long long mib : {9 * 1024, 8 * 1024, 10 * 1024}) add("eval_a", mib);
+  std::vector<Learned> learned = learn_estimates(attempts, plan);
+  ASSERT_EQ(learned.size(), 2u);
+  EXPECT_EQ(learned[1].prefix, "train_");
+  EXPECT_EQ(learned[1].peak_runs, 3u);
+  EXPECT_DOUBLE_EQ(learned[1].peak_gib, 14);
+  EXPECT_DOUBLE_EQ(learned[1].peak_max_gib, 20);
+  std::vector<EstimateWarning> w = memory_warnings(plan, State{}, learned, 76);
+  std::map<std::string, std::string> by_job;
+  for (auto& x : w) by_job[x.job] = x.text;
+  EXPECT_EQ(by_job.size(), 3u) << "train_a under its peak; eval_a and eval_b could share; train_b is fine";
+  EXPECT_THAT(by_job["train_a"], ::testing::HasSubstr("gpu_mem_gib 10 is less than the 3 train_* runs"));
+  EXPECT_THAT(by_job["train_a"], ::testing::HasSubstr("at least 20"));
+  EXPECT_THAT(by_job["eval_b"], ::testing::HasSubstr("\"gpu_mem_gib\": 11 would let 6 such jobs share a GPU"));
+  EXPECT_EQ(by_job.count("train_b"), 0u);
 }

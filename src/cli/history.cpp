@@ -85,7 +85,9 @@ int print_estimates(const Flags& f, const Plan& plan, const std::vector<Attempt>
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const Learned& l : learned)
       out.push_back({{"prefix", l.prefix}, {"runs", l.runs}, {"median_ratio", l.median}, {"lowest", l.low},
-                     {"highest", l.high}});
+                     {"highest", l.high},
+                     {"median_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_gib) : nlohmann::ordered_json()},
+                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()}});
     fmt::print("{}\n", out.dump(1));
     return 0;
   }
@@ -98,6 +100,14 @@ int print_estimates(const Flags& f, const Plan& plan, const std::vector<Attempt>
   for (const Learned& l : learned)
     fmt::print("{:<16} {:>5} {:>7.2f}x {:>6.2f}x-{:.2f}x  {}\n", l.prefix, l.runs, l.median, l.low, l.high,
                l.runs >= 3 ? fmt::format("pending {}* jobs x{:.2f}", l.prefix, l.median) : "not used (under 3 runs)");
+  bool peaks = std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.peak_runs > 0; });
+  if (peaks) {
+    fmt::print("\nGPU memory peak on one GPU (NVML), from the same runs:\n");
+    fmt::print("{:<16} {:>5} {:>10} {:>10}\n", "prefix", "runs", "median", "highest");
+    for (const Learned& l : learned)
+      if (l.peak_runs)
+        fmt::print("{:<16} {:>5} {:>6.1f} GiB {:>6.1f} GiB\n", l.prefix, l.peak_runs, l.peak_gib, l.peak_max_gib);
+  }
   // The runs furthest from their estimate, either way.
   struct Off {
     std::string id;
@@ -167,6 +177,7 @@ int cmd_history(Flags& f) {
       j["outcome"] = outcome(a);
       j["exit"] = a.exit ? nlohmann::ordered_json(*a.exit) : nlohmann::ordered_json();
       j["causes"] = a.causes;
+      j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
       out.push_back(std::move(j));
     }
     fmt::print("{}\n", out.dump(1));
@@ -184,6 +195,7 @@ int cmd_history(Flags& f) {
   for (const Attempt& a : attempts) {
     std::string o = outcome(a);
     if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
+    if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
     fmt::print("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),
                moment(a.start, now), moment(a.end, now),
                took(a.start && a.end ? std::optional<double>(*a.end - *a.start) : std::nullopt), o);

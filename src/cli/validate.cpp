@@ -68,6 +68,16 @@ int cmd_validate(Flags& f) {
   // --slurm: what `run --slurm` refuses (a reservation of GPU ids without a Slurm reservation).
   if (f.slurm)
     if (std::string why = slurm_plan_problem(*plan); !why.empty()) findings.push_back({true, "", "--slurm: " + why});
+  // A job that packs with more GiB than a GPU takes never starts.
+  Policy mem;
+  mem.gpu_mem_gib = f.gpu_mem_gib;
+  mem.gpu_mem_headroom = f.gpu_mem_headroom;
+  for (const Job& j : plan->jobs)
+    if (j.gpu_mem_gib && *j.gpu_mem_gib > mem.gpu_room(0))
+      findings.push_back({true, j.id,
+                          fmt::format("gpu_mem_gib {:g} is more than a GPU takes ({:g} GiB less --gpu-mem-headroom "
+                                      "{:g}%: {:.1f}): it would never start",
+                                      *j.gpu_mem_gib, mem.gpu_mem_gib, mem.gpu_mem_headroom, mem.gpu_room(0))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {
@@ -76,7 +86,10 @@ int cmd_validate(Flags& f) {
       state = read_state(plan_paths(f));
     } catch (const StoreError&) {
     }
-    for (EstimateWarning& w : estimate_warnings(*plan, state, learn_estimates(attempts_of(events), *plan)))
+    std::vector<Learned> learned = learn_estimates(attempts_of(events), *plan);
+    for (EstimateWarning& w : estimate_warnings(*plan, state, learned))
+      findings.push_back({false, std::move(w.job), std::move(w.text)});
+    for (EstimateWarning& w : memory_warnings(*plan, state, learned, mem.gpu_room(0)))
       findings.push_back({false, std::move(w.job), std::move(w.text)});
   }
   size_t errors = 0, warnings = 0;
@@ -97,6 +110,7 @@ void add_validate_command(CLI::App& app, Flags& f, Action& action) {
   auto* validate = app.add_subcommand(
       "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
   add_flags(validate, f, {kGpus, kBackfill});
+  add_gpu_memory(validate, f);
   validate->add_flag("--strict", f.strict,
                     "exit 1 when there are warnings, and take fields gpuq does not read for errors (exit 2)");
   validate->add_flag("--slurm", f.slurm, "check also what `run --slurm` needs (reservations naming a Slurm reservation)");

@@ -71,6 +71,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.gpus = after.gpus;
     e.started = started;
     if (started && after.end) e.seconds = *after.end - *started;
+    e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
     out.push_back(std::move(e));
   };
   bool was_running = b.status == Status::Running;
@@ -137,6 +138,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       bool ran = c.from == LifeKind::Running;
       e.started = ran ? before.start : std::nullopt;
       if (e.started && d.end) e.seconds = *d.end - *e.started;
+      e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
       out.push_back(std::move(e));
       break;
     }
@@ -215,6 +217,7 @@ std::string event_line(const Event& e) {
   if (e.exit) j["exit"] = *e.exit;
   if (e.started) j["start"] = *e.started;
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
+  if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
   j["by"] = e.by;
   if (e.detail) j["detail"] = *e.detail;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -243,6 +246,8 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
     if (j.contains("exit") && j["exit"].is_number_integer()) e.exit = j["exit"].get<long long>();
     if (j.contains("start") && j["start"].is_number()) e.started = j["start"].get<double>();
     if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
+    if (j.contains("gpu_mem_peak_mib") && j["gpu_mem_peak_mib"].is_number_integer())
+      e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
     if (j.contains("by") && j["by"].is_string()) e.by = j["by"].get<std::string>();
     if (j.contains("detail") && j["detail"].is_string()) e.detail = j["detail"].get<std::string>();
   } catch (const nlohmann::json::exception& x) {
@@ -279,6 +284,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a->end = e.t;
       a->outcome = e.outcome.value_or("unknown");
       a->exit = e.exit;
+      a->gpu_mem_peak_mib = e.gpu_mem_peak_mib;
     }
   }
   return out;
@@ -290,7 +296,7 @@ std::string estimate_prefix(std::string_view id) {
 }
 
 std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan) {
-  std::map<std::string, std::vector<double>> ratios, took;
+  std::map<std::string, std::vector<double>> ratios, took, peaks;
   for (const Attempt& a : attempts) {
     if (a.outcome != "done" || !a.start || !a.end) continue;
     const Job* j = plan.find(a.id);
@@ -299,6 +305,7 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
     if (!(hours >= 0)) continue;
     ratios[estimate_prefix(a.id)].push_back(hours / j->est_hours);
     took[estimate_prefix(a.id)].push_back(hours);
+    if (a.gpu_mem_peak_mib) peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
   }
   auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -308,7 +315,45 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
   std::vector<Learned> out;
   for (auto& [prefix, r] : ratios) {
     double m = median(r);
-    out.push_back({prefix, r.size(), m, r.front(), r.back(), median(took[prefix])});
+    Learned l{prefix, r.size(), m, r.front(), r.back(), median(took[prefix])};
+    if (std::vector<double>& p = peaks[prefix]; !p.empty()) {
+      l.peak_runs = p.size();
+      l.peak_gib = median(p);
+      l.peak_max_gib = p.back();
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
+                                             double room, size_t min_runs) {
+  std::map<std::string, const Learned*> by_prefix;
+  for (const Learned& l : learned)
+    if (l.peak_runs >= min_runs) by_prefix[l.prefix] = &l;
+  std::vector<EstimateWarning> out;
+  if (by_prefix.empty()) return out;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const Job& j = plan.jobs[i];
+    Status st = state.status_of(plan, i);
+    if ((st != Status::Pending && st != Status::Held) || j.gpus == 0) continue;
+    auto it = by_prefix.find(estimate_prefix(j.id));
+    if (it == by_prefix.end()) continue;
+    const Learned& l = *it->second;
+    std::string seen = fmt::format("the {} {}* runs in the event log peaked at {:.1f} GiB on a GPU (median {:.1f})",
+                                   l.peak_runs, l.prefix, l.peak_max_gib, l.peak_gib);
+    if (j.gpu_mem_gib && *j.gpu_mem_gib < l.peak_max_gib) {
+      out.push_back({j.id, fmt::format("gpu_mem_gib {:g} is less than {}: the jobs that share its GPU may run out of "
+                                       "memory; give it at least {:g}",
+                                       *j.gpu_mem_gib, seen, std::ceil(l.peak_max_gib))});
+    } else if (!j.gpu_mem_gib) {
+      double want = std::ceil(l.peak_max_gib * 1.1);
+      int share = want > 0 ? static_cast<int>(room / want) : 0;
+      if (share >= 2)
+        out.push_back({j.id, fmt::format("it takes its GPUs whole, and {}: \"gpu_mem_gib\": {:g} would let {} such "
+                                         "jobs share a GPU",
+                                         seen, want, share)});
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include "gpuq/core/limits.h"
@@ -177,7 +178,7 @@ void RunLoop::probe(Tick& t) {
   t.util_pct = reading.util_pct;
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
-  if (q_->engine().packs()) note_memory(t, reading, rules);
+  if (q_->engine().packs() || reading.processes) note_memory(t, reading, rules);
   if (reading.used_mib) {
     t.busy |= busy_by_reading(reading, q_->state(), rules);
     say_others(t, reading, rules);
@@ -211,15 +212,19 @@ void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& ru
     const Job* j = plan_.find(id);
     return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
   });
-  t.mem_other = std::move(use.other);
+  if (engine.packs()) t.mem_other = std::move(use.other);
   for (const MemoryUse::Over& o : use.over)
     if (over_said_.insert({o.id, o.gpu}).second)
       say(t.now, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "
                              "on GPU {} while it does",
                              o.id, o.used_gib, o.gpu, o.declared_gib, o.gpu));
+  // Each attempt's peak, in its entry (the event log's end of the attempt carries it on).
   for (const auto& [id, gib] : use.used_gib) {
-    double& peak = peak_gib_[id];
-    peak = std::max(peak, gib);
+    const Job* j = plan_.find(id);
+    if (!j) continue;
+    JobState& e = q_->entry(static_cast<size_t>(j - plan_.jobs.data()));
+    long long mib = std::llround(gib * 1024);
+    if (e.status == Status::Running && mib > e.gpu_mem_peak_mib.value_or(-1)) e.gpu_mem_peak_mib = mib;
   }
 }
 

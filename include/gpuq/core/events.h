@@ -30,6 +30,7 @@ struct Event {
   std::optional<long long> exit;         ///< end: the exit code the state records
   std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
   std::optional<double> seconds;         ///< end: how long the attempt ran
+  std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
   std::string by;            ///< who made the change: "run", "kill", "hold", "retry", ...
   std::optional<std::string> detail;     ///< reload: what changed ("+2 jobs (a, b), 1 removed (c)")
 
@@ -91,6 +92,7 @@ struct Attempt {
   std::optional<std::string> outcome;  ///< nullopt while running (or when its end was never logged)
   std::optional<long long> exit;
   std::vector<std::string> causes;     ///< kill, timeout: what ended it
+  std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
 };
 
 /// Every attempt the events tell of, in the order they started (a job held or
@@ -104,6 +106,9 @@ struct Learned {
   double median = 1;         ///< median of run time / est_hours
   double low = 1, high = 1;  ///< the lowest and highest ratio
   double median_hours = 0;   ///< median run time of those runs, in hours
+  size_t peak_runs = 0;      ///< those runs with a GPU memory peak (run with NVML)
+  double peak_gib = 0;       ///< the median of their peaks, GiB
+  double peak_max_gib = 0;   ///< the highest of their peaks, GiB
 };
 
 /// The prefix estimates group a job under.
@@ -122,6 +127,13 @@ struct EstimateWarning {
 std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& state,
                                                const std::vector<Learned>& learned, double factor = 3,
                                                size_t min_runs = 3);
+
+/// Pending jobs whose GPU memory disagrees with what their prefix's done runs (at least
+/// `min_runs` with a peak) used: a gpu_mem_gib below the highest peak (jobs sharing its GPU may
+/// run out of memory), or a whole-GPU job whose peak would let several share a GPU (`room`: the
+/// GiB a GPU takes, Policy::gpu_room).
+std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
+                                             double room, size_t min_runs = 3);
 
 /// The plan with each pending job's est_hours scaled by its prefix's median ratio,
 /// where the prefix has at least `min_runs` done runs. Jobs that have started keep theirs.

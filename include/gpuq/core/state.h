@@ -54,6 +54,7 @@ struct JobState {
   std::optional<double> gpus_busy;    ///< when a reading last showed one of its GPUs over kIdlePercent
   std::optional<double> gpus_read;    ///< when run last had a utilization reading of all its GPUs
   std::optional<double> hung_noted;   ///< when run said it looks hung (said once, until the log grows)
+  std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

@@ -81,6 +81,9 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own, for the hang watchdog: when `run` said the job looks hung (said once, until the log grows)"},
     {"slurm_id", StateKind::Integer, &JobState::queue_id,
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
+    {"gpu_mem_peak_mib", StateKind::Bytes, &JobState::gpu_mem_peak_mib,
+     "gpuq's own: the most GPU memory (MiB) the attempt's processes used on one of its GPUs, as NVML's "
+     "process list showed `run`"},
     {"attempt", StateKind::Integer, &JobState::attempt,
      "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
      "after a `requeue` or a `retry` by hand"},

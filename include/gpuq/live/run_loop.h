@@ -139,7 +139,6 @@ class RunLoop {
   std::string last_probe_problem_;
   std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
   std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
-  std::map<std::string, double> peak_gib_;  // per running job: the most GiB it used on one GPU (memory_use)
   std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;
   bool first_tick_ = true;
