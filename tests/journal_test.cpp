@@ -134,6 +134,21 @@ TEST(EventsBetween, EachChangeOfAnEntryLogsWhatHappened) {
 // Replaying what events_between logs rebuilds a view from which the same entry logs
 // nothing more, whatever the changes and however many a writer saw at once (a crash
 // between a state write and its log append): so a restarted run logs nothing twice.
+// A launch cut short at its start line (its run died before releasing it) never ran, and its
+// start is never logged: its abort is no event. A requeue of a job that ran ends its attempt.
+TEST(EventsOf, AnAbortedLaunchIsNoEventButARequeueEndsTheAttempt) {
+  JobState r = running(1000, 2, {1}, 4242);
+  JobState waiting;
+  waiting.attempts = 2;
+  Change abort{0, LifeKind::Running, Waiting{2}, Cause::Abort};
+  EXPECT_TRUE(events_of("a", abort, r, waiting, 1001, "run").empty());
+  Change requeue{0, LifeKind::Running, Waiting{2}, Cause::Requeued};
+  auto requeued = events_of("a", requeue, r, waiting, 1001, "run");
+  ASSERT_EQ(kinds(requeued), (V{"end", "requeue"}));
+  EXPECT_EQ(requeued[0].outcome, "requeued");
+  EXPECT_EQ(requeued[0].started, 1000);
+}
+
 TEST(EventsBetween, ReplayingTheEventsLeavesNothingToLogForRandomChanges) {
   const uint64_t seed = test_seed(17);
   SCOPED_TRACE(seed_note(seed));

@@ -174,7 +174,8 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
   return others;
 }
 
-std::vector<Event> Journal::record(const State& state, double now, std::string_view by, std::vector<Event> made) {
+std::vector<Event> Journal::record(const State& state, double now, std::string_view by, std::vector<Event> made,
+                                   const std::map<std::string, double>& not_yet) {
   // The writer's own events first, on the view (undone if the append fails).
   std::vector<std::pair<std::string, std::optional<Seen>>> undo;
   for (const Event& e : made) {
@@ -188,6 +189,7 @@ std::vector<Event> Journal::record(const State& state, double now, std::string_v
   const auto& entries = state.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& [id, s] = entries[i];
+    if (!not_yet.empty() && not_yet.count(id)) continue;
     // A job the log has no word of: pending (new to the plan, or run by the original since
     // the log began), unless it started before the log began (its past is not logged).
     static const Seen kPending{};

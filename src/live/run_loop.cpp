@@ -388,9 +388,10 @@ void RunLoop::catch_up_events(Tick& t) {
   std::vector<std::string> warnings;
   std::vector<Event> others = journal_->catch_up(q_->state(), &warnings);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
-  if (t.fresh || !unlogged_.empty()) {
+  bool let_run = look_at_start_lines(t.fresh);
+  if (t.fresh || !unlogged_.empty() || let_run) {
     try {
-      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_);
+      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
       others.insert(others.end(), late.begin(), late.end());
     } catch (const StoreError&) {
@@ -398,6 +399,29 @@ void RunLoop::catch_up_events(Tick& t) {
     }
   }
   if (hooks_) hooks_->fire(others);
+}
+
+// A state read afresh may hold launches that another run saved and died before releasing
+// (their wrappers wait at their start lines, or gave up there): their start is not logged
+// while the launcher sees them there. Each tick looks again; true when one was let run since
+// (its start is logged now) or its entry moved on.
+bool RunLoop::look_at_start_lines(bool fresh) {
+  if (fresh) not_released_.clear();
+  bool changed = false;
+  for (auto it = not_released_.begin(); it != not_released_.end();) {
+    const JobState* s = q_->state().find(it->first);
+    if (s && s->status == Status::Running && s->start == it->second && os_.launcher.at_start_line(it->first, *s)) {
+      ++it;
+    } else {
+      it = not_released_.erase(it);
+      changed = true;
+    }
+  }
+  if (fresh)
+    for (const auto& [id, s] : q_->state().entries())
+      if (s.status == Status::Running && s.start && !s.queue_id && os_.launcher.at_start_line(id, s))
+        not_released_.emplace(id, *s.start);
+  return changed;
 }
 
 // What this tick changed, logged once the state that records it is saved (a crash in
@@ -409,7 +433,11 @@ void RunLoop::record_events(Tick& t) {
   if (journal_ && t.saved) {
     try {
       for (Event& e : made) unlogged_.push_back(std::move(e));
-      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_);
+      for (auto it = not_released_.begin(); it != not_released_.end();) {  // aborted since: nothing to hold back
+        const JobState* s = q_->state().find(it->first);
+        it = s && s->status == Status::Running && s->start == it->second ? std::next(it) : not_released_.erase(it);
+      }
+      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
       if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
       last_journal_problem_.clear();

@@ -14,6 +14,7 @@
 #error "a live header (the OS behind ports) in the core or the views: pass data in instead"
 #endif
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,8 +54,10 @@ class Journal {
   /// whatever else differs between the log's view and `state` (a write of others that logged
   /// nothing, a crash between a save and its append: events_between), done by `by` at `now`;
   /// returns them all. Throws StoreError (the view is then unchanged: the caller keeps `made`
-  /// to give again).
-  std::vector<Event> record(const State& state, double now, std::string_view by, std::vector<Event> made = {});
+  /// to give again). The jobs in `not_yet` are left out of the comparison (their entries are
+  /// launches of another run not let run yet: their start is logged once they are, never if not).
+  std::vector<Event> record(const State& state, double now, std::string_view by, std::vector<Event> made = {},
+                            const std::map<std::string, double>& not_yet = {});
 
   /// Appends one of the plan's own events (reload, pause, resume: job_event is false), as
   /// record does: throws StoreError naming the file. True when the line is taken as read
