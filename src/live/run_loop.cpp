@@ -386,8 +386,14 @@ void RunLoop::watch(Tick& t) {
 void RunLoop::catch_up_events(Tick& t) {
   if (!journal_) return;
   std::vector<std::string> warnings;
-  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings);
+  std::vector<Event> past;
+  bool first = hooks_ && !hooks_begun_;
+  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings, first ? &past : nullptr);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
+  if (first) {  // the events logged since each hook's last run (while no run was going)
+    hooks_->begin(past);
+    hooks_begun_ = true;
+  }
   bool let_run = look_at_start_lines(t.fresh);
   if (t.fresh || !unlogged_.empty() || let_run) {
     try {
@@ -398,7 +404,7 @@ void RunLoop::catch_up_events(Tick& t) {
       // said when this tick's own events cannot be appended either
     }
   }
-  if (hooks_) hooks_->fire(others);
+  if (hooks_) hooks_->fire(others, journal_->count());
 }
 
 // A state read afresh may hold launches that another run saved and died before releasing
@@ -441,7 +447,7 @@ void RunLoop::record_events(Tick& t) {
       unlogged_.clear();
       if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
       last_journal_problem_.clear();
-      if (hooks_) hooks_->fire(events);
+      if (hooks_) hooks_->fire(events, journal_->count());
     } catch (const StoreError& e) {
       if (last_journal_problem_ != e.what())
         say(t.now, fmt::format("cannot append to the event log ({}); the events are logged at the next tick that "

@@ -145,6 +145,7 @@ class RunLoop {
   bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
+  bool hooks_begun_ = false;               // given the log's past (HookRunner::begin)
   std::string last_journal_problem_;
   std::vector<Event> unlogged_;            // the engine's events not yet in the log (its append failed)
   // Running entries another run left held at their start lines (it died between its save and
