@@ -10,6 +10,8 @@
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/control.h"
 #include "gpuq/live/run_loop.h"
+
+#include "gpuq/core/stale.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -188,6 +190,11 @@ std::string RunLoop::outcomes(const State& state) const {
     failed.push_back(plan_.jobs[i].id + ": " + how);
   }
   std::string out = fmt::format("{} done", done);
+  // Done before their deps changed or ran again (stale.h): never rerun on their own.
+  std::vector<std::string> stale;
+  for (size_t i : stale_jobs(plan_, state)) stale.push_back(plan_.jobs[i].id);
+  if (!stale.empty())
+    out += fmt::format(" ({} stale: {}; `gpuq retry --stale` reruns them)", stale.size(), id_list(stale));
   if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
   if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
   return out;
