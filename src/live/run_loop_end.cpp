@@ -194,7 +194,8 @@ std::string RunLoop::outcomes(const State& state) const {
   std::vector<std::string> stale;
   for (size_t i : stale_jobs(plan_, state)) stale.push_back(plan_.jobs[i].id);
   if (!stale.empty())
-    out += fmt::format(" ({} stale: {}; `gpuq retry --stale` reruns them)", stale.size(), id_list(stale));
+    out += fmt::format(" ({} stale: {}; `gpuq retry --stale` reruns {})", stale.size(), id_list(stale),
+                       stale.size() == 1 ? "it" : "them");
   if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
   if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
   return out;
