@@ -1,6 +1,8 @@
 // Stale done jobs (issue 25, point 2): the rule on inline plans and states.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "gpuq/core/stale.h"
 #include "test_util.h"
 
@@ -171,6 +173,11 @@ TEST(StaleRun, AGrownSweepsDependentsAreCountedSaidAndRerunByRetryStale) {
                                 "  eval    dep train_seed=2 added since it ran\n"
                                 "  report  dep train_seed=2 added since it ran\n"
                                 "`gpuq retry --plan plan.json --stale` reruns them and the 1 done job after them\n"));
+  auto sj = nlohmann::json::parse(run_gpuq({"status", "--plan", "plan.json", "--json"}, d.path(), env).out);
+  for (const auto& j : sj["jobs"]) {
+    bool stale = j["id"] == "eval" || j["id"] == "report";
+    EXPECT_EQ(j["stale"], stale ? nlohmann::json("dep train_seed=2 added since it ran") : nlohmann::json()) << j["id"];
+  }
   auto retry = run_gpuq({"retry", "--plan", "plan.json", "--stale"}, d.path(), env);
   ASSERT_EQ(retry.status, 0) << retry.out << retry.err;
   EXPECT_THAT(retry.out, HasSubstr("stale: eval (dep train_seed=2 added since it ran)\n"));

@@ -247,24 +247,28 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
 // file there, is a launch not let run; the line closed and no aborted file, one let run. The
 // line is looked at first: an aborted file made after that look was made before the line closed.
 bool PosixLauncher::at_start_line(const std::string& id, const JobState& s) {
-  if (s.pid && process_alive(*s.pid, s.pid_start)) {
-    std::string proc = "/proc/" + std::to_string(*s.pid);
-    std::optional<std::string> cmdline;
-    try {
-      cmdline = read_file(proc + "/cmdline", true);
-    } catch (const StoreError&) {
-    }
-    // argv[1] is the wrapper's mark; a process of the original's has no start line.
-    size_t arg1 = cmdline ? cmdline->find('\0') : std::string::npos;
-    std::string mark = std::string(kJobWrapperArg) + '\0';
-    if (arg1 != std::string::npos && cmdline->compare(arg1 + 1, mark.size(), mark) == 0) {
-      char target[64] = {};
-      ssize_t n = ::readlink((proc + "/fd/3").c_str(), target, sizeof target - 1);
-      if (n > 0 && std::string(target, static_cast<size_t>(n)).rfind("pipe:", 0) == 0) return true;
-    }
+  auto aborted = [&] {
+    struct stat st;
+    return ::lstat(paths_.aborted(id).c_str(), &st) == 0;
+  };
+  // Gone: as observe() tells it (looked at after the process: it made the file before it exited).
+  if (!s.pid || !process_alive(*s.pid, s.pid_start)) return aborted();
+  std::string proc = "/proc/" + std::to_string(*s.pid);
+  std::optional<std::string> cmdline;
+  try {
+    cmdline = read_file(proc + "/cmdline", true);
+  } catch (const StoreError&) {
   }
-  struct stat st;
-  return ::lstat(paths_.aborted(id).c_str(), &st) == 0;
+  // argv[1] is the wrapper's mark; a process of the original's has no start line, and runs.
+  // (No cmdline: it has just exited, or is a zombie: the aborted file tells.)
+  size_t arg1 = cmdline ? cmdline->find('\0') : std::string::npos;
+  if (arg1 == std::string::npos) return aborted();
+  std::string mark = std::string(kJobWrapperArg) + '\0';
+  if (cmdline->compare(arg1 + 1, mark.size(), mark) != 0) return false;
+  char target[64] = {};
+  ssize_t n = ::readlink((proc + "/fd/3").c_str(), target, sizeof target - 1);
+  if (n > 0 && std::string(target, static_cast<size_t>(n)).rfind("pipe:", 0) == 0) return true;
+  return aborted();  // looked at after the line: made before it closed
 }
 
 Identity PosixLauncher::identify(const JobState& s) {

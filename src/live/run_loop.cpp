@@ -489,8 +489,8 @@ int RunLoop::run() {
       if (hooks_) {
         hooks_->drain(std::min(opt_.hook_timeout + 6, 30.0));  // the last events' hooks, within reason
         if (hooks_->busy())
-          say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting are not "
-                                           "run",
+          say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting get "
+                                           "their events from the next `gpuq run` given the same --on-event",
                                            hooks_->running_count(), hooks_->waiting_count()));
       }
       out_("all jobs finished: " + summary_);
