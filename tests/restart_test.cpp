@@ -146,8 +146,13 @@ void leave_at_start_line(const TempDir& d, const std::string& id, LeftAtStartLin
               abortf = d.path() + "/logs/" + id + ".aborted";
   std::vector<char*> argv{const_cast<char*>("gpuq-job"), const_cast<char*>("__job"), script.data(), exitf.data(),
                           abortf.data(), nullptr};
+  std::vector<std::string> vars{"GPUQ_JOB_ID=" + id, "GPUQ_ATTEMPT=1"};  // as run gives them
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (std::string& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), environ);
+  int rc = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   ::close(go[0]);
@@ -229,6 +234,44 @@ TEST(Restart, LaunchStillAtItsStartLineIsNotLoggedAsStarted) {
   std::vector<long long> pids;
   EXPECT_EQ(logged(d, "a", &pids), (std::vector<std::string>{"start//1", "end/done/1"}));
   EXPECT_THAT(pids, Not(::testing::Contains(held_pid)));
+}
+
+// The other side: a launch the killed run did release (it died before logging it) runs, and
+// the next run logs its start once, with the wrapper's pid: at once while it runs (it is not
+// taken for one held at its start line), or, ended already, with its end.
+TEST(Restart, LaunchReleasedBeforeTheCrashIsLoggedOnce) {
+  for (bool ended : {false, true}) {
+    SCOPED_TRACE(ended ? "ended before the next run" : "running when the next run starts");
+    TempDir d;
+    auto env = fake_nvidia_smi(d, idle_gpus(8));
+    one_job_plan(d);
+    // (This wrapper runs in the test's folder: the script finds its own.) It ends once `done` is there.
+    d.write("mark.sh", "cd \"$(dirname \"$0\")\"\necho \"$GPUQ_JOB_ID\" >> \"markers/$GPUQ_JOB_ID\"\n"
+                       "while [ ! -e done ]; do sleep 0.05; done\n");
+    if (ended) d.write("done", "");
+    LeftAtStartLine left;
+    leave_at_start_line(d, "a", left);
+    ASSERT_EQ(::write(left.line, "go\n", 3), 3);  // released; the run dies before its log line
+    left.close_line();
+    long long released = left.pid;
+    if (ended) {
+      ASSERT_TRUE(eventually([&] { return fs::exists(d.path() + "/logs/a.exit"); }));
+      ::waitpid(static_cast<pid_t>(left.pid), nullptr, 0);
+      left.pid = 0;
+    }
+    auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
+    if (!ended) {
+      EXPECT_TRUE(eventually([&] { return !logged(d, "a").empty(); }, kPatience)) << "its start, while it runs";
+      EXPECT_EQ(logged(d, "a"), std::vector<std::string>{"start//1"});
+      d.write("done", "");
+    }
+    auto r = run->wait(kPatience);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_EQ(lines_of(d.path() + "/markers/a"), std::vector<std::string>{"a"}) << "ran once";
+    std::vector<long long> pids;
+    EXPECT_EQ(logged(d, "a", &pids), (std::vector<std::string>{"start//1", "end/done/1"}));
+    EXPECT_EQ(pids, std::vector<long long>{released});
+  }
 }
 
 TEST(DropIn, StateWrittenByTheOriginalIsCarriedOn) {

@@ -439,10 +439,20 @@ void RunLoop::record_events(Tick& t) {
   if (journal_ && t.saved) {
     try {
       for (Event& e : made) unlogged_.push_back(std::move(e));
-      for (auto it = not_released_.begin(); it != not_released_.end();) {  // aborted since: nothing to hold back
+      // Held back and moved on this tick: aborted (no event), or let run and already ended (seen
+      // late: the comparison logs its start and its end, rather than the engine's end alone).
+      std::unordered_set<std::string> moved_on;
+      for (auto it = not_released_.begin(); it != not_released_.end();) {
         const JobState* s = q_->state().find(it->first);
-        it = s && s->status == Status::Running && s->start == it->second ? std::next(it) : not_released_.erase(it);
+        if (s && s->status == Status::Running && s->start == it->second) {
+          ++it;
+        } else {
+          moved_on.insert(it->first);
+          it = not_released_.erase(it);
+        }
       }
+      if (!moved_on.empty())
+        std::erase_if(unlogged_, [&](const Event& e) { return moved_on.count(e.id) > 0; });
       std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
       if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
