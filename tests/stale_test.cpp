@@ -103,8 +103,11 @@ TEST(Stale, ADepThatRanAgainOrIsToRunAgainMakesItStale) {
   JobState pending;
   st.set("train_seed=1", pending);  // retried, not run yet
   EXPECT_EQ(staleness_of(p, at(p, "eval"), st).redoing, V{"train_seed=1"});
-  // A dep that ended before it started is no reason (the normal order).
+  // A dep that ran before it started is no reason (the normal order); nor one whose end gpuq saw
+  // after the start a batch queue gives in whole seconds (eval started at 2.0, seed 1 seen done at 2.4).
   st.set("train_seed=1", done(1, 2, V{"prep"}));
+  EXPECT_TRUE(staleness_of(p, at(p, "eval"), st).empty());
+  st.set("train_seed=1", done(1.2, 2.4, V{"prep"}));
   EXPECT_TRUE(staleness_of(p, at(p, "eval"), st).empty());
 }
 

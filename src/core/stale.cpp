@@ -49,7 +49,9 @@ Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
     if (st != Status::Done && st != Status::Failed) {
       said.insert(d.target);
       out.redoing.push_back(d.target);
-    } else if (e->end && s->start && *e->end > *s->start) {
+    } else if (e->start && s->start && *e->start > *s->start) {
+      // Its run started after this one did: it ran again since. (Its start, not its end: under
+      // Slurm a start is the queue's, in whole seconds, and may come before the end gpuq saw.)
       said.insert(d.target);
       out.reran.push_back(d.target);
     }

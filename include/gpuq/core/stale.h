@@ -33,7 +33,7 @@ struct Staleness {
   std::vector<std::string> added;    ///< deps it has now and did not run with
   std::vector<std::string> removed;  ///< deps it ran with and no longer has
   std::vector<std::string> redoing;  ///< deps to run again (pending, held, blocked, running) since it ran
-  std::vector<std::string> reran;    ///< deps that ended after it started (they ran again since)
+  std::vector<std::string> reran;    ///< deps whose run started after it started (they ran again since)
   bool empty() const { return added.empty() && removed.empty() && redoing.empty() && reran.empty(); }
 };
 
