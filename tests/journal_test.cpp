@@ -134,6 +134,21 @@ TEST(EventsBetween, EachChangeOfAnEntryLogsWhatHappened) {
 // Replaying what events_between logs rebuilds a view from which the same entry logs
 // nothing more, whatever the changes and however many a writer saw at once (a crash
 // between a state write and its log append): so a restarted run logs nothing twice.
+// A launch cut short at its start line (its run died before releasing it) never ran, and its
+// start is never logged: its abort is no event. A requeue of a job that ran ends its attempt.
+TEST(EventsOf, AnAbortedLaunchIsNoEventButARequeueEndsTheAttempt) {
+  JobState r = running(1000, 2, {1}, 4242);
+  JobState waiting;
+  waiting.attempts = 2;
+  Change abort{0, LifeKind::Running, Waiting{2}, Cause::Abort};
+  EXPECT_TRUE(events_of("a", abort, r, waiting, 1001, "run").empty());
+  Change requeue{0, LifeKind::Running, Waiting{2}, Cause::Requeued};
+  auto requeued = events_of("a", requeue, r, waiting, 1001, "run");
+  ASSERT_EQ(kinds(requeued), (V{"end", "requeue"}));
+  EXPECT_EQ(requeued[0].outcome, "requeued");
+  EXPECT_EQ(requeued[0].started, 1000);
+}
+
 TEST(EventsBetween, ReplayingTheEventsLeavesNothingToLogForRandomChanges) {
   const uint64_t seed = test_seed(17);
   SCOPED_TRACE(seed_note(seed));
@@ -467,6 +482,90 @@ TEST(EventLogRun, RunAndControlCommandsLogAndHooksSeeEachEvent) {
   ASSERT_EQ(hj.size(), 1u);
   EXPECT_EQ(hj[0]["outcome"], "killed");
   EXPECT_EQ(hj[0]["causes"], json::array({"kill"}));
+}
+
+// Issue 25, point 5: a hook gets the events logged while no run was going (a retry from the
+// shell), each exactly once across runs; a hook new to the plan does not get the log's past.
+TEST(EventLogRun, HooksGetEventsMadeWhileNoRunWasGoingOnceAcrossRuns) {
+  TempDir d;
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(2));
+  d.write("ok.sh", "exit 0\n");
+  d.write("bad.sh", "exit 3\n");
+  d.write("plan.json", R"([
+    {"id": "ok", "script": "ok.sh", "gpus": 1, "est_hours": 0.1},
+    {"id": "broken", "script": "bad.sh", "gpus": 1, "est_hours": 0.1}
+  ])");
+  d.write("hook.sh", "read -r line; echo \"$line\" >> hooks.jsonl\n");
+  d.write("hook2.sh", "read -r line; echo \"$line\" >> hooks2.jsonl\n");
+  auto sorted = [&](const std::string& name) {
+    auto l = lines_of(d.path() + "/" + name);
+    std::sort(l.begin(), l.end());
+    return l;
+  };
+  std::vector<std::string> run_args{"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1",
+                                    "--max-retries", "0", "--on-event", "bash hook.sh"};
+  auto r1 = run_gpuq(run_args, d.path(), env);
+  ASSERT_EQ(r1.status, 3) << r1.out << r1.err;
+  ASSERT_EQ(lines_of(d.path() + "/plan.events.jsonl").size(), 4u);  // two starts, two ends
+  EXPECT_EQ(sorted("hooks.jsonl"), sorted("plan.events.jsonl"));
+
+  // No run going: the retry is logged, and no hook runs for it yet.
+  auto retry = run_gpuq({"retry", "--plan", "plan.json", "broken"}, d.path(), env);
+  ASSERT_EQ(retry.status, 0) << retry.out << retry.err;
+  ASSERT_EQ(lines_of(d.path() + "/plan.events.jsonl").size(), 5u);
+  d.write("bad.sh", "exit 0\n");
+
+  auto r2 = run_gpuq(run_args, d.path(), env);
+  ASSERT_EQ(r2.status, 0) << r2.out << r2.err;
+  auto log = sorted("plan.events.jsonl");
+  ASSERT_EQ(log.size(), 7u);  // + the retry, the new attempt's start and end
+  EXPECT_EQ(sorted("hooks.jsonl"), log) << "each event once, the retry made while no run was going too";
+
+  // A third run (nothing to do) gives none again; a hook new to the plan starts from now.
+  auto more = run_args;
+  more.insert(more.end(), {"--on-event", "bash hook2.sh"});
+  auto r3 = run_gpuq(more, d.path(), env);
+  ASSERT_EQ(r3.status, 0) << r3.out << r3.err;
+  EXPECT_EQ(sorted("hooks.jsonl"), sorted("plan.events.jsonl"));
+  EXPECT_TRUE(lines_of(d.path() + "/hooks2.jsonl").empty());
+  auto marks = json::parse(d.read("plan.hooks.json"));
+  EXPECT_EQ(marks["bash hook.sh"]["events"], 7);
+  EXPECT_EQ(marks["bash hook2.sh"]["events"], 7);
+}
+
+// Where a hook goes on from: its mark when the log still has its last event there; the place
+// of that event when the numbers moved (an old part of the log removed); else after the events
+// no later than it.
+TEST(Hooks, GoOnFromTheirLastEventWhereverTheLogHasIt) {
+  auto ev = [](double t, const std::string& kind, const std::string& id) {
+    Event e = plan_event(kind, t, "run");
+    e.id = id;
+    e.attempt = 1;
+    return e;
+  };
+  std::vector<Event> past{ev(1, "start", "a"), ev(2, "end", "a"), ev(3, "retry", "b"), ev(4, "start", "b")};
+  EXPECT_EQ(resume_from(past, {2, past[1]}), 2);
+  EXPECT_EQ(resume_from(past, {3, past[1]}), 2) << "found where it is now";
+  EXPECT_EQ(resume_from(past, {9, past[3]}), 4);
+  EXPECT_EQ(resume_from(past, {2, ev(2.5, "hold", "c")}), 2) << "gone: after those dated no later";
+  EXPECT_EQ(resume_from(past, {0, std::nullopt}), 0);
+  EXPECT_EQ(resume_from(past, {12, std::nullopt}), 4) << "never past the end";
+
+  std::map<std::string, HookMark> marks{{"bash hook.sh", {2, past[1]}}, {"end:notify", {0, std::nullopt}}};
+  std::string problem;
+  auto back = parse_hook_marks(hook_marks_text(marks), "p.hooks.json", &problem);
+  EXPECT_EQ(problem, "");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back["bash hook.sh"].events, 2);
+  EXPECT_EQ(back["bash hook.sh"].last, past[1]);
+  EXPECT_FALSE(back["end:notify"].last);
+  parse_hook_marks("{\"h\": {\"events\": 2,}\n", "p.hooks.json", &problem);
+  EXPECT_THAT(problem, HasSubstr("p.hooks.json: line 1"));
+  EXPECT_THAT(problem, HasSubstr("not valid JSON"));
+  problem.clear();
+  auto some = parse_hook_marks(R"({"h": {"events": -1}, "g": {"events": 3}})", "p.hooks.json", &problem);
+  EXPECT_EQ(problem, "p.hooks.json: hook \"h\": \"events\" is not a whole number >= 0");
+  EXPECT_EQ(some.size(), 1u);
 }
 
 TEST(EventLogRun, ABadOnEventIsRefusedBeforeAnythingStarts) {

@@ -258,7 +258,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   for (auto& [k, v] : a.items()) keys.push_back(k);
   std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",  "outcome",         "start", "end",
                                   "elapsed", "est", "why", "overdue", "hung", "queued_in_slurm", "after_resume",
-                                  "predicted_start", "predicted_finish"};
+                                  "predicted_start", "predicted_finish", "stale"};
   std::sort(schema.begin(), schema.end());
   EXPECT_EQ(keys, schema);  // nlohmann::json iterates keys sorted
   EXPECT_EQ(a["id"], "a");
@@ -269,6 +269,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   EXPECT_EQ(a["elapsed"], 3600.0);
   EXPECT_EQ(a["est"], 2.0);
   EXPECT_TRUE(a["predicted_start"].is_null());
+  EXPECT_TRUE(a["stale"].is_null());
   const json& b = s["jobs"][1];
   EXPECT_EQ(b["status"], "pending");
   EXPECT_TRUE(b["exit"].is_null());

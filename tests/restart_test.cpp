@@ -1,5 +1,9 @@
 // Restarts and drop-in: `run` killed mid-plan adopts its jobs; the original's state is carried on.
 #include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -7,6 +11,7 @@
 #include <cstdio>
 #include <random>
 
+#include "gpuq/live/proc.h"
 #include "test_util.h"
 
 using namespace gpuq::test;
@@ -106,6 +111,167 @@ TEST(Restart, ExactlyOnceUnderRepeatedSigkill) {
   EXPECT_THAT(last.out, HasSubstr("all jobs finished"));
   expect_each_marker_once(d, n);
   expect_each_run_logged_once(d, n);
+}
+
+// What a `run` killed between its save and its release leaves (issue: a start logged for a
+// launch never released): a running entry whose wrapper, gpuq itself, waits at its start line
+// (fd 3) for a "go" that never comes. Here the test is that run: it spawns the wrapper as run
+// does, writes the state run would have saved, and "dies" by closing the line.
+struct LeftAtStartLine {
+  long long pid = 0;
+  int line = -1;  // the write end of the start line (-1: closed)
+  void close_line() {
+    if (line >= 0) ::close(line);
+    line = -1;
+  }
+  ~LeftAtStartLine() {
+    close_line();
+    if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+  }
+};
+
+void leave_at_start_line(const TempDir& d, const std::string& id, LeftAtStartLine& left) {
+  fs::create_directories(d.path() + "/logs");
+  int go[2];
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, go[0], 3);
+  posix_spawn_file_actions_addopen(&fa, 1, (d.path() + "/logs/" + id + ".log").c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  std::string bin = gpuq_binary(), script = d.path() + "/mark.sh", exitf = d.path() + "/logs/" + id + ".exit",
+              abortf = d.path() + "/logs/" + id + ".aborted";
+  std::vector<char*> argv{const_cast<char*>("gpuq-job"), const_cast<char*>("__job"), script.data(), exitf.data(),
+                          abortf.data(), nullptr};
+  std::vector<std::string> vars{"GPUQ_JOB_ID=" + id, "GPUQ_ATTEMPT=1"};  // as run gives them
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (std::string& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(go[0]);
+  ASSERT_EQ(rc, 0);
+  left.pid = pid;
+  left.line = go[1];
+  std::optional<unsigned long long> pid_start;
+  ASSERT_TRUE(eventually([&] { return (pid_start = gpuq::process_start_time(pid)).has_value(); }));
+  json state = {{id,
+                 {{"status", "running"}, {"pid", pid}, {"pid_start", *pid_start}, {"start", gpuq::unix_now() - 1},
+                  {"gpus", {0}}}}};
+  d.write("plan.state.json", state.dump());
+  // The killed run began the log at its first tick, before this launch.
+  d.write("plan.events.jsonl", "");
+  fs::last_write_time(d.path() + "/plan.events.jsonl", fs::file_time_type::clock::now() - std::chrono::minutes(1));
+}
+
+// The event log's lines of job `id`, as "event/outcome/attempt" (and the pids of its starts).
+std::vector<std::string> logged(const TempDir& d, const std::string& id, std::vector<long long>* pids = nullptr) {
+  std::vector<std::string> out;
+  for (const std::string& line : lines_of(d.path() + "/plan.events.jsonl")) {
+    json e = json::parse(line);
+    if (e["id"] != id) continue;
+    out.push_back(e["event"].get<std::string>() + "/" + e.value("outcome", "") + "/" +
+                  std::to_string(e["attempt"].get<long long>()));
+    if (pids && e["event"] == "start") pids->push_back(e["pid"].get<long long>());
+  }
+  return out;
+}
+
+void one_job_plan(const TempDir& d) {
+  d.write("mark.sh", "echo \"$GPUQ_JOB_ID\" >> \"markers/$GPUQ_JOB_ID\"\n");
+  fs::create_directories(d.path() + "/markers");
+  d.write("plan.json", R"([{"id": "a", "script": "mark.sh", "gpus": 1}])");
+}
+
+// The run after it finds the wrapper gone already (it left logs/a.aborted): the launch never ran,
+// so the log has no start of it, nor an end; only the next run's launch, which does run.
+TEST(Restart, LaunchCutShortAtItsStartLineIsNoEvent) {
+  TempDir d;
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
+  one_job_plan(d);
+  LeftAtStartLine left;
+  leave_at_start_line(d, "a", left);
+  left.close_line();  // the killed run's end of the line closes with it
+  ASSERT_TRUE(eventually([&] { return fs::exists(d.path() + "/logs/a.aborted"); }));
+  ::waitpid(static_cast<pid_t>(left.pid), nullptr, 0);
+  long long aborted_pid = left.pid;
+  left.pid = 0;
+  auto r = run_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("requeued a: its launch was cut short before it ran"));
+  EXPECT_EQ(lines_of(d.path() + "/markers/a"), std::vector<std::string>{"a"});
+  std::vector<long long> pids;
+  EXPECT_EQ(logged(d, "a", &pids), (std::vector<std::string>{"start//1", "end/done/1"}));
+  EXPECT_THAT(pids, Not(::testing::Contains(aborted_pid)));
+}
+
+// The same, with the wrapper still holding its line when the next run starts (a loaded machine:
+// it has not yet seen the killed run's end of the line close): the run must not take it for a
+// job that runs; its start is not logged while it waits there, nor after it gives up.
+TEST(Restart, LaunchStillAtItsStartLineIsNotLoggedAsStarted) {
+  TempDir d;
+  auto env = fake_nvidia_smi(d, idle_gpus(8));
+  one_job_plan(d);
+  LeftAtStartLine left;
+  leave_at_start_line(d, "a", left);
+  long long held_pid = left.pid;
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
+  // Its first ticks see the wrapper at its start line.
+  ASSERT_TRUE(eventually([&] { return run->out().find("adopt") != std::string::npos || !run->running(); }, kPatience))
+      << run->out() << run->err();
+  usleep(1500 * 1000);
+  EXPECT_TRUE(logged(d, "a").empty()) << d.read("plan.events.jsonl");
+  left.close_line();
+  auto r = run->wait(kPatience);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(d.path() + "/markers/a"), std::vector<std::string>{"a"});
+  std::vector<long long> pids;
+  EXPECT_EQ(logged(d, "a", &pids), (std::vector<std::string>{"start//1", "end/done/1"}));
+  EXPECT_THAT(pids, Not(::testing::Contains(held_pid)));
+}
+
+// The other side: a launch the killed run did release (it died before logging it) runs, and
+// the next run logs its start once, with the wrapper's pid: at once while it runs (it is not
+// taken for one held at its start line), or, ended already, with its end.
+TEST(Restart, LaunchReleasedBeforeTheCrashIsLoggedOnce) {
+  for (bool ended : {false, true}) {
+    SCOPED_TRACE(ended ? "ended before the next run" : "running when the next run starts");
+    TempDir d;
+    auto env = fake_nvidia_smi(d, idle_gpus(8));
+    one_job_plan(d);
+    // (This wrapper runs in the test's folder: the script finds its own.) It ends once `done` is there.
+    d.write("mark.sh", "cd \"$(dirname \"$0\")\"\necho \"$GPUQ_JOB_ID\" >> \"markers/$GPUQ_JOB_ID\"\n"
+                       "while [ ! -e done ]; do sleep 0.05; done\n");
+    if (ended) d.write("done", "");
+    LeftAtStartLine left;
+    leave_at_start_line(d, "a", left);
+    ASSERT_EQ(::write(left.line, "go\n", 3), 3);  // released; the run dies before its log line
+    left.close_line();
+    long long released = left.pid;
+    if (ended) {
+      ASSERT_TRUE(eventually([&] { return fs::exists(d.path() + "/logs/a.exit"); }));
+      ::waitpid(static_cast<pid_t>(left.pid), nullptr, 0);
+      left.pid = 0;
+    }
+    auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, d.path(), env);
+    if (!ended) {
+      EXPECT_TRUE(eventually([&] { return !logged(d, "a").empty(); }, kPatience)) << "its start, while it runs";
+      EXPECT_EQ(logged(d, "a"), std::vector<std::string>{"start//1"});
+      d.write("done", "");
+    }
+    auto r = run->wait(kPatience);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_EQ(lines_of(d.path() + "/markers/a"), std::vector<std::string>{"a"}) << "ran once";
+    std::vector<long long> pids;
+    EXPECT_EQ(logged(d, "a", &pids), (std::vector<std::string>{"start//1", "end/done/1"}));
+    EXPECT_EQ(pids, std::vector<long long>{released});
+  }
 }
 
 TEST(DropIn, StateWrittenByTheOriginalIsCarriedOn) {

@@ -46,6 +46,7 @@ struct Flags : Settings {
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
+  bool stale = false;                 ///< retry --stale: the stale done jobs (stale.h) and the done ones after them
   std::optional<long long> nodes;          ///< simulate --nodes: a cluster of that many nodes
   std::optional<long long> gpus_per_node;  ///< simulate --gpus-per-node: each node's GPUs are 0..G-1
   // gpuq add:

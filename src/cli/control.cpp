@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/stale.h"
 #include "gpuq/live/store.h"
 
 #include "cli.h"
@@ -56,6 +58,33 @@ int cmd_control(Flags& f, const std::string& action) {
   } catch (const StoreError&) {
   }
   Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm) : local;
+  if (action == "retry" && f.stale) {
+    // The stale done jobs, each with why, and the done jobs after them (stale once they rerun).
+    State state;
+    try {
+      state = store.read();
+    } catch (const StoreError& e) {
+      fmt::print(stderr, "gpuq retry: {}\n", e.what());
+      return kExitFailure;
+    }
+    std::vector<size_t> reruns = stale_reruns(*plan, state);
+    if (reruns.empty() && f.jobs.empty()) {
+      fmt::print("no done job of {} is stale: nothing to rerun\n", plan_name);
+      return 0;
+    }
+    for (size_t i : reruns) {
+      Staleness why = staleness_of(*plan, i, state);
+      if (why.empty())
+        fmt::print("{}: done after a stale job it depends on; rerun with it\n", plan->jobs[i].id);
+      else
+        fmt::print("stale: {} ({})\n", plan->jobs[i].id, staleness_text(why));
+      if (std::find(f.jobs.begin(), f.jobs.end(), plan->jobs[i].id) == f.jobs.end()) f.jobs.push_back(plan->jobs[i].id);
+    }
+  } else if (f.jobs.empty()) {
+    fmt::print(stderr, "gpuq {}: no job given: name the jobs{}\n", action,
+               action == "retry" ? ", or --stale for the stale done ones" : "");
+    return kExitBadInput;
+  }
   SystemClock clock;
   // A sweep's id names its points; a sweep point may be written with a number spelled otherwise.
   JobWords words = resolve_job_words(*plan, f.jobs);
@@ -121,7 +150,13 @@ void add_control_commands(CLI::App& app, Flags& f, Action& action) {
   for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"},
                            std::pair{requeue, "requeue"}}) {
     add_flags(sub, f, {});
-    sub->add_option("job", f.jobs, "job ids")->required();
+    auto* jobs = sub->add_option("job", f.jobs, "job ids");
+    if (sub == retry)
+      sub->add_flag("--stale", f.stale,
+                    "also the stale done jobs (done before their deps changed, grew or ran again: see `status`) "
+                    "and the done jobs after them");
+    else
+      jobs->required();
     std::string action_name = name;
     sub->callback([&, action_name] { action = [&, action_name] { return cmd_control(f, action_name); }; });
   }

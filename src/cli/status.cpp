@@ -249,7 +249,8 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   std::string notes;
   for (const std::string& line : settings_notes(f, "auto")) notes += line + "\n";
   std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen, settings_sources_json(f))
-                           : format_status(plan, state, now, f.all) + "\n" + run_lines(f, run.seen, now) + notes +
+                           : format_status(plan, state, now, f.all) + format_stale(plan, state, f.plan) + "\n" +
+                                 run_lines(f, run.seen, now) + notes +
                                  format_outlook(plan, state, o, f.all) + slurm;
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -143,7 +143,10 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       break;
     }
     case LifeKind::Waiting:
-      if (c.from == LifeKind::Running) {  // requeued, or a launch cut short: the attempt's end is unknown
+      // A launch cut short at its start line never ran: its start was never logged (a start is
+      // logged only once the launch is released), so its abort is no event either.
+      if (c.cause == Cause::Abort) break;
+      if (c.from == LifeKind::Running) {  // requeued (or else left running unseen): how the attempt ended is unknown
         Event e = make("end", now, attempt_of(before));
         e.outcome = c.cause == Cause::Requeued ? "requeued" : "unknown";
         e.started = before.start;

@@ -1,5 +1,7 @@
 #include "gpuq/core/queue_state.h"
 
+#include "gpuq/core/stale.h"
+
 #include <algorithm>
 
 namespace gpuq {
@@ -67,6 +69,8 @@ void QueueState::launched(size_t j, long long pid, std::optional<unsigned long l
   e.pid = pid;
   e.pid_start = pid_start;
   e.queue_id = queue_id;
+  // The deps it starts with: a done job whose deps change or grow after this is stale (stale.h).
+  if (std::vector<std::string> deps = job_deps_of(plan_->jobs[j]); !deps.empty()) set_deps_ran(e, deps);
   const std::string& id = plan_->jobs[j].id;
   for (auto it = events_.rbegin(); it != events_.rend(); ++it)
     if (it->id == id && it->kind == "start") {

@@ -12,7 +12,12 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "gpuq/core/json_error.h"
+#include "gpuq/live/plan_edit.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/store.h"
 
 namespace gpuq {
 
@@ -81,24 +86,163 @@ bool hook_wants(const HookSpec& h, const Event& e) {
   return false;
 }
 
+std::string hook_marks_path_for(const std::string& state_path) {
+  const std::string suffix = ".state.json";
+  if (state_path.size() >= suffix.size() && state_path.compare(state_path.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return state_path.substr(0, state_path.size() - suffix.size()) + ".hooks.json";
+  return state_path + ".hooks.json";
+}
+
+long long resume_from(const std::vector<Event>& past, const HookMark& mark) {
+  auto size = static_cast<long long>(past.size());
+  if (!mark.last) return std::clamp(mark.events, 0LL, size);
+  if (mark.events >= 1 && mark.events <= size && past[static_cast<size_t>(mark.events - 1)] == *mark.last)
+    return mark.events;
+  for (long long k = size; k >= 1; --k)
+    if (past[static_cast<size_t>(k - 1)] == *mark.last) return k;
+  long long after = 0;  // `last` is gone: go on after the events dated no later than it
+  for (long long k = 1; k <= size; ++k)
+    if (past[static_cast<size_t>(k - 1)].t <= mark.last->t) after = k;
+  return after;
+}
+
+std::map<std::string, HookMark> parse_hook_marks(const std::string& text, const std::string& file,
+                                                 std::string* problem) {
+  std::map<std::string, HookMark> out;
+  auto say = [&](const std::string& what) {
+    if (problem && problem->empty()) *problem = fmt::format("{}: {}", file, what);
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    JsonErrorPlace at = describe_json_error(text, e);
+    say(fmt::format("{}: not valid JSON ({})", at.where, at.why));
+    return out;
+  }
+  if (!j.is_object()) {
+    say("not a JSON object of hooks");
+    return out;
+  }
+  for (auto& [hook, v] : j.items()) {
+    if (!v.is_object() || !v.contains("events") || !v["events"].is_number_integer() ||
+        v["events"].get<long long>() < 0) {
+      say(fmt::format("hook \"{}\": \"events\" is not a whole number >= 0", hook));
+      continue;
+    }
+    HookMark m;
+    m.events = v["events"].get<long long>();
+    if (v.contains("last")) {
+      std::string why;
+      std::optional<Event> e = v["last"].is_string() ? parse_event(v["last"].get<std::string>(), &why) : std::nullopt;
+      if (!e) {
+        say(fmt::format("hook \"{}\": \"last\" is not an event line{}", hook, why.empty() ? "" : " (" + why + ")"));
+        continue;
+      }
+      m.last = std::move(*e);
+    }
+    out[hook] = std::move(m);
+  }
+  return out;
+}
+
+std::string hook_marks_text(const std::map<std::string, HookMark>& marks) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [hook, m] : marks) {
+    nlohmann::ordered_json v;
+    v["events"] = m.events;
+    if (m.last) v["last"] = event_line(*m.last);
+    j[hook] = std::move(v);
+  }
+  return j.dump(1) + "\n";
+}
+
 HookRunner::HookRunner(std::vector<HookSpec> hooks, Options opt, std::function<void(const std::string&)> say)
-    : hooks_(std::move(hooks)), opt_(std::move(opt)), say_(std::move(say)) {}
+    : hooks_(std::move(hooks)), opt_(std::move(opt)), say_(std::move(say)), given_(hooks_.size()), kept_(hooks_.size()) {}
 
 HookRunner::~HookRunner() {
   for (Running& r : running_) ::close(r.status_fd);
 }
 
-void HookRunner::fire(const std::vector<Event>& events) {
-  for (const Event& e : events)
-    for (size_t h = 0; h < hooks_.size(); ++h)
-      if (hook_wants(hooks_[h], e)) {
-        if (running_.size() < opt_.max_running && queue_.empty())
-          spawn(h, e);
-        else if (queue_.size() < 100000)
-          queue_.emplace_back(h, e);
-        else
-          report(h, e.kind, e.id, "was not run: over 100000 hooks wait their turn");
+void HookRunner::begin(const std::vector<Event>& past) {
+  auto count = static_cast<long long>(past.size());
+  std::map<std::string, HookMark> marks;
+  if (!opt_.marks.empty()) {
+    try {
+      if (std::optional<std::string> text = read_file(opt_.marks, true)) {
+        std::string problem;
+        marks = parse_hook_marks(*text, opt_.marks, &problem);
+        if (!problem.empty())
+          say_(fmt::format("{}; the hooks it names no longer go on from where they were", problem));
       }
+    } catch (const StoreError& e) {
+      say_(fmt::format("{}; the hooks go on from now", e.what()));
+    }
+  }
+  for (size_t h = 0; h < hooks_.size(); ++h) {
+    auto it = marks.find(hooks_[h].text);
+    if (it != marks.end()) {
+      long long from = resume_from(past, it->second);
+      given_[h] = {from, from ? std::optional<Event>(past[static_cast<size_t>(from - 1)]) : std::nullopt};
+    } else {  // new to this plan: from now on
+      given_[h] = {count, count ? std::optional<Event>(past.back()) : std::nullopt};
+    }
+  }
+  for (const HookSpec& hook : hooks_) marks.erase(hook.text);
+  others_marks_ = std::move(marks);
+  begun_ = true;
+  fire(past, count);
+}
+
+void HookRunner::fire(const std::vector<Event>& events, long long last) {
+  long long first = last - static_cast<long long>(events.size()) + 1;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    long long number = last > 0 ? first + static_cast<long long>(i) : 0;
+    for (size_t h = 0; h < hooks_.size(); ++h) {
+      if (number > 0 && number <= given_[h].events) continue;  // given before (an earlier run, or begin)
+      HookMark before = given_[h];
+      if (number > 0) given_[h] = {number, e};
+      if (!hook_wants(hooks_[h], e)) continue;
+      if (running_.size() < opt_.max_running && queue_.empty())
+        spawn(h, e);
+      else if (queue_.size() < 100000)
+        queue_.push_back({h, e, number, std::move(before)});
+      else
+        report(h, e.kind, e.id, "was not run: over 100000 hooks wait their turn");
+    }
+  }
+  save_marks();
+}
+
+// Each hook's mark: the last event given to it, or the one before the first still waiting
+// its turn (a run that ends or dies before starting it leaves it to the next run).
+void HookRunner::save_marks() {
+  if (opt_.marks.empty() || !begun_) return;
+  std::vector<HookMark> marks = given_;
+  std::vector<bool> waiting(hooks_.size());
+  for (const Waiting& w : queue_)
+    if (w.number > 0 && !waiting[w.hook]) {
+      waiting[w.hook] = true;
+      marks[w.hook] = w.before;
+    }
+  bool same = true;
+  for (size_t h = 0; h < hooks_.size() && same; ++h)
+    same = marks[h].events == kept_[h].events && marks[h].last == kept_[h].last;
+  if (same && saved_once_) return;
+  std::map<std::string, HookMark> all = others_marks_;
+  for (size_t h = 0; h < hooks_.size(); ++h) all[hooks_[h].text] = marks[h];
+  try {
+    replace_file_durably(opt_.marks, hook_marks_text(all));
+    kept_ = std::move(marks);
+    saved_once_ = true;
+    marks_problem_.clear();
+  } catch (const StoreError& e) {
+    if (marks_problem_ != e.what())
+      say_(fmt::format("cannot note how far the hooks got ({}); a restart of run may give them some events again",
+                       e.what()));
+    marks_problem_ = e.what();
+  }
 }
 
 void HookRunner::spawn(size_t h, const Event& e) {
@@ -189,11 +333,14 @@ void HookRunner::poll() {
       report(r.hook, r.kind, r.id, fmt::format("failed (exit {})", got));
     running_.erase(running_.begin() + static_cast<long>(i));
   }
+  bool started = false;
   while (!queue_.empty() && running_.size() < opt_.max_running) {
-    auto [h, e] = std::move(queue_.front());
+    Waiting w = std::move(queue_.front());
     queue_.pop_front();
-    spawn(h, e);
+    spawn(w.hook, w.event);
+    started = true;
   }
+  if (started) save_marks();
 }
 
 void HookRunner::drain(double seconds) {

@@ -108,7 +108,8 @@ void Journal::apply(const Event& e) {
   apply_event(e, view_[it->second].second);
 }
 
-std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string>* warnings) {
+std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string>* warnings,
+                                    std::vector<Event>* past) {
   std::vector<Event> others;
   if (!loaded_) {
     loaded_ = true;
@@ -131,6 +132,7 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
       return others;
     }
     std::vector<Event> all = read_events(path_, warnings);
+    count_ = static_cast<long long>(all.size());
     for (const Event& e : all) apply(e);
     for (const Event& e : all) begin_ = std::min(begin_.value_or(e.t), e.t);
     if (struct stat made {}; !begin_ && ::stat(path_.c_str(), &made) == 0)
@@ -154,6 +156,7 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
       offset_ = st.st_size;
       inode_ = st.st_ino;
     }
+    if (past) *past = std::move(all);
     return others;
   }
   struct stat st {};
@@ -170,11 +173,13 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
   text.resize(static_cast<size_t>(n));
   size_t used = parse_lines(text, path_, 0, others, warnings, false);
   offset_ += static_cast<long long>(used);
+  count_ += static_cast<long long>(others.size());
   for (const Event& e : others) apply(e);
   return others;
 }
 
-std::vector<Event> Journal::record(const State& state, double now, std::string_view by, std::vector<Event> made) {
+std::vector<Event> Journal::record(const State& state, double now, std::string_view by, std::vector<Event> made,
+                                   const std::map<std::string, double>& not_yet) {
   // The writer's own events first, on the view (undone if the append fails).
   std::vector<std::pair<std::string, std::optional<Seen>>> undo;
   for (const Event& e : made) {
@@ -188,6 +193,7 @@ std::vector<Event> Journal::record(const State& state, double now, std::string_v
   const auto& entries = state.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& [id, s] = entries[i];
+    if (!not_yet.empty() && not_yet.count(id)) continue;
     // A job the log has no word of: pending (new to the plan, or run by the original since
     // the log began), unless it started before the log began (its past is not logged).
     static const Seen kPending{};
@@ -228,6 +234,7 @@ std::vector<Event> Journal::record(const State& state, double now, std::string_v
       view_[it->second].second = seen;
     }
   }
+  count_ += static_cast<long long>(events.size());
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {
     offset_ = st.st_size;
@@ -244,6 +251,7 @@ bool Journal::append_plan_event(const Event& e) {
   // Nothing of others' unread: our own line is not theirs to catch up with.
   if (!read_all || ::stat(path_.c_str(), &st) != 0) return false;
   offset_ = st.st_size;
+  ++count_;
   return true;
 }
 

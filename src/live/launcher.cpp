@@ -254,6 +254,35 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   return o;
 }
 
+// The wrapper holds its start line on fd 3 until it reads "go" or EOF; on EOF it makes the
+// aborted file before it closes the line (job_wrapper). So: the line still open, or the aborted
+// file there, is a launch not let run; the line closed and no aborted file, one let run. The
+// line is looked at first: an aborted file made after that look was made before the line closed.
+bool PosixLauncher::at_start_line(const std::string& id, const JobState& s) {
+  auto aborted = [&] {
+    struct stat st;
+    return ::lstat(paths_.aborted(id).c_str(), &st) == 0;
+  };
+  // Gone: as observe() tells it (looked at after the process: it made the file before it exited).
+  if (!s.pid || !process_alive(*s.pid, s.pid_start)) return aborted();
+  std::string proc = "/proc/" + std::to_string(*s.pid);
+  std::optional<std::string> cmdline;
+  try {
+    cmdline = read_file(proc + "/cmdline", true);
+  } catch (const StoreError&) {
+  }
+  // argv[1] is the wrapper's mark; a process of the original's has no start line, and runs.
+  // (No cmdline: it has just exited, or is a zombie: the aborted file tells.)
+  size_t arg1 = cmdline ? cmdline->find('\0') : std::string::npos;
+  if (arg1 == std::string::npos) return aborted();
+  std::string mark = std::string(kJobWrapperArg) + '\0';
+  if (cmdline->compare(arg1 + 1, mark.size(), mark) != 0) return false;
+  char target[64] = {};
+  ssize_t n = ::readlink((proc + "/fd/3").c_str(), target, sizeof target - 1);
+  if (n > 0 && std::string(target, static_cast<size_t>(n)).rfind("pipe:", 0) == 0) return true;
+  return aborted();  // looked at after the line: made before it closed
+}
+
 Identity PosixLauncher::identify(const JobState& s) {
   if (!s.pid) return Identity::Gone;
   std::optional<unsigned long long> start = process_start_time(*s.pid);  // zombies too
@@ -311,7 +340,15 @@ int job_wrapper(int argc, char** argv) {
     if (n <= 0) break;
     got += static_cast<size_t>(n);
   }
+  bool go = std::string(buf, got) == "go\n";
+  // Cut short: the aborted file is made before the start line closes, so that whoever sees the
+  // line closed and no aborted file knows the job was let run (PosixLauncher::at_start_line).
+  if (!go) {
+    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+  }
   if (start_line) ::close(3);
+  if (!go) return 0;
   if (!start_line) {
     // Under Slurm: the job's environment as on one node (Slurm set CUDA_VISIBLE_DEVICES for its GPUs).
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -324,11 +361,6 @@ int job_wrapper(int argc, char** argv) {
     std::string line = attempt_header(attempt ? attempt : "?", "[" + comma_spaced(v) + "]", std::time(nullptr));
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
-  }
-  if (std::string(buf, got) != "go\n") {
-    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) ::close(fd);
-    return 0;
   }
   int code = 127;
   struct stat st;

@@ -421,18 +421,48 @@ void RunLoop::watch(Tick& t) {
 void RunLoop::catch_up_events(Tick& t) {
   if (!journal_) return;
   std::vector<std::string> warnings;
-  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings);
+  std::vector<Event> past;
+  bool first = hooks_ && !hooks_begun_;
+  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings, first ? &past : nullptr);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
-  if (t.fresh || !unlogged_.empty()) {
+  if (first) {  // the events logged since each hook's last run (while no run was going)
+    hooks_->begin(past);
+    hooks_begun_ = true;
+  }
+  bool let_run = look_at_start_lines(t.fresh);
+  if (t.fresh || !unlogged_.empty() || let_run) {
     try {
-      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_);
+      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
       others.insert(others.end(), late.begin(), late.end());
     } catch (const StoreError&) {
       // said when this tick's own events cannot be appended either
     }
   }
-  if (hooks_) hooks_->fire(others);
+  if (hooks_) hooks_->fire(others, journal_->count());
+}
+
+// A state read afresh may hold launches that another run saved and died before releasing
+// (their wrappers wait at their start lines, or gave up there): their start is not logged
+// while the launcher sees them there. Each tick looks again; true when one was let run since
+// (its start is logged now) or its entry moved on.
+bool RunLoop::look_at_start_lines(bool fresh) {
+  if (fresh) not_released_.clear();
+  bool changed = false;
+  for (auto it = not_released_.begin(); it != not_released_.end();) {
+    const JobState* s = q_->state().find(it->first);
+    if (s && s->status == Status::Running && s->start == it->second && os_.launcher.at_start_line(it->first, *s)) {
+      ++it;
+    } else {
+      it = not_released_.erase(it);
+      changed = true;
+    }
+  }
+  if (fresh)
+    for (const auto& [id, s] : q_->state().entries())
+      if (s.status == Status::Running && s.start && !s.queue_id && os_.launcher.at_start_line(id, s))
+        not_released_.emplace(id, *s.start);
+  return changed;
 }
 
 // What this tick changed, logged once the state that records it is saved (a crash in
@@ -444,11 +474,25 @@ void RunLoop::record_events(Tick& t) {
   if (journal_ && t.saved) {
     try {
       for (Event& e : made) unlogged_.push_back(std::move(e));
-      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_);
+      // Held back and moved on this tick: aborted (no event), or let run and already ended (seen
+      // late: the comparison logs its start and its end, rather than the engine's end alone).
+      std::unordered_set<std::string> moved_on;
+      for (auto it = not_released_.begin(); it != not_released_.end();) {
+        const JobState* s = q_->state().find(it->first);
+        if (s && s->status == Status::Running && s->start == it->second) {
+          ++it;
+        } else {
+          moved_on.insert(it->first);
+          it = not_released_.erase(it);
+        }
+      }
+      if (!moved_on.empty())
+        std::erase_if(unlogged_, [&](const Event& e) { return moved_on.count(e.id) > 0; });
+      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
       if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
       last_journal_problem_.clear();
-      if (hooks_) hooks_->fire(events);
+      if (hooks_) hooks_->fire(events, journal_->count());
     } catch (const StoreError& e) {
       if (last_journal_problem_ != e.what())
         say(t.now, fmt::format("cannot append to the event log ({}); the events are logged at the next tick that "
@@ -490,8 +534,8 @@ int RunLoop::run() {
       if (hooks_) {
         hooks_->drain(std::min(opt_.hook_timeout + 6, 30.0));  // the last events' hooks, within reason
         if (hooks_->busy())
-          say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting are not "
-                                           "run",
+          say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting get "
+                                           "their events from the next `gpuq run` given the same --on-event",
                                            hooks_->running_count(), hooks_->waiting_count()));
       }
       out_("all jobs finished: " + summary_);

@@ -11,6 +11,7 @@
 #include "gpuq/live/control.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/core/hint.h"
+#include "gpuq/core/stale.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -190,6 +191,12 @@ std::string RunLoop::outcomes(const State& state) const {
     failed.push_back(plan_.jobs[i].id + ": " + how);
   }
   std::string out = fmt::format("{} done", done);
+  // Done before their deps changed or ran again (stale.h): never rerun on their own.
+  std::vector<std::string> stale;
+  for (size_t i : stale_jobs(plan_, state)) stale.push_back(plan_.jobs[i].id);
+  if (!stale.empty())
+    out += fmt::format(" ({} stale: {}; {} reruns {})", stale.size(), id_list(stale), hint("retry --stale"),
+                       stale.size() == 1 ? "it" : "them");
   if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
   if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
   return out;

@@ -88,7 +88,9 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   std::vector<HookSpec> specs;
   for (const std::string& text : opt.on_event)
     if (auto h = parse_hook(text, nullptr)) specs.push_back(*h);
-  HookRunner hooks(std::move(specs), {opt.hook_timeout, paths.logs + "/gpuq-hooks.log", paths.plan, paths.logs},
+  HookRunner hooks(std::move(specs),
+                   {opt.hook_timeout, paths.logs + "/gpuq-hooks.log", paths.plan, paths.logs, 8,
+                    hook_marks_path_for(paths.state)},
                    [&clock, say](const std::string& line) { say(fmt::format("{} {}", clock_stamp(clock.now()), line)); });
   std::optional<PlanFile> plan_file;
   if (plan_text) plan_file.emplace(paths.plan, opt.node_gpus, *plan_text);

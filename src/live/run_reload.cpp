@@ -55,7 +55,7 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   if (!journal_) return;
   try {
     Event e = plan_event("reload", t.now, "run", what);
-    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e});
+    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e}, journal_->count());
   } catch (const StoreError& e) {
     say(t.now, fmt::format("cannot append the reload to the event log ({})", e.what()));
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "gpuq/core/stale.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/reasons.h"
 
@@ -17,7 +18,8 @@ namespace {
 
 ojson opt_num(const std::optional<double>& v) { return v ? ojson(*v) : ojson(nullptr); }
 
-ojson job_json(const Plan& plan, const JobView& v, const std::string& why) {
+// `stale` (status only): why a done job is stale, or null (stale.h).
+ojson job_json(const Plan& plan, const JobView& v, const std::string& why, const ojson* stale = nullptr) {
   const Job& j = plan.jobs[v.job];
   ojson e = ojson::object();
   e["id"] = j.id;
@@ -37,6 +39,7 @@ ojson job_json(const Plan& plan, const JobView& v, const std::string& why) {
   e["after_resume"] = v.after_resume;
   e["predicted_start"] = opt_num(v.predicted_start);
   e["predicted_finish"] = opt_num(v.predicted_finish);
+  if (stale) e["stale"] = *stale;
   return e;
 }
 
@@ -69,7 +72,11 @@ std::string outlook_json(const Plan& plan, const State& state, const std::string
   }
   if (!settings.is_null()) doc["settings"] = settings;
   ojson jobs = ojson::array();
-  for (const JobView& v : o.jobs) jobs.push_back(job_json(plan, v, why_text(plan, state, o, v)));
+  for (const JobView& v : o.jobs) {
+    Staleness st = staleness_of(plan, v.job, state);
+    ojson stale = st.empty() ? ojson(nullptr) : ojson(staleness_text(st));
+    jobs.push_back(job_json(plan, v, why_text(plan, state, o, v), &stale));
+  }
   doc["jobs"] = std::move(jobs);
   return doc.dump(1) + "\n";
 }

@@ -8,6 +8,7 @@
 
 #include "gpuq/core/hint.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/stale.h"
 #include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
 
@@ -94,6 +95,23 @@ std::string format_status(const Plan& plan, const State& state, double now, bool
   for (size_t i = 0; i < met.size(); ++i)
     out += fmt::format("{}'{}': {}", i ? ", " : "", status_name(met[i]), count[static_cast<size_t>(met[i])]);
   out += "}\n";
+  return out;
+}
+
+std::string format_stale(const Plan& plan, const State& state, const std::string& plan_arg) {
+  std::vector<size_t> stale = stale_jobs(plan, state);
+  if (stale.empty()) return "";
+  std::string out = fmt::format("stale: {} done job{} ran before {} deps changed or ran again:\n", stale.size(),
+                                stale.size() == 1 ? "" : "s", stale.size() == 1 ? "its" : "their");
+  size_t width = 0;
+  for (size_t i : stale) width = std::max(width, plan.jobs[i].id.size());
+  for (size_t i : stale)
+    out += fmt::format("  {:<{}}  {}\n", plan.jobs[i].id, width, staleness_text(staleness_of(plan, i, state)));
+  size_t after = stale_reruns(plan, state).size() - stale.size();
+  out += fmt::format("`gpuq retry --plan {} --stale` reruns {}{}\n", plan_arg, stale.size() == 1 ? "it" : "them",
+                     after ? fmt::format(" and the {} done job{} after {}", after, after == 1 ? "" : "s",
+                                         stale.size() == 1 ? "it" : "them")
+                           : "");
   return out;
 }
 

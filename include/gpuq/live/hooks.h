@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,6 +37,29 @@ std::optional<HookSpec> parse_hook(const std::string& text, std::string* problem
 /// Whether the hook runs for `e`.
 bool hook_wants(const HookSpec& h, const Event& e);
 
+/// Where a hook's delivery stands: the number of the last event of the log (counting from 1,
+/// all parts oldest first) it was given or passed over, and that event (to find it again).
+struct HookMark {
+  long long events = 0;
+  std::optional<Event> last;
+};
+
+/// Where to go on from `mark` in `past` (every event of the log, oldest first): its number
+/// when the event there is still its `last`; else the place of `last` found elsewhere (an older
+/// part of the log removed by hand: the numbers moved), the last of equal events; else, `last`
+/// gone, after every event dated no later than it. Never past the log's end.
+long long resume_from(const std::vector<Event>& past, const HookMark& mark);
+
+/// The marks file of a plan whose state file is `state_path` (plan.state.json -> plan.hooks.json).
+std::string hook_marks_path_for(const std::string& state_path);
+
+/// The marks file PLAN.hooks.json: {"HOOK TEXT": {"events": N, "last": EVENT LINE}, ...}.
+/// Parses `text`; a problem (naming `file`, the place and what is wrong) leaves `problem` set
+/// and returns the marks that could be read.
+std::map<std::string, HookMark> parse_hook_marks(const std::string& text, const std::string& file,
+                                                 std::string* problem);
+std::string hook_marks_text(const std::map<std::string, HookMark>& marks);
+
 /// Runs the hooks of `run`.
 class HookRunner {
  public:
@@ -45,6 +69,7 @@ class HookRunner {
     std::string plan;       ///< GPUQ_PLAN
     std::string logs;       ///< the logs folder (GPUQ_LOG is LOGS/ID.log)
     size_t max_running = 8; ///< more wait their turn
+    std::string marks;      ///< PLAN.hooks.json: how far each hook was given the log ("": not kept)
   };
   HookRunner(std::vector<HookSpec> hooks, Options opt, std::function<void(const std::string&)> say);
   ~HookRunner();
@@ -52,8 +77,14 @@ class HookRunner {
   HookRunner& operator=(const HookRunner&) = delete;
 
   bool empty() const { return hooks_.empty(); }
-  /// Starts (or queues) the hooks that want these events.
-  void fire(const std::vector<Event>& events);
+  /// At run's start: `past` is every event already in the log. A hook given to an earlier run
+  /// gets those logged after the last it was given (events made while no run was going: a
+  /// control command, the original); a hook new to the plan starts from now.
+  void begin(const std::vector<Event>& past);
+  /// Starts (or queues) the hooks that want these events. `last`: the number of the last of
+  /// them in the log (Journal::count; 0: unnumbered, no mark kept); an event a hook was given
+  /// before (its number at most the hook's mark) is not given again.
+  void fire(const std::vector<Event>& events, long long last = 0);
   /// Collects the ended hooks, says their failures, starts queued ones.
   void poll();
   /// Hooks running or waiting: the loop looks again soon.
@@ -71,13 +102,26 @@ class HookRunner {
     std::string got;
   };
   void spawn(size_t hook, const Event& e);
+  void save_marks();
   void report(size_t hook, const std::string& kind, const std::string& id, const std::string& what);
 
   std::vector<HookSpec> hooks_;
   Options opt_;
   std::function<void(const std::string&)> say_;
   std::vector<Running> running_;
-  std::deque<std::pair<size_t, Event>> queue_;
+  struct Waiting {
+    size_t hook;
+    Event event;
+    long long number;  // in the log (0: unnumbered)
+    HookMark before;   // the hook's mark before it
+  };
+  std::deque<Waiting> queue_;
+  // Per hook: the last event numbered given to fire (run, queued or not wanted), and the
+  // mark kept in the marks file (the last before any still waiting their turn).
+  std::vector<HookMark> given_, kept_;
+  std::map<std::string, HookMark> others_marks_;  // marks of hooks this run was not given, kept as found
+  bool begun_ = false, saved_once_ = false;
+  std::string marks_problem_;  // said once
   std::set<std::pair<size_t, std::string>> reported_;
 };
 

@@ -14,6 +14,7 @@
 #error "a live header (the OS behind ports) in the core or the views: pass data in instead"
 #endif
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,15 +47,23 @@ class Journal {
   /// Reads the log under the state's lock, before anything changes the state `state`;
   /// the first call reads every part of the log, later ones what others appended since.
   /// With no log yet, `state` is where logging begins (its past is not logged).
-  /// Returns the events others appended (for the hooks).
-  std::vector<Event> catch_up(const State& state, std::vector<std::string>* warnings);
+  /// Returns the events others appended (for the hooks); the first call puts every event
+  /// already in the log in `past` (when given).
+  std::vector<Event> catch_up(const State& state, std::vector<std::string>* warnings,
+                              std::vector<Event>* past = nullptr);
+
+  /// How many events the log holds (all its parts) as far as it has been read or written:
+  /// the number of the last one, counting from 1 (the hooks' marks count the same way).
+  long long count() const { return count_; }
 
   /// Appends `made` (the events of the writer's own changes, from the engine: events_of), then
   /// whatever else differs between the log's view and `state` (a write of others that logged
   /// nothing, a crash between a save and its append: events_between), done by `by` at `now`;
   /// returns them all. Throws StoreError (the view is then unchanged: the caller keeps `made`
-  /// to give again).
-  std::vector<Event> record(const State& state, double now, std::string_view by, std::vector<Event> made = {});
+  /// to give again). The jobs in `not_yet` are left out of the comparison (their entries are
+  /// launches of another run not let run yet: their start is logged once they are, never if not).
+  std::vector<Event> record(const State& state, double now, std::string_view by, std::vector<Event> made = {},
+                            const std::map<std::string, double>& not_yet = {});
 
   /// Appends one of the plan's own events (reload, pause, resume: job_event is false), as
   /// record does: throws StoreError naming the file. True when the line is taken as read
@@ -74,6 +83,7 @@ class Journal {
   std::optional<double> begin_;
   bool loaded_ = false;
   long long offset_ = 0;             // how far the log has been read (or written)
+  long long count_ = 0;              // the events up to there
   unsigned long long inode_ = 0;
   std::vector<std::pair<std::string, Seen>> view_;  // in the state's order, mostly
   std::unordered_map<std::string, size_t> index_;

@@ -51,6 +51,9 @@ class PosixLauncher : public Launcher {
   /// counts as failure, with a note); a dead process without one vanished,
   /// unless it left logs/ID.aborted (it never started: gpuq died first).
   Observed observe(const std::string& id, const JobState& s) override;
+  /// The wrapper (its pid, with the start time recorded) still holds its start line on fd 3
+  /// (/proc/PID/fd/3 a pipe), or logs/ID.aborted is there.
+  bool at_start_line(const std::string& id, const JobState& s) override;
   /// From /proc/PID/stat: a zombie is gone; a start time other than the one recorded is Other.
   Identity identify(const JobState& s) override;
   bool signal_group(long long group, Signal sig) override;

@@ -124,6 +124,14 @@ class Launcher {
   virtual Observed observe(const std::string& id, const JobState& s) = 0;
   /// Whether the pid of `s` is still that job's process.
   virtual Identity identify(const JobState& s) = 0;
+  /// True while the running entry `s` of job `id` is a launch not (yet) let run: held at its
+  /// start line, or cut short there (it left logs/ID.aborted). A run that finds such an entry
+  /// left by another run does not log its start: the launch may never be released.
+  virtual bool at_start_line(const std::string& id, const JobState& s) {
+    (void)id;
+    (void)s;
+    return false;
+  }
   /// Sends `sig` to process group `group`; false when there was none.
   virtual bool signal_group(long long group, Signal sig) = 0;
   /// Sends a job's warning signal (its plan's warn_signal) to group `group`; false when there was none.

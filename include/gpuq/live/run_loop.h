@@ -123,6 +123,7 @@ class RunLoop {
   void watch(Tick& t);
   void catch_up_events(Tick& t);
   void record_events(Tick& t);
+  bool look_at_start_lines(bool fresh);
   bool all_finished(const Tick& t) const;
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
@@ -147,8 +148,13 @@ class RunLoop {
   bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
+  bool hooks_begun_ = false;               // given the log's past (HookRunner::begin)
   std::string last_journal_problem_;
   std::vector<Event> unlogged_;            // the engine's events not yet in the log (its append failed)
+  // Running entries another run left held at their start lines (it died between its save and
+  // their release), by id, with their start: not logged until the launcher sees them let run
+  // (they never are: they end aborted, which is no event either).
+  std::map<std::string, double> not_released_;
   PlanSource* plan_source_ = nullptr;
   std::function<void(const std::string&, double)> reloaded_;
   double loaded_at_ = 0;                   // when the plan in use was loaded

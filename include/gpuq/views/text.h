@@ -37,6 +37,10 @@ std::string format_stuck(const Plan& plan, const SimOptions& opt, const Simulati
 /// `gpuq status`: the original's rows and counts, read-only.
 std::string format_status(const Plan& plan, const State& state, double now, bool all);
 
+/// `gpuq status`'s lines on the stale done jobs (stale.h): each with why, and the command that
+/// reruns them (`plan` as the user gave it, for its --plan); "" when none is stale.
+std::string format_stale(const Plan& plan, const State& state, const std::string& plan_arg);
+
 /// The lines `status` prints below the original's rows: each job not done, in
 /// predicted order, with its prediction and why it waits; then the plan's finish.
 /// At most `limit` jobs unless `all`.

@@ -1,0 +1,113 @@
+#include "gpuq/core/stale.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace gpuq {
+
+std::vector<std::string> job_deps_of(const Job& j) {
+  std::vector<std::string> out;
+  for (const Dep& d : j.deps)
+    if (d.kind != Dep::Kind::File && std::find(out.begin(), out.end(), d.target) == out.end()) out.push_back(d.target);
+  return out;
+}
+
+std::optional<std::vector<std::string>> deps_ran(const JobState& s) {
+  if (!s.extra.is_object()) return std::nullopt;
+  auto it = s.extra.find(kDepsRanField);
+  if (it == s.extra.end() || !it->is_array()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& v : *it)
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+void set_deps_ran(JobState& s, const std::vector<std::string>& ids) {
+  if (!s.extra.is_object()) s.extra = nlohmann::ordered_json::object();
+  s.extra[kDepsRanField] = ids;
+}
+
+Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
+  Staleness out;
+  const JobState* s = state.of(plan, job);
+  if (!s || s->status != Status::Done) return out;
+  std::vector<std::string> now = job_deps_of(plan.jobs[job]);
+  std::unordered_set<std::string> said;
+  if (std::optional<std::vector<std::string>> ran = deps_ran(*s)) {
+    std::unordered_set<std::string> before(ran->begin(), ran->end()), after(now.begin(), now.end());
+    for (const std::string& d : now)
+      if (!before.count(d) && said.insert(d).second) out.added.push_back(d);
+    for (const std::string& d : *ran)
+      if (!after.count(d) && said.insert(d).second) out.removed.push_back(d);
+  }
+  for (const Dep& d : plan.jobs[job].deps) {
+    if (d.kind == Dep::Kind::File || said.count(d.target)) continue;
+    const JobState* e = state.of(plan, d.job);
+    Status st = e ? e->status : Status::Pending;
+    if (st != Status::Done && st != Status::Failed) {
+      said.insert(d.target);
+      out.redoing.push_back(d.target);
+    } else if (e->start && s->start && *e->start > *s->start) {
+      // Its run started after this one did: it ran again since. (Its start, not its end: under
+      // Slurm a start is the queue's, in whole seconds, and may come before the end gpuq saw.)
+      said.insert(d.target);
+      out.reran.push_back(d.target);
+    }
+  }
+  return out;
+}
+
+std::string staleness_text(const Staleness& s) {
+  std::vector<std::string> parts;
+  auto list = [](const std::vector<std::string>& ids) {
+    std::string out;
+    for (size_t k = 0; k < ids.size() && k < 5; ++k) out += (k ? ", " : "") + ids[k];
+    if (ids.size() > 5) out += fmt::format(" and {} more", ids.size() - 5);
+    return out;
+  };
+  auto dep = [](size_t n) { return n == 1 ? "dep" : "deps"; };
+  if (!s.added.empty()) parts.push_back(fmt::format("{} {} added since it ran", dep(s.added.size()), list(s.added)));
+  if (!s.removed.empty())
+    parts.push_back(fmt::format("{} {} removed since it ran", dep(s.removed.size()), list(s.removed)));
+  if (!s.redoing.empty())
+    parts.push_back(fmt::format("{} {} to run again", dep(s.redoing.size()), list(s.redoing)));
+  if (!s.reran.empty())
+    parts.push_back(fmt::format("{} {} ran again after it started", dep(s.reran.size()), list(s.reran)));
+  std::string out;
+  for (size_t k = 0; k < parts.size(); ++k) out += (k ? "; " : "") + parts[k];
+  return out;
+}
+
+std::vector<size_t> stale_jobs(const Plan& plan, const State& state) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    if (!staleness_of(plan, i, state).empty()) out.push_back(i);
+  return out;
+}
+
+std::vector<size_t> stale_reruns(const Plan& plan, const State& state) {
+  std::vector<std::vector<size_t>> dependents(plan.jobs.size());
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    for (const Dep& d : plan.jobs[i].deps)
+      if (d.kind != Dep::Kind::File && d.job < plan.jobs.size()) dependents[d.job].push_back(i);
+  std::vector<bool> in(plan.jobs.size());
+  std::vector<size_t> todo = stale_jobs(plan, state);
+  for (size_t i : todo) in[i] = true;
+  while (!todo.empty()) {
+    size_t i = todo.back();
+    todo.pop_back();
+    for (size_t k : dependents[i]) {
+      if (in[k] || state.status_of(plan, k) != Status::Done) continue;
+      in[k] = true;
+      todo.push_back(k);
+    }
+  }
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    if (in[i]) out.push_back(i);
+  return out;
+}
+
+}  // namespace gpuq
