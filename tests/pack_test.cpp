@@ -38,6 +38,12 @@ PassInput packed_input(const Plan& plan, std::vector<double>& room, GpuMask free
   return in;
 }
 
+ev::Tick tick_at(double now) {
+  ev::Tick t;
+  t.now = now;
+  return t;
+}
+
 std::vector<size_t> all_jobs(const Plan& plan) {
   std::vector<size_t> v;
   for (size_t j = 0; j < plan.jobs.size(); ++j) v.push_back(j);
@@ -146,17 +152,17 @@ TEST(PackEngine, AnEndedPackedJobGivesBackItsGibAndAGpuWithNoneIsWholeAgain) {
   Plan plan = plan_of(sweep(2, 30, R"({"id": "wide", "script": "x", "gpus": 8, "priority": 99})"));
   Policy p;
   Engine e(plan, p, 1);
-  e.apply(ev::Tick{0});
+  e.apply(tick_at(0));
   ASSERT_EQ(e.effects().launches.size(), 2u);  // both on GPU 0; wide waits for all 8
   EXPECT_EQ(std::get<Running>(e.life(1)).gpus, std::vector<int>{0});
   EXPECT_EQ(std::get<Running>(e.life(2)).gpus, std::vector<int>{0});
   e.apply(ev::Exited{1, 10, 0});
   EXPECT_DOUBLE_EQ(e.declared_gib(0), 30);
-  e.apply(ev::Tick{10});
+  e.apply(tick_at(10));
   EXPECT_TRUE(e.effects().launches.empty()) << "GPU 0 still holds s1";
   e.apply(ev::Exited{2, 20, 0});
   EXPECT_DOUBLE_EQ(e.declared_gib(0), 0);
-  e.apply(ev::Tick{20});
+  e.apply(tick_at(20));
   ASSERT_EQ(e.effects().launches.size(), 1u);
   EXPECT_EQ(plan.jobs[e.effects().launches[0].job].id, "wide");
 }
@@ -166,7 +172,7 @@ TEST(PackEngine, WithPackingOffEveryJobTakesItsGpusWholeAsBefore) {
   Policy p;
   p.pack = false;
   Engine e(plan, p, 1);
-  e.apply(ev::Tick{0});
+  e.apply(tick_at(0));
   std::set<int> gpus;
   for (const Launch& l : e.effects().launches) gpus.insert(std::get<Running>(e.life(l.job)).gpus.at(0));
   EXPECT_EQ(e.effects().launches.size(), 8u);

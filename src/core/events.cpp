@@ -281,7 +281,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
         a = &out[it->second];
         open.erase(it);
       } else {
-        out.push_back({e.id, e.attempt, e.gpus, e.started, std::nullopt, {}, {}, {}});
+        out.push_back({e.id, e.attempt, e.gpus, e.started, std::nullopt, {}, {}, {}, {}});
         a = &out.back();
       }
       a->end = e.t;
