@@ -76,7 +76,8 @@ int cmd_validate(Flags& f) {
     if (j.gpu_mem_gib && *j.gpu_mem_gib > mem.gpu_room(0))
       findings.push_back({true, j.id,
                           fmt::format("gpu_mem_gib {:g} is more than a GPU takes ({:g} GiB less --gpu-mem-headroom "
-                                      "{:g}%: {:.1f}): it would never start",
+                                      "{:g}%: {:.1f}): it would never start (GPUs with more memory: give their GiB as "
+                                      "--gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
                                       *j.gpu_mem_gib, mem.gpu_mem_gib, mem.gpu_mem_headroom, mem.gpu_room(0))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);

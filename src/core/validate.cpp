@@ -144,6 +144,7 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
   SimOptions so;
   so.node_gpus = node_gpus;
   so.backfill_max_hours = backfill_max_hours;
+  so.gpu_mem_gib = 1e12;  // a gpu_mem_gib no GPU takes is the caller's check, with the node's memory (validate's flags)
   Simulation sim = simulate(plan, so);
   for (const Stuck& s : sim.stuck) {
     // The root causes, not the jobs waiting on them (for jobs that never ran).
