@@ -1,6 +1,9 @@
 // The event log (issue 17): what each state change logs, the log file (torn lines,
 // rotation, exactly once), hooks, history and learned estimates.
 #include <gtest/gtest.h>
+
+#include <ctime>
+#include <set>
 #include <gmock/gmock.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -640,4 +643,48 @@ TEST(EventLogRun, HistoryEstimatesAndLearnedPredictionsFromAFixtureLog) {
   auto v = run_gpuq({"validate", "--plan", "plan.json"}, d.path());
   EXPECT_THAT(v.out, HasSubstr("job 'train_huge': est_hours 40 is 20.0x the median run time of the 3 train_* runs"));
   EXPECT_THAT(v.out, Not(HasSubstr("job 'train_new'")));
+}
+
+// history --since (issue 31: an untested flag): an attempt counts by its end (a running one by
+// now); every form of the time is taken, and a word that is no time is refused naming the flag.
+TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnythingElse) {
+  TempDir d;
+  d.write("x.sh", "exit 0\n");
+  d.write("plan.json", R"([{"id": "old", "script": "x.sh"}, {"id": "recent", "script": "x.sh"},
+                           {"id": "now", "script": "x.sh"}])");
+  double now = static_cast<double>(std::time(nullptr));
+  std::string log;
+  auto attempt = [&](const std::string& id, double start, std::optional<double> end) {
+    Event s;
+    s.t = start;
+    s.kind = "start";
+    s.id = id;
+    s.by = "run";
+    log += event_line(s) + "\n";
+    if (!end) return;
+    Event e = s;
+    e.kind = "end";
+    e.t = *end;
+    e.outcome = "done";
+    e.exit = 0;
+    log += event_line(e) + "\n";
+  };
+  attempt("old", now - 4 * 86400, now - 3 * 86400);  // ended 3 days ago
+  attempt("recent", now - 7200, now - 3600);         // ended an hour ago
+  attempt("now", now - 600, std::nullopt);           // running
+  d.write("plan.events.jsonl", log);
+  auto ids = [&](const std::string& since) {
+    auto h = run_gpuq({"history", "--plan", "plan.json", "--json", "--since", since}, d.path());
+    EXPECT_EQ(h.status, 0) << since << ": " << h.err;
+    std::set<std::string> out;
+    for (const auto& a : json::parse(h.out.empty() ? "[]" : h.out)) out.insert(a["id"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(ids("2d"), (std::set<std::string>{"recent", "now"}));
+  EXPECT_EQ(ids("30m"), (std::set<std::string>{"now"}));
+  EXPECT_EQ(ids("5d"), (std::set<std::string>{"old", "recent", "now"}));
+  EXPECT_EQ(ids(std::to_string(static_cast<long long>(now - 2 * 3600))), (std::set<std::string>{"recent", "now"}));
+  auto bad = run_gpuq({"history", "--plan", "plan.json", "--since", "yesterday"}, d.path());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--since yesterday: not a time"));
 }
