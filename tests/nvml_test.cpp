@@ -317,3 +317,28 @@ TEST(NvmlCli, EachAttemptsPeakGpuMemoryIsRecordedAndHistoryShowsIt) {
   Output h = run_gpuq({"history", "--plan", "plan.json"}, dir.path(), fake.env());
   EXPECT_THAT(h.out, HasSubstr("done, peak 17.6 GiB")) << h.out;
 }
+
+// A packed job that uses more than it declared is named, by run once and by status while it
+// does: its processes (NVML's list, found by lineage) hold 31 GiB where it declared 20.
+TEST(NvmlCli, APackedJobUsingMoreThanItDeclaredIsNamedByRunAndStatus) {
+  json node;
+  node["devices"] = json::array({{{"bus_id", bus(0)}, {"name", "NVIDIA H100 80GB HBM3"}, {"total_mib", 81559},
+                                  {"used_mib", 0}, {"util", 50}}});
+  FakeNvml fake(node);
+  TempDir dir;
+  node["devices"][0]["used_mib"] = 31 * 1024;
+  node["devices"][0]["processes"] = json::array({{{"pid", 424242}, {"used_mib", 31 * 1024}}});
+  dir.write("nvml.tmpl", node.dump());
+  dir.write("job.sh", "sed \"s/424242/$$/\" nvml.tmpl > \"" + fake.path + ".new\" && mv \"" + fake.path + ".new\" \"" +
+                          fake.path + "\"\ntouch using\nwhile [ ! -e stop ]; do sleep 0.1; done\n");
+  dir.write("plan.json", R"([{"id": "train", "script": "job.sh", "gpu_mem_gib": 20, "est_hours": 0.01}])");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--gpus", "0", "--poll", "1"}, dir.path(), fake.env());
+  ASSERT_TRUE(eventually([&] { return ::access((dir.path() + "/using").c_str(), F_OK) == 0 && run->out().find("uses 31.0 GiB") != std::string::npos; }))
+      << run->out() << run->err();
+  EXPECT_THAT(run->out(), HasSubstr("train uses 31.0 GiB on GPU 0, more than its gpu_mem_gib 20"));
+  Output st = run_gpuq({"status", "--plan", "plan.json"}, dir.path(), fake.env());
+  EXPECT_THAT(st.out, HasSubstr("train uses 31.0 GiB on GPU 0, declared 20 (gpu_mem_gib)")) << st.out << st.err;
+  dir.write("stop", "");
+  Output done = run->wait(30);
+  EXPECT_EQ(done.status, 0) << done.err;
+}

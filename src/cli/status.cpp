@@ -217,6 +217,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   // Text without --all shows the first rows only: only they need their reasons worked out.
   std::map<int, std::string> others;
   std::vector<double> mem_other;  // jobs that pack: GiB per GPU beyond their declared, as run's next tick sees it
+  std::string over;               // packed jobs using more than they declared
   if (packs(plan, opt)) {
     GpuReading none;
     const GpuReading& r = probed ? probed->reading : none;
@@ -225,10 +226,15 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
         opt.gpu_mem_total.resize(kMaxGpuId + 1, 0);
         opt.gpu_mem_total[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
       }
-    mem_other = memory_use(r, state, GpuRules{opt.max_used_mib, opt.ignore_process}, [&](const std::string& id) {
-                  const Job* j = plan.find(id);
-                  return j ? opt.packed_gib(*j) : 0.0;
-                }).other;
+    MemoryUse use = memory_use(r, state, GpuRules{opt.max_used_mib, opt.ignore_process}, [&](const std::string& id) {
+      const Job* j = plan.find(id);
+      return j ? opt.packed_gib(*j) : 0.0;
+    });
+    mem_other = std::move(use.other);
+    for (const MemoryUse::Over& x : use.over)
+      over += fmt::format("{} uses {:.1f} GiB on GPU {}, declared {:g} (gpu_mem_gib): nothing more is placed on GPU {} "
+                          "while it does\n",
+                          x.id, x.used_gib, x.gpu, x.declared_gib, x.gpu);
   }
   GpuMask free = free_now(state, opt, probed ? std::optional<GpuReading>(std::move(probed->reading)) : std::nullopt,
                           &others);
@@ -246,7 +252,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string notes;
+  std::string notes = over;
   for (const std::string& line : settings_notes(f, "auto")) notes += line + "\n";
   std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen, settings_sources_json(f))
                            : format_status(plan, state, now, f.all) + format_stale(plan, state, f.plan) + "\n" +
