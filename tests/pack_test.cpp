@@ -386,3 +386,14 @@ TEST(PackLearn, PeaksArePerPrefixAndValidateSaysWhereTheDeclaredGibDisagree) {
   EXPECT_THAT(by_job["eval_b"], ::testing::HasSubstr("\"gpu_mem_gib\": 11 would let 6 such jobs share a GPU"));
   EXPECT_EQ(by_job.count("train_b"), 0u);
 }
+
+TEST(PackMemory, GpuTotalsAreNvmlsMibInGibByGpuIdAndNoneWithoutThem) {
+  GpuReading r;
+  EXPECT_TRUE(gpu_totals_gib(r).empty());
+  r.total_mib = {{0, 81920}, {3, 40960}, {99, 1}};
+  std::vector<double> t = gpu_totals_gib(r);
+  ASSERT_EQ(t.size(), static_cast<size_t>(kMaxGpuId + 1));
+  EXPECT_DOUBLE_EQ(t[0], 80);
+  EXPECT_DOUBLE_EQ(t[3], 40);
+  EXPECT_DOUBLE_EQ(t[1], 0) << "no total: Policy::gpu_room takes --gpu-mem-gib";
+}

@@ -221,11 +221,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   if (packs(plan, opt)) {
     GpuReading none;
     const GpuReading& r = probed ? probed->reading : none;
-    for (auto [g, mib] : r.total_mib)
-      if (g >= 0 && g <= kMaxGpuId) {
-        opt.gpu_mem_total.resize(kMaxGpuId + 1, 0);
-        opt.gpu_mem_total[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
-      }
+    opt.gpu_mem_total = gpu_totals_gib(r);
     MemoryUse use = memory_use(r, state, GpuRules{opt.max_used_mib, opt.ignore_process}, [&](const std::string& id) {
       const Job* j = plan.find(id);
       return j ? opt.packed_gib(*j) : 0.0;

@@ -88,6 +88,16 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   return out;
 }
 
+std::vector<double> gpu_totals_gib(const GpuReading& r) {
+  std::vector<double> out;
+  for (auto [g, mib] : r.total_mib)
+    if (on_node(g)) {
+      out.resize(kMaxGpuId + 1, 0);
+      out[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
+    }
+  return out;
+}
+
 MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
                      const std::function<double(const std::string&)>& declared) {
   MemoryUse out;

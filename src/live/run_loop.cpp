@@ -202,12 +202,7 @@ void RunLoop::probe(Tick& t) {
 // once per job and GPU.
 void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& rules) {
   Engine& engine = q_->engine();
-  if (!reading.total_mib.empty()) {
-    std::vector<double>& total = engine.policy().gpu_mem_total;
-    total.assign(kMaxGpuId + 1, 0);
-    for (auto [g, mib] : reading.total_mib)
-      if (g >= 0 && g <= kMaxGpuId) total[static_cast<size_t>(g)] = static_cast<double>(mib) / 1024;
-  }
+  if (!reading.total_mib.empty()) engine.policy().gpu_mem_total = gpu_totals_gib(reading);
   MemoryUse use = memory_use(reading, q_->state(), rules, [&](const std::string& id) {
     const Job* j = plan_.find(id);
     return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;

@@ -79,6 +79,10 @@ struct MemoryUse {
   std::map<std::string, double> used_gib;
 };
 
+/// Each GPU's memory in GiB as the reading gives it (NVML), by GPU id (Policy::gpu_mem_total);
+/// empty when it gives none.
+std::vector<double> gpu_totals_gib(const GpuReading& r);
+
 /// The memory use of a reading. `declared(id)` is the GiB the job of that id packs with (its
 /// gpu_mem_gib), 0 for a job that takes its GPUs whole or is no job of the plan. With a process
 /// list (NVML) each job's use is its processes'; without one (nvidia-smi), a GPU's reading beyond
