@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <iterator>
+
 #include <cmath>
 #include <ctime>
 
@@ -24,8 +27,32 @@ std::string local_time(double t, double now) {
 }
 
 std::string fixed(double v, int width, int precision) {
-  if (std::isfinite(v) && std::fabs(v) >= 1e12) return fmt::format("{:{}.{}e}", v, width, precision);
-  return fmt::format("{:{}.{}f}", v, width, precision);
+  std::string out;
+  append_fixed(out, v, width, precision);
+  return out;
+}
+
+// std::to_chars rounds as printf does (exactly, ties by the binary value), as fmt's
+// "{:.Pf}" does; it costs about a third of fmt's parse-and-format per number, and
+// simulate's timeline prints two per job: format_timeline took 40 % of
+// `simulate --all` on 100,000 jobs (callgrind, 582 M of 1,439 M instructions).
+void append_fixed(std::string& out, double v, int width, int precision) {
+  if (!std::isfinite(v) || std::fabs(v) >= 1e12 || precision < 0 || precision > 17) {
+    if (std::isfinite(v) && std::fabs(v) >= 1e12)
+      fmt::format_to(std::back_inserter(out), "{:{}.{}e}", v, width, precision);
+    else
+      fmt::format_to(std::back_inserter(out), "{:{}.{}f}", v, width, precision);
+    return;
+  }
+  char buf[40];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, precision);
+  if (ec != std::errc()) {
+    fmt::format_to(std::back_inserter(out), "{:{}.{}f}", v, width, precision);
+    return;
+  }
+  ptrdiff_t n = end - buf;
+  if (n < width) out.append(static_cast<size_t>(width - n), ' ');
+  out.append(buf, static_cast<size_t>(n));
 }
 
 std::string clock_stamp(double t) {

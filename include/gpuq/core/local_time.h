@@ -16,6 +16,8 @@ std::string local_time(double t, double now);
 /// is absurdly large (1e12 or more): then "{:W.Pe}" ("1.00e+300" rather than a
 /// 300-digit number).
 std::string fixed(double v, int width, int precision);
+/// The same, appended to `out` (simulate prints a few of these per job).
+void append_fixed(std::string& out, double v, int width, int precision);
 
 /// Local wall clock as [HH:MM:SS] (the stamp of `run`'s lines).
 std::string clock_stamp(double unix_time);
