@@ -1,6 +1,9 @@
 // Absurd values and far-off times, and simulate's note on the rows it hides.
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <random>
 #include <regex>
 
 #include "gpuq/core/local_time.h"
@@ -41,6 +44,29 @@ TEST(Absurd, HugeHoursPrintInExponentFormOnly) {
   EXPECT_EQ(fixed(123456.789, 0, 1), "123456.8");
   EXPECT_EQ(fixed(1e300, 6, 2), "1.00e+300");
   EXPECT_EQ(fixed(1e300, 0, 1), "1.0e+300");
+}
+
+// fixed() prints with std::to_chars (the timeline's hot path); fmt's "{:W.Pf}", which the
+// timeline printed before, is the oracle, on seeded random values of every magnitude simulate
+// prints (halfway cases included: x.xx5 and exact binary halves).
+TEST(Absurd, FixedPrintsWhatFmtPrintsForEveryMagnitude) {
+  unsigned seed = 20261202;
+  if (const char* s = std::getenv("GPUQ_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
+  std::printf("seed %u (GPUQ_TEST_SEED replays)\n", seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> exp10(-6, 12.5), unit(0, 1);
+  for (int i = 0; i < 200000; ++i) {
+    double v = std::pow(10.0, exp10(rng)) * (i % 7 == 0 ? -1 : 1);
+    if (i % 5 == 0) v = std::round(v * 1000) / 1000 + 0.005;  // near a rounding tie
+    if (i % 11 == 0) v = std::ldexp(std::floor(unit(rng) * 4096), -3);  // exact binary halves
+    for (auto [w, p] : {std::pair{6, 2}, std::pair{0, 1}, std::pair{0, 0}, std::pair{9, 3}}) {
+      std::string want = std::fabs(v) >= 1e12 ? fmt::format("{:{}.{}e}", v, w, p) : fmt::format("{:{}.{}f}", v, w, p);
+      ASSERT_EQ(fixed(v, w, p), want) << "value " << fmt::format("{:.17g}", v) << " width " << w << " precision " << p;
+    }
+  }
+  EXPECT_EQ(fixed(0.125, 0, 2), fmt::format("{:.2f}", 0.125));
+  EXPECT_EQ(fixed(-0.0, 6, 2), fmt::format("{:6.2f}", -0.0));
+  EXPECT_EQ(fixed(std::nan(""), 6, 2), fmt::format("{:6.2f}", std::nan("")));
 }
 
 TEST(Absurd, ValidateWarnsOfAnEstimatePastAWeek) {
