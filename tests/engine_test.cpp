@@ -491,6 +491,67 @@ TEST(EngineTick, DecidesAsTheOriginalsWords) {
   EXPECT_GT(retried, 30u);
 }
 
+// The engine's incremental counts (unmet and failing deps, waiting, running, the blocked list
+// and how many of it a retry would release, which lets a retry skip the walk) agree with a count
+// from the lives after every event of random runs: failures, timeouts, retries by hand and
+// automatic, holds, kills, requeues.
+TEST(Engine, ItsCountsAgreeWithTheLivesAfterEveryEvent) {
+  Gen g(test::test_seed(31));
+  SCOPED_TRACE(test::seed_note(g.seed));
+  size_t blocked_seen = 0, released = 0, events = 0;
+  for (int round = 0; round < 150; ++round) {
+    size_t n = g.below(25) + 2;
+    std::string text = "[";
+    for (size_t k = 0; k < n; ++k) {
+      std::string deps;
+      for (size_t d = 0; d < k && deps.size() < 40; ++d)
+        if (g.coin(20)) deps += fmt::format("{}\"{}j{}\"", deps.empty() ? "" : ", ", g.coin(25) ? "after:" : "", d);
+      text += fmt::format(R"({}{{"id": "j{}", "script": "s", "gpus": {}, "est_hours": 1{}, "deps": [{}]}})", k ? "," : "",
+                          k, g.below(3), g.coin(20) ? R"(, "max_retries": 0)" : "", deps);
+    }
+    Plan plan = plan_of(text + "]");
+    Policy p;
+    p.retry_after = 5;
+    Engine e(plan, p, 1);
+    ASSERT_EQ(e.recount(), "");
+    double t = 0;
+    for (int step = 0; step < 80; ++step) {
+      t += 1 + static_cast<double>(g.below(4));
+      size_t j = g.below(n);
+      LifeKind k = kind_of(e.life(j));
+      int what = static_cast<int>(g.below(10));
+      std::string did;
+      if (what < 3) {
+        e.apply(ev::Tick{.now = t});
+        did = "tick";
+      } else if (k == LifeKind::Running && what < 6) {
+        e.apply(ev::Exited{j, t, g.coin(40) ? 1 : 0});
+        did = "exit";
+      } else if (k == LifeKind::Running && what == 6) {
+        e.apply(ev::LimitReached{j, t});
+        did = "limit";
+      } else if (what == 7) {
+        e.apply(ev::Retry{j});
+        did = "retry";
+      } else if (what == 8) {
+        if (g.coin()) e.apply(ev::Hold{j}); else e.apply(ev::Kill{j, t});
+        did = "hold/kill";
+      } else {
+        e.apply(ev::Requeue{j, t});
+        did = "requeue";
+      }
+      ++events;
+      for (const Change& c : e.effects().changes) released += c.cause == Cause::Unblock;
+      for (size_t i = 0; i < n; ++i) blocked_seen += kind_of(e.life(i)) == LifeKind::Blocked;
+      ASSERT_EQ(e.recount(), "") << "after " << did << " of " << plan.jobs[j].id << " at " << t << " in\n" << text;
+    }
+  }
+  // The runs reach what they are meant to.
+  EXPECT_GT(blocked_seen, 500u);
+  EXPECT_GT(released, 50u);
+  std::printf("%zu events, %zu blocked job-steps, %zu released\n", events, blocked_seen, released);
+}
+
 // The bug that made the rule book: a reservation member that failed with retries left. run
 // counts it finished (the original's rule), so the reservation's GPUs are open to others now;
 // status must then say the other job starts at the next tick and predict it to start now.

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_set>
+#include <string_view>
 
 namespace gpuq {
 
@@ -33,26 +33,38 @@ Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
   Staleness out;
   const JobState* s = state.of(plan, job);
   if (!s || s->status != Status::Done) return out;
-  std::vector<std::string> now = job_deps_of(plan.jobs[job]);
-  std::unordered_set<std::string> said;
-  if (std::optional<std::vector<std::string>> ran = deps_ran(*s)) {
-    std::unordered_set<std::string> before(ran->begin(), ran->end()), after(now.begin(), now.end());
+  const Job& me = plan.jobs[job];
+  std::optional<std::vector<std::string>> ran = deps_ran(*s);
+  if (!ran && me.deps.empty()) return out;  // most jobs: nothing to compare
+  // The deps already named, each once (a job has a few: a list, not a hash set; `status` asks
+  // this of every done job).
+  std::vector<std::string_view> said;
+  auto say = [&](std::string_view d) {
+    if (std::find(said.begin(), said.end(), d) != said.end()) return false;
+    said.push_back(d);
+    return true;
+  };
+  if (ran) {
+    std::vector<std::string> now = job_deps_of(me);
+    auto in = [](const std::vector<std::string>& v, const std::string& d) {
+      return std::find(v.begin(), v.end(), d) != v.end();
+    };
     for (const std::string& d : now)
-      if (!before.count(d) && said.insert(d).second) out.added.push_back(d);
+      if (!in(*ran, d) && say(d)) out.added.push_back(d);
     for (const std::string& d : *ran)
-      if (!after.count(d) && said.insert(d).second) out.removed.push_back(d);
+      if (!in(now, d) && say(d)) out.removed.push_back(d);
   }
-  for (const Dep& d : plan.jobs[job].deps) {
-    if (d.kind == Dep::Kind::File || said.count(d.target)) continue;
+  for (const Dep& d : me.deps) {
+    if (d.kind == Dep::Kind::File || std::find(said.begin(), said.end(), d.target) != said.end()) continue;
     const JobState* e = state.of(plan, d.job);
     Status st = e ? e->status : Status::Pending;
     if (st != Status::Done && st != Status::Failed) {
-      said.insert(d.target);
+      say(d.target);
       out.redoing.push_back(d.target);
     } else if (e->start && s->start && *e->start > *s->start) {
       // Its run started after this one did: it ran again since. (Its start, not its end: under
       // Slurm a start is the queue's, in whole seconds, and may come before the end gpuq saw.)
-      said.insert(d.target);
+      say(d.target);
       out.reran.push_back(d.target);
     }
   }

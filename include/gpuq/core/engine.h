@@ -231,6 +231,9 @@ class Engine {
   double declared_gib(size_t g, int node = 0) const;
   /// Ready to start (waiting, deps met, files present).
   bool ready(size_t j) const { return ready_.contains(j); }
+  /// The incremental counts, counted again from the lives (for tests): "" when they agree, else
+  /// what differs.
+  std::string recount() const;
 
   /// Why job j waits now, from its life, its deps and the last Tick's pass: ask right after a
   /// Tick made with explain (a job that Tick launched is Ready; one it would launch but for a
@@ -298,6 +301,7 @@ class Engine {
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
   std::vector<size_t> blocked_;    // jobs that entered Blocked (some may have left since)
+  size_t releasable_ = 0;          // blocked jobs no plain dep of which fails: a retry releases them
   std::vector<size_t> work_;       // jobs to block (the cascade, without recursion)
   std::vector<size_t> file_jobs_;  // jobs with a file: dep
   size_t waiting_ = 0, running_ = 0;
