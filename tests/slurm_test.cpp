@@ -390,5 +390,52 @@ TEST_F(SlurmTest, AJobQueuedBehindAnotherStartsOnceAndIsSaidToBeQueued) {
       << d.read("logs/w1.log");
 }
 
+// Jobs that share GPUs by memory (gpu_mem_gib) go to Slurm as GPU shards (the test node has 8 a
+// GPU): each 30 GiB job of a GPU of 80 GiB (less 5 %: 9.5 GiB a shard) asks for 4 shards, so two
+// run on one GPU at once. A 2-GPU packed job is refused by validate --slurm, in one line.
+TEST_F(SlurmTest, PackedJobsShareAGpuThroughShards) {
+  TempDir d;
+  d.write("job.sh", "echo \"$CUDA_VISIBLE_DEVICES $SLURM_SHARDS_ON_NODE $(date +%s.%N)\" > $GPUQ_JOB_ID.seen\n"
+                    "sleep 3\necho \"$(date +%s.%N)\" >> $GPUQ_JOB_ID.seen\n");
+  std::string jobs;
+  for (int k = 0; k < 4; ++k)
+    jobs += fmt::format(R"({}{{"id": "p{}", "script": "job.sh", "gpus": 1, "est_hours": 0.01, "gpu_mem_gib": 30}})",
+                        k ? "," : "", k);
+  d.write("plan.json", "[" + jobs + "]");
+  std::string sbatch_log = d.path() + "/sbatch.calls";
+  std::map<std::string, std::string> env{{"PATH", logging_wrapper(d, "sbatch", sbatch_log)}};
+  Output r = run({gpuq_binary(), "run", "--plan", "plan.json", "--slurm", "--poll", "1"}, d.path(), env);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::string calls = d.read("sbatch.calls");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), '\n'), 4) << calls;
+  std::istringstream each(calls);
+  for (std::string line; std::getline(each, line);) {
+    EXPECT_THAT(line, ::testing::HasSubstr("--gres=shard:4")) << calls;
+    EXPECT_THAT(line, ::testing::Not(::testing::HasSubstr("--gres=gpu"))) << calls;
+  }
+  // Each saw one GPU and its 4 shards; two of them ran on one GPU at the same time.
+  struct Seen { std::string gpu; double from, to; };
+  std::vector<Seen> seen;
+  for (int k = 0; k < 4; ++k) {
+    std::istringstream in(d.read(fmt::format("p{}.seen", k)));
+    Seen s{};
+    std::string shards;
+    ASSERT_TRUE(in >> s.gpu >> shards >> s.from >> s.to) << d.read(fmt::format("p{}.seen", k));
+    EXPECT_THAT(s.gpu, ::testing::MatchesRegex("[0-7]"));
+    EXPECT_EQ(shards, "4");
+    seen.push_back(s);
+  }
+  bool shared = false;
+  for (size_t a = 0; a < seen.size(); ++a)
+    for (size_t b = a + 1; b < seen.size(); ++b)
+      shared |= seen[a].gpu == seen[b].gpu && seen[a].from < seen[b].to && seen[b].from < seen[a].to;
+  EXPECT_TRUE(shared) << "no two packed jobs ran on one GPU at once";
+  d.write("wide.json", R"([{"id": "w", "script": "job.sh", "gpus": 2, "est_hours": 0.01, "gpu_mem_gib": 30}])");
+  Output v = run_gpuq({"validate", "--plan", "wide.json", "--slurm"}, d.path());
+  EXPECT_NE(v.status, 0) << v.out;
+  EXPECT_THAT(v.out + v.err, ::testing::HasSubstr("job w gives gpu_mem_gib 30 on each of 2 GPUs, and Slurm gives a job "
+                                                  "its GPU shards on one GPU"));
+}
+
 }  // namespace
 }  // namespace gpuq::test

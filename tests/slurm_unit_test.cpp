@@ -93,10 +93,10 @@ TEST(SlurmUnit, ParsesSacctJson) {
 TEST(SlurmUnit, RefusesAReservationOfGpuIdsUnlessItNamesASlurmReservation) {
   Plan p = plan_of(R"({"jobs": [{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh"}],
                        "reservations": [{"gpus": [7], "jobs": ["a"]}]})");
-  EXPECT_THAT(slurm_plan_problem(p), HasSubstr("reservation #1 closes GPUs [7]"));
+  EXPECT_THAT(slurm_plan_problem(p, std::nullopt), HasSubstr("reservation #1 closes GPUs [7]"));
   Plan q = plan_of(R"({"jobs": [{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh"}],
                        "reservations": [{"gpus": [7], "jobs": ["a"], "slurm_reservation": "evals"}]})");
-  EXPECT_EQ(slurm_plan_problem(q), "");
+  EXPECT_EQ(slurm_plan_problem(q, std::nullopt), "");
   EXPECT_EQ(slurm_reservations(q), (std::map<std::string, std::string>{{"a", "evals"}}));
   EXPECT_TRUE(slurm_copy(q).reservations.empty());
   EXPECT_THAT(errors_of(R"({"jobs": [{"id": "a", "script": "a.sh"}],
@@ -210,11 +210,53 @@ TEST(SlurmCli, RunRefusesAStateOfTheOtherKind) {
 }  // namespace
 }  // namespace gpuq::test
 
-TEST(SlurmUnit, RefusesJobsThatShareGpusByMemoryInOneLineNamingThem) {
+TEST(SlurmUnit, RefusesJobsThatShareGpusByMemoryWhereTheClusterHasNoShardsInOneLineNamingThem) {
+  using namespace gpuq;
   Plan p = plan_of(R"([{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh", "gpu_mem_gib": 20},
                        {"id": "c", "script": "c.sh", "gpu_mem_gib": 20}])");
-  std::string why = slurm_plan_problem(p);
+  std::string why = slurm_plan_problem(p, SlurmShards{});
   EXPECT_THAT(why, HasSubstr("2 jobs (b, ...) give gpu_mem_gib"));
+  EXPECT_THAT(why, HasSubstr("this cluster has no GPU shards"));
   EXPECT_EQ(why.find('\n'), std::string::npos);
-  EXPECT_EQ(slurm_plan_problem(plan_of(R"([{"id": "a", "script": "a.sh"}])")), "");
+  EXPECT_EQ(slurm_plan_problem(plan_of(R"([{"id": "a", "script": "a.sh"}])"), SlurmShards{}), "");
+  // With shards (8 a GPU of 80 GiB less 5 %: 9.5 GiB each), the same plan goes.
+  EXPECT_EQ(slurm_plan_problem(p, SlurmShards{8, 80, 5}), "");
+  // Not asked (simulate --nodes): packed jobs pass.
+  EXPECT_EQ(slurm_plan_problem(p, std::nullopt), "");
+}
+
+TEST(SlurmUnit, ShardsPerGpuFromScontrol) {
+  using namespace gpuq;
+  EXPECT_EQ(parse_shards_per_gpu("NodeName=n1 Arch=x86_64 CoresPerSocket=8 Gres=gpu:8,shard:64 NodeAddr=n1\n"), 8);
+  // Types and socket lists (a comma inside them is no separator); the fewest of the nodes.
+  EXPECT_EQ(parse_shards_per_gpu("NodeName=a Gres=gpu:a100:4(S:0,1),shard:a100:32(S:0-1) State=IDLE\n"
+                                 "NodeName=b Gres=gpu:h100:8(S:0-1),shard:h100:32(S:0-1) State=IDLE\n"),
+            4);
+  // A node without shards does not count; none with them: 0.
+  EXPECT_EQ(parse_shards_per_gpu("NodeName=a Gres=gpu:8 State=IDLE\nNodeName=b Gres=gpu:2,shard:12 State=IDLE\n"), 6);
+  EXPECT_EQ(parse_shards_per_gpu("NodeName=a Gres=gpu:8 GresDrain=shard:9 State=IDLE\n"), 0);
+  EXPECT_EQ(parse_shards_per_gpu("NodeName=a Gres=(null) State=IDLE\n"), 0);
+  EXPECT_EQ(parse_shards_per_gpu(""), 0);
+}
+
+TEST(SlurmUnit, APackedJobAsksForTheShardsOfItsGibOnOneGpu) {
+  using namespace gpuq;
+  SlurmShards s{8, 80, 5};  // a shard: 76 / 8 = 9.5 GiB
+  EXPECT_EQ(shards_for(9.5, s), 1);
+  EXPECT_EQ(shards_for(9.6, s), 2);
+  EXPECT_EQ(shards_for(20, s), 3);
+  EXPECT_EQ(shards_for(76, s), 8);
+  EXPECT_EQ(shards_for(0.1, s), 1);
+  EXPECT_EQ(shards_for(20, SlurmShards{}), 0);
+  SlurmOptions o;
+  o.chdir = "/w";
+  auto a = sbatch_args(o, "n", 1, 10, 0, "l", "", "w", shards_for(20, s));
+  EXPECT_THAT(a, Contains("--gres=shard:3"));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("--gres=gpu"))));
+  EXPECT_THAT(sbatch_args(o, "n", 1, 10, 0, "l", "", "w"), Contains("--gres=gpu:1"));
+  // More than one GPU's shards, or several GPUs: Slurm would keep it waiting for ever.
+  Plan big = plan_of(R"([{"id": "big", "script": "a.sh", "gpu_mem_gib": 78}])");
+  EXPECT_THAT(slurm_plan_problem(big, s), HasSubstr("job big gives gpu_mem_gib 78, 9 shards of a GPU that has 8"));
+  Plan wide = plan_of(R"([{"id": "wide", "script": "a.sh", "gpus": 2, "gpu_mem_gib": 20}])");
+  EXPECT_THAT(slurm_plan_problem(wide, s), HasSubstr("job wide gives gpu_mem_gib 20 on each of 2 GPUs"));
 }

@@ -18,6 +18,7 @@
 #include "gpuq/core/state.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq::cli {
@@ -116,6 +117,8 @@ void add_quiet_minutes(CLI::App* sub, Flags& f);
 
 /// Adds --gpu-mem-gib and --gpu-mem-headroom (several jobs on one GPU).
 void add_gpu_memory(CLI::App* sub, Flags& f);
+/// The cluster's GPU shards (scontrol), with the GPU memory of `f` (--gpu-mem-gib, headroom).
+SlurmShards cluster_shards(const Flags& f);
 
 /// Adds gpuq's --gpu-probe, --pairs (its help naming `pairs_default`) and --ignore-process.
 void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default);

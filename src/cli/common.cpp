@@ -73,6 +73,10 @@ void add_time_limit_factor(CLI::App* sub, Flags& f) {
                       ->type_name("F"));
 }
 
+SlurmShards cluster_shards(const Flags& f) {
+  return {slurm_shards_per_gpu(), f.gpu_mem_gib, f.gpu_mem_headroom};
+}
+
 void add_gpu_memory(CLI::App* sub, Flags& f) {
   setting_flag(f, sub->add_option("--gpu-mem-gib", f.gpu_mem_gib,
                                   "GiB of memory of each GPU where the GPU probe gives none: jobs with gpu_mem_gib "

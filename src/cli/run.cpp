@@ -27,11 +27,13 @@ namespace {
 // What run --slurm hands sbatch; nullopt (with `problem`) for a plan Slurm cannot take.
 std::optional<SlurmOptions> slurm_options(const Flags& f, const Plan& plan, const std::string& workdir,
                                           std::string* problem) {
-  if (std::string why = slurm_plan_problem(plan); !why.empty()) {
+  SlurmShards shards = cluster_shards(f);
+  if (std::string why = slurm_plan_problem(plan, shards); !why.empty()) {
     *problem = why;
     return std::nullopt;
   }
   SlurmOptions o;
+  o.shards = shards;
   o.partition = f.partition;
   o.account = f.account;
   o.qos = f.qos;

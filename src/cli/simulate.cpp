@@ -26,7 +26,7 @@ namespace {
 /// simulate --nodes: the plan as a cluster's Slurm takes it (as `run --slurm` does), or
 /// nullopt with the reason printed. A reservation of GPU ids means nothing across nodes.
 std::optional<Plan> cluster_plan(const Flags& f, const Plan& plan) {
-  if (std::string why = slurm_plan_problem(plan); !why.empty()) {
+  if (std::string why = slurm_plan_problem(plan, std::nullopt); !why.empty()) {
     fmt::print(stderr, "gpuq: simulate --nodes: the plan {}: {}\n", f.plan, why);
     return std::nullopt;
   }

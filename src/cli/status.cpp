@@ -75,7 +75,7 @@ struct RunLook {
   std::optional<std::unordered_set<std::string>> loaded_ids;
 };
 
-RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
+RunLook look_at_run(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus) {
   RunLook l;
   l.seen.paused_since = paused_since(paths);
   RunPresence p = run_presence(paths);
@@ -106,7 +106,7 @@ RunLook look_at_run(const PlanPaths& paths, const std::vector<int>& gpus) {
   l.seen.slurm = p.info->slurm;
   if (PlanLoad disk = load_plan(paths.plan, gpus); !disk.plan) {
     l.seen.plan_problems = disk.errors.size();
-  } else if (std::string why = p.info->slurm ? slurm_plan_problem(*disk.plan) : ""; !why.empty()) {
+  } else if (std::string why = p.info->slurm ? slurm_plan_problem(*disk.plan, cluster_shards(f)) : ""; !why.empty()) {
     l.seen.plan_problems = 1;
     fmt::print(stderr, "{}: run --slurm: {}\n", paths.plan, why);
   }
@@ -239,7 +239,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others,
                            std::move(mem_other));
-  RunLook run = look_at_run(paths, gpus);
+  RunLook run = look_at_run(f, paths, gpus);
   reasons_for_run(plan, run, o);
   for (JobView& v : o.jobs)
     if (auto r = slurm_reasons.find(plan.jobs[v.job].id); v.queued && r != slurm_reasons.end())
@@ -325,9 +325,14 @@ int cmd_status(Flags& f) {
   auto loaded = load_command(f);
   if (!loaded) loaded = plan_run_goes_on_with(f);  // an edit with errors: the run's own version
   // An edit run --slurm refused (a reservation of GPU ids): the run's own version too.
-  if (loaded && !slurm_plan_problem(loaded->plan).empty()) {
+  if (loaded && !slurm_plan_problem(loaded->plan, std::nullopt).empty()) {
     std::optional<RunInfo> info = read_run_info(plan_paths(f));
     if (info && info->slurm)
+      if (auto kept = plan_run_goes_on_with(f)) loaded = std::move(kept);
+  } else if (loaded && std::any_of(loaded->plan.jobs.begin(), loaded->plan.jobs.end(),
+                                   [](const Job& j) { return j.gpu_mem_gib && j.gpus > 0; })) {  // packed jobs: refused where the cluster has no shards
+    std::optional<RunInfo> info = read_run_info(plan_paths(f));
+    if (info && info->slurm && !slurm_plan_problem(loaded->plan, cluster_shards(f)).empty())
       if (auto kept = plan_run_goes_on_with(f)) loaded = std::move(kept);
   }
   if (!loaded) return kExitBadInput;

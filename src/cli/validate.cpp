@@ -67,7 +67,8 @@ int cmd_validate(Flags& f) {
     findings.push_back(std::move(x));
   // --slurm: what `run --slurm` refuses (a reservation of GPU ids without a Slurm reservation).
   if (f.slurm)
-    if (std::string why = slurm_plan_problem(*plan); !why.empty()) findings.push_back({true, "", "--slurm: " + why});
+    if (std::string why = slurm_plan_problem(*plan, cluster_shards(f)); !why.empty())
+      findings.push_back({true, "", "--slurm: " + why});
   // A job that packs with more GiB than a GPU takes never starts.
   Policy mem;
   mem.gpu_mem_gib = f.gpu_mem_gib;

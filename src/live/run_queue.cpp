@@ -98,8 +98,8 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   // reservation is Slurm's), and the launcher submits from the plan in use.
   std::map<std::string, std::string> reloaded_reservations;
   if (plan_file && slurm)
-    plan_file->adapt = [&reloaded_reservations](Plan& p) {
-      if (std::string why = slurm_plan_problem(p); !why.empty()) return "run --slurm: " + why;
+    plan_file->adapt = [&reloaded_reservations, slurm](Plan& p) {
+      if (std::string why = slurm_plan_problem(p, slurm->shards); !why.empty()) return "run --slurm: " + why;
       reloaded_reservations = slurm_reservations(p);
       p = slurm_copy(p);
       return std::string();

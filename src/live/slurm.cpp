@@ -176,7 +176,8 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   std::string log = std::filesystem::absolute(paths_.log(spec.id)).string();
   for (std::string& a : sbatch_args(opt_, name, spec.width,
                                     job ? slurm_minutes(*job, opt_.time_margin) : 60, job ? nice_[at] : 0, log,
-                                    reservation_of(spec.id), wrap))
+                                    reservation_of(spec.id), wrap,
+                                    job && job->gpu_mem_gib ? shards_for(*job->gpu_mem_gib, opt_.shards) : 0))
     argv.push_back(std::move(a));
   std::vector<std::pair<std::string, std::string>> env{{"GPUQ_JOB_ID", spec.id},
                                                        {"GPUQ_ATTEMPT", std::to_string(spec.attempt)}};

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -135,9 +137,12 @@ std::vector<long long> slurm_nice(const Plan& plan) {
 
 std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& name, long long gpus, long long minutes,
                                      long long nice, const std::string& log, const std::string& reservation,
-                                     const std::string& wrap) {
+                                     const std::string& wrap, long long shards) {
   std::vector<std::string> a{"--parsable", "--hold", "-J", name};
-  if (gpus > 0) a.push_back(fmt::format("--gres=gpu:{}", gpus));
+  if (shards > 0)  // a packed job: its GiB in shards of one GPU, which others share
+    a.push_back(fmt::format("--gres=shard:{}", shards));
+  else if (gpus > 0)
+    a.push_back(fmt::format("--gres=gpu:{}", gpus));
   a.push_back(fmt::format("--time={}", minutes));
   a.push_back(fmt::format("--nice={}", nice));
   a.insert(a.end(), {"-o", log, "--open-mode=append", "--chdir", o.chdir});
@@ -207,17 +212,84 @@ CommandResult run_command(const std::vector<std::string>& argv,
   return r;
 }
 
-std::string slurm_plan_problem(const Plan& plan) {
+long long parse_shards_per_gpu(std::string_view text) {
+  long long best = 0;
+  size_t at = 0;
+  while ((at = text.find("Gres=", at)) != std::string_view::npos) {
+    if (at > 0 && !std::isspace(static_cast<unsigned char>(text[at - 1]))) {  // not GresDrain= etc.
+      at += 5;
+      continue;
+    }
+    at += 5;
+    size_t end = text.find_first_of(" \t\n", at);
+    std::string_view gres = text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    // "gpu:a100:8(S:0-1),shard:a100:64": each item is NAME[:TYPE]:COUNT[(...)]
+    long long gpus = 0, shards = 0;
+    size_t from = 0;
+    while (from <= gres.size()) {
+      size_t comma = from, depth = 0;
+      for (; comma < gres.size(); ++comma) {  // a comma inside "(S:0,1)" is not a separator
+        if (gres[comma] == '(') ++depth;
+        else if (gres[comma] == ')' && depth) --depth;
+        else if (gres[comma] == ',' && !depth) break;
+      }
+      std::string_view item = gres.substr(from, comma - from);
+      item = item.substr(0, item.find('('));
+      size_t colon = item.find(':'), last = item.rfind(':');
+      if (colon != std::string_view::npos) {
+        std::string_view name = item.substr(0, colon), count = item.substr(last + 1);
+        long long n = 0;
+        auto [p, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+        if (ec == std::errc() && p == count.data() + count.size()) {
+          if (name == "gpu") gpus += n;
+          if (name == "shard") shards += n;
+        }
+      }
+      from = comma + 1;
+    }
+    if (gpus > 0 && shards > 0) {
+      long long per = shards / gpus;
+      if (per > 0 && (best == 0 || per < best)) best = per;
+    }
+  }
+  return best;
+}
+
+long long slurm_shards_per_gpu() {
+  CommandResult r = run_command({"scontrol", "show", "node", "-o"});
+  return r.status == 0 ? parse_shards_per_gpu(r.out) : 0;
+}
+
+long long shards_for(double gib, const SlurmShards& s) {
+  if (s.per_gpu <= 0) return 0;
+  double one = s.gpu_gib * (1 - s.headroom / 100) / static_cast<double>(s.per_gpu);
+  return std::max(1LL, static_cast<long long>(std::ceil(gib / one - 1e-9)));
+}
+
+std::string slurm_plan_problem(const Plan& plan, const std::optional<SlurmShards>& shards) {
   size_t packed = 0;
   const Job* first = nullptr;
   for (const Job& j : plan.jobs)
     if (j.gpu_mem_gib && j.gpus > 0 && packed++ == 0) first = &j;
-  if (first)
-    return fmt::format("{} job{} ({}{}) give{} gpu_mem_gib, to share GPUs by memory, and `run --slurm` does not "
-                       "share GPUs yet (Slurm shares one only through GPU shards, --gres=shard:N, that the cluster's "
-                       "admin sets up): leave gpu_mem_gib out of the plan you hand to Slurm, and each job takes its "
-                       "GPUs whole",
+  if (first && shards && shards->per_gpu <= 0)
+    return fmt::format("{} job{} ({}{}) give{} gpu_mem_gib, to share GPUs by memory, and this cluster has no GPU "
+                       "shards (no \"shard\" in the Gres of `scontrol show node`; its admin sets them up in gres.conf): "
+                       "leave gpu_mem_gib out of the plan you hand to Slurm, and each job takes its GPUs whole",
                        packed, packed == 1 ? "" : "s", first->id, packed == 1 ? "" : ", ...", packed == 1 ? "s" : "");
+  if (first && shards)
+    for (const Job& j : plan.jobs) {
+      if (!j.gpu_mem_gib || j.gpus <= 0) continue;
+      if (j.gpus > 1)
+        return fmt::format("job {} gives gpu_mem_gib {:g} on each of {} GPUs, and Slurm gives a job its GPU shards on "
+                           "one GPU: leave gpu_mem_gib out of it (it takes its {} GPUs whole), or make it a 1-GPU job",
+                           j.id, *j.gpu_mem_gib, j.gpus, j.gpus);
+      if (long long n = shards_for(*j.gpu_mem_gib, *shards); n > shards->per_gpu)
+        return fmt::format("job {} gives gpu_mem_gib {:g}, {} shards of a GPU that has {} ({:g} GiB less "
+                           "--gpu-mem-headroom {:g}%, {:.1f} GiB a shard): it would wait in Slurm for ever; leave "
+                           "gpu_mem_gib out of it (it takes its GPU whole), or give the GPUs' memory as --gpu-mem-gib",
+                           j.id, *j.gpu_mem_gib, n, shards->per_gpu, shards->gpu_gib, shards->headroom,
+                           shards->gpu_gib * (1 - shards->headroom / 100) / static_cast<double>(shards->per_gpu));
+    }
   for (size_t r = 0; r < plan.reservations.size(); ++r) {
     const Reservation& res = plan.reservations[r];
     if (!res.queue_reservation.empty()) continue;

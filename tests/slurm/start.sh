@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a one-node Slurm of its own in DIR (munged, slurmctld, slurmd):
-# slurm.conf with 8 GPUs as character devices, state, spool, logs and pid
+# slurm.conf with 8 GPUs as character devices (each in 8 shards, for jobs that
+# share a GPU), state, spool, logs and pid
 # files all under DIR. Prints nothing on success; exits non-zero, with the
 # daemons' logs, when the node is not up within 30 s. Stop it with stop.sh DIR.
 set -euo pipefail
@@ -32,7 +33,7 @@ SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-GresTypes=gpu
+GresTypes=gpu,shard
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
@@ -50,12 +51,13 @@ MinJobAge=2
 MaxJobCount=20000
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName=localhost CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+NodeName=localhost CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 Gres=gpu:8,shard:64 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
 cat > "$dir/gres.conf" <<CONF
 AutoDetect=off
 Name=gpu File=$dir/dev/nvidia[0-7]
+Name=shard Count=64 File=$dir/dev/nvidia[0-7]
 CONF
 [ -s "$dir/munge/munge.key" ] || { dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 2>/dev/null; chmod 400 "$dir/munge/munge.key"; }
 chmod 711 "$dir/munge"

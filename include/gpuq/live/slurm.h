@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpuq/core/plan.h"
@@ -21,6 +22,21 @@
 namespace gpuq {
 
 /// What `run --slurm` hands sbatch besides each job's own values.
+/// Slurm's GPU shards (gres "shard", which lets jobs share a GPU): a packed job (gpu_mem_gib) asks
+/// for the shards of its GiB, on one GPU. `per_gpu` 0: the cluster has none.
+struct SlurmShards {
+  long long per_gpu = 0;
+  double gpu_gib = 80;   ///< a GPU's memory (--gpu-mem-gib: Slurm does not say)
+  double headroom = 5;   ///< --gpu-mem-headroom, percent: one shard is the GPU's room / per_gpu
+};
+/// Shards per GPU from `scontrol show node -o` ("Gres=gpu:8,shard:64" or with types,
+/// "gpu:a100:8(S:0-1),shard:a100:64"): the fewest of the nodes that have both; 0 when none has.
+long long parse_shards_per_gpu(std::string_view scontrol_nodes);
+/// The same, asked of the cluster (scontrol); 0 when it cannot tell.
+long long slurm_shards_per_gpu();
+/// The shards a packed job of `gib` asks for: its GiB in shards, rounded up.
+long long shards_for(double gib, const SlurmShards& s);
+
 struct SlurmOptions {
   std::string partition, account, qos;  ///< "" = Slurm's default
   std::vector<std::string> sbatch_args; ///< --sbatch-arg, passed as written
@@ -29,12 +45,15 @@ struct SlurmOptions {
   std::string gpuq_binary;              ///< the job wrapper (this program), absolute
   std::string chdir;                    ///< the folder jobs run in (absolute)
   std::map<std::string, std::string> reservations;  ///< job id -> the Slurm reservation it goes to
+  SlurmShards shards;                   ///< the cluster's GPU shards (asked once, at the start)
 };
 
 /// Why `run --slurm` cannot take this plan ("" when it can): jobs that share GPUs by
-/// gpu_mem_gib (Slurm has no such sharing without shards); a reservation without
+/// gpu_mem_gib where the cluster has no GPU shards, or that need more than one GPU's shards or
+/// several GPUs (Slurm gives a job its shards on one GPU); a reservation without
 /// "slurm_reservation" closes GPU ids of one node, which mean nothing across a cluster.
-std::string slurm_plan_problem(const Plan& plan);
+/// `shards` nullopt: the cluster was not asked (packed jobs pass).
+std::string slurm_plan_problem(const Plan& plan, const std::optional<SlurmShards>& shards);
 /// The plan as run --slurm schedules it: its reservations are Slurm's (none close GPUs here).
 Plan slurm_copy(const Plan& plan);
 /// Each job of a reservation with "slurm_reservation" -> that name.
@@ -57,10 +76,11 @@ long long slurm_minutes(const Job& job, double margin);
 /// --nice for each job: the rank of its priority among the plan's distinct priorities
 /// (the lowest value 0, the next 1, ...): never negative.
 std::vector<long long> slurm_nice(const Plan& plan);
-/// sbatch's arguments for one job (without the program name); `gpus` is its GPU count.
+/// sbatch's arguments for one job (without the program name); `gpus` is its GPU count, `shards`
+/// (a packed job's) its GPU shards instead.
 std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& name, long long gpus, long long minutes,
                                      long long nice, const std::string& log, const std::string& reservation,
-                                     const std::string& wrap);
+                                     const std::string& wrap, long long shards = 0);
 
 /// The output and exit status of a command run without a shell.
 struct CommandResult {
