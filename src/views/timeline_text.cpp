@@ -20,10 +20,18 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
   std::string out;
   std::vector<const SimRow*> rows;
   for (const SimRow& r : sim.rows) rows.push_back(&r);
-  std::sort(rows.begin(), rows.end(), [&](const SimRow* a, const SimRow* b) {
-    if (a->start != b->start) return a->start < b->start;
-    return plan.jobs[a->job].id < plan.jobs[b->job].id;
-  });
+  auto by_id = [&](const SimRow* a, const SimRow* b) { return plan.jobs[a->job].id < plan.jobs[b->job].id; };
+  auto by_start = [](const SimRow* a, const SimRow* b) { return a->start < b->start; };
+  // By start, ties by id. The prediction makes its rows as jobs start, so they come in order of
+  // start: then only the jobs that start together are sorted, by id (a whole sort read two
+  // jobs' ids for most of its 20 million comparisons on 1,000,000 jobs).
+  if (!std::is_sorted(rows.begin(), rows.end(), by_start))
+    std::stable_sort(rows.begin(), rows.end(), by_start);
+  for (auto from = rows.begin(); from != rows.end();) {
+    auto to = std::find_if(from, rows.end(), [&](const SimRow* r) { return r->start != (*from)->start; });
+    if (to - from > 1) std::sort(from, to, by_id);
+    from = to;
+  }
   // One line a job, appended piece by piece: the line as one fmt::format (with
   // py_list's string) cost twice as much on 100,000 jobs (callgrind).
   const size_t node_width = std::to_string(opt.nodes - 1).size();
