@@ -16,13 +16,22 @@ for n in 0 1 2 3 4 5 6 7; do
   [ -e "$dir/dev/nvidia$n" ] || mknod "$dir/dev/nvidia$n" c 195 "$n"
 done
 cpus=64  # more than the machine has: config_overrides lets slurmd take them
+# Two free ports (slurmctld's and slurmd's), from 16817 up, unless GPUQ_SLURM_PORT names them:
+# another Slurm on this machine (a second checkout's tests) does not collide.
+port=${GPUQ_SLURM_PORT:-}
+if [ -z "$port" ]; then
+  used=$(awk '$4 == "0A" {split($2, a, ":"); print a[2]}' /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+    while read -r hex; do echo $((16#$hex)); done)  # the listening ports
+  port=16817
+  while grep -qxE "$port|$((port + 1))" <<<"$used"; do port=$((port + 2)); done
+fi
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=gpuqtest
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=${GPUQ_SLURM_PORT:-16817}
-SlurmdPort=$(( ${GPUQ_SLURM_PORT:-16817} + 1 ))
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$dir/state
