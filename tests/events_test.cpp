@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -15,13 +18,35 @@ using ::testing::HasSubstr;
 
 namespace {
 
+// "At once": well under run's --poll of an hour (a wake by the timer, or by any fallback of a
+// minute, fails), and room for a sanitizer build on two busy cores.
+constexpr double kAtOnce = 10;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void expect_soon(double from, double to, const std::string& what) {
+  EXPECT_GE(to, 0) << what << ": it never happened";
+  EXPECT_LT(to - from, kAtOnce) << what << ": " << (to - from) << " s";
+  std::printf("%s: %.3f s\n", what.c_str(), to - from);
+}
+
 struct Slow {
   TempDir d;
   std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(1));
   Slow() {
     // With GATE set, a job goes on only once the test has made that file.
-    d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\n"
-                      "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.01; done; else sleep 0.3; fi\n");
+    d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\necho \"$GPUQ_JOB_ID start $EPOCHREALTIME\" >> times\n"
+                      "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.01; done; else sleep 0.3; fi\n"
+                      "echo \"$GPUQ_JOB_ID end $EPOCHREALTIME\" >> times\n");
+  }
+  // When job `id` started or ended (`what`), by its own clock line (unix seconds); -1 if it did not.
+  double at(const std::string& id, const std::string& what) const {
+    std::istringstream in(d.read("times"));
+    for (std::string who, w, t; in >> who >> w >> t;)
+      if (who == id && w == what) return std::stod(t);
+    return -1;
   }
   std::unique_ptr<Background> run() const {
     return start_gpuq({"run", "--plan", "plan.json", "--poll", "3600"}, d.path(), env);
@@ -31,10 +56,12 @@ struct Slow {
   // the file comes (before run watches the folder or after), run must see it.
   void file_appears_and_starts(Background& run, const std::string& id, const std::string& path) const {
     EXPECT_EQ(status_of(id), "pending");
+    double made = now();
     d.write(path, "");
     auto r = run.wait(kPatience);
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(status_of(id), "done");
+    expect_soon(made, at(id, "start"), "the file made to " + id + "'s start");
   }
   std::string status_of(const std::string& id) const {
     std::string text = d.read("plan.state.json");
@@ -55,6 +82,7 @@ TEST(Events, AJobThatExitsWakesRunAtOnce) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
   EXPECT_EQ(lines_of(q.d.path() + "/started"), (std::vector<std::string>{"a", "b"}));
+  expect_soon(q.at("a", "end"), q.at("b", "start"), "a's end to b's start");
 }
 
 TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
@@ -77,6 +105,7 @@ TEST(Events, AnAdoptedJobThatExitsWakesRunAtOnce) {
   q.d.write("gate", "");
   auto r = second->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
+  expect_soon(q.at("a", "end"), q.at("b", "start"), "the adopted a's end to b's start");
   EXPECT_THAT(r.out, HasSubstr("done a"));
   EXPECT_THAT(r.out, HasSubstr("all jobs finished"));
 }
@@ -88,10 +117,12 @@ TEST(Events, ARetryFromAnotherShellIsActedOnAtOnce) {
   auto run = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("a") == "done"; }));
   EXPECT_EQ(q.status_of("b"), "held");
+  double asked = now();
   ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "b"}, q.d.path(), q.env).status, 0);
   auto r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(q.status_of("b"), "done");
+  expect_soon(asked, q.at("b", "start"), "gpuq retry b to b's start");
 }
 
 TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {

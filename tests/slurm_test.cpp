@@ -91,16 +91,6 @@ nlohmann::json state_of(const TempDir& d, const std::string& plan = "plan.json")
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
-// Waits (polling, up to `seconds`) for `ok`; false when it never held.
-bool wait_until(const std::function<bool()>& ok, double seconds) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return ok();
-}
-
 // `gpuq ARGS` started in `cwd` with stdout+stderr to `log`; returns its pid.
 pid_t start_gpuq(const std::vector<std::string>& args, const std::string& cwd, const std::string& log,
                  const std::map<std::string, std::string>& env = {}) {
@@ -196,14 +186,13 @@ TEST_F(SlurmTest, RetryKillHoldAndTimeLimit) {
                               "--kill-grace", "2"},
                              d.path(), d.path() + "/run.out");
   // waiter is in Slurm's queue, waiting for the GPUs long holds.
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(eventually(
       [&] {
         auto s = state_of(d);
         if (!s.contains("waiter") || s["waiter"]["status"] != "running") return false;
         Output q = run({"squeue", "-h", "-j", std::to_string(s["waiter"]["slurm_id"].get<long long>()), "-o", "%T"});
         return q.out.find("PENDING") != std::string::npos;
-      },
-      30))
+      }))
       << d.read("run.out");
   Output h = run_gpuq({"hold", "--plan", "plan.json", "waiter"}, d.path());
   EXPECT_EQ(h.status, 0) << h.out << h.err;
@@ -215,14 +204,14 @@ TEST_F(SlurmTest, RetryKillHoldAndTimeLimit) {
   EXPECT_EQ(k.status, 0) << k.out << k.err;
   long long long_id = state_of(d)["long"]["slurm_id"];
   EXPECT_THAT(k.out, ::testing::HasSubstr(fmt::format("killed long: scancel of Slurm job {}", long_id)));
-  ASSERT_TRUE(wait_until([&] { return run({"squeue", "-h", "-j", std::to_string(long_id)}).out.empty(); }, 20));
+  ASSERT_TRUE(eventually([&] { return run({"squeue", "-h", "-j", std::to_string(long_id)}).out.empty(); }));
   // long's GPUs are free, but waiter is held: still pending in Slurm.
   EXPECT_THAT(run({"squeue", "-h", "-j", std::to_string(waiter_id), "-o", "%T %r"}).out,
               ::testing::HasSubstr("PENDING JobHeld"));
   Output r = run_gpuq({"retry", "--plan", "plan.json", "waiter"}, d.path());
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("scontrol release"));
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }, 60))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }))
       << d.read("run.out");
   EXPECT_EQ(wait_exit(run_pid), 3);  // 3: long was killed, so not every job is done
   auto s = state_of(d);
@@ -250,13 +239,12 @@ TEST_F(SlurmTest, AnEditIsReloadedAndAReservationOfGpuIdsRefused) {
   d.write("short.sh", "echo ran $GPUQ_JOB_ID\n");
   d.write("plan.json", R"({"jobs": [{"id": "gate", "script": "gate.sh", "gpus": 1, "est_hours": 0.01}]})");
   pid_t run_pid = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "1"}, d.path(), d.path() + "/run.out");
-  ASSERT_TRUE(wait_until([&] { return fs::exists(d.path() + "/gate.started"); }, 30)) << d.read("run.out");
+  ASSERT_TRUE(eventually([&] { return fs::exists(d.path() + "/gate.started"); })) << d.read("run.out");
   // A reservation of GPU ids: refused, said once; nothing of it is taken.
   d.write("plan.json.tmp", R"({"jobs": [{"id": "gate", "script": "gate.sh", "gpus": 1, "est_hours": 0.01},
     {"id": "bad", "script": "short.sh", "gpus": 1}], "reservations": [{"gpus": [0], "jobs": ["bad"]}]})");
   fs::rename(d.path() + "/plan.json.tmp", d.path() + "/plan.json");
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("still running the version loaded at") != std::string::npos; },
-                         20))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("still running the version loaded at") != std::string::npos; }))
       << d.read("run.out");
   EXPECT_THAT(d.read("run.out"), ::testing::HasSubstr("run --slurm: "));
   EXPECT_FALSE(state_of(d).contains("bad"));
@@ -275,14 +263,13 @@ TEST_F(SlurmTest, AnEditIsReloadedAndAReservationOfGpuIdsRefused) {
   d.write("plan.json.tmp", R"({"jobs": [{"id": "gate", "script": "gate.sh", "gpus": 1, "est_hours": 0.01},
     {"id": "added", "script": "short.sh", "gpus": 1, "priority": 5}]})");
   fs::rename(d.path() + "/plan.json.tmp", d.path() + "/plan.json");
-  ASSERT_TRUE(wait_until([&] { return state_of(d).value("added", nlohmann::json::object()).value("status", "") == "done"; },
-                         30))
+  ASSERT_TRUE(eventually([&] { return state_of(d).value("added", nlohmann::json::object()).value("status", "") == "done"; }))
       << d.read("run.out");
   EXPECT_THAT(d.read("run.out"), ::testing::HasSubstr("plan reloaded: +1 job (added)"));
   EXPECT_THAT(d.read("logs/added.log"), ::testing::HasSubstr("ran added"));
   EXPECT_TRUE(state_of(d)["added"].contains("slurm_id"));
   d.write("open", "");
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }, 30))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }))
       << d.read("run.out");
   EXPECT_EQ(wait_exit(run_pid), 0);
 }
@@ -379,14 +366,14 @@ TEST_F(SlurmTest, AJobQueuedBehindAnotherStartsOnceAndIsSaidToBeQueued) {
     Output q = run({"squeue", "-h", "-j", std::to_string(s["w1"]["slurm_id"].get<long long>()), "-o", "%T"});
     return q.out.find("PENDING") != std::string::npos;
   };
-  ASSERT_TRUE(wait_until(queued, 30)) << d.read("run.out");
+  ASSERT_TRUE(eventually(queued)) << d.read("run.out");
   EXPECT_FALSE(state_of(d)["w1"].contains("start")) << state_of(d)["w1"].dump();
   // Slurm gives a pending reason (Resources, Priority) at its next scheduling cycle: wait for it.
   Output st;
-  bool reason = wait_until([&] {
+  bool reason = eventually([&] {
     st = run_gpuq({"status", "--plan", "plan.json"}, d.path());
     return st.out.find("Slurm's reason:") != std::string::npos;
-  }, 30);
+  });
   EXPECT_TRUE(reason) << st.out;
   EXPECT_THAT(st.out, ::testing::ContainsRegex("\nw1 +running +when Slurm starts it +queued in Slurm \\(Slurm's "
                                                "reason: [A-Za-z]+\\)"))
@@ -396,21 +383,19 @@ TEST_F(SlurmTest, AJobQueuedBehindAnotherStartsOnceAndIsSaidToBeQueued) {
   ASSERT_FALSE(doc.is_discarded()) << js.out;
   for (auto& j : doc["jobs"]) EXPECT_EQ(j["queued_in_slurm"], j["id"] == "w1") << j.dump();
   ASSERT_EQ(run_gpuq({"hold", "--plan", "plan.json", "w1"}, d.path()).status, 0);
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("gpuq hold w1 from another shell: held (was queued in "
-                                                             "Slurm)") != std::string::npos; },
-                         20))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("gpuq hold w1 from another shell: held (was queued in "
+                                                             "Slurm)") != std::string::npos; }))
       << d.read("run.out");
   ASSERT_EQ(run_gpuq({"retry", "--plan", "plan.json", "w1"}, d.path()).status, 0);
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("gpuq retry w1 from another shell: queued in Slurm (was "
-                                                             "held)") != std::string::npos; },
-                         20))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("gpuq retry w1 from another shell: queued in Slurm (was "
+                                                             "held)") != std::string::npos; }))
       << d.read("run.out");
-  ASSERT_TRUE(wait_until(queued, 20)) << d.read("run.out");
+  ASSERT_TRUE(eventually(queued)) << d.read("run.out");
   d.write("open", "");
   struct stat made;
   ASSERT_EQ(::stat((d.path() + "/open").c_str(), &made), 0);
   double opened = static_cast<double>(made.st_mtim.tv_sec);
-  ASSERT_TRUE(wait_until([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }, 60))
+  ASSERT_TRUE(eventually([&] { return d.read("run.out").find("all jobs finished") != std::string::npos; }))
       << d.read("run.out");
   EXPECT_EQ(wait_exit(run_pid), 0);
   std::map<std::string, int> starts, ends;

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <chrono>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -151,7 +152,8 @@ std::string Background::out() const { return slurp(io_.path() + "/out"); }
 std::string Background::err() const { return slurp(io_.path() + "/err"); }
 
 bool eventually(const std::function<bool()>& cond, double timeout_s) {
-  for (int i = 0; i < static_cast<int>(timeout_s * 50); ++i) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
     if (cond()) return true;
     usleep(20000);
   }

@@ -85,13 +85,14 @@ class Background {
   TempDir io_;
 };
 
-/// Polls `cond` every 20 ms for up to `timeout_s`; returns its last value.
-bool eventually(const std::function<bool()>& cond, double timeout_s = 20);
-
 /// How long a test waits for something that surely happens (a process to exit, a line
 /// to appear) when a timeout is the only signal: enough for a sanitizer build on two
 /// busy cores. Waits return as soon as the thing happens; only a failing test waits this long.
 constexpr double kPatience = 180;
+
+/// The suite's one wait: polls `cond` every 20 ms until it holds or `timeout_s` seconds of the
+/// clock have passed (not loop turns: a slow `cond` does not stretch it); returns its last value.
+bool eventually(const std::function<bool()>& cond, double timeout_s = kPatience);
 
 /// The seed of a random test: $GPUQ_TEST_SEED when set (a number; "random" for a new
 /// one each run, printed at once), else `fallback`, so that the suite is the same each run.
