@@ -150,7 +150,10 @@ TEST(Hostile, LogFileSymlinkFailsThatJobNotItsTarget) {
 
 TEST(Hostile, FilesAreCreatedWithSensibleModes) {
   Dir q;
-  ::umask(022);
+  struct Umask {  // this process's umask for this test only
+    mode_t before = ::umask(022);
+    ~Umask() { ::umask(before); }
+  } umask_022;
   ASSERT_EQ(q.gpuq({"run", "--poll", "1"}).status, 0);
   for (const char* f : {"plan.state.json", "plan.lock", "logs/a.log", "logs/a.exit"}) {
     struct stat st;

@@ -1,6 +1,7 @@
 // The NVML probe (issue 15, point 1) against the fake libnvidia-ml.so.1 (fake_nvml.cpp):
 // boards, the PCI order, a foreign process, a library that fails, a GPU lost mid-run; and
 // `gpuq gpus` and `gpuq run` loading it through GPUQ_NVML_LIB.
+#include <optional>
 #include <gmock/gmock.h>
 #include <unistd.h>
 
@@ -47,13 +48,24 @@ json bridged() {
 }
 
 // The fake library's file, for this process (NvmlProbe here) and for gpuq (GPUQ_FAKE_NVML).
+// The variable is this process's only while the fake lives: the one before it comes back.
 struct FakeNvml {
   TempDir dir;
   std::string path;
+  std::optional<std::string> before;
   explicit FakeNvml(const json& node) {
     path = dir.write("nvml.json", node.dump());
+    if (const char* v = std::getenv("GPUQ_FAKE_NVML")) before = v;
     setenv("GPUQ_FAKE_NVML", path.c_str(), 1);
   }
+  ~FakeNvml() {
+    if (before)
+      setenv("GPUQ_FAKE_NVML", before->c_str(), 1);
+    else
+      unsetenv("GPUQ_FAKE_NVML");
+  }
+  FakeNvml(const FakeNvml&) = delete;
+  FakeNvml& operator=(const FakeNvml&) = delete;
   void set(const json& node) {
     // A new file renamed over: the fake reads it again (its stamp changes).
     dir.write("next.json", node.dump());
