@@ -10,6 +10,8 @@
 
 using namespace gpuq;
 using gpuq::test::plan_of;
+using gpuq::test::seed_note;
+using gpuq::test::test_seed;
 
 namespace {
 
@@ -184,25 +186,52 @@ TEST(Pass, StallBreakerWaitsWhenTheHeadCouldFitOnceGpusFree) {
 
 namespace {
 
-// The original's walk, transcribed line by line from gpuq.py: the model the indexed pass must match.
+// gpuq.py's pick_gpus, written from its text (not gpuq's pick_gpus): a 2-GPU job takes the
+// first free pair of (0,1), (2,3), (4,5), (6,7); any other the lowest free ids.
+std::optional<std::vector<int>> original_pick(int n, GpuMask free) {
+  std::vector<int> ids;
+  for (int g = 0; g < 64; ++g)
+    if (free >> g & 1) ids.push_back(g);
+  if (n == 2)
+    for (int a : {0, 2, 4, 6})
+      if ((free >> a & 1) && (free >> (a + 1) & 1)) return std::vector<int>{a, a + 1};
+  if (static_cast<int>(ids.size()) < n) return std::nullopt;
+  return std::vector<int>(ids.begin(), ids.begin() + n);
+}
+
+// The original's walk, written from gpuq.py's text with none of gpuq's functions (its order,
+// reservations and pick are the test's own): the model the indexed pass must match. Ready jobs
+// by (priority, plan position); a reservation still open closes its GPUs to jobs not in it; the
+// first job that cannot get its GPUs (not in a reservation, not 0-GPU) is the head, after which
+// only jobs no longer than `limit` are tried.
 std::vector<std::pair<size_t, std::vector<int>>> original_walk(const Plan& plan, std::vector<size_t> ready,
                                                                GpuMask free, const std::vector<bool>& open,
                                                                double limit, std::optional<size_t>* head_out) {
-  sort_ready(plan, ready);
+  std::sort(ready.begin(), ready.end());
+  std::stable_sort(ready.begin(), ready.end(),
+                   [&](size_t a, size_t b) { return plan.jobs[a].priority < plan.jobs[b].priority; });
+  auto member = [&](const Reservation& r, size_t j) { return std::count(r.jobs.begin(), r.jobs.end(), j) > 0; };
   std::vector<std::pair<size_t, std::vector<int>>> out;
   bool waiting_head = false;
   for (size_t j : ready) {
     const Job& job = plan.jobs[j];
     if (waiting_head && job.est_hours > limit) continue;
-    auto gpus = pick_gpus(job.gpus, free & ~reserved_gpus(plan, j, open));
+    GpuMask closed = 0;
+    bool reserved = false;
+    for (size_t r = 0; r < plan.reservations.size(); ++r) {
+      reserved = reserved || member(plan.reservations[r], j);
+      if (open[r] && !member(plan.reservations[r], j))
+        for (int g : plan.reservations[r].gpu_list) closed |= GpuMask{1} << g;
+    }
+    auto gpus = original_pick(job.gpus, free & ~closed);
     if (!gpus) {
-      if (job.gpus > 0 && plan.reservations_of[j].empty()) {
+      if (job.gpus > 0 && !reserved) {
         if (!waiting_head) *head_out = j;
         waiting_head = true;
       }
       continue;
     }
-    free &= ~mask_of(*gpus);
+    for (int g : *gpus) free &= ~(GpuMask{1} << g);
     out.push_back({j, *gpus});
   }
   return out;
@@ -211,7 +240,9 @@ std::vector<std::pair<size_t, std::vector<int>>> original_walk(const Plan& plan,
 }  // namespace
 
 TEST(Pass, IndexedWalkMatchesTheOriginalsLinearWalkOnRandomInputs) {
-  std::mt19937 rng(12345);
+  uint64_t seed = test_seed(12345);
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
   for (int round = 0; round < 3000; ++round) {
     int n = 1 + static_cast<int>(rng() % 30);
     nlohmann::json jobs = nlohmann::json::array();
