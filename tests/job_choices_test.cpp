@@ -62,5 +62,9 @@ TEST(JobChoices, AJobWithoutAnEntryIsPending) {
   auto cs = job_choices(plan, empty, "hold", "");
   ASSERT_EQ(cs.size(), 6u);
   for (const auto& c : cs) EXPECT_EQ(c.status, Status::Pending) << c.id;
-  EXPECT_EQ(ids(cs), ids(job_choices(plan, empty, "logs", "")));  // no job acts first: plan order
+  // Every job may be held: plan order.
+  EXPECT_EQ(ids(cs), (std::vector<std::string>{"a_done", "b_running", "c_failed", "d_blocked", "e_held", "f_pending"}));
+  // None may be killed (nothing runs): plan order too.
+  EXPECT_EQ(ids(job_choices(plan, empty, "kill", "")),
+            (std::vector<std::string>{"a_done", "b_running", "c_failed", "d_blocked", "e_held", "f_pending"}));
 }
