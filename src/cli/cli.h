@@ -45,6 +45,7 @@ struct Flags : Settings {
   bool follow = false;
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
+  bool accuracy = false;              ///< history --accuracy
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
   bool stale = false;                 ///< retry --stale: the stale done jobs (stale.h) and the done ones after them
   std::optional<long long> nodes;          ///< simulate --nodes: a cluster of that many nodes
