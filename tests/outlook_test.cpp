@@ -258,7 +258,7 @@ TEST(Json, StatusSchemaIsWhatTheReadmeSays) {
   for (auto& [k, v] : a.items()) keys.push_back(k);
   std::vector<std::string> schema{"id",  "status", "gpus",    "attempts",        "exit",  "outcome",         "start", "end",
                                   "elapsed", "est", "why", "overdue", "hung", "queued_in_slurm", "after_resume",
-                                  "predicted_start", "predicted_finish", "stale"};
+                                  "predicted_start", "predicted_finish", "progress", "finish_source", "stale"};
   std::sort(schema.begin(), schema.end());
   EXPECT_EQ(keys, schema);  // nlohmann::json iterates keys sorted
   EXPECT_EQ(a["id"], "a");
