@@ -378,5 +378,31 @@ TEST(Accuracy, HistoryAccuracyPrintsTheFixturesNumbers) {
   EXPECT_NE(text.out.find("30 min (2)"), std::string::npos) << text.out;
 }
 
+// ---- add --dry-run ----
+
+// A 2 h job of higher priority on a node of one GPU goes first: a and b each start 2 h later,
+// and the plan ends 2 h later; the plan file is not touched.
+TEST(AddDryRun, SaysHowEachOtherJobsStartMoves) {
+  test::TempDir d;
+  const std::string plan = R"([{"id": "a", "script": "job.sh", "est_hours": 1},
+ {"id": "b", "script": "job.sh", "est_hours": 1}])";
+  d.write("plan.json", plan);
+  d.write("job.sh", "true\n");
+  Output o = test::run_gpuq({"add", "--plan", "plan.json", "--dry-run", "--node-gpus", "0", "--id", "c", "--priority",
+                             "10", "--est-hours", "2", "--", "job.sh"},
+                            d.path());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(d.read("plan.json"), plan);
+  EXPECT_NE(o.out.find("c not added (nothing written); it would start ~"), std::string::npos) << o.out;
+  EXPECT_EQ(test::count_of(o.out, "(+2.0 h)"), 3u) << o.out;  // a, b and the finish
+  EXPECT_NE(o.out.find("the plan's predicted finish: "), std::string::npos) << o.out;
+  // A job that moves nobody: low priority, after the rest.
+  Output none = test::run_gpuq({"add", "--plan", "plan.json", "--dry-run", "--node-gpus", "0", "--id", "z",
+                                "--priority", "90", "--", "job.sh"},
+                               d.path());
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_NE(none.out.find("no other job's predicted start moves"), std::string::npos) << none.out;
+}
+
 }  // namespace
 }  // namespace gpuq

@@ -54,6 +54,7 @@ struct Flags : Settings {
   std::string add_id;
   std::optional<long long> add_gpus;
   std::optional<double> add_priority, add_est_hours;
+  bool add_dry_run = false;  ///< add --dry-run: what it would move, nothing written
   std::vector<std::string> add_deps;
   std::vector<std::string> add_script;  ///< the script, then its arguments
   // run --slurm (slurm.h):
