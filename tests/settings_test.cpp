@@ -35,7 +35,7 @@ json other_value(const SettingSpec& s) {
     case SettingKind::Positive: return 3.25;
     case SettingKind::Count: return 5;
     case SettingKind::Whole: return -1;
-    case SettingKind::Choice: return "none";
+    case SettingKind::Choice: return s.choices == "true|false" ? "false" : "none";
     case SettingKind::Pairs: return "0-2,1-3";
     case SettingKind::Text: return "/opt/bin/nvidia-smi";
     case SettingKind::Folder: return "some/folder";

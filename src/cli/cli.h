@@ -46,6 +46,7 @@ struct Flags : Settings {
   bool follow = false;
   std::string since;                  ///< history --since
   bool estimates = false;             ///< history --estimates
+  bool accuracy = false;              ///< history --accuracy
   bool learned_estimates = false;     ///< status/simulate --learned-estimates
   bool stale = false;                 ///< retry --stale: the stale done jobs (stale.h) and the done ones after them
   std::optional<long long> nodes;          ///< simulate --nodes: a cluster of that many nodes
@@ -54,6 +55,7 @@ struct Flags : Settings {
   std::string add_id;
   std::optional<long long> add_gpus;
   std::optional<double> add_priority, add_est_hours;
+  bool add_dry_run = false;  ///< add --dry-run: what it would move, nothing written
   std::vector<std::string> add_deps;
   std::vector<std::string> add_script;  ///< the script, then its arguments
   // run --slurm (slurm.h):

@@ -47,9 +47,10 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
         kPoll);
   group(sub->add_flag("--all", f.all, "also list jobs the default listing leaves out"), kAll);
   group(sub->add_option("--backfill-max-hours", f.backfill_max_hours,
-                        "while a higher-priority job waits for GPUs, only jobs this short may start")
+                        "while a higher-priority job waits for GPUs, only jobs this short (hours) may start")
             ->capture_default_str()
-            ->check(CLI::NonNegativeNumber),
+            ->check(CLI::NonNegativeNumber.description(""))
+            ->type_name("H"),
         kBackfill);
   group(sub->add_option("--max-retries", f.max_retries, "automatic retries of a failed job")
             ->capture_default_str()
@@ -57,7 +58,8 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
         kRetries);
   group(sub->add_option("--retry-after", f.retry_after, "seconds between a failure and its automatic retry")
             ->capture_default_str()
-            ->check(CLI::NonNegativeNumber),
+            ->check(CLI::NonNegativeNumber.description(""))
+            ->type_name("S"),
         kRetryAfter);
   group(sub->add_option("--max-used-mib", f.max_used_mib,
                         "a GPU with more memory in use than this (nvidia-smi) is not given to a new job")
@@ -96,7 +98,8 @@ void add_quiet_minutes(CLI::App* sub, Flags& f) {
                                   "hang watchdog for every job without quiet_minutes: its log silent and its GPUs "
                                   "idle for M minutes marks it hung? (0: off)")
                       ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber));
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("M"));
 }
 
 bool resolve_plan(Flags& f) {
@@ -218,6 +221,9 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.on_event = f.on_event;
   opt.hook_timeout = f.hook_timeout;
   opt.events_max_mb = f.events_max_mb;
+  opt.progress_from_log = f.progress_from_log;
+  opt.eta_slip_percent = f.eta_slip_percent;
+  opt.eta_slip_minutes = f.eta_slip_minutes;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   opt.gpu_probe = f.gpu_probe;

@@ -7,9 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "gpuq/core/accuracy.h"
 #include "gpuq/core/events.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/progress.h"
 #include "gpuq/live/journal.h"
 #include "gpuq/live/proc.h"
 #include "gpuq/live/store.h"
@@ -27,6 +31,87 @@ std::vector<Attempt> logged_attempts(const Flags& f, bool quiet_warnings = false
   if (!quiet_warnings)
     for (const std::string& w : warnings) fmt::print(stderr, "gpuq: event log: {}\n", w);
   return attempts_of(events);
+}
+
+// "12 min", "2.0 h", "40 s": an error's size.
+std::string size_words(double seconds) { return shift_text(std::fabs(seconds)).substr(1); }
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  return lines;
+}
+
+// --accuracy: the predictions run recorded (PLAN.predictions.jsonl) against what happened.
+int print_accuracy(const Flags& f, const std::vector<Attempt>& attempts, double now) {
+  std::string path = predictions_path_for(plan_paths(f).state);
+  std::vector<PredictionRecord> records;
+  for (const std::string& line : read_lines(path))
+    if (auto r = parse_prediction_line(line)) records.push_back(std::move(*r));
+  Accuracy a = score_predictions(records, attempts);
+  if (f.json) {
+    nlohmann::ordered_json out;
+    out["finished"] = a.finished ? nlohmann::ordered_json(*a.finished) : nlohmann::ordered_json();
+    nlohmann::ordered_json finish = nlohmann::ordered_json::array();
+    for (const auto& p : a.finish) {
+      nlohmann::ordered_json j{{"t", p.t}};
+      for (const auto& [src, v] : p.finish) j[src] = v;
+      finish.push_back(std::move(j));
+    }
+    out["finish"] = std::move(finish);
+    nlohmann::ordered_json hs = nlohmann::ordered_json::array();
+    for (const auto& h : a.horizons) {
+      nlohmann::ordered_json j{{"horizon", h.name}};
+      for (const auto& [src, e] : h.error) j[src] = {{"median_abs_error_s", e.first}, {"predictions", e.second}};
+      hs.push_back(std::move(j));
+    }
+    out["starts"] = std::move(hs);
+    fmt::print("{}\n", out.dump(1));
+    return 0;
+  }
+  if (records.empty()) {
+    fmt::print("no predictions in {} yet (gpuq run records them)\n", path);
+    return 0;
+  }
+  if (a.finished)
+    fmt::print("the plan finished at {}\n", local_time(*a.finished, now));
+  else
+    fmt::print("the plan has not finished: its predicted finishes are not scored yet\n");
+  fmt::print("its predicted finish as run saw it{}:\n", a.finished ? " (and how far off)" : "");
+  auto cell = [&](const std::map<std::string, double>& m, const char* src) -> std::string {
+    auto it = m.find(src);
+    if (it == m.end() && std::string_view(src) == "progress") it = m.find("estimate");  // none reported any
+    if (it == m.end()) return "-";
+    std::string s = local_time(it->second, now);
+    if (a.finished) s += " (" + shift_text(it->second - *a.finished) + ")";
+    return s;
+  };
+  fmt::print("  {:<18} {:<30} {:<30} {}\n", "at", "estimate", "learned", "progress");
+  // The moments it moved (by a minute or more), at most 30 of them.
+  std::vector<const Accuracy::FinishAt*> shown;
+  std::optional<double> last;
+  for (const auto& p : a.finish) {
+    double v = p.finish.count("progress") ? p.finish.at("progress") : p.finish.begin()->second;
+    if (p.finish.empty() || (last && std::fabs(v - *last) < 60)) continue;
+    last = v;
+    shown.push_back(&p);
+  }
+  size_t step = std::max<size_t>(1, (shown.size() + 29) / 30);
+  for (size_t k = 0; k < shown.size(); k += step)
+    fmt::print("  {:<18} {:<30} {:<30} {}\n", local_time(shown[k]->t, now), cell(shown[k]->finish, "estimate"),
+               cell(shown[k]->finish, "learned"), cell(shown[k]->finish, "progress"));
+  fmt::print("median absolute error of predicted starts (predictions scored):\n");
+  fmt::print("  {:<20} {:<18} {:<18} {}\n", "horizon", "estimate", "learned", "progress");
+  for (const auto& h : a.horizons) {
+    auto e = [&](const char* src) -> std::string {
+      auto it = h.error.find(src);
+      if (it == h.error.end()) return "-";
+      return fmt::format("{} ({})", size_words(it->second.first), it->second.second);
+    };
+    fmt::print("  {:<20} {:<18} {:<18} {}\n", h.name, e("estimate"), e("learned"), e("progress"));
+  }
+  return 0;
 }
 
 // --since: "90m", "6h", "2d", "2026-12-01", "2026-12-01 14:00" (local time), or seconds since the epoch.
@@ -157,6 +242,7 @@ int cmd_history(Flags& f) {
     return since && when < *since;
   });
   if (f.estimates) return print_estimates(f, plan, attempts);
+  if (f.accuracy) return print_accuracy(f, attempts, now);
   State state = read_state(plan_paths(f));
   auto outcome = [&](const Attempt& a) -> std::string {
     std::string o = a.outcome.value_or("");
@@ -224,6 +310,10 @@ void add_history_command(CLI::App& app, Flags& f, Action& action) {
   h->add_flag("--json", f.json, "one JSON array of attempts (or of prefixes with --estimates)");
   h->add_flag("--estimates", f.estimates,
               "how the done runs compare with est_hours, per id prefix: median ratio, range, the runs furthest off");
+  h->add_flag("--accuracy", f.accuracy,
+              "how run's predictions held up: the plan's predicted finish over time against the real one, and the "
+              "median error of predicted starts an hour and a day ahead, from estimates, learned estimates and "
+              "progress (PLAN.predictions.jsonl)");
   h->callback([&] { action = [&] { return cmd_history(f); }; });
 }
 

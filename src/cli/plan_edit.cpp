@@ -5,9 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "gpuq/core/hint.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/progress.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/live/control.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/plan_text.h"
 #include "gpuq/core/validate.h"
@@ -39,6 +46,62 @@ std::string job_text(const Flags& f) {
   if (!f.add_deps.empty()) out += ", \"deps\": " + list(f.add_deps.begin(), f.add_deps.end());
   if (f.add_script.size() > 1) out += ", \"args\": " + list(f.add_script.begin() + 1, f.add_script.end());
   return out + "}";
+}
+
+// The first predicted start of each job (unix seconds) and the plan's finish, from the live state.
+struct WhatIf {
+  std::map<std::string, double> starts;
+  std::optional<double> finish;
+};
+
+WhatIf predict_from(const Plan& plan, const State& state, const RunOptions& ro, double now, const Flags& f) {
+  LiveStart ls = live_start(plan, state, ro, now, free_now(state, ro, GpuReading{}),
+                            LocalFiles(workdir_of(f, plan.workdir).path));
+  Simulation sim = simulate(plan, ro, &ls);
+  WhatIf w;
+  for (const SimRow& r : sim.rows) {
+    const std::string& id = plan.jobs[r.job].id;
+    const JobState* s = state.find(id);
+    if (!s || s->status != Status::Running) w.starts.emplace(id, now + r.start * 3600);  // its first attempt's
+    w.finish = std::max(w.finish.value_or(now), now + r.end * 3600);
+  }
+  if (!sim.stuck.empty()) w.finish.reset();
+  return w;
+}
+
+// add --dry-run: how the new job would move every other job's predicted start (the prediction
+// `status` makes, from the live state), and the plan's finish. Nothing is written.
+int what_if(const Flags& f, const PlanPaths& paths, const Plan& before, const Plan& after,
+            const std::vector<int>& gpus) {
+  State state = read_state(paths);
+  double now = unix_now();
+  refresh(before, paths, state, now);
+  RunOptions ro = run_options(f, gpus);
+  WhatIf was = predict_from(before, state, ro, now, f), will = predict_from(after, state, ro, now, f);
+  auto new_start = will.starts.find(f.add_id);
+  fmt::print("gpuq add --dry-run: {} not added (nothing written); it would start {}\n", f.add_id,
+             new_start == will.starts.end() ? std::string("never, as things stand")
+                                            : "~" + local_time(new_start->second, now));
+  size_t moved = 0, same = 0;
+  for (const Job& j : before.jobs) {
+    auto a = was.starts.find(j.id), b = will.starts.find(j.id);
+    if (a == was.starts.end() && b == will.starts.end()) continue;  // running or done: nothing to move
+    if (a != was.starts.end() && b != will.starts.end() && std::fabs(b->second - a->second) < 1) {
+      ++same;
+      continue;
+    }
+    ++moved;
+    std::string from = a == was.starts.end() ? "never" : local_time(a->second, now);
+    std::string to = b == will.starts.end() ? "never" : local_time(b->second, now);
+    std::string by = a != was.starts.end() && b != will.starts.end() ? " (" + shift_text(b->second - a->second) + ")" : "";
+    fmt::print("  {:<30} starts {} -> {}{}\n", j.id, from, to, by);
+  }
+  if (!moved) fmt::print("  no other job's predicted start moves\n");
+  else if (same) fmt::print("  {} other job(s) start as predicted before\n", same);
+  if (was.finish && will.finish)
+    fmt::print("the plan's predicted finish: {} -> {} ({})\n", local_time(*was.finish, now),
+               local_time(*will.finish, now), shift_text(*will.finish - *was.finish));
+  return 0;
 }
 
 }  // namespace
@@ -102,6 +165,7 @@ int cmd_add(Flags& f) {
                f.add_id, after.errors.size(), f.plan);
     return kExitBadInput;
   }
+  if (f.add_dry_run) return what_if(f, paths, *before.plan, *after.plan, *gpus);
   replace_file_durably(target, *next);
   // Who starts it: the run going on (it reloads the plan), or the next run.
   RunPresence run = run_presence(paths);
@@ -133,6 +197,8 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
                                "GPU ids of this node, to check the job's width against (default: a running `gpuq "
                                "run`'s --gpus, else the plan's \"settings\", else 0-7)"),
                "gpus");
+  add->add_flag("--dry-run", f.add_dry_run,
+                "write nothing: say how the job would move each other job's predicted start, and the plan's finish");
   add->add_option("script", f.add_script, "-- SCRIPT [ARGS...]: the job's bash script and its arguments")->required();
   add->callback([&] {
     f.reads_run_settings = true;

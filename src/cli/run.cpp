@@ -185,7 +185,8 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "seconds a killed job may take to exit after SIGTERM before its process group gets "
                                   "SIGKILL")
                       ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber));
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("S"));
   add_time_limit_factor(sub, f);
   add_gpu_memory(sub, f);
   add_quiet_minutes(sub, f);
@@ -198,7 +199,7 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event "
                                   "in GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... "
                                   "and as JSON on stdin; 'failed,timeout:CMD' runs it for those only (event kinds: "
-                                  "start, end, retry, requeue, kill, hold, timeout, reload, pause, resume; end outcomes: done, "
+                                  "start, end, retry, requeue, kill, hold, timeout, reload, pause, resume, eta; end outcomes: done, "
                                   "failed, killed, lost, hung); repeatable")
                       ->allow_extra_args(false));
   setting_flag(f, sub->add_option("--hook-timeout", f.hook_timeout,
@@ -210,6 +211,23 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "0: never")
                       ->capture_default_str()
                       ->check(CLI::NonNegativeNumber));
+  setting_flag(f, sub->add_option("--progress-from-log", f.progress_from_log,
+                                  "false: read a job's progress only from its GPUQ_PROGRESS file, not from a "
+                                  "progress bar (k/N, NN%) at the end of its log")
+                      ->capture_default_str()
+                      ->check(CLI::IsMember({"true", "false"}).description(""))
+                      ->type_name("BOOL"));
+  setting_flag(f, sub->add_option("--eta-slip-percent", f.eta_slip_percent,
+                                  "an eta event when the plan's predicted finish moves by more than this percent of "
+                                  "the time left (and --eta-slip-minutes)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("P"));
+  setting_flag(f, sub->add_option("--eta-slip-minutes", f.eta_slip_minutes,
+                                  "... and by more than this many minutes")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("M"));
 }
 
 void add_run_command(CLI::App& app, Flags& f, Action& action) {

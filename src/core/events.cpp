@@ -15,11 +15,13 @@ namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
   static const std::vector<std::string> kinds{"start",   "end",    "retry", "requeue", "kill",
-                                              "hold",    "timeout", "reload", "pause",   "resume"};
+                                              "hold",    "timeout", "reload", "pause",   "resume", "eta"};
   return kinds;
 }
 
-bool job_event(const Event& e) { return e.kind != "reload" && e.kind != "pause" && e.kind != "resume"; }
+bool job_event(const Event& e) {
+  return e.kind != "reload" && e.kind != "pause" && e.kind != "resume" && e.kind != "eta";
+}
 
 Event plan_event(const std::string& kind, double t, std::string_view by, std::optional<std::string> detail) {
   Event e;
@@ -223,6 +225,8 @@ std::string event_line(const Event& e) {
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
   j["by"] = e.by;
   if (e.detail) j["detail"] = *e.detail;
+  if (e.finish) j["finish"] = std::round(*e.finish * 1000) / 1000;
+  if (e.was) j["was"] = std::round(*e.was * 1000) / 1000;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -253,6 +257,8 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
       e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
     if (j.contains("by") && j["by"].is_string()) e.by = j["by"].get<std::string>();
     if (j.contains("detail") && j["detail"].is_string()) e.detail = j["detail"].get<std::string>();
+    if (j.contains("finish") && j["finish"].is_number()) e.finish = j["finish"].get<double>();
+    if (j.contains("was") && j["was"].is_number()) e.was = j["was"].get<double>();
   } catch (const nlohmann::json::exception& x) {
     return fail(x.what());
   }

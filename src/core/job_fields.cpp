@@ -165,6 +165,13 @@ void read_retry_on_timeout(JobReader& r, const JobField& f, const element& v) {
     r.job.retry_on_timeout = bool(v);
 }
 
+void read_progress_from_log(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_bool())
+    r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
+  else
+    r.job.progress_from_log = bool(v);
+}
+
 void read_max_retries(JobReader& r, const JobField& f, const element& v) {
   if (!json_is_integer(v) || json_as_double(v) < 0)
     r.add(fmt::format("\"{}\" {}", f.name, check_number(v, true, true)));
@@ -293,6 +300,10 @@ constexpr JobField kJobFields[] = {
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "
      "watchdog under `run`)"},
+    {"progress_from_log", P::Nullable, read_progress_from_log, same_as<&Job::progress_from_log>, "true or false",
+     "none (`--progress-from-log`)",
+     "gpuq's own: `false`: `run` does not look for a progress bar in the job's log (its `GPUQ_PROGRESS` file still "
+     "counts; see Progress under `run`)"},
     {"on_quiet", P::Nullable, read_on_quiet, same_as<&Job::kill_on_quiet>, "`\"warn\"` or `\"kill\"`", "`\"warn\"`",
      "gpuq's own: what `run` does with a hung job: say so once, or stop it as at its time limit"},
     {"args", P::Nullable, read_args, same_as<&Job::args>, "list of strings", "`[]`",

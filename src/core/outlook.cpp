@@ -1,12 +1,14 @@
 // The live queue seen from outside: the engine loaded with the live state takes the next
 // tick (why each job waits), and the prediction carries it on (when each job starts).
 #include "gpuq/core/outlook.h"
+#include "gpuq/core/progress.h"
 #include "gpuq/core/watchdog.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace gpuq {
@@ -60,6 +62,10 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
       if (s->start) v.elapsed = (s->end && *s->end != 0 ? *s->end : now) - *s->start;
     }
     v.overdue = st == Status::Running && v.elapsed / 3600 > plan.jobs[i].est_hours;
+    if (st == Status::Running && s) {
+      v.progress = s->progress;
+      v.finish_source = finish_from_entry(plan.jobs[i], *s, now) ? FinishSource::Progress : FinishSource::Estimate;
+    }
   }
   return views;
 }
@@ -78,7 +84,14 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
     const JobState* s = state.of(plan, i);
     Life l = in_hours(life_of(s, s && s->queue_id, now), now);
     LifeKind k = kind_of(l);
-    if (const Running* r = std::get_if<Running>(&l)) plan_running |= mask_of(r->gpus);
+    if (const Running* r = std::get_if<Running>(&l)) {
+      plan_running |= mask_of(r->gpus);
+      if (s && s->progress)
+        if (std::optional<ProgressFinish> f = finish_from_entry(plan.jobs[i], *s, now)) {
+          if (st.progress_end.empty()) st.progress_end.assign(n, std::numeric_limits<double>::quiet_NaN());
+          st.progress_end[i] = (f->end - now) / 3600;
+        }
+    }
     running_jobs += k == LifeKind::Running || k == LifeKind::Queued;
     // Files matter only to jobs that are yet to start (a done job's outputs may be long gone).
     if (k != LifeKind::Running && k != LifeKind::Queued && !is_done(l) && plan.jobs[i].has_file_dep())

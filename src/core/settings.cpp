@@ -77,6 +77,16 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
     {.name = "events_max_mb", .flag = "--events-max-mb", .kind = K::Number, .default_json = "64",
      .doc = "start a new event log past this size (MB; 0: never)", .member = &Settings::events_max_mb,
      .predicts = false},
+    {.name = "progress_from_log", .flag = "--progress-from-log", .kind = K::Choice, .default_json = R"("true")",
+     .doc = "false: `run` reads a job's progress only from its GPUQ_PROGRESS file, not from a progress bar in its "
+            "log (a job's own progress_from_log wins)",
+     .member = &Settings::progress_from_log, .predicts = false, .choices = "true|false"},
+    {.name = "eta_slip_percent", .flag = "--eta-slip-percent", .kind = K::Number, .default_json = "10",
+     .doc = "an `eta` event when the plan's predicted finish moves by more than this percent of the time left "
+            "(and eta_slip_minutes)",
+     .member = &Settings::eta_slip_percent, .predicts = false},
+    {.name = "eta_slip_minutes", .flag = "--eta-slip-minutes", .kind = K::Number, .default_json = "10",
+     .doc = "... and by more than this many minutes", .member = &Settings::eta_slip_minutes, .predicts = false},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.
@@ -147,6 +157,10 @@ std::string read_text(const SettingSpec& spec, const nlohmann::json& v, std::str
       return "";
     }
     case K::Choice: {
+      if (v.is_boolean() && spec.choices == "true|false") {  // a switch: true or false, as JSON has them
+        out = v.get<bool>() ? "true" : "false";
+        return "";
+      }
       if (!v.is_string()) return not_a("a string", v);
       std::string s = v.get<std::string>();
       std::string_view rest = spec.choices;
@@ -216,7 +230,7 @@ Settings::Settings() {
 
 Settings::Settings(std::monostate)
     : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
-      quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0) {}
+      quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0) {}
 
 std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }
 

@@ -183,6 +183,13 @@ void Prediction::World::take_live_state() {
     now[j].started = 1;
     bool limit = false;
     double end = std::max(r->start + attempt_hours(j, r->attempts, limit), kSoon);
+    if (j < from->progress_end.size() && !std::isnan(from->progress_end[j])) {
+      // Its progress says when it ends; its time limit still stops it.
+      double by_progress = std::max(from->progress_end[j], kSoon);
+      std::optional<double> lim = limit_hours(plan.jobs[j], opt.time_limit_factor);
+      limit = lim && by_progress > r->start + *lim;
+      end = limit ? std::max(r->start + *lim, kSoon) : by_progress;
+    }
     now[j].at_limit = limit;
     running.push({end, j});
     sim.rows.push_back({j, r->start, end, r->gpus, r->node});

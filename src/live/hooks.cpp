@@ -249,7 +249,7 @@ void HookRunner::spawn(size_t h, const Event& e) {
   const HookSpec& hook = hooks_[h];
   std::map<std::string, std::string> env = environment();
   for (const char* k : {"GPUQ_EVENT", "GPUQ_JOB_ID", "GPUQ_ATTEMPT", "GPUQ_TIME", "GPUQ_GPUS", "GPUQ_PID",
-                        "GPUQ_OUTCOME", "GPUQ_EXIT", "GPUQ_SECONDS", "GPUQ_LOG", "GPUQ_PLAN", "GPUQ_BY"})
+                        "GPUQ_OUTCOME", "GPUQ_EXIT", "GPUQ_SECONDS", "GPUQ_LOG", "GPUQ_PLAN", "GPUQ_BY", "GPUQ_DETAIL"})
     env.erase(k);
   env["GPUQ_EVENT"] = e.kind;
   env["GPUQ_JOB_ID"] = e.id;
@@ -267,6 +267,7 @@ void HookRunner::spawn(size_t h, const Event& e) {
   if (e.outcome) env["GPUQ_OUTCOME"] = *e.outcome;
   if (e.exit) env["GPUQ_EXIT"] = std::to_string(*e.exit);
   if (e.seconds) env["GPUQ_SECONDS"] = fmt::format("{:.3f}", *e.seconds);
+  if (e.detail) env["GPUQ_DETAIL"] = *e.detail;  // reload: what changed; eta: "the plan now ends at ..."
   std::vector<std::string> env_strings = environment_strings(env);
 
   int in[2], status[2];

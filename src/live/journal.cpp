@@ -12,6 +12,11 @@
 
 namespace gpuq {
 
+std::string predictions_path_for(const std::string& state_path) {
+  std::string events = events_path_for(state_path);
+  return events.substr(0, events.size() - std::string(".events.jsonl").size()) + ".predictions.jsonl";
+}
+
 std::string events_path_for(const std::string& state_path) {
   const std::string suffix = ".state.json";
   if (state_path.size() >= suffix.size() && state_path.compare(state_path.size() - suffix.size(), suffix.size(), suffix) == 0)

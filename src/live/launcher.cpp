@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -16,6 +17,7 @@
 #include <map>
 #include <optional>
 
+#include "gpuq/core/progress.h"
 #include "gpuq/live/proc.h"
 
 extern char** environ;
@@ -61,7 +63,7 @@ struct Spawned {
 
 /// The job's environment: gpuq's own, then the job's variables, then the plan's "env"
 /// (after gpuq's: a plan may set what it must), as NAME=value strings.
-std::vector<std::string> job_environment(const LaunchSpec& spec) {
+std::vector<std::string> job_environment(const LaunchSpec& spec, const std::string& progress_file) {
   std::map<std::string, std::string> env = environment();
   std::string visible;
   for (size_t i = 0; i < spec.gpus.size(); ++i) visible += (i ? "," : "") + std::to_string(spec.gpus[i]);
@@ -70,6 +72,7 @@ std::vector<std::string> job_environment(const LaunchSpec& spec) {
   env.emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // kept when already set
   env["GPUQ_JOB_ID"] = spec.id;
   env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
+  env["GPUQ_PROGRESS"] = progress_file;
   for (const auto& [k, v] : spec.env) env[k] = v;
   if (spec.warn_shell_only) env[kWarnShellEnv] = "1";
   return environment_strings(env);
@@ -98,9 +101,10 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
     return e ? p : a.string();
   };
   std::string exitf = absolute(paths.exit(spec.id)), logf = paths.log(spec.id),
-              abortf = absolute(paths.aborted(spec.id));
+              abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id));
   ::unlink(exitf.c_str());
   ::unlink(abortf.c_str());
+  ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log < 0 && errno == ELOOP)
     throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
@@ -122,7 +126,7 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const Laun
     fail("pipe2 (the start line of " + spec.id + ")");
   }
 
-  std::vector<std::string> env = job_environment(spec);
+  std::vector<std::string> env = job_environment(spec, progressf);
 
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
@@ -304,6 +308,45 @@ std::optional<long long> PosixLauncher::log_size(const std::string& id) {
   struct stat st;
   if (::stat(paths_.log(id).c_str(), &st) != 0) return std::nullopt;
   return static_cast<long long>(st.st_size);
+}
+
+namespace {
+
+// The last `bytes` of the file at `path` (read with pread: never the whole file), and its mtime.
+std::optional<std::pair<std::string, double>> file_tail(const std::string& path, long long bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  long long size = static_cast<long long>(st.st_size), from = std::max(0LL, size - bytes);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  ssize_t n = text.empty() ? 0 : ::pread(fd, text.data(), text.size(), static_cast<off_t>(from));
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  text.resize(static_cast<size_t>(n));
+  return std::pair{std::move(text), static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9};
+}
+
+}  // namespace
+
+std::optional<ProgressSeen> read_progress(const PlanPaths& paths, const std::string& id, bool from_log) {
+  // The job's own file wins, even while it reads as nothing (caught between its truncation
+  // and its write): its log's bar may count something else.
+  if (auto file = file_tail(paths.progress(id), 256)) {
+    if (auto f = parse_progress_text(file->first)) return ProgressSeen{*f, file->second};
+    return std::nullopt;
+  }
+  if (!from_log) return std::nullopt;
+  if (auto log = file_tail(paths.log(id), kProgressTailBytes))
+    if (auto f = progress_in_log(log->first)) return ProgressSeen{*f, log->second};
+  return std::nullopt;
+}
+
+std::optional<ProgressSeen> PosixLauncher::progress(const std::string& id, bool from_log) {
+  return read_progress(paths_, id, from_log);
 }
 
 void PosixLauncher::note_in_log(const std::string& id, const std::string& line) {

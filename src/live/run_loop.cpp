@@ -46,6 +46,7 @@ TickResult RunLoop::tick() {
     note_running(t);
     probe(t);
     watch_quiet(t);
+    note_progress(t);
     phase("tick: refresh, probe");
     decide(t);
     phase("tick: decide");
@@ -57,6 +58,8 @@ TickResult RunLoop::tick() {
     phase("tick: events");
     watch(t);
     phase("tick: watches");
+    watch_eta(t);
+    phase("tick: eta");
     bool done = all_finished(t);
     if (done) {
       summary_ = outcomes(q_->state());

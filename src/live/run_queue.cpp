@@ -110,6 +110,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
+  loop.record_predictions(predictions_path_for(paths.state));
   loop.pause_from([&paths] { return paused_since(paths); });
   if (plan_file)
     loop.watch_plan(&*plan_file, [&](const std::string& text, double now) {

@@ -99,6 +99,11 @@ const StateField* decode_field(std::string_view key, element val, JobState& s, c
         throw bad(fmt::format("\"{}\" must be a number (unix seconds), not {}", key, kind()));
       s.*state_member<std::optional<double>>(*f) = json_as_double(val);
       break;
+    case StateKind::Fraction:
+      if (!json_is_number(val) || !(json_as_double(val) >= 0 && json_as_double(val) <= 1))
+        throw bad(fmt::format("\"{}\" must be a number from 0 to 1, not {}", key, json_is_number(val) ? to_ordered_json(val).dump() : kind()));
+      s.*state_member<std::optional<double>>(*f) = json_as_double(val);
+      break;
     case StateKind::Text:
       if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind()));
       s.*state_member<std::optional<std::string>>(*f) = std::string(std::string_view(val));
@@ -186,7 +191,7 @@ class DoubleTexts {
     for (const auto& [id, s] : state.entries()) {
 #pragma GCC unroll 32  // each row a constant: only the times' members are looked at
       for (const StateField& f : kStateFields)
-        if (f.kind == StateKind::UnixSeconds)
+        if (f.kind == StateKind::UnixSeconds || f.kind == StateKind::Fraction)
           if (const std::optional<double>& d = s.*state_member<std::optional<double>>(f)) values.emplace_back(*d);
     }
     text_ = list.dump();  // "[1.0,2.5,null]": NaN and infinities are null, as dump writes them
@@ -271,6 +276,7 @@ std::string dump_state(const State& state) {
           if (const auto& v = s.*state_member<std::optional<unsigned long long>>(f)) field(f.name), put_integer(out, *v);
           break;
         case StateKind::UnixSeconds:
+        case StateKind::Fraction:
           if (s.*state_member<std::optional<double>>(f)) field(f.name), doubles.put_next(out);
           break;
         case StateKind::Text:

@@ -39,7 +39,12 @@ ojson job_json(const Plan& plan, const JobView& v, const std::string& why, const
   e["after_resume"] = v.after_resume;
   e["predicted_start"] = opt_num(v.predicted_start);
   e["predicted_finish"] = opt_num(v.predicted_finish);
-  if (stale) e["stale"] = *stale;
+  if (stale) {  // status: a running job's progress and where its end comes from (simulate's JSON stays as it was)
+    e["progress"] = opt_num(v.progress);
+    e["finish_source"] = v.finish_source ? ojson(*v.finish_source == FinishSource::Progress ? "progress" : "estimate")
+                                         : ojson(nullptr);
+    e["stale"] = *stale;
+  }
   return e;
 }
 

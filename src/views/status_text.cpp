@@ -40,8 +40,12 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
     std::string pred;
     if (v->queued)
       pred = "when Slurm starts it";
-    else if (v->status == "running" && v->predicted_finish)
+    else if (v->status == "running" && v->predicted_finish) {
       pred = "ends ~" + local_time(*v->predicted_finish, o.now);
+      if (v->progress)
+        pred += fmt::format(", {:.0f} % done, from its {}", std::floor(*v->progress * 100),
+                            v->finish_source == FinishSource::Progress ? "progress" : "estimate");
+    }
     else if (v->predicted_start && v->predicted_finish)
       pred = local_time(*v->predicted_start, o.now) + " -> " + local_time(*v->predicted_finish, o.now);
     else if (v->after_resume)

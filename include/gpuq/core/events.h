@@ -21,7 +21,7 @@ namespace gpuq {
 /// One line of the event log.
 struct Event {
   double t = 0;              ///< when it happened (seconds since the epoch)
-  std::string kind;          ///< start, end, retry, kill, hold, timeout; reload, pause, resume (of the plan)
+  std::string kind;          ///< start, end, retry, kill, hold, timeout; reload, pause, resume, eta (of the plan)
   std::string id;            ///< the job ("" for the plan's own events)
   long long attempt = 1;     ///< the attempt it concerns (GPUQ_ATTEMPT: 1 for the first run)
   std::optional<std::vector<int>> gpus;  ///< start (and end): the GPUs
@@ -32,7 +32,9 @@ struct Event {
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
   std::string by;            ///< who made the change: "run", "kill", "hold", "retry", ...
-  std::optional<std::string> detail;     ///< reload: what changed ("+2 jobs (a, b), 1 removed (c)")
+  std::optional<std::string> detail;     ///< reload: what changed ("+2 jobs (a, b), 1 removed (c)"); eta: the words
+  std::optional<double> finish;          ///< eta: the plan's predicted finish now (unix seconds)
+  std::optional<double> was;             ///< eta: the predicted finish it moved from
 
   bool operator==(const Event&) const = default;
 };

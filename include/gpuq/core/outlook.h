@@ -11,6 +11,7 @@
 #include "gpuq/core/engine.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/progress.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
@@ -37,6 +38,8 @@ struct JobView {
   bool after_resume = false;          ///< paused: predicted to start only after `gpuq resume` (no time)
   bool not_in_run_plan = false;       ///< the running `gpuq run` loaded a plan without this job
   std::optional<double> predicted_start, predicted_finish;  ///< same unit as start/end
+  std::optional<double> progress;     ///< running: the latest progress `run` read (0-1), if any
+  std::optional<FinishSource> finish_source;  ///< running: where its predicted end comes from
 };
 
 /// What a `gpuq run` of the plan is doing, as far as the reasons care.

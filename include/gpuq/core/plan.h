@@ -62,6 +62,7 @@ struct Job {
   std::optional<double> gpu_mem_gib;
   // The hang watchdog (watchdog.h):
   std::optional<double> quiet_minutes;     ///< log silent (and GPUs idle) this long: hung?
+  std::optional<bool> progress_from_log;   ///< run reads its log's progress bar (else the setting says)
   bool kill_on_quiet = false;              ///< "on_quiet": "kill": a hung job is stopped as at its limit
   std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
   std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)

@@ -39,6 +39,9 @@ struct Settings {
   std::vector<std::string> on_event;
   double hook_timeout;
   double events_max_mb;
+  std::string progress_from_log;  ///< "true" or "false": run reads progress bars in jobs' logs
+  double eta_slip_percent;        ///< an eta event when the predicted finish moves this much of the time left
+  double eta_slip_minutes;        ///< ... and at least this many minutes
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -79,7 +82,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 20;
+inline constexpr size_t kSettingCount = 23;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

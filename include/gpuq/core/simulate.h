@@ -43,6 +43,9 @@ struct LiveStart {
   /// Where jobs pack: GiB per GPU in use beyond the running packed jobs' declared, until
   /// busy_hours (the engine's Tick::mem_other). Empty: none.
   std::vector<double> mem_other;
+  /// Per job (empty: none): where a running job's progress says it ends (hours from now, as
+  /// finish_from_entry says, progress.h); NaN where its estimate stands.
+  std::vector<double> progress_end;
 };
 
 /// One job of the predicted timeline (one row per attempt).

@@ -55,6 +55,12 @@ struct JobState {
   std::optional<double> gpus_read;    ///< when run last had a utilization reading of all its GPUs
   std::optional<double> hung_noted;   ///< when run said it looks hung (said once, until the log grows)
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
+  // What run read of a running job's progress (progress.h): the first reading and the latest
+  // that moved, each a fraction (0-1) and when.
+  std::optional<double> progress_first;
+  std::optional<double> progress_first_at;
+  std::optional<double> progress;
+  std::optional<double> progress_at;
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

@@ -27,6 +27,7 @@ enum class StateKind {
   Unsigned,     ///< a whole number, not negative, up to 2^64-1
   UnixSeconds,  ///< a time: a number of unix seconds
   Text,         ///< a string
+  Fraction,     ///< a number from 0 to 1
 };
 
 /// The member of JobState a field fills; its type goes with the field's kind
@@ -87,6 +88,15 @@ inline constexpr StateField kStateFields[] = {
     {"attempt", StateKind::Integer, &JobState::attempt,
      "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
      "after a `requeue` or a `retry` by hand"},
+    {"progress_first", StateKind::Fraction, &JobState::progress_first,
+     "gpuq's own: the first progress `run` read of the running attempt (its `GPUQ_PROGRESS` file or its log's "
+     "progress bar), or where its bar started over"},
+    {"progress_first_at", StateKind::UnixSeconds, &JobState::progress_first_at,
+     "gpuq's own: when the job wrote `progress_first`"},
+    {"progress", StateKind::Fraction, &JobState::progress,
+     "gpuq's own: the latest progress `run` read of the running attempt"},
+    {"progress_at", StateKind::UnixSeconds, &JobState::progress_at,
+     "gpuq's own: when the job wrote `progress` (its remaining time is the rate from `progress_first` to it)"},
 };
 
 /// doc/files.md's words for a kind (its table's "type" column).
@@ -99,6 +109,7 @@ constexpr std::string_view state_kind_text(StateKind kind) {
     case StateKind::Unsigned: return "whole number ≥ 0";
     case StateKind::UnixSeconds: return "unix seconds";
     case StateKind::Text: return "string";
+    case StateKind::Fraction: return "number 0-1";
   }
   return "";
 }
@@ -111,7 +122,8 @@ constexpr bool state_member_fits(const StateField& f) {
     case StateKind::Integer:
     case StateKind::Bytes: return std::holds_alternative<std::optional<long long> JobState::*>(f.member);
     case StateKind::Unsigned: return std::holds_alternative<std::optional<unsigned long long> JobState::*>(f.member);
-    case StateKind::UnixSeconds: return std::holds_alternative<std::optional<double> JobState::*>(f.member);
+    case StateKind::UnixSeconds:
+    case StateKind::Fraction: return std::holds_alternative<std::optional<double> JobState::*>(f.member);
     case StateKind::Text: return std::holds_alternative<std::optional<std::string> JobState::*>(f.member);
   }
   return false;

@@ -29,6 +29,8 @@ namespace gpuq {
 /// The path of the event log of a plan whose state file is `state_path`
 /// (plan.state.json -> plan.events.jsonl).
 std::string events_path_for(const std::string& state_path);
+/// PLAN.predictions.jsonl beside it: what `run` predicted, for `history --accuracy` (accuracy.h).
+std::string predictions_path_for(const std::string& state_path);
 
 /// Every event in the log and its rotated parts, oldest first. Lines that are not
 /// events (a torn last line) are skipped, each with a warning naming file and line.

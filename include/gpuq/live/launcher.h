@@ -34,6 +34,10 @@ int job_wrapper(int argc, char** argv);
 /// run; EOF (abandon, or gpuq's death) makes it leave logs/ID.aborted and exit.
 /// With a `workdir`, a job runs in that folder and a relative script path is taken
 /// from it; without one, from the folder gpuq runs in (the original's way).
+/// A job's progress from the files `paths` names for it (PosixLauncher::progress; a launcher whose
+/// jobs write the same files reads them alike).
+std::optional<ProgressSeen> read_progress(const PlanPaths& paths, const std::string& id, bool from_log);
+
 class PosixLauncher : public Launcher {
  public:
   explicit PosixLauncher(PlanPaths paths, std::string workdir = "")
@@ -62,6 +66,8 @@ class PosixLauncher : public Launcher {
   void note_in_log(const std::string& id, const std::string& line) override;
   /// stat(2) of logs/ID.log.
   std::optional<long long> log_size(const std::string& id) override;
+  /// logs/ID.progress (GPUQ_PROGRESS), else the last kProgressTailBytes of logs/ID.log.
+  std::optional<ProgressSeen> progress(const std::string& id, bool from_log) override;
   bool group_alive(long long group) override;
   void reap() override;
 

@@ -31,6 +31,12 @@ class Clock {
   virtual double now() = 0;
 };
 
+/// A job's progress as its launcher read it: a fraction (0-1), and when its source last changed.
+struct ProgressSeen {
+  double fraction = 0;
+  double at = 0;  ///< unix seconds: the source's mtime
+};
+
 /// What to start.
 struct LaunchSpec {
   std::string id;
@@ -140,6 +146,12 @@ class Launcher {
   virtual void note_in_log(const std::string& id, const std::string& line) = 0;
   /// The size in bytes of the job's own log; nullopt when it cannot be looked at.
   virtual std::optional<long long> log_size(const std::string& id) = 0;
+  /// How far the job says it is (progress.h) and when it said so: its GPUQ_PROGRESS file, else
+  /// (with `from_log`) a progress bar at the end of its log. nullopt: it says nothing.
+  virtual std::optional<ProgressSeen> progress(const std::string& id, bool from_log) {
+    (void)id, (void)from_log;
+    return std::nullopt;
+  }
   /// True while some process is still in group `group`.
   virtual bool group_alive(long long group) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.

@@ -32,6 +32,9 @@ struct RunOptions : Policy {
   std::vector<std::string> on_event;  ///< --on-event: hooks (hooks.h)
   double hook_timeout = 60;           ///< --hook-timeout, seconds
   double events_max_mb = 64;          ///< --events-max-mb: rotate the event log past this size (0: never)
+  std::string progress_from_log = "true";  ///< --progress-from-log: look for progress bars in jobs' logs
+  double eta_slip_percent = 10;       ///< --eta-slip-percent: an eta event past this share of the time left ...
+  double eta_slip_minutes = 10;       ///< --eta-slip-minutes: ... and this many minutes
 };
 
 }  // namespace gpuq

@@ -82,6 +82,9 @@ class RunLoop {
     hooks_ = hooks;
   }
 
+  /// Appends each prediction the eta step makes (accuracy.h) to `path` ("": none).
+  void record_predictions(std::string path) { predictions_path_ = std::move(path); }
+
   /// One tick at the clock's now.
   TickResult tick();
 
@@ -115,6 +118,8 @@ class RunLoop {
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules);
   void note_memory(Tick& t, const GpuReading& r, const GpuRules& rules);
   void watch_quiet(Tick& t);
+  void note_progress(Tick& t);
+  void watch_eta(Tick& t);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void decide(Tick& t);
   void start(Tick& t);
@@ -163,6 +168,20 @@ class RunLoop {
   std::optional<double> was_paused_;  // what the last tick saw
   bool pause_seen_ = false;
   std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
+  // The eta event (run_progress.cpp): the plan's predicted finish last told (or first predicted),
+  // each job's predicted end then, and when and at what cost `run` last predicted.
+  std::optional<double> eta_told_;
+  std::map<size_t, double> eta_ends_;
+  bool eta_due_ = true;             // something changed since the last prediction
+  double eta_predicted_at_ = -1e300;
+  double eta_cost_ = 0;             // seconds the last prediction took
+  size_t eta_sig_ = 0;              // the jobs' statuses and starts then
+  std::string predictions_path_;    // PLAN.predictions.jsonl
+  std::optional<Plan> learned_;     // the plan with learned estimates (events.h), made at the first prediction
+  uint64_t learned_for_ = 0;        // the serial of the plan it was made from
+  bool learned_tried_ = false;
+  std::optional<double> recorded_finish_;  // the finish in the last line of PLAN.predictions.jsonl
+  double recorded_at_ = 0;
 };
 
 struct RunInfo;

@@ -34,6 +34,8 @@ struct PlanPaths {
   std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
   std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
   std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
+  /// GPUQ_PROGRESS: where the job may write how far it is ("0.42", "420/1000").
+  std::string progress(const std::string& id) const { return logs + "/" + id + ".progress"; }
 };
 
 /// The paths for a plan file (Python's Path.with_suffix rules): beside the file a

@@ -1,0 +1,199 @@
+// `run`'s steps for predictions that track reality: each running job's progress read into its
+// entry (progress.h), and the `eta` event when the plan's predicted finish slips.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "gpuq/core/accuracy.h"
+#include "gpuq/core/events.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/progress.h"
+#include "gpuq/core/simulate.h"
+#include "gpuq/live/hooks.h"
+#include "gpuq/live/journal.h"
+#include "run_tick.h"
+
+namespace gpuq {
+
+// Each running job's progress, as its launcher reads it (its GPUQ_PROGRESS file, else a bar at
+// the end of its log): the first reading and the latest that moved go in its entry, where
+// `status` and the prediction read them. A reading costs a stat and a read of a few KiB.
+void RunLoop::note_progress(Tick& t) {
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    JobState* s = q_->state().of(plan_, i);
+    if (!s || s->status != Status::Running || !s->pid || !s->start || s->kill_sent) continue;
+    const Job* job = job_of(plan_.jobs[i].id);
+    std::optional<ProgressSeen> seen =
+        os_.launcher.progress(plan_.jobs[i].id, progress_from_log(job ? *job : plan_.jobs[i], opt_.progress_from_log));
+    if (!seen) continue;
+    // Written before this attempt started (a clock step, a file left over): taken as written now.
+    double at = std::min(std::max(seen->at, *s->start), t.now);
+    if (gpuq::note_progress(*s, seen->fraction, at)) eta_due_ = true;
+  }
+}
+
+namespace {
+
+// What makes the prediction worth making again: the jobs' statuses and starts.
+size_t state_signature(const State& state) {
+  size_t sig = state.entries().size();
+  for (const auto& [id, s] : state.entries())
+    sig = sig * 1000003u ^ (static_cast<size_t>(s.status) * 7919u + std::hash<double>()(s.start.value_or(0)));
+  return sig;
+}
+
+}  // namespace
+
+namespace {
+
+// One prediction of the plan from the live state: its finish, each job's last end, and the
+// start of each job that has not started (by id). nullopt: nothing left, or stuck.
+struct Predicted {
+  double finish = 0;
+  std::map<size_t, double> ends;
+  std::map<std::string, double> starts;
+};
+
+std::optional<Predicted> predict(const Plan& plan, const Policy& p, LiveStart start, double now) {
+  std::vector<char> waiting(plan.jobs.size());
+  for (size_t j = 0; j < plan.jobs.size(); ++j) waiting[j] = kind_of(start.lives[j]) == LifeKind::Waiting;
+  Simulation sim = simulate(plan, p, &start);
+  if (sim.rows.empty() || !sim.stuck.empty()) return std::nullopt;
+  Predicted out;
+  out.finish = now;
+  for (const SimRow& r : sim.rows) {
+    double end = now + r.end * 3600;
+    out.finish = std::max(out.finish, end);
+    double& e = out.ends[r.job];
+    e = std::max(e, end);
+    if (waiting[r.job]) out.starts.emplace(plan.jobs[r.job].id, now + r.start * 3600);  // its first attempt's
+  }
+  return out;
+}
+
+}  // namespace
+
+// The plan's predicted finish, as `status` would predict it now; an `eta` event (the event log,
+// the hooks) when it moved from the one last told by more than --eta-slip-percent of the time
+// left and --eta-slip-minutes. The first prediction is told by nobody: it is where slips count
+// from. Each prediction is recorded (PLAN.predictions.jsonl, for `history --accuracy`), with
+// what the estimates alone and the learned estimates would have predicted. Predicting costs
+// simulations of the plan: made only when a reading or a job moved, at most every 5 s, and
+// never more than 2 % of run's time.
+void RunLoop::watch_eta(Tick& t) {
+  if (!journal_ || !t.saved) return;
+  size_t sig = state_signature(q_->state());
+  bool moved = sig != eta_sig_;  // a job started or ended: an event
+  if (moved) eta_due_ = true;
+  eta_sig_ = sig;
+  double every = std::max(5.0, 50 * eta_cost_);
+  if (!eta_due_ || t.now - eta_predicted_at_ < every) {
+    if (eta_due_) t.wake_in = std::min(t.wake_in, eta_predicted_at_ + every - t.now);
+    return;
+  }
+  auto began = std::chrono::steady_clock::now();
+  eta_due_ = false;
+  eta_predicted_at_ = t.now;
+  Policy p = q_->engine().policy();
+  p.paused = false;
+  const State& state = q_->state();
+  GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
+  LiveStart start = live_start(plan_, state, p, t.now, free, os_.files, t.mem_other);
+  bool progress = !start.progress_end.empty();
+  LiveStart plain = start;
+  plain.progress_end.clear();
+  std::optional<Predicted> got = predict(plan_, p, std::move(start), t.now);
+  PredictionRecord record;
+  record.t = t.now;
+  if (got) {
+    record.finish[progress ? "progress" : "estimate"] = got->finish;
+    record.starts[progress ? "progress" : "estimate"] = got->starts;
+  }
+  if (progress)
+    if (std::optional<Predicted> est = predict(plan_, p, plain, t.now)) {
+      record.finish["estimate"] = est->finish;
+      record.starts["estimate"] = std::move(est->starts);
+    }
+  if (!learned_tried_ || learned_for_ != plan_.serial) {  // once per version of the plan
+    learned_tried_ = true;
+    learned_for_ = plan_.serial;
+    learned_.reset();
+    std::vector<Learned> learned = learn_estimates(attempts_of(read_events(journal_->path(), nullptr)), plan_);
+    Plan scaled = plan_;
+    if (!apply_learned(scaled, state, learned).empty()) learned_ = std::move(scaled);
+  }
+  if (learned_ && learned_->jobs.size() == plan_.jobs.size()) {
+    LiveStart ls = live_start(*learned_, state, p, t.now, free, os_.files, t.mem_other);
+    ls.progress_end.clear();
+    if (std::optional<Predicted> l = predict(*learned_, p, std::move(ls), t.now)) {
+      record.finish["learned"] = l->finish;
+      record.starts["learned"] = std::move(l->starts);
+    }
+  }
+  eta_cost_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // Recorded at each event, and between events when the finish moved a minute or ten minutes
+  // passed: a line per reading would be megabytes an hour for a large plan.
+  auto first = record.finish.begin();
+  bool record_it = first != record.finish.end() &&
+                   (moved || !recorded_finish_ || std::fabs(first->second - *recorded_finish_) > 60 ||
+                    t.now - recorded_at_ >= 600);
+  if (record_it && !predictions_path_.empty())
+    if (std::FILE* f = std::fopen(predictions_path_.c_str(), "a")) {
+      recorded_finish_ = first->second;
+      recorded_at_ = t.now;
+      std::string line = prediction_line(record) + "\n";
+      std::fwrite(line.data(), 1, line.size(), f);
+      std::fclose(f);
+    }
+  if (!got) return;  // nothing left, or no finish to speak of
+  double finish = got->finish;
+  std::map<size_t, double>& ends = got->ends;
+  if (!eta_told_) {
+    eta_told_ = finish;
+    eta_ends_ = std::move(ends);
+    return;
+  }
+  if (!finish_slipped(*eta_told_, finish, t.now, opt_.eta_slip_percent, opt_.eta_slip_minutes)) return;
+  // Why: the job whose end moved most the same way (a running one among equals: the others
+  // follow it).
+  double shift = finish - *eta_told_;
+  std::optional<size_t> cause;
+  double most = 0;
+  for (const auto& [j, e] : ends) {
+    auto was = eta_ends_.find(j);
+    if (was == eta_ends_.end()) continue;
+    double moved = (e - was->second) * (shift < 0 ? -1 : 1);
+    bool running = q_->state().status_of(plan_, j) == Status::Running;
+    if (moved > most + 1 || (running && moved > most - 1 && moved > 0 &&
+                             !(cause && q_->state().status_of(plan_, *cause) == Status::Running))) {
+      most = std::max(most, moved);
+      cause = j;
+    }
+  }
+  std::string why;
+  if (cause) {
+    const Job& j = plan_.jobs[*cause];
+    const JobState* s = q_->state().of(plan_, *cause);
+    if (s && s->status == Status::Running && finish_from_entry(j, *s, t.now))
+      why = fmt::format(": {} is {} than its estimate", j.id,
+                        ends[*cause] > *s->start + j.est_hours * 3600 ? "slower" : "faster");
+    else
+      why = fmt::format(": {} {}", j.id, shift > 0 ? "ends later" : "ends sooner");
+  }
+  Event e = plan_event("eta", t.now, "run",
+                       fmt::format("the plan now ends at {} ({}{})", local_time(finish, t.now), shift_text(shift), why));
+  e.finish = finish;
+  e.was = *eta_told_;
+  eta_told_ = finish;
+  eta_ends_ = std::move(ends);
+  try {
+    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e}, journal_->count());
+  } catch (const StoreError& x) {
+    say(t.now, fmt::format("cannot append the eta event to the event log ({})", x.what()));
+  }
+}
+
+}  // namespace gpuq
