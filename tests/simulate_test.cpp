@@ -33,6 +33,26 @@ TEST(Simulate, DepsWaitAndPairsAreUsed) {
   EXPECT_EQ(row(plan, sim, "report").end, 3.75);
 }
 
+// run --slurm's policy (a batch queue places the jobs) given to the prediction, as run's eta
+// step gives it: the prediction still places them itself, as without it (it threw
+// bad_variant_access: a launch in a batch queue is a submission, not a run).
+TEST(Simulate, ABatchQueuesPolicyIsPredictedAsPlacedHere) {
+  Plan plan = plan_of(R"([
+    {"id": "prep", "script": "x", "gpus": 0, "est_hours": 0.5},
+    {"id": "train", "script": "x", "gpus": 2, "est_hours": 3, "deps": ["prep"]},
+    {"id": "wide", "script": "x", "gpus": 8, "est_hours": 1}
+  ])");
+  Policy batch;
+  batch.batch = true;
+  Simulation b = simulate(plan, batch), plain = simulate(plan, {});
+  ASSERT_EQ(b.rows.size(), plain.rows.size());
+  for (size_t k = 0; k < b.rows.size(); ++k) {
+    EXPECT_EQ(b.rows[k].job, plain.rows[k].job);
+    EXPECT_EQ(b.rows[k].start, plain.rows[k].start);
+    EXPECT_EQ(b.rows[k].gpus, plain.rows[k].gpus);
+  }
+}
+
 TEST(Simulate, FileDepWaitsForItsProducerFraction) {
   Plan plan = plan_of(R"([
     {"id": "train", "script": "x", "gpus": 1, "est_hours": 10},

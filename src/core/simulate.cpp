@@ -90,10 +90,20 @@ struct Prediction::World {
   Simulation sim;
 };
 
+namespace {
+// The prediction places jobs on GPUs itself, also for a plan run in a batch queue (run --slurm's
+// policy): its launches are runs, never submissions that wait in a queue.
+Policy placing(const Policy& o) {
+  Policy p = o;
+  p.batch = false;
+  return p;
+}
+}  // namespace
+
 Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool take)
     : plan(p), opt(o), from(f), n(p.jobs.size()),
       kind0(start_kinds(f)),
-      eng(p, o, 3600, nullptr, lives_at_start(f, take), files_at_start(p, f)),
+      eng(p, placing(o), 3600, nullptr, lives_at_start(f, take), files_at_start(p, f)),
       pk(n), now(n), blocked_at_start(n, 0) {
   eng.record_changes(false);
   sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
