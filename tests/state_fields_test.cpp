@@ -77,6 +77,9 @@ std::pair<JobState, std::string> entry_with(const StateField& f) {
     case StateKind::Text:
       s.*state_member<std::optional<std::string>>(f) = "timeout \"x\"", text = "\"timeout \\\"x\\\"\"";
       break;
+    case StateKind::Flag:
+      s.*state_member<std::optional<bool>>(f) = true, text = "true";
+      break;
   }
   return {s, text};
 }
@@ -133,6 +136,7 @@ TEST(StateFields, EachFieldRefusesAWrongValueByNameAndTakesNullAsAbsent) {
                                    f.kind == StateKind::GpuList       ? "a list of GPU ids"
                                    : f.kind == StateKind::Bytes       ? "a whole number of bytes"
                                    : f.kind == StateKind::UnixSeconds ? "a number (unix seconds)"
+                                   : f.kind == StateKind::Flag        ? "true or false"
                                    : f.kind == StateKind::Text || f.kind == StateKind::Status ? "a string"
                                                                                                : "a whole number"));
     std::string null = fmt::format(R"({{"a": {{"status": "done", "{}": null}}}})", f.name);

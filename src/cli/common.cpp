@@ -214,6 +214,7 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.on_event = f.on_event;
   opt.hook_timeout = f.hook_timeout;
   opt.events_max_mb = f.events_max_mb;
+  opt.snapshot = f.snapshot;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   opt.gpu_probe = f.gpu_probe;

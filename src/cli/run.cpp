@@ -203,6 +203,11 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "seconds an --on-event command may run before it is stopped")
                       ->capture_default_str()
                       ->check(CLI::PositiveNumber));
+  setting_flag(f, sub->add_option("--snapshot", f.snapshot,
+                                  "off, or git: run each job from a read-only checkout of a git snapshot of the "
+                                  "workdir taken when the job is loaded (a job's own \"snapshot\" comes first)")
+                      ->capture_default_str()
+                      ->check(CLI::IsMember({"off", "git"})));
   setting_flag(f, sub->add_option("--events-max-mb", f.events_max_mb,
                                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); "
                                   "0: never")

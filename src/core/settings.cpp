@@ -77,6 +77,10 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
     {.name = "events_max_mb", .flag = "--events-max-mb", .kind = K::Number, .default_json = "64",
      .doc = "start a new event log past this size (MB; 0: never)", .member = &Settings::events_max_mb,
      .predicts = false},
+    {.name = "snapshot", .flag = "--snapshot", .kind = K::Choice, .default_json = R"("off")",
+     .doc = "off, or git: run each job from a read-only checkout of a git snapshot of the workdir, taken when "
+            "the job is loaded (a job's own snapshot field comes first; see Snapshots in doc/plan-file.md)",
+     .member = &Settings::snapshot, .predicts = false, .choices = "off|git"},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.

@@ -39,6 +39,7 @@ struct Settings {
   std::vector<std::string> on_event;
   double hook_timeout;
   double events_max_mb;
+  std::string snapshot;  ///< "off" or "git": jobs run from a git snapshot of the workdir (snapshot.h)
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -79,7 +80,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 20;
+inline constexpr size_t kSettingCount = 21;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

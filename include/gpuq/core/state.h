@@ -55,6 +55,11 @@ struct JobState {
   std::optional<double> gpus_read;    ///< when run last had a utilization reading of all its GPUs
   std::optional<double> hung_noted;   ///< when run said it looks hung (said once, until the log grows)
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
+  // The snapshot of the code it runs (snapshot.h), kept across its attempts:
+  std::optional<std::string> snapshot;       ///< the commit
+  std::optional<double> snapshot_at;         ///< when it was taken
+  std::optional<bool> snapshot_dirty;        ///< it holds uncommitted changes
+  std::optional<std::string> snapshot_repo;  ///< the repository's top folder
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

@@ -27,6 +27,7 @@ enum class StateKind {
   Unsigned,     ///< a whole number, not negative, up to 2^64-1
   UnixSeconds,  ///< a time: a number of unix seconds
   Text,         ///< a string
+  Flag,         ///< true or false
 };
 
 /// The member of JobState a field fills; its type goes with the field's kind
@@ -34,7 +35,7 @@ enum class StateKind {
 using StateMember =
     std::variant<Status JobState::*, std::optional<std::vector<int>> JobState::*, std::optional<long long> JobState::*,
                  std::optional<unsigned long long> JobState::*, std::optional<double> JobState::*,
-                 std::optional<std::string> JobState::*>;
+                 std::optional<std::string> JobState::*, std::optional<bool> JobState::*>;
 
 /// One field of a state entry.
 struct StateField {
@@ -87,6 +88,13 @@ inline constexpr StateField kStateFields[] = {
     {"attempt", StateKind::Integer, &JobState::attempt,
      "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
      "after a `requeue` or a `retry` by hand"},
+    {"snapshot", StateKind::Text, &JobState::snapshot,
+     "gpuq's own: the commit of the git snapshot the job runs (the `snapshot` setting), kept across its attempts"},
+    {"snapshot_at", StateKind::UnixSeconds, &JobState::snapshot_at, "gpuq's own: when that snapshot was taken"},
+    {"snapshot_dirty", StateKind::Flag, &JobState::snapshot_dirty,
+     "gpuq's own: the snapshot holds changes that were not committed"},
+    {"snapshot_repo", StateKind::Text, &JobState::snapshot_repo,
+     "gpuq's own: the git repository the snapshot is a commit of"},
 };
 
 /// doc/files.md's words for a kind (its table's "type" column).
@@ -99,6 +107,7 @@ constexpr std::string_view state_kind_text(StateKind kind) {
     case StateKind::Unsigned: return "whole number ≥ 0";
     case StateKind::UnixSeconds: return "unix seconds";
     case StateKind::Text: return "string";
+    case StateKind::Flag: return "true or false";
   }
   return "";
 }
@@ -113,6 +122,7 @@ constexpr bool state_member_fits(const StateField& f) {
     case StateKind::Unsigned: return std::holds_alternative<std::optional<unsigned long long> JobState::*>(f.member);
     case StateKind::UnixSeconds: return std::holds_alternative<std::optional<double> JobState::*>(f.member);
     case StateKind::Text: return std::holds_alternative<std::optional<std::string> JobState::*>(f.member);
+    case StateKind::Flag: return std::holds_alternative<std::optional<bool> JobState::*>(f.member);
   }
   return false;
 }

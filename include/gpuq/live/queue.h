@@ -32,6 +32,7 @@ struct RunOptions : Policy {
   std::vector<std::string> on_event;  ///< --on-event: hooks (hooks.h)
   double hook_timeout = 60;           ///< --hook-timeout, seconds
   double events_max_mb = 64;          ///< --events-max-mb: rotate the event log past this size (0: never)
+  std::string snapshot = "off";       ///< --snapshot: "git" runs jobs from a snapshot of the workdir (snapshots.h)
 };
 
 }  // namespace gpuq
