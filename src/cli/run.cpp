@@ -152,6 +152,11 @@ int cmd_run(Flags& f) {
     return kExitFailure;
   }
   if (!scripts_there(*plan, state, wd)) return kExitBadInput;
+  GitSnapshots snapshots;
+  if (std::string problem = snapshot_problem(f, *plan, wd, snapshots); !problem.empty()) {
+    fmt::print(stderr, "gpuq run: {}\n", problem);
+    return kExitBadInput;
+  }
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
   if (std::string split = state_beside_link_problem(paths); !split.empty()) {

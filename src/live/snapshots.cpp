@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "gpuq/live/hooks.h"
+#include "gpuq/live/journal.h"
 #include "gpuq/live/proc.h"
 
 namespace gpuq {
@@ -63,20 +65,38 @@ struct Removed {
   }
 };
 
-// The tree of `top`'s working tree as `git add -A` would commit it, through a copy of the
-// user's index (its stat cache: only changed files are hashed again).
-std::string tree_now(const std::string& top) {
+}  // namespace
+
+// The tree of `top`'s working tree as `git add -A` would commit it (less what is left out),
+// through a copy of the user's index (its stat cache: only changed files are hashed again).
+std::string GitSnapshots::tree_now(const std::string& top) {
   std::string git_dir = must(git(top, {"rev-parse", "--absolute-git-dir"}), "git rev-parse");
   Removed index{temp_index(git_dir)};
   std::error_code ec;
   if (fs::exists(git_dir + "/index", ec)) {
     fs::copy_file(git_dir + "/index", index.path, fs::copy_options::overwrite_existing, ec);
     if (ec) throw SnapshotError(fmt::format("cannot copy {}/index: {}", git_dir, ec.message()));
+    // With the index's own time: git takes an entry changed in the same tick as the index was
+    // written for "racily clean" and hashes the file again. A copy dated now would hide that,
+    // and a file edited just after `git add` would be snapshotted as the index has it.
+    fs::last_write_time(index.path, fs::last_write_time(git_dir + "/index", ec), ec);
+    if (ec) throw SnapshotError(fmt::format("cannot date the copy of {}/index: {}", git_dir, ec.message()));
   }
   Env env{{"GIT_INDEX_FILE", index.path}};
-  must(git(top, {"add", "-A", "--", "."}, env), fmt::format("git add -A in {}", top));
+  std::vector<std::string> args{"add", "-A", "--", "."};
+  fs::path real_top = fs::weakly_canonical(top, ec);
+  for (const std::string& p : left_out_) {
+    bool pattern = p.ends_with("*");  // the event log's older parts: PLAN.events.jsonl.N
+    std::string path = pattern ? p.substr(0, p.size() - 1) : p;
+    fs::path rel = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_relative(real_top);
+    if (rel.empty() || rel.string().starts_with("..") || rel == ".") continue;  // outside the repository
+    args.push_back((pattern ? ":(exclude)" : ":(exclude,literal)") + rel.string() + (pattern ? "*" : ""));
+  }
+  must(git(top, args, env), fmt::format("git add -A in {}", top));
   return must(git(top, {"write-tree"}, env), "git write-tree");
 }
+
+namespace {
 
 // Makes every file and folder under `dir` (and `dir`) read-only (`writable`: writable by its owner again).
 void set_writable(const std::string& dir, bool writable) {
@@ -114,6 +134,14 @@ void remove_checkout(const std::string& dir) {
 }
 
 }  // namespace
+
+std::vector<std::string> its_own_files(const PlanPaths& paths) {
+  std::vector<std::string> out{paths.state,    paths.lock,        paths.run_lock, paths.run_info,
+                               paths.run_plan, paths.paused,      paths.logs,     snapshots_root(paths.state),
+                               events_path_for(paths.state), hook_marks_path_for(paths.state)};
+  out.push_back(events_path_for(paths.state) + ".*");
+  return out;
+}
 
 std::string GitSnapshots::repo_of(const std::string& workdir, std::string* why) {
   std::error_code ec;

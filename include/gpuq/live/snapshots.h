@@ -13,8 +13,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpuq/core/snapshot.h"
+#include "gpuq/live/store.h"
 
 namespace gpuq {
 
@@ -45,11 +47,22 @@ class Snapshots {
 /// index (so only changed files are hashed again, and the user's index is never written).
 class GitSnapshots : public Snapshots {
  public:
+  /// `left_out`: paths (files, or folders) never put in a snapshot: gpuq's own files beside the
+  /// plan (its_own_files), which change as the queue runs, and the checkouts themselves.
+  explicit GitSnapshots(std::vector<std::string> left_out = {}) : left_out_(std::move(left_out)) {}
   std::string repo_of(const std::string& workdir, std::string* why) override;
   SnapshotRef take(const std::string& workdir, double now) override;
   void check_out(const SnapshotRef& snap, const std::string& dir) override;
   std::optional<bool> changed_since(const SnapshotRef& snap) override;
+
+ private:
+  std::string tree_now(const std::string& top);
+  std::vector<std::string> left_out_;
 };
+
+/// gpuq's own files of a plan, which a snapshot leaves out: the state, its lock, PLAN.run.json and
+/// the other PLAN.* files gpuq writes, the event log (and its older parts), logs/ and the checkouts.
+std::vector<std::string> its_own_files(const PlanPaths& paths);
 
 /// The folder of the checkouts of a plan's snapshots: PLAN.snapshots beside the state file.
 std::string snapshots_root(const std::string& state_path);
