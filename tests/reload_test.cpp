@@ -108,6 +108,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"on_quiet", R"("on_quiet": "kill")"},
       {"args", R"("args": ["--x"])"},
       {"env", R"("env": {"A": "1"})"},
+      {"snapshot", R"("snapshot": "git")"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");

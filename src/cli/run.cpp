@@ -205,14 +205,15 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "failed, killed, lost, hung); repeatable")
                       ->allow_extra_args(false));
   setting_flag(f, sub->add_option("--hook-timeout", f.hook_timeout,
-                                  "seconds an --on-event command may run before it is stopped")
+                                  "seconds (more than 0) an --on-event command may run before it is stopped")
                       ->capture_default_str()
-                      ->check(CLI::PositiveNumber));
+                      ->check(CLI::PositiveNumber.description("")));  // one line: run --help fits a screen
   setting_flag(f, sub->add_option("--snapshot", f.snapshot,
-                                  "off, or git: run each job from a read-only checkout of a git snapshot of the "
-                                  "workdir taken when the job is loaded (a job's own \"snapshot\" comes first)")
-                      ->capture_default_str()
-                      ->check(CLI::IsMember({"off", "git"})));
+                                  "git: each job runs a git snapshot of the workdir taken when it is loaded")
+                      ->type_name("off|git")
+                      ->check(CLI::Validator(
+                          [](std::string& v) { return v == "off" || v == "git" ? "" : "must be off or git, not " + v; },
+                          "")));
   setting_flag(f, sub->add_option("--events-max-mb", f.events_max_mb,
                                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); "
                                   "0: never")
