@@ -5,8 +5,9 @@
 #   take      `gpuq add` of one job with "snapshot": "git" (one snapshot: git add -A on a copy of
 #             the index, write-tree, commit-tree), and again with nothing changed (the same commit)
 #   checkout  `gpuq run` of 1 job (`true`) from a snapshot, less the same run without snapshots
-#   per job   `gpuq run` of 50 jobs from one snapshot, less the same without, less the 1-job cost,
-#             over the 49 jobs beyond the first (what each more job of a snapshot costs)
+#   per job   `gpuq run` of 50 jobs from one snapshot, 49 of them after the first (deps): from the
+#             first's end (its checkout made) to the last end, less the same without snapshots, over 49
+# The checkout writes every file: its time is the disk's (on a busy VM, 3 to 11 s for 1 GB).
 # Usage: bash bench/snapshot.sh [FILES] [MB]   (after a build: build/gpuq)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,8 @@ plan() {  # plan(NAME JOBS SNAPSHOT): a plan beside the repository, its jobs `tr
 import json, sys
 path, jobs, snap = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 json.dump({"workdir": "../repo", "settings": {"snapshot": snap, "gpus": "0"},
-           "jobs": [{"id": f"j{k}", "script": "true.sh", "gpus": 0} for k in range(jobs)]}, open(path, "w"))
+           "jobs": [dict({"id": f"j{k}", "script": "true.sh", "gpus": 0}, **({"deps": ["j0"]} if k else {}))
+                    for k in range(jobs)]}, open(path, "w"))
 PY
   echo "$dir/plan.json"
 }
@@ -56,12 +58,17 @@ echo "true" > "$repo/true.sh"
 git -C "$repo" add true.sh  # tracked (staged): the index changes once, before the measures
 run_plan() {  # run_plan(PLAN): seconds of a `gpuq run` to its end
   local a b
+  sync  # the last run's 1 GB checkout written out: each run starts with no writeback pending
   a=$(now)
   "$G" run --plan "$1" --gpu-probe none --max-retries 0 --poll 1 > "${1%.json}.out" 2>&1
   b=$(now)
   secs "$a" "$b"
 }
 
+sync
+a=$(now); mkdir "$work/copy"; cp -r "$repo"/d* "$work/copy/"; sync; b=$(now)
+copy=$(secs "$a" "$b")
+rm -rf "$work/copy"
 p=$(plan add 1 git)
 a=$(now); "$G" add --plan "$p" --id new --gpus 0 -- true.sh > /dev/null; b=$(now)
 take=$(secs "$a" "$b")
@@ -72,11 +79,22 @@ one=$(run_plan "$(plan one-git 1 git)")
 one_off=$(run_plan "$(plan one-off 1 off)")
 many=$(run_plan "$(plan many-git 50 git)")
 many_off=$(run_plan "$(plan many-off 50 off)")
+after_first() {  # after_first(DIR): seconds from the end of j0 (the checkout made) to the last end
+  python3 - "$1/plan.events.jsonl" <<'PY'
+import json, sys
+ends = {e["id"]: e["t"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "end"}
+print(f"{max(ends.values()) - ends['j0']:.3f}")
+PY
+}
+rest=$(after_first "$work/many-git")
+rest_off=$(after_first "$work/many-off")
 grep -h "snapshot" "$work/many-git/plan.out" | sed 's/^/  run: /'
 checkout=$(echo "$one - $one_off" | bc)
-per_job=$(echo "scale=4; (($many - $many_off) - ($one - $one_off)) / 49" | bc)
+per_job=$(echo "scale=4; ($rest - $rest_off) / 49" | bc)
+printf 'cp -r of the files, and sync (reference) %.2f s\n' "$copy"
 printf 'take (gpuq add)                 %8.2f s\n' "$take"
 printf 'take again, nothing changed     %8.2f s (%s)\n' "$again" "$same"
 printf 'run 1 job:  snapshot / off      %8.2f / %.2f s -> take + checkout %.2f s\n' "$one" "$one_off" "$checkout"
 printf 'run 50 jobs: snapshot / off     %8.2f / %.2f s\n' "$many" "$many_off"
-printf 'each job beyond the first       %8.3f s\n' "$per_job"
+printf '49 jobs after the first: snapshot / off %.2f / %.2f s (their launch to the last end)\n' "$rest" "$rest_off"
+printf 'each job beyond the first       %8.4f s\n' "$per_job"
