@@ -320,6 +320,27 @@ TEST(SnapshotRun, ARestartedRunKeepsTheSnapshotOfAQueuedJob) {
   EXPECT_EQ(q.snapshot_of("old"), commit);
 }
 
+// A job edited in the plan while no run went on is loaded anew by the next run: the code as it is then.
+TEST(SnapshotRun, AJobEditedBetweenTwoRunsTakesTheCodeOfTheRestart) {
+  Beside q;
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return q.running("gate") && !q.snapshot_of("old").empty(); }, kPatience)) << r->out();
+  std::string commit = q.snapshot_of("old");
+  r->signal(SIGTERM);
+  ASSERT_EQ(r->wait(kPatience).status, 0) << r->out() << r->err();
+  q.d.write("repo/train.py", "print('v2')\n");
+  q.d.write("plan.json", R"({"workdir": "repo", "settings": {"snapshot": "git"}, "jobs": [
+      {"id": "gate", "script": "gate.sh", "gpus": 0},
+      {"id": "old", "script": "job.sh", "gpus": 0, "deps": ["gate"], "env": {"EDITED": "1"}}]})");
+  auto again = q.start();
+  ASSERT_TRUE(eventually([&] { return again->out().find("for 1 job: old") != std::string::npos; }, kPatience))
+      << again->out();
+  EXPECT_NE(q.snapshot_of("old"), commit);
+  q.d.write("go", "");
+  ASSERT_EQ(again->wait(kPatience).status, 0) << again->out() << again->err();
+  EXPECT_EQ(q.d.read("ran-old.txt"), "print('v2')\n");
+}
+
 // A workdir in no git repository: run refuses in one line, validate says it, both naming the
 // plan file and the job.
 TEST(SnapshotRun, AWorkdirInNoRepositoryIsRefusedByRunAndNamedByValidate) {

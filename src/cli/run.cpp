@@ -18,6 +18,8 @@
 #include "gpuq/live/local_files.h"
 #include "gpuq/core/validate.h"
 
+#include "gpuq/core/plan_diff.h"
+
 #include "cli.h"
 
 namespace gpuq::cli {
@@ -178,6 +180,15 @@ int cmd_run(Flags& f) {
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
   info.slurm = f.slurm;
+  // Jobs that run from a snapshot and changed since the last run loaded the plan (its copy,
+  // PLAN.run.plan.json): loaded anew, so each takes a snapshot of the code as it is now.
+  if (any_snapshot(*plan, opt.snapshot)) try {
+      if (std::optional<std::string> was = read_file(paths.run_plan))
+        if (PlanLoad last = parse_plan(*was, paths.run_plan, *gpus); last.plan)
+          opt.snapshot_changed = diff_plans(*last.plan, *plan).changed;
+    } catch (const StoreError&) {
+      // no copy to compare with: every queued job keeps its snapshot
+    }
   keep_loaded_plan(paths, f.plan);
   return run_queue(slurm_plan ? std::move(*slurm_plan) : std::move(loaded->plan), paths, opt, stdout, &info, &plan_text,
                    slurm ? &*slurm : nullptr);

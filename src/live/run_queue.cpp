@@ -115,6 +115,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     std::error_code ec;
     std::string workdir = opt.workdir.empty() ? std::filesystem::current_path(ec).string() : opt.workdir;
     loop.use_snapshots(&snapshots, snapshots_root(paths.state), workdir, opt.snapshot);
+    loop.snapshot_again(opt.snapshot_changed);
   }
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.pause_from([&paths] { return paused_since(paths); });

@@ -79,7 +79,8 @@ void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
 
 // A checkout stays while a job that is not finished (or will be retried) has its snapshot.
 void RunLoop::prune_snapshots(Tick& t) {
-  if (!snaps_) return;
+  std::error_code ec;
+  if (!snaps_ || !std::filesystem::is_directory(snap_root_, ec)) return;  // no checkout: nothing to look at
   std::set<std::string> keep;
   for (const auto& [id, s] : q_->state().entries()) {
     if (!s.snapshot) continue;

@@ -33,6 +33,7 @@ struct RunOptions : Policy {
   double hook_timeout = 60;           ///< --hook-timeout, seconds
   double events_max_mb = 64;          ///< --events-max-mb: rotate the event log past this size (0: never)
   std::string snapshot = "off";       ///< --snapshot: "git" runs jobs from a snapshot of the workdir (snapshots.h)
+  std::vector<std::string> snapshot_changed;  ///< jobs changed since the last run loaded the plan: a new snapshot each
 };
 
 }  // namespace gpuq

@@ -81,6 +81,10 @@ class RunLoop {
     snap_setting_ = std::move(setting);
   }
 
+  /// The jobs `ids` take a new snapshot at the first tick, as a reload that changed them would
+  /// give them (run_queue: the jobs changed since the last run loaded the plan).
+  void snapshot_again(const std::vector<std::string>& ids) { snap_changed_.insert(ids.begin(), ids.end()); }
+
   /// `paused()` says since when the plan is paused (`gpuq pause`), or nullopt: while it
   /// is, no job starts (running ones go on).
   void pause_from(std::function<std::optional<double>()> paused) { paused_ = std::move(paused); }
