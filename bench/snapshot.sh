@@ -7,7 +7,8 @@
 #   checkout  `gpuq run` of 1 job (`true`) from a snapshot, less the same run without snapshots
 #   per job   `gpuq run` of 50 jobs from one snapshot, 49 of them after the first (deps): from the
 #             first's end (its checkout made) to the last end, less the same without snapshots, over 49
-# The checkout writes every file: its time is the disk's (on a busy VM, 3 to 11 s for 1 GB).
+# The checkout writes every file: its time is the disk's, as a `cp -r` of the same files shows (on
+# a VM whose disk is shared, both took from 3 to 30 s for 1 GB, from one minute to the next).
 # Usage: bash bench/snapshot.sh [FILES] [MB]   (after a build: build/gpuq)
 set -euo pipefail
 cd "$(dirname "$0")/.."
