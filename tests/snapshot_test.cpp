@@ -263,6 +263,15 @@ TEST(SnapshotRun, AQueuedJobRunsTheCodeLoadedAndAJobAddedAfterAnEditTheNewCode) 
   Output st = q.gpuq({"status", "--gpus", "0"});
   EXPECT_THAT(st.out, HasSubstr("old: runs the code of "));
   EXPECT_THAT(st.out, HasSubstr("; the tree changed since (snapshot " + short_commit(old_commit) + ")"));
+  json sj = json::parse(q.gpuq({"status", "--json", "--gpus", "0"}).out);
+  size_t seen = 0;
+  for (const json& j : sj["jobs"])
+    if (j["id"] == "old" && ++seen) {
+      EXPECT_EQ(j["snapshot"]["commit"], old_commit);
+      EXPECT_EQ(j["snapshot"]["tree_changed"], true);
+      EXPECT_EQ(j["snapshot"]["dirty"], true);
+    }
+  EXPECT_EQ(seen, 1u) << sj.dump(1);
   Output add = q.gpuq({"add", "--id", "new", "--gpus", "0", "--deps", "gate", "--", "job.sh"});
   ASSERT_EQ(add.status, 0) << add.err;
   std::string new_commit = q.snapshot_of("new");

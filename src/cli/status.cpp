@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <set>
+
 #include <cstdio>
 #include <chrono>
 #include <future>
@@ -45,7 +47,8 @@ namespace {
 
 /// The jobs waiting to run whose snapshot (the code they run) is older than the tree on disk:
 /// a line per snapshot, naming them. No git is run when no waiting job has a snapshot.
-std::string stale_snapshot_notes(const Plan& plan, const State& state, double now, const PlanPaths& paths) {
+std::string stale_snapshot_notes(const Plan& plan, const State& state, double now, const PlanPaths& paths,
+                                 std::set<std::string>& stale) {
   std::map<std::string, std::pair<SnapshotRef, std::vector<std::string>>> waiting;  // commit -> it, its jobs
   for (const Job& j : plan.jobs) {
     const JobState* s = state.find(j.id);
@@ -64,8 +67,9 @@ std::string stale_snapshot_notes(const Plan& plan, const State& state, double no
     std::string names;
     for (size_t k = 0; k < ids.size() && k < 10; ++k) names += (k ? ", " : "") + ids[k];
     if (ids.size() > 10) names += fmt::format(" and {} more", ids.size() - 10);
-    if (git.changed_since(ref).value_or(false))
-      out += fmt::format("{}: {} (snapshot {})\n", names, stale_snapshot_text(ref.at, now), short_commit(commit));
+    if (!git.changed_since(ref).value_or(false)) continue;
+    stale.insert(commit);
+    out += fmt::format("{}: {} (snapshot {})\n", names, stale_snapshot_text(ref.at, now), short_commit(commit));
   }
   return out;
 }
@@ -279,7 +283,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string notes = over + stale_snapshot_notes(plan, state, now, paths);
+  std::string notes = over + stale_snapshot_notes(plan, state, now, paths, o.stale_snapshots);
   for (const std::string& line : settings_notes(f, "auto")) notes += line + "\n";
   std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen, settings_sources_json(f))
                            : format_status(plan, state, now, f.all) + format_stale(plan, state, f.plan) + "\n" +
