@@ -109,6 +109,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"progress_from_log", R"("progress_from_log": false)"},
       {"args", R"("args": ["--x"])"},
       {"env", R"("env": {"A": "1"})"},
+      {"snapshot", R"("snapshot": "git")"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");

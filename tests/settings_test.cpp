@@ -36,6 +36,10 @@ json other_value(const SettingSpec& s) {
     case SettingKind::Count: return 5;
     case SettingKind::Whole: return -1;
     case SettingKind::Choice: return s.choices == "true|false" ? "false" : "none";
+    case SettingKind::Choice: {  // the last choice: none of the defaults
+      std::string_view c = s.choices;
+      return std::string(c.substr(c.rfind('|') + 1));
+    }
     case SettingKind::Pairs: return "0-2,1-3";
     case SettingKind::Text: return "/opt/bin/nvidia-smi";
     case SettingKind::Folder: return "some/folder";

@@ -79,6 +79,8 @@ std::pair<JobState, std::string> entry_with(const StateField& f) {
       break;
     case StateKind::Fraction:
       s.*state_member<std::optional<double>>(f) = 0.42, text = "0.42";
+    case StateKind::Flag:
+      s.*state_member<std::optional<bool>>(f) = true, text = "true";
       break;
   }
   return {s, text};
@@ -137,6 +139,7 @@ TEST(StateFields, EachFieldRefusesAWrongValueByNameAndTakesNullAsAbsent) {
                                    : f.kind == StateKind::Bytes       ? "a whole number of bytes"
                                    : f.kind == StateKind::UnixSeconds ? "a number (unix seconds)"
                                    : f.kind == StateKind::Fraction    ? "a number from 0 to 1"
+                                   : f.kind == StateKind::Flag        ? "true or false"
                                    : f.kind == StateKind::Text || f.kind == StateKind::Status ? "a string"
                                                                                                : "a whole number"));
     std::string null = fmt::format(R"({{"a": {{"status": "done", "{}": null}}}})", f.name);

@@ -19,6 +19,7 @@
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/slurm.h"
+#include "gpuq/live/snapshots.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq::cli {
@@ -110,6 +111,14 @@ struct Workdir {
 /// The workdir setting as its source gives it: --workdir (or a running run's) as an absolute
 /// folder, the plan's "workdir" relative to the plan file's folder, else the current folder.
 Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdir);
+
+/// The workdir as an absolute folder (the current one when the setting gives none).
+std::string absolute_workdir(const Workdir& wd);
+
+/// When a job of `plan` runs from a snapshot (its "snapshot", else the setting, is "git") and
+/// the workdir is in no git repository: one line naming the plan file, the job (or the setting)
+/// and the problem. Else "".
+std::string snapshot_problem(const Flags& f, const Plan& plan, const Workdir& wd, Snapshots& snapshots);
 
 /// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
 void add_time_limit_factor(CLI::App* sub, Flags& f);

@@ -16,6 +16,7 @@
 #include "gpuq/live/probe.h"
 #include "gpuq/live/proc.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/snapshots.h"
 #include "gpuq/live/store.h"
 
 #include "cli.h"
@@ -140,6 +141,29 @@ PlanPaths plan_paths(const Flags& f) {
   return paths_for(f.plan, f.state_dir);
 }
 
+std::string absolute_workdir(const Workdir& wd) {
+  std::error_code ec;
+  return wd.path.empty() ? std::filesystem::current_path(ec).string() : wd.path;
+}
+
+std::string snapshot_problem(const Flags& f, const Plan& plan, const Workdir& wd, Snapshots& snapshots) {
+  const Job* asks = nullptr;
+  for (const Job& j : plan.jobs)
+    if (uses_snapshot(j, f.snapshot) && (!asks || j.snapshot)) {
+      asks = &j;
+      if (j.snapshot) break;  // a job's own field names the job; else the setting is named
+    }
+  if (!asks) return "";
+  std::string why;
+  if (!snapshots.repo_of(absolute_workdir(wd), &why).empty()) return "";
+  SettingSource from = f.source_of("snapshot");
+  std::string who = asks->snapshot ? fmt::format("job \"{}\" asks for \"snapshot\": \"git\"", asks->id)
+                    : from == SettingSource::Flag ? std::string("--snapshot git is given")
+                    : from == SettingSource::Run  ? std::string("the running `gpuq run` takes snapshots")
+                                                  : std::string("\"settings\" give \"snapshot\": \"git\"");
+  return fmt::format("{}: {}, but {}", f.plan, who, why);
+}
+
 Workdir workdir_of(const Flags& f, const std::optional<std::string>& plan_workdir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -224,6 +248,7 @@ RunOptions run_options(const Flags& f, const std::vector<int>& gpus) {
   opt.progress_from_log = f.progress_from_log;
   opt.eta_slip_percent = f.eta_slip_percent;
   opt.eta_slip_minutes = f.eta_slip_minutes;
+  opt.snapshot = f.snapshot;
   const char* env = std::getenv("GPUQ_NVIDIA_SMI");
   opt.nvidia_smi = !f.nvidia_smi.empty() ? f.nvidia_smi : env && *env ? env : "nvidia-smi";
   opt.gpu_probe = f.gpu_probe;

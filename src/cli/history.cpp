@@ -18,6 +18,8 @@
 #include "gpuq/live/proc.h"
 #include "gpuq/live/store.h"
 
+#include "gpuq/core/snapshot.h"
+
 #include "cli.h"
 #include "gpuq/core/job_words.h"
 
@@ -264,6 +266,11 @@ int cmd_history(Flags& f) {
       j["exit"] = a.exit ? nlohmann::ordered_json(*a.exit) : nlohmann::ordered_json();
       j["causes"] = a.causes;
       j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
+      if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
+        j["snapshot"] = {{"commit", *a.snapshot},
+                         {"dirty", a.snapshot_dirty.value_or(false)},
+                         {"repo", a.repo ? nlohmann::ordered_json(*a.repo) : nlohmann::ordered_json()},
+                         {"ref", "refs/gpuq/snapshots/" + *a.snapshot}};
       out.push_back(std::move(j));
     }
     fmt::print("{}\n", out.dump(1));
@@ -282,6 +289,8 @@ int cmd_history(Flags& f) {
     std::string o = outcome(a);
     if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
     if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
+    if (a.snapshot)
+      o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");
     fmt::print("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),
                moment(a.start, now), moment(a.end, now),
                took(a.start && a.end ? std::optional<double>(*a.end - *a.start) : std::nullopt), o);

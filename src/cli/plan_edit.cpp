@@ -22,6 +22,7 @@
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
+#include "gpuq/live/snapshots.h"
 #include "gpuq/live/store.h"
 
 #include "cli.h"
@@ -166,6 +167,29 @@ int cmd_add(Flags& f) {
     return kExitBadInput;
   }
   if (f.add_dry_run) return what_if(f, paths, *before.plan, *after.plan, *gpus);
+  // A job that runs from a snapshot: the code as it is now, recorded before the plan names the job
+  // (a running `gpuq run` keeps it when it reloads the plan).
+  std::string code;
+  if (const Job* job = after.plan->find(f.add_id); job && uses_snapshot(*job, f.snapshot)) {
+    Workdir wd = workdir_of(f, after.plan->workdir);
+    GitSnapshots snapshots(its_own_files(paths));
+    try {
+      SnapshotRef snap = snapshots.take(absolute_workdir(wd), unix_now());
+      State state = store.read();
+      set_snapshot(state.at(f.add_id), snap);
+      store.write(state, false);
+      code = fmt::format(" (snapshot {}{})", short_commit(snap.commit), snap.dirty ? ", with uncommitted changes" : "");
+    } catch (const SnapshotError& e) {
+      fmt::print(stderr, "gpuq add: {} not added: it runs from a snapshot (\"snapshot\": \"git\"), and none can be "
+                         "taken: {}; {} is unchanged\n",
+                 f.add_id, e.what(), f.plan);
+      return kExitBadInput;
+    } catch (const StoreError& e) {
+      fmt::print(stderr, "gpuq add: {} not added: cannot record its snapshot: {}; {} is unchanged\n", f.add_id,
+                 e.what(), f.plan);
+      return kExitFailure;
+    }
+  }
   replace_file_durably(target, *next);
   // Who starts it: the run going on (it reloads the plan), or the next run.
   RunPresence run = run_presence(paths);
@@ -173,7 +197,7 @@ int cmd_add(Flags& f) {
                            ? fmt::format("the running `gpuq run` (pid {}) starts it when it is ready", run.info->pid)
                        : run.running ? "the running `gpuq run` starts it when it is ready"
                                      : "no `gpuq run` is running this plan: " + hint("run") + " starts it";
-  fmt::print("added {} to {} ({} jobs); {}\n", f.add_id, f.plan, after.plan->jobs.size(), starts);
+  fmt::print("added {}{} to {} ({} jobs); {}\n", f.add_id, code, f.plan, after.plan->jobs.size(), starts);
   return 0;
 }
 

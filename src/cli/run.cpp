@@ -18,6 +18,8 @@
 #include "gpuq/live/local_files.h"
 #include "gpuq/core/validate.h"
 
+#include "gpuq/core/plan_diff.h"
+
 #include "cli.h"
 
 namespace gpuq::cli {
@@ -154,6 +156,11 @@ int cmd_run(Flags& f) {
     return kExitFailure;
   }
   if (!scripts_there(*plan, state, wd)) return kExitBadInput;
+  GitSnapshots snapshots;
+  if (std::string problem = snapshot_problem(f, *plan, wd, snapshots); !problem.empty()) {
+    fmt::print(stderr, "gpuq run: {}\n", problem);
+    return kExitBadInput;
+  }
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
   if (std::string split = state_beside_link_problem(paths); !split.empty()) {
@@ -175,6 +182,15 @@ int cmd_run(Flags& f) {
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
   info.slurm = f.slurm;
+  // Jobs that run from a snapshot and changed since the last run loaded the plan (its copy,
+  // PLAN.run.plan.json): loaded anew, so each takes a snapshot of the code as it is now.
+  if (any_snapshot(*plan, opt.snapshot)) try {
+      if (std::optional<std::string> was = read_file(paths.run_plan))
+        if (PlanLoad last = parse_plan(*was, paths.run_plan, *gpus); last.plan)
+          opt.snapshot_changed = diff_plans(*last.plan, *plan).changed;
+    } catch (const StoreError&) {
+      // no copy to compare with: every queued job keeps its snapshot
+    }
   keep_loaded_plan(paths, f.plan);
   return run_queue(slurm_plan ? std::move(*slurm_plan) : std::move(loaded->plan), paths, opt, stdout, &info, &plan_text,
                    slurm ? &*slurm : nullptr);
@@ -203,9 +219,15 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "failed, killed, lost, hung); repeatable")
                       ->allow_extra_args(false));
   setting_flag(f, sub->add_option("--hook-timeout", f.hook_timeout,
-                                  "seconds an --on-event command may run before it is stopped")
+                                  "seconds (more than 0) an --on-event command may run before it is stopped")
                       ->capture_default_str()
-                      ->check(CLI::PositiveNumber));
+                      ->check(CLI::PositiveNumber.description("")));  // one line: run --help fits a screen
+  setting_flag(f, sub->add_option("--snapshot", f.snapshot,
+                                  "git: each job runs a git snapshot of the workdir taken when it is loaded")
+                      ->type_name("off|git")
+                      ->check(CLI::Validator(
+                          [](std::string& v) { return v == "off" || v == "git" ? "" : "must be off or git, not " + v; },
+                          "")));
   setting_flag(f, sub->add_option("--events-max-mb", f.events_max_mb,
                                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); "
                                   "0: never")

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <set>
+
 #include <cstdio>
 #include <chrono>
 #include <future>
@@ -33,12 +35,45 @@
 #include "gpuq/views/svg.h"
 #include "gpuq/views/text.h"
 
+#include "gpuq/core/snapshot.h"
+#include "gpuq/live/snapshots.h"
+
 #include "cli.h"
 #include "gpuq/core/hint.h"
 
 namespace gpuq::cli {
 
 namespace {
+
+/// The jobs waiting to run whose snapshot (the code they run) is older than the tree on disk:
+/// a line per snapshot, naming them. No git is run when no waiting job has a snapshot.
+std::string stale_snapshot_notes(const Plan& plan, const State& state, double now, const PlanPaths& paths,
+                                 std::set<std::string>& stale) {
+  std::map<std::string, std::pair<SnapshotRef, std::vector<std::string>>> waiting;  // commit -> it, its jobs
+  for (const Job& j : plan.jobs) {
+    const JobState* s = state.find(j.id);
+    if (!s || !(s->status == Status::Pending || s->status == Status::Held || s->status == Status::Blocked)) continue;
+    if (std::optional<SnapshotRef> snap = snapshot_of(*s)) {
+      auto& [ref, ids] = waiting[snap->commit];
+      if (ids.empty() || snap->at < ref.at) ref = *snap;
+      ids.push_back(j.id);
+    }
+  }
+  if (waiting.empty()) return "";
+  GitSnapshots git(its_own_files(paths));
+  std::string out;
+  for (const auto& [commit, it] : waiting) {
+    const auto& [ref, ids] = it;
+    std::string names;
+    for (size_t k = 0; k < ids.size() && k < 10; ++k) names += (k ? ", " : "") + ids[k];
+    if (ids.size() > 10) names += fmt::format(" and {} more", ids.size() - 10);
+    if (!git.changed_since(ref).value_or(false)) continue;
+    stale.insert(commit);
+    out += fmt::format("{}: {} (snapshot {})\n", names, stale_snapshot_text(ref.at, now), short_commit(commit));
+  }
+  return out;
+}
+
 
 /// The Gantt bars of a live queue: what ran (hours before now, every attempt) and what is predicted.
 std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
@@ -248,7 +283,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   if (!f.svg.empty() &&
       !write_output(f.svg, gantt_svg(plan, live_bars(plan, state, o), gpus, 0.0, "gpuq status: " + f.plan)))
     return kExitFailure;
-  std::string notes = over;
+  std::string notes = over + stale_snapshot_notes(plan, state, now, paths, o.stale_snapshots);
   for (const std::string& line : settings_notes(f, "auto")) notes += line + "\n";
   std::string out = f.json ? outlook_json(plan, state, f.plan, o, run.seen, settings_sources_json(f))
                            : format_status(plan, state, now, f.all) + format_stale(plan, state, f.plan) + "\n" +

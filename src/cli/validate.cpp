@@ -69,6 +69,12 @@ int cmd_validate(Flags& f) {
   if (f.slurm)
     if (std::string why = slurm_plan_problem(*plan, cluster_shards(f)); !why.empty())
       findings.push_back({true, "", "--slurm: " + why});
+  // Snapshots of the code: the workdir must be in a git repository.
+  {
+    GitSnapshots snapshots;
+    if (std::string problem = snapshot_problem(f, *plan, wd, snapshots); !problem.empty())
+      findings.push_back({true, "", std::move(problem)});
+  }
   // A job that packs with more GiB than a GPU takes never starts.
   Policy mem;
   mem.gpu_mem_gib = f.gpu_mem_gib;

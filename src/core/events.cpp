@@ -45,6 +45,13 @@ Event job_event_of(const std::string& id, std::string_view by, const char* kind,
 
 }  // namespace
 
+void note_snapshot(Event& e, const JobState& s) {
+  if (!s.snapshot) return;
+  e.snapshot = s.snapshot;
+  e.snapshot_dirty = s.snapshot_dirty.value_or(false);
+  e.repo = s.snapshot_repo;
+}
+
 Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
@@ -103,6 +110,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     Event e = make("start", *a.start, a.attempts + 1);
     e.gpus = after.gpus;
     e.pid = after.pid;
+    note_snapshot(e, after);
     out.push_back(std::move(e));
     if (is_end) end_of(a.attempts + 1, a.start);
   } else if (failed_launch) {
@@ -123,6 +131,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
         Event e = make("start", after.start.value_or(now), attempt_of(after));
         e.gpus = after.gpus;
         e.pid = after.pid;
+        note_snapshot(e, after);
         out.push_back(std::move(e));
       }
       break;
@@ -223,6 +232,9 @@ std::string event_line(const Event& e) {
   if (e.started) j["start"] = *e.started;
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
+  if (e.snapshot) j["snapshot"] = *e.snapshot;
+  if (e.snapshot_dirty) j["snapshot_dirty"] = *e.snapshot_dirty;
+  if (e.repo) j["repo"] = *e.repo;
   j["by"] = e.by;
   if (e.detail) j["detail"] = *e.detail;
   if (e.finish) j["finish"] = std::round(*e.finish * 1000) / 1000;
@@ -255,6 +267,10 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
     if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
     if (j.contains("gpu_mem_peak_mib") && j["gpu_mem_peak_mib"].is_number_integer())
       e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
+    if (j.contains("snapshot") && j["snapshot"].is_string()) e.snapshot = j["snapshot"].get<std::string>();
+    if (j.contains("snapshot_dirty") && j["snapshot_dirty"].is_boolean())
+      e.snapshot_dirty = j["snapshot_dirty"].get<bool>();
+    if (j.contains("repo") && j["repo"].is_string()) e.repo = j["repo"].get<std::string>();
     if (j.contains("by") && j["by"].is_string()) e.by = j["by"].get<std::string>();
     if (j.contains("detail") && j["detail"].is_string()) e.detail = j["detail"].get<std::string>();
     if (j.contains("finish") && j["finish"].is_number()) e.finish = j["finish"].get<double>();
@@ -275,6 +291,9 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a.attempt = e.attempt;
       a.gpus = e.gpus;
       a.start = e.t;
+      a.snapshot = e.snapshot;
+      a.snapshot_dirty = e.snapshot_dirty;
+      a.repo = e.repo;
       open[e.id] = out.size();
       out.push_back(std::move(a));
     } else if (e.kind == "kill" || e.kind == "timeout") {
@@ -287,7 +306,12 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
         a = &out[it->second];
         open.erase(it);
       } else {
-        out.push_back({e.id, e.attempt, e.gpus, e.started, std::nullopt, {}, {}, {}, {}});
+        Attempt late;  // its start never logged
+        late.id = e.id;
+        late.attempt = e.attempt;
+        late.gpus = e.gpus;
+        late.start = e.started;
+        out.push_back(std::move(late));
         a = &out.back();
       }
       a->end = e.t;

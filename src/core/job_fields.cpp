@@ -224,6 +224,15 @@ void read_env(JobReader& r, const JobField& f, const element& v) {
   }
 }
 
+// "git" or "off": the job runs from a snapshot of the workdir, or from the workdir itself.
+void read_snapshot(JobReader& r, const JobField& f, const element& v) {
+  std::string_view what = v.is_string() ? std::string_view(v) : std::string_view();
+  if (what != "git" && what != "off")
+    r.add(fmt::format("\"{}\" must be \"git\" or \"off\", not {}", f.name, show(v)));
+  else
+    r.job.snapshot = std::string(what);
+}
+
 // Kept until the job is whole: plan_jobs.cpp checks it and expands the job into its points.
 void read_matrix(JobReader& r, const JobField&, const element& v) { r.matrix = v; }
 
@@ -311,6 +320,10 @@ constexpr JobField kJobFields[] = {
      "exist; write `\"script\": \"sweep.sh\", \"args\": [\"--lr\", \"1e-4\"]`)"},
     {"env", P::Nullable, read_env, same_as<&Job::env>, "object of strings or numbers", "`{}`",
      "variables set in the job's environment"},
+    {"snapshot", P::Nullable, read_snapshot, same_as<&Job::snapshot>, "`\"git\"` or `\"off\"`",
+     "none (the `snapshot` setting)",
+     "gpuq's own: `\"git\"` runs the job from a read-only checkout of a git snapshot of the workdir taken when "
+     "the job is loaded (see Snapshots)"},
     {"matrix", P::Nullable, read_matrix, nullptr, "object of lists", "none",
      "a sweep: the job becomes one job per point of the lists' product (below)"},
 };

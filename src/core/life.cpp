@@ -124,7 +124,7 @@ Life life_of(const JobState* s, bool has_handle, double now) {
 namespace {
 
 // A new entry for the job's next attempt (or its release, hold or block): the earlier run kept
-// in gpuq's list of earlier attempts, "removed" kept (a job the plan no longer has), the rest
+// in gpuq's list of earlier attempts, "removed" and the snapshot kept, the rest
 // dropped as the original drops it when it replaces an entry.
 // Its attempt number goes on from prev's: the next one once prev's attempt ran or ended
 // (`same_attempt`: a record of prev's own attempt, as a launch that failed).
@@ -132,6 +132,10 @@ JobState fresh_from(const JobState& prev, Status st, bool same_attempt = false) 
   JobState next;
   next.status = st;
   next.removed = prev.removed;
+  next.snapshot = prev.snapshot;  // the code it runs: the snapshot taken when it was loaded (snapshot.h)
+  next.snapshot_at = prev.snapshot_at;
+  next.snapshot_dirty = prev.snapshot_dirty;
+  next.snapshot_repo = prev.snapshot_repo;
   bool over = !same_attempt && (prev.start || prev.status == Status::Done || prev.status == Status::Failed);
   next.attempt = attempt_of(prev) + (over ? 1 : 0);
   keep_attempts(prev, next);

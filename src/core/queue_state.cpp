@@ -75,6 +75,7 @@ void QueueState::launched(size_t j, long long pid, std::optional<unsigned long l
   for (auto it = events_.rbegin(); it != events_.rend(); ++it)
     if (it->id == id && it->kind == "start") {
       it->pid = pid;
+      note_snapshot(*it, e);  // the snapshot taken at its launch, when it had none
       break;
     }
 }

@@ -87,6 +87,10 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
      .member = &Settings::eta_slip_percent, .predicts = false},
     {.name = "eta_slip_minutes", .flag = "--eta-slip-minutes", .kind = K::Number, .default_json = "10",
      .doc = "... and by more than this many minutes", .member = &Settings::eta_slip_minutes, .predicts = false},
+    {.name = "snapshot", .flag = "--snapshot", .kind = K::Choice, .default_json = R"("off")",
+     .doc = "off, or git: run each job from a read-only checkout of a git snapshot of the workdir, taken when "
+            "the job is loaded (a job's own snapshot field comes first; see Snapshots in doc/plan-file.md)",
+     .member = &Settings::snapshot, .predicts = false, .choices = "off|git"},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.

@@ -78,7 +78,8 @@ std::vector<std::string> job_environment(const LaunchSpec& spec, const std::stri
   return environment_strings(env);
 }
 
-Spawned spawn_job(const PlanPaths& paths, const std::string& workdir, const LaunchSpec& spec) {
+Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const LaunchSpec& spec) {
+  const std::string& workdir = spec.cwd.empty() ? run_workdir : spec.cwd;  // a snapshot's checkout (snapshots.h)
   std::error_code ec;
   std::filesystem::create_directories(paths.logs, ec);
   if (ec) {

@@ -39,6 +39,7 @@ TickResult RunLoop::tick() {
     load_state(t);
     catch_up_events(t);
     reload_plan(t);
+    take_snapshots(t);
     note_pause(t);
     refresh_ended(t);
     enforce_limits(t);
@@ -54,6 +55,7 @@ TickResult RunLoop::tick() {
     save(t);
     phase("tick: start, save");
     release_started(t);
+    prune_snapshots(t);
     record_events(t);
     phase("tick: events");
     watch(t);
@@ -318,8 +320,10 @@ void RunLoop::start(Tick& t) {
     if (const Running* r = std::get_if<Running>(&life)) gpus = r->gpus;
     try {
       // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
-      Launched l = os_.launcher.launch({j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env,
-                                        j.warn_signal && j.warn_signal->shell_only});
+      LaunchSpec spec{j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env,
+                      j.warn_signal && j.warn_signal->shell_only, ""};
+      if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
+      Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);

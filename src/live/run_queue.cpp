@@ -14,6 +14,7 @@
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
+#include "gpuq/live/snapshots.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/live/waker.h"
 #include "gpuq/core/local_time.h"
@@ -109,6 +110,13 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
+  GitSnapshots snapshots(its_own_files(paths));
+  {
+    std::error_code ec;
+    std::string workdir = opt.workdir.empty() ? std::filesystem::current_path(ec).string() : opt.workdir;
+    loop.use_snapshots(&snapshots, snapshots_root(paths.state), workdir, opt.snapshot);
+    loop.snapshot_again(opt.snapshot_changed);
+  }
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.record_predictions(predictions_path_for(paths.state));
   loop.pause_from([&paths] { return paused_since(paths); });

@@ -40,6 +40,7 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
       s.removed.reset();
     } else if (!s.removed && s.status != Status::Done) {
       s.removed = t.now;
+      if (s.status != Status::Running) clear_snapshot(s);  // back in the plan, it is loaded anew
     }
   }
   plan_ = std::move(next);
@@ -49,6 +50,8 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   for (size_t i = 0; i < plan_.jobs.size(); ++i)
     if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
   loaded_at_ = t.now;
+  snap_due_ = true;  // the jobs added and changed take a snapshot of the code as it is now
+  snap_changed_.insert(c.changed.begin(), c.changed.end());
   std::string what = change_text(c);
   say(t.now, "plan reloaded: " + what);
   if (reloaded_) reloaded_(text, t.now);

@@ -161,7 +161,9 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(paths_.logs, ec);
   if (ec) throw CannotStart(fmt::format("cannot create the log folder {}: {}", paths_.logs, ec.message()));
-  std::string script = resolve_script(spec.script, opt_.chdir);
+  SlurmOptions o = opt_;
+  if (!spec.cwd.empty()) o.chdir = spec.cwd;  // a snapshot's checkout (snapshots.h)
+  std::string script = resolve_script(spec.script, o.chdir);
   struct stat st;
   if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     throw CannotStart(fmt::format("its script {} is missing or not a readable file", script), 127);
@@ -174,7 +176,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   size_t at = job ? static_cast<size_t>(job - plan_->jobs.data()) : 0;
   std::vector<std::string> argv{"sbatch"};
   std::string log = std::filesystem::absolute(paths_.log(spec.id)).string();
-  for (std::string& a : sbatch_args(opt_, name, spec.width,
+  for (std::string& a : sbatch_args(o, name, spec.width,
                                     job ? slurm_minutes(*job, opt_.time_margin) : 60, job ? nice_[at] : 0, log,
                                     reservation_of(spec.id), wrap,
                                     job && job->gpu_mem_gib ? shards_for(*job->gpu_mem_gib, opt_.shards) : 0))

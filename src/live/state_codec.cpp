@@ -108,6 +108,10 @@ const StateField* decode_field(std::string_view key, element val, JobState& s, c
       if (!val.is_string()) throw bad(fmt::format("\"{}\" must be a string, not {}", key, kind()));
       s.*state_member<std::optional<std::string>>(*f) = std::string(std::string_view(val));
       break;
+    case StateKind::Flag:
+      if (!val.is_bool()) throw bad(fmt::format("\"{}\" must be true or false, not {}", key, kind()));
+      s.*state_member<std::optional<bool>>(*f) = bool(val);
+      break;
   }
   return f;
 }
@@ -281,6 +285,9 @@ std::string dump_state(const State& state) {
           break;
         case StateKind::Text:
           if (const auto& v = s.*state_member<std::optional<std::string>>(f)) field(f.name), put_string(out, *v);
+          break;
+        case StateKind::Flag:
+          if (const auto& v = s.*state_member<std::optional<bool>>(f)) field(f.name), out += *v ? "true" : "false";
           break;
       }
     }

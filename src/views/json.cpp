@@ -8,6 +8,8 @@
 
 #include "gpuq/core/stale.h"
 #include "gpuq/views/json.h"
+
+#include "gpuq/core/snapshot.h"
 #include "gpuq/views/reasons.h"
 
 namespace gpuq {
@@ -80,7 +82,15 @@ std::string outlook_json(const Plan& plan, const State& state, const std::string
   for (const JobView& v : o.jobs) {
     Staleness st = staleness_of(plan, v.job, state);
     ojson stale = st.empty() ? ojson(nullptr) : ojson(staleness_text(st));
-    jobs.push_back(job_json(plan, v, why_text(plan, state, o, v), &stale));
+    ojson j = job_json(plan, v, why_text(plan, state, o, v), &stale);
+    if (const JobState* e = state.of(plan, v.job))
+      if (std::optional<SnapshotRef> snap = snapshot_of(*e))  // the code it runs (the snapshot setting)
+        j["snapshot"] = {{"commit", snap->commit},
+                         {"taken_at", snap->at},
+                         {"dirty", snap->dirty},
+                         {"repo", snap->repo},
+                         {"tree_changed", o.stale_snapshots.count(snap->commit) > 0}};
+    jobs.push_back(std::move(j));
   }
   doc["jobs"] = std::move(jobs);
   return doc.dump(1) + "\n";

@@ -31,6 +31,9 @@ struct Event {
   std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
+  std::optional<std::string> snapshot;   ///< start: the commit of the code it runs (snapshot.h)
+  std::optional<bool> snapshot_dirty;    ///< start: that snapshot holds uncommitted changes
+  std::optional<std::string> repo;       ///< start: the repository the commit is in
   std::string by;            ///< who made the change: "run", "kill", "hold", "retry", ...
   std::optional<std::string> detail;     ///< reload: what changed ("+2 jobs (a, b), 1 removed (c)"); eta: the words
   std::optional<double> finish;          ///< eta: the plan's predicted finish now (unix seconds)
@@ -76,6 +79,9 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
 std::vector<Event> events_of(const std::string& id, const Change& c, const JobState& before, const JobState& after,
                              double now, std::string_view by);
 
+/// A start's snapshot: the code the attempt runs, as its entry `s` records it (snapshot.h).
+void note_snapshot(Event& e, const JobState& s);
+
 /// The view after `e` (events replayed from the log rebuild what it last said).
 void apply_event(const Event& e, Seen& seen);
 
@@ -95,6 +101,9 @@ struct Attempt {
   std::optional<long long> exit;
   std::vector<std::string> causes;     ///< kill, timeout: what ended it
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
+  std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
+  std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
+  std::optional<std::string> repo;            ///< the repository the commit is in
 };
 
 /// Every attempt the events tell of, in the order they started (a job held or

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,7 @@ struct Outlook {
   std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
   std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
   std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits
+  std::set<std::string> stale_snapshots;  ///< commits of waiting jobs' snapshots older than the tree (status looks)
 
   /// Why `v` waits, or null when not worked out.
   const Why* wait_of(const JobView& v) const { return v.wait_at < 0 ? nullptr : &waits[static_cast<size_t>(v.wait_at)]; }

@@ -66,6 +66,9 @@ struct Job {
   bool kill_on_quiet = false;              ///< "on_quiet": "kill": a hung job is stopped as at its limit
   std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
   std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)
+  /// "git": it runs from a git snapshot of the workdir (snapshot.h); "off": from the workdir; none:
+  /// as the `snapshot` setting says.
+  std::optional<std::string> snapshot;
 
   bool has_file_dep() const;
 };

@@ -42,6 +42,7 @@ struct Settings {
   std::string progress_from_log;  ///< "true" or "false": run reads progress bars in jobs' logs
   double eta_slip_percent;        ///< an eta event when the predicted finish moves this much of the time left
   double eta_slip_minutes;        ///< ... and at least this many minutes
+  std::string snapshot;  ///< "off" or "git": jobs run from a git snapshot of the workdir (snapshot.h)
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -82,7 +83,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 23;
+inline constexpr size_t kSettingCount = 24;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

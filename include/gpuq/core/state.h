@@ -61,6 +61,11 @@ struct JobState {
   std::optional<double> progress_first_at;
   std::optional<double> progress;
   std::optional<double> progress_at;
+  // The snapshot of the code it runs (snapshot.h), kept across its attempts:
+  std::optional<std::string> snapshot;       ///< the commit
+  std::optional<double> snapshot_at;         ///< when it was taken
+  std::optional<bool> snapshot_dirty;        ///< it holds uncommitted changes
+  std::optional<std::string> snapshot_repo;  ///< the repository's top folder
   nlohmann::ordered_json extra;  ///< unknown fields, kept as found (null when there are none: no allocation)
 
   long long attempts_or0() const { return attempts.value_or(0); }

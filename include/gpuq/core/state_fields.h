@@ -28,6 +28,7 @@ enum class StateKind {
   UnixSeconds,  ///< a time: a number of unix seconds
   Text,         ///< a string
   Fraction,     ///< a number from 0 to 1
+  Flag,         ///< true or false
 };
 
 /// The member of JobState a field fills; its type goes with the field's kind
@@ -35,7 +36,7 @@ enum class StateKind {
 using StateMember =
     std::variant<Status JobState::*, std::optional<std::vector<int>> JobState::*, std::optional<long long> JobState::*,
                  std::optional<unsigned long long> JobState::*, std::optional<double> JobState::*,
-                 std::optional<std::string> JobState::*>;
+                 std::optional<std::string> JobState::*, std::optional<bool> JobState::*>;
 
 /// One field of a state entry.
 struct StateField {
@@ -97,6 +98,13 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own: the latest progress `run` read of the running attempt"},
     {"progress_at", StateKind::UnixSeconds, &JobState::progress_at,
      "gpuq's own: when the job wrote `progress` (its remaining time is the rate from `progress_first` to it)"},
+    {"snapshot", StateKind::Text, &JobState::snapshot,
+     "gpuq's own: the commit of the git snapshot the job runs (the `snapshot` setting), kept across its attempts"},
+    {"snapshot_at", StateKind::UnixSeconds, &JobState::snapshot_at, "gpuq's own: when that snapshot was taken"},
+    {"snapshot_dirty", StateKind::Flag, &JobState::snapshot_dirty,
+     "gpuq's own: the snapshot holds changes that were not committed"},
+    {"snapshot_repo", StateKind::Text, &JobState::snapshot_repo,
+     "gpuq's own: the git repository the snapshot is a commit of"},
 };
 
 /// doc/files.md's words for a kind (its table's "type" column).
@@ -110,6 +118,7 @@ constexpr std::string_view state_kind_text(StateKind kind) {
     case StateKind::UnixSeconds: return "unix seconds";
     case StateKind::Text: return "string";
     case StateKind::Fraction: return "number 0-1";
+    case StateKind::Flag: return "true or false";
   }
   return "";
 }
@@ -125,6 +134,7 @@ constexpr bool state_member_fits(const StateField& f) {
     case StateKind::UnixSeconds:
     case StateKind::Fraction: return std::holds_alternative<std::optional<double> JobState::*>(f.member);
     case StateKind::Text: return std::holds_alternative<std::optional<std::string> JobState::*>(f.member);
+    case StateKind::Flag: return std::holds_alternative<std::optional<bool> JobState::*>(f.member);
   }
   return false;
 }

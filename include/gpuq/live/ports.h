@@ -47,6 +47,7 @@ struct LaunchSpec {
   std::vector<std::string> args;  ///< the plan's "args": passed to the script
   std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
   bool warn_shell_only = false;  ///< its warn_signal is "B:": the wrapper passes it on to the script's bash
+  std::string cwd;  ///< where it runs and its relative script is taken from ("": the launcher's workdir): a snapshot's checkout
 };
 
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash

@@ -70,6 +70,16 @@ int spawn_process(pid_t* pid, const char* path, bool search_path, const std::vec
 /// relative path taken from `workdir` when one is given.
 std::string resolve_script(const std::string& written, const std::string& workdir);
 
+/// The output and exit status of a command run without a shell.
+struct CommandResult {
+  int status = -1;  ///< the exit status; -1 when it could not run
+  std::string out, err;
+};
+/// Runs argv (found on PATH) with `extra_env` added to the environment, stdin from /dev/null
+/// (defined in slurm_commands.cpp, whose commands were its first).
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+
 /// Reaps every exited child without waiting. Returns how many were reaped.
 int reap_children();
 

@@ -20,6 +20,7 @@
 #include "gpuq/live/plan_watch.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/queue.h"
+#include "gpuq/live/snapshots.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq {
@@ -68,6 +69,22 @@ class RunLoop {
     reloaded_ = std::move(reloaded);
   }
 
+  /// Jobs that use a snapshot (core/snapshot.h: their "snapshot", else `setting`, is "git") run
+  /// from a read-only checkout under `root` of the snapshot of `workdir` (absolute) taken when
+  /// they were loaded: at the first tick for each such job without one (a restart keeps what a
+  /// queued job had), at each reload for the jobs it adds or changes. A checkout no job that is
+  /// not finished needs is removed. Null: no job uses one (the settings' default).
+  void use_snapshots(Snapshots* snapshots, std::string root, std::string workdir, std::string setting) {
+    snaps_ = snapshots;
+    snap_root_ = std::move(root);
+    snap_workdir_ = std::move(workdir);
+    snap_setting_ = std::move(setting);
+  }
+
+  /// The jobs `ids` take a new snapshot at the first tick, as a reload that changed them would
+  /// give them (run_queue: the jobs changed since the last run loaded the plan).
+  void snapshot_again(const std::vector<std::string>& ids) { snap_changed_.insert(ids.begin(), ids.end()); }
+
   /// `paused()` says since when the plan is paused (`gpuq pause`), or nullopt: while it
   /// is, no job starts (running ones go on).
   void pause_from(std::function<std::optional<double>()> paused) { paused_ = std::move(paused); }
@@ -104,6 +121,9 @@ class RunLoop {
   void reload_plan(Tick& t);
   void take_plan(Tick& t, Plan next, const std::string& text);
   void note_pause(Tick& t);
+  void take_snapshots(Tick& t);
+  void prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec);
+  void prune_snapshots(Tick& t);
   const Job* job_of(const std::string& id) const;
   void say_changes(const Tick& t, const State& before, const State& state);
   void log_others(Tick& t);
@@ -167,6 +187,11 @@ class RunLoop {
   std::function<std::optional<double>()> paused_;
   std::optional<double> was_paused_;  // what the last tick saw
   bool pause_seen_ = false;
+  Snapshots* snaps_ = nullptr;             // use_snapshots
+  std::string snap_root_, snap_workdir_, snap_setting_;
+  bool snap_due_ = true;                   // a load (the first tick, a reload) whose jobs may need a snapshot
+  std::set<std::string> snap_changed_;     // jobs the last reload changed: a new snapshot each
+  std::string snap_problem_;               // the last snapshot problem said (said once)
   std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
   // The eta event (run_progress.cpp): the plan's predicted finish last told (or first predicted),
   // each job's predicted end then, and when and at what cost `run` last predicted.

@@ -17,6 +17,7 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/live/ports.h"
+#include "gpuq/live/proc.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq {
@@ -82,14 +83,7 @@ std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& n
                                      long long nice, const std::string& log, const std::string& reservation,
                                      const std::string& wrap, long long shards = 0);
 
-/// The output and exit status of a command run without a shell.
-struct CommandResult {
-  int status = -1;  ///< the exit status; -1 when it could not run
-  std::string out, err;
-};
-/// Runs argv (found on PATH) with `extra_env` added to the environment.
-CommandResult run_command(const std::vector<std::string>& argv,
-                          const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+// run_command (proc.h) runs sbatch, squeue and sacct.
 
 /// Thrown by launch() when Slurm refuses more jobs (AssocMaxSubmitJobLimit,
 /// QOSMaxSubmitJobPerUserLimit): the job stays pending; submitting waits for the queue to drain.

@@ -1,0 +1,103 @@
+// `gpuq run`'s steps for jobs that run from a snapshot of their code (the `snapshot` setting):
+// take one per load, check it out at a launch, remove the checkouts no job needs any more.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "gpuq/core/snapshot.h"
+#include "gpuq/live/run_loop.h"
+#include "run_tick.h"
+
+namespace gpuq {
+
+namespace {
+
+// Whether a job waiting (or held, or blocked) may run again: it needs its snapshot.
+bool waits_to_run(Status s) { return s == Status::Pending || s == Status::Held || s == Status::Blocked; }
+
+}  // namespace
+
+// One snapshot per load, for the jobs that use one and are not running or finished: those that
+// have none yet (new, or the first run) and those the reload changed. A queued job keeps the
+// snapshot it was loaded with, across reloads that leave it alone and restarts of `run`.
+void RunLoop::take_snapshots(Tick& t) {
+  if (!snaps_ || !snap_due_) return;
+  snap_due_ = false;
+  std::vector<size_t> need;
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    const Job& j = plan_.jobs[i];
+    if (!uses_snapshot(j, snap_setting_)) continue;
+    const JobState* s = q_->state().of(plan_, i);
+    if (s && !waits_to_run(s->status)) continue;
+    if (!s || !s->snapshot || snap_changed_.count(j.id)) need.push_back(i);
+  }
+  snap_changed_.clear();
+  if (need.empty()) return;
+  std::vector<std::string> ids;
+  for (size_t i : need) ids.push_back(plan_.jobs[i].id);
+  SnapshotRef snap;
+  try {
+    snap = snaps_->take(snap_workdir_, t.now);
+  } catch (const SnapshotError& e) {
+    // Their launch tries again, and fails them if it cannot either.
+    say(t.now, fmt::format("cannot take a snapshot of {} for {}: {}", snap_workdir_, id_list(ids), e.what()));
+    return;
+  }
+  for (size_t i : need) set_snapshot(q_->entry(i), snap);
+  say(t.now, fmt::format("snapshot {} of {}{} for {} job{}: {}", short_commit(snap.commit), snap.repo,
+                         snap.dirty ? " (with uncommitted changes)" : "", need.size(), need.size() == 1 ? "" : "s",
+                         id_list(ids)));
+}
+
+// The job runs in the checkout of its snapshot (made at the first launch of each snapshot),
+// in the workdir's folder there, told the real workdir in GPUQ_WORKDIR. A job without a
+// snapshot (its load could not take one) gets one now; one that cannot be taken fails it.
+void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
+  JobState& e = q_->entry(i);
+  std::optional<SnapshotRef> snap = snapshot_of(e);
+  if (!snap) {
+    try {
+      snap = snaps_->take(snap_workdir_, t.now);
+    } catch (const SnapshotError& x) {
+      throw CannotStart(fmt::format("it asks for \"snapshot\": \"git\", and none can be taken: {}", x.what()));
+    }
+    set_snapshot(e, *snap);
+  }
+  std::string dir;
+  try {
+    dir = ensure_checkout(*snaps_, snap_root_, *snap);
+  } catch (const SnapshotError& x) {
+    throw std::runtime_error(fmt::format("cannot check out its snapshot {}: {}", short_commit(snap->commit), x.what()));
+  }
+  spec.cwd = folder_in_checkout(dir, snap->repo, snap_workdir_);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec.cwd, ec))
+    throw CannotStart(fmt::format("its workdir {} is not in its snapshot {} (git tracks no file in it)", snap_workdir_,
+                                  short_commit(snap->commit)));
+  spec.env.insert(spec.env.begin(), {{"GPUQ_WORKDIR", snap_workdir_}, {"GPUQ_SNAPSHOT", snap->commit}});
+}
+
+// A checkout stays while a job that is not finished (or will be retried) has its snapshot.
+void RunLoop::prune_snapshots(Tick& t) {
+  std::error_code ec;
+  if (!snaps_ || !std::filesystem::is_directory(snap_root_, ec)) return;  // no checkout: nothing to look at
+  std::set<std::string> keep;
+  for (const auto& [id, s] : q_->state().entries()) {
+    if (!s.snapshot) continue;
+    bool needed = waits_to_run(s.status) || s.status == Status::Running;
+    if (!needed && s.status == Status::Failed)
+      if (const Job* j = plan_.find(id)) {
+        const Life& life = q_->engine().life(static_cast<size_t>(j - plan_.jobs.data()));
+        if (const Ended* d = std::get_if<Ended>(&life))
+          needed = will_retry(*d, j->max_retries.value_or(opt_.max_retries));
+      }
+    if (needed) keep.insert(*s.snapshot);
+  }
+  std::vector<std::string> gone = prune_checkouts(snap_root_, keep);
+  if (!gone.empty())
+    say(t.now, fmt::format("removed the checkout{} of snapshot{} {}: no job waiting or running needs {}",
+                           gone.size() == 1 ? "" : "s", gone.size() == 1 ? "" : "s", id_list(gone),
+                           gone.size() == 1 ? "it" : "them"));
+}
+
+}  // namespace gpuq

@@ -1,0 +1,279 @@
+#include "gpuq/live/snapshots.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <vector>
+
+#include "gpuq/live/hooks.h"
+#include "gpuq/live/journal.h"
+#include "gpuq/live/proc.h"
+
+namespace gpuq {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// git in `repo`, with nothing of the user's that could run or change anything: no hooks, no
+// fsmonitor daemon, no automatic gc or maintenance, no optional locks; gpuq's own author.
+CommandResult git(const std::string& repo, std::vector<std::string> args, Env env = {}) {
+  std::vector<std::string> argv{"git",        "-C", repo, "-c", "core.hooksPath=/dev/null", "-c",
+                                "core.fsmonitor=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env.push_back({"GIT_OPTIONAL_LOCKS", "0"});
+  env.push_back({"GIT_TERMINAL_PROMPT", "0"});
+  for (const char* who : {"AUTHOR", "COMMITTER"}) {
+    env.push_back({fmt::format("GIT_{}_NAME", who), "gpuq"});
+    env.push_back({fmt::format("GIT_{}_EMAIL", who), "gpuq@localhost"});
+  }
+  return run_command(argv, env);
+}
+
+std::string first_line(const std::string& text) {
+  std::string t = text.substr(0, text.find('\n'));
+  while (!t.empty() && (t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+// The output of a git command that must succeed, its first line; SnapshotError naming `what` otherwise.
+std::string must(const CommandResult& r, const std::string& what) {
+  if (r.status != 0) {
+    std::string why = first_line(r.err.empty() ? r.out : r.err);
+    throw SnapshotError(fmt::format("{}: {}", what, why.empty() ? fmt::format("git exited {}", r.status) : why));
+  }
+  return first_line(r.out);
+}
+
+// A temporary index file: a path no other call of this process or another uses.
+std::string temp_index(const std::string& folder) {
+  static std::atomic<unsigned> counter{0};
+  return fmt::format("{}/gpuq-index-{}-{}", folder, ::getpid(), counter++);
+}
+
+// Removes a file when it goes out of scope (and its lock, were git killed mid-write).
+struct Removed {
+  std::string path;
+  ~Removed() {
+    std::error_code ec;
+    fs::remove(path, ec);
+    fs::remove(path + ".lock", ec);
+  }
+};
+
+}  // namespace
+
+// The tree of `top`'s working tree as `git add -A` would commit it (less what is left out),
+// through a copy of the user's index (its stat cache: only changed files are hashed again).
+std::string GitSnapshots::tree_now(const std::string& top) {
+  std::string git_dir = must(git(top, {"rev-parse", "--absolute-git-dir"}), "git rev-parse");
+  Removed index{temp_index(git_dir)};
+  std::error_code ec;
+  if (fs::exists(git_dir + "/index", ec)) {
+    fs::copy_file(git_dir + "/index", index.path, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw SnapshotError(fmt::format("cannot copy {}/index: {}", git_dir, ec.message()));
+    // With the index's own time: git takes an entry changed in the same tick as the index was
+    // written for "racily clean" and hashes the file again. A copy dated now would hide that,
+    // and a file edited just after `git add` would be snapshotted as the index has it.
+    fs::last_write_time(index.path, fs::last_write_time(git_dir + "/index", ec), ec);
+    if (ec) throw SnapshotError(fmt::format("cannot date the copy of {}/index: {}", git_dir, ec.message()));
+  }
+  Env env{{"GIT_INDEX_FILE", index.path}};
+  std::vector<std::string> args{"add", "-A", "--", "."};
+  fs::path real_top = fs::weakly_canonical(top, ec);
+  for (const std::string& p : left_out_) {
+    bool pattern = p.ends_with("*");  // the event log's older parts: PLAN.events.jsonl.N
+    std::string path = pattern ? p.substr(0, p.size() - 1) : p;
+    fs::path rel = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_relative(real_top);
+    if (rel.empty() || rel.string().starts_with("..") || rel == ".") continue;  // outside the repository
+    args.push_back((pattern ? ":(exclude)" : ":(exclude,literal)") + rel.string() + (pattern ? "*" : ""));
+  }
+  must(git(top, args, env), fmt::format("git add -A in {}", top));
+  return must(git(top, {"write-tree"}, env), "git write-tree");
+}
+
+namespace {
+
+// Makes every file and folder under `dir` (and `dir`) read-only (`writable`: writable by its owner again).
+void set_writable(const std::string& dir, bool writable) {
+  std::error_code ec;
+  std::vector<fs::path> folders{dir};
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    fs::file_status st = it->symlink_status(ec);
+    if (fs::is_symlink(st)) continue;
+    if (fs::is_directory(st))
+      folders.push_back(it->path());
+    else
+      fs::permissions(it->path(), writable ? fs::perms::owner_write : fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                      writable ? fs::perm_options::add : fs::perm_options::remove, ec);
+  }
+  // Folders last when made read-only (their files first), first when made writable (before the walk above
+  // could need them: remove_all does the walk then).
+  for (auto f = folders.rbegin(); f != folders.rend(); ++f)
+    fs::permissions(*f, writable ? fs::perms::owner_write : fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                    writable ? fs::perm_options::add : fs::perm_options::remove, ec);
+}
+
+// Removes a checkout (read-only: made writable first).
+void remove_checkout(const std::string& dir) {
+  std::error_code ec;
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->is_directory(ec) && !it->is_symlink(ec))
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+  }
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+
+std::vector<std::string> its_own_files(const PlanPaths& paths) {
+  std::vector<std::string> out{paths.state,    paths.lock,        paths.run_lock, paths.run_info,
+                               paths.run_plan, paths.paused,      paths.logs,     snapshots_root(paths.state),
+                               events_path_for(paths.state), hook_marks_path_for(paths.state)};
+  out.push_back(events_path_for(paths.state) + ".*");
+  return out;
+}
+
+std::string GitSnapshots::repo_of(const std::string& workdir, std::string* why) {
+  std::error_code ec;
+  if (!fs::is_directory(workdir, ec)) {
+    if (why) *why = fmt::format("the workdir {} is not a folder", workdir);
+    return "";
+  }
+  CommandResult r = git(workdir, {"rev-parse", "--show-toplevel"});
+  if (r.status != 0 || first_line(r.out).empty()) {
+    if (why) {
+      std::string said = first_line(r.err);
+      *why = r.status < 0 ? fmt::format("git cannot be run ({})", r.err)
+             : said.find("not a git repository") != std::string::npos || said.empty()
+                 ? fmt::format("the workdir {} is not in a git repository (run `git init` there, or leave "
+                               "\"snapshot\" out)",
+                               workdir)
+                 : fmt::format("git cannot read the workdir {}: {}", workdir, said);
+    }
+    return "";
+  }
+  return first_line(r.out);
+}
+
+SnapshotRef GitSnapshots::take(const std::string& workdir, double now) {
+  std::string why;
+  std::string top = repo_of(workdir, &why);
+  if (top.empty()) throw SnapshotError(why);
+  std::string tree = tree_now(top);
+  // HEAD's commit, tree and date, when there is a HEAD (none in a repository without commits).
+  CommandResult head = git(top, {"log", "-1", "--format=%H%n%T%n%ct", "HEAD", "--"});
+  std::vector<std::string> lines;
+  for (size_t at = 0; head.status == 0 && at < head.out.size();) {
+    size_t nl = head.out.find('\n', at);
+    lines.push_back(head.out.substr(at, nl == std::string::npos ? nl : nl - at));
+    at = nl == std::string::npos ? head.out.size() : nl + 1;
+  }
+  bool has_head = lines.size() >= 3;
+  SnapshotRef snap;
+  snap.repo = top;
+  snap.at = now;
+  snap.dirty = !has_head || lines[1] != tree;
+  // Dated as HEAD: the same tree on the same HEAD is the same commit, and so the same checkout.
+  std::string date = fmt::format("{} +0000", has_head ? lines[2] : std::to_string(static_cast<long long>(now)));
+  Env env{{"GIT_AUTHOR_DATE", date}, {"GIT_COMMITTER_DATE", date}};
+  std::vector<std::string> args{"commit-tree", tree, "-m", "gpuq snapshot of the working tree"};
+  if (has_head) args.insert(args.end(), {"-p", lines[0]});
+  snap.commit = must(git(top, args, env), "git commit-tree");
+  // Kept from git gc for as long as the ref is there: `history` names it, to check the code out again.
+  must(git(top, {"update-ref", "refs/gpuq/snapshots/" + snap.commit, snap.commit}), "git update-ref");
+  return snap;
+}
+
+void GitSnapshots::check_out(const SnapshotRef& snap, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw SnapshotError(fmt::format("cannot create {}: {}", dir, ec.message()));
+  Removed index{dir + ".index"};
+  Env env{{"GIT_INDEX_FILE", index.path}};
+  must(git(snap.repo, {"read-tree", snap.commit}, env),
+       fmt::format("git read-tree {} in {}", short_commit(snap.commit), snap.repo));
+  std::string prefix = fs::absolute(dir).lexically_normal().string();
+  if (prefix.back() != '/') prefix += '/';
+  must(git(snap.repo, {"checkout-index", "-a", "-f", "--prefix=" + prefix}, env),
+       fmt::format("git checkout-index of {}", short_commit(snap.commit)));
+}
+
+std::optional<bool> GitSnapshots::changed_since(const SnapshotRef& snap) {
+  try {
+    std::string was = must(git(snap.repo, {"rev-parse", "--verify", "-q", snap.commit + "^{tree}"}), "git rev-parse");
+    return tree_now(snap.repo) != was;
+  } catch (const SnapshotError&) {
+    return std::nullopt;
+  }
+}
+
+std::string snapshots_root(const std::string& state_path) {
+  const std::string suffix = ".state.json";
+  std::string base = state_path.size() > suffix.size() && state_path.ends_with(suffix)
+                         ? state_path.substr(0, state_path.size() - suffix.size())
+                         : state_path;
+  std::error_code ec;
+  fs::path root = fs::absolute(base + ".snapshots", ec);  // jobs run in it, from another folder
+  return ec ? base + ".snapshots" : root.lexically_normal().string();
+}
+
+std::string ensure_checkout(Snapshots& snapshots, const std::string& root, const SnapshotRef& snap) {
+  std::string dir = root + "/" + short_commit(snap.commit);
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return dir;
+  fs::create_directories(root, ec);
+  if (ec) throw SnapshotError(fmt::format("cannot create {}: {}", root, ec.message()));
+  std::string tmp = fmt::format("{}/.{}.tmp-{}", root, short_commit(snap.commit), ::getpid());
+  if (fs::exists(tmp, ec)) remove_checkout(tmp);
+  try {
+    snapshots.check_out(snap, tmp);
+  } catch (...) {
+    remove_checkout(tmp);
+    throw;
+  }
+  set_writable(tmp, false);
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    remove_checkout(tmp);
+    if (!fs::is_directory(dir)) throw SnapshotError(fmt::format("cannot rename {} to {}: {}", tmp, dir, ec.message()));
+  }
+  return dir;
+}
+
+std::vector<std::string> prune_checkouts(const std::string& root, const std::set<std::string>& keep) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return removed;
+  std::set<std::string> kept;
+  for (const std::string& c : keep) kept.insert(short_commit(c));
+  std::vector<fs::path> gone;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (!kept.count(name)) gone.push_back(e.path());
+  }
+  for (const fs::path& p : gone) {
+    remove_checkout(p.string());
+    if (!p.filename().string().starts_with(".")) removed.push_back(p.filename().string());
+  }
+  return removed;
+}
+
+std::string folder_in_checkout(const std::string& dir, const std::string& repo, const std::string& workdir) {
+  std::error_code ec;
+  fs::path top = fs::weakly_canonical(repo, ec), wd = fs::weakly_canonical(workdir, ec);
+  fs::path rel = wd.lexically_relative(top);
+  if (rel.empty() || rel == "." || rel.string().starts_with("..")) return dir;
+  return (fs::path(dir) / rel).lexically_normal().string();
+}
+
+}  // namespace gpuq

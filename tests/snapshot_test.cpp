@@ -1,0 +1,391 @@
+// Snapshots of the code a job runs (issue 30): the field and the setting, what the state and the
+// event log keep of a snapshot, git's side on real repositories (the user's index, branch, stash
+// and untracked files untouched), and real runs: a queued job runs the code loaded, a job added
+// after an edit the new code, across a restart too, and `history` names each one's commit.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/core/events.h"
+#include "gpuq/core/life.h"
+#include "gpuq/core/snapshot.h"
+#include "gpuq/live/snapshots.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::ElementsAre;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+// git in `dir` (a test's own repository: its own author, no global config of the machine's).
+std::string git_in(const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Output o = run(argv, dir);
+  EXPECT_EQ(o.status, 0) << "git " << args[0] << ": " << o.err;
+  return o.out;
+}
+
+// Everything of the user's repository a snapshot must leave as it was.
+struct RepoLook {
+  std::string porcelain, stash, head, branch, index;
+  bool operator==(const RepoLook&) const = default;
+};
+
+RepoLook look_at(const std::string& repo) {
+  std::string index;
+  {
+    std::ifstream in(repo + "/.git/index", std::ios::binary);
+    index.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  return {git_in(repo, {"--no-optional-locks", "status", "--porcelain", "--untracked-files=all"}), git_in(repo, {"stash", "list"}),
+          git_in(repo, {"rev-parse", "HEAD"}), git_in(repo, {"symbolic-ref", "HEAD"}), index};
+}
+
+// A repository with a bit of everything: a commit, a stash, a staged change, an unstaged one, an
+// untracked file and an ignored one. train.py is committed and unchanged.
+void make_repo(const TempDir& d, const std::string& repo) {
+  d.write(repo + "/train.py", "print('v1')\n");
+  d.write(repo + "/job.sh",
+          "while [ ! -e \"$GPUQ_WORKDIR/../go\" ]; do sleep 0.05; done\n"
+          "cat train.py > \"$GPUQ_WORKDIR/../ran-$GPUQ_JOB_ID.txt\"\n");
+  d.write(repo + "/gate.sh", "while [ ! -e \"$GPUQ_WORKDIR/../go\" ]; do sleep 0.05; done\n");
+  d.write(repo + "/.gitignore", "*.ckpt\n");
+  d.write(repo + "/staged.txt", "one\n");
+  d.write(repo + "/unstaged.txt", "one\n");
+  std::string r = d.path() + "/" + repo;
+  git_in(r, {"init", "-q"});
+  git_in(r, {"add", "-A"});
+  git_in(r, {"commit", "-qm", "first"});
+  d.write(repo + "/unstaged.txt", "stashed\n");
+  git_in(r, {"stash", "-q"});
+  d.write(repo + "/staged.txt", "two\n");
+  git_in(r, {"add", "staged.txt"});
+  d.write(repo + "/unstaged.txt", "two\n");
+  d.write(repo + "/untracked.txt", "new\n");
+  d.write(repo + "/model.ckpt", "weights\n");
+}
+
+// The files of a commit.
+std::string files_of(const std::string& repo, const std::string& commit) {
+  return git_in(repo, {"ls-tree", "-r", "--name-only", commit});
+}
+
+// A plan beside the repository (its state and logs outside it), run from a snapshot of it.
+struct Beside : PlanFolder {
+  std::string repo;
+  Beside() : PlanFolder(1), repo(d.path() + "/repo") {
+    make_repo(d, "repo");
+    d.write("plan.json", R"({"workdir": "repo", "settings": {"snapshot": "git"}, "jobs": [
+      {"id": "gate", "script": "gate.sh", "gpus": 0},
+      {"id": "old", "script": "job.sh", "gpus": 0, "deps": ["gate"]}]})");
+  }
+  std::unique_ptr<Background> start() const {
+    return start_gpuq({"run", "--plan", "plan.json", "--gpus", "0", "--max-retries", "0"}, d.path(), env);
+  }
+  std::string snapshot_of(const std::string& id) const {
+    json s = state();
+    return s.contains(id) && s[id].contains("snapshot") ? s[id]["snapshot"].get<std::string>() : "";
+  }
+  bool running(const std::string& id) const {
+    json s = state();
+    return s.contains(id) && s[id]["status"] == "running";
+  }
+};
+
+}  // namespace
+
+// ---- The field, the setting, the state and the event log (pure).
+
+TEST(SnapshotPlan, TheFieldTakesGitOrOffAndAJobsOwnComesBeforeTheSetting) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "snapshot": "git"}, {"id": "b", "script": "b.sh", "snapshot": "off"},
+                       {"id": "c", "script": "c.sh"}])");
+  EXPECT_TRUE(uses_snapshot(p.jobs[0], "off"));
+  EXPECT_FALSE(uses_snapshot(p.jobs[1], "git"));
+  EXPECT_TRUE(uses_snapshot(p.jobs[2], "git"));
+  EXPECT_FALSE(uses_snapshot(p.jobs[2], "off"));
+  EXPECT_FALSE(any_snapshot(plan_of(R"([{"id": "a", "script": "a.sh"}])"), "off"));
+  EXPECT_THAT(errors_of(R"([{"id": "a", "script": "a.sh", "snapshot": "yes"}])"),
+              ElementsAre(HasSubstr(R"("snapshot" must be "git" or "off", not "yes")")));
+  EXPECT_THAT(errors_of(R"({"settings": {"snapshot": true}, "jobs": [{"id": "a", "script": "a.sh"}]})"),
+              ElementsAre(HasSubstr("\"snapshot\": must be a string")));
+  EXPECT_THAT(errors_of(R"({"settings": {"snapshot": "gti"}, "jobs": [{"id": "a", "script": "a.sh"}]})"),
+              ElementsAre(HasSubstr("must be one of off, git, not \"gti\"")));
+  EXPECT_EQ(plan_of(R"({"settings": {"snapshot": "git"}, "jobs": [{"id": "a", "script": "a.sh"}]})").settings.values.snapshot,
+            "git");
+}
+
+TEST(SnapshotState, EachNewAttemptKeepsTheSnapshotAndItsStartEventNamesIt) {
+  JobState s;
+  SnapshotRef snap{"0123456789abcdef0123456789abcdef01234567", true, 1764000000, "/r"};
+  set_snapshot(s, snap);
+  JobState run = s;
+  write_life(run, Running{0, 1764000100, {0}, 0, std::nullopt}, Cause::Start);
+  EXPECT_EQ(snapshot_of(run), snap);
+  Change c{0, LifeKind::Waiting, Running{0, 1764000100, {0}, 0, std::nullopt}, Cause::Start};
+  std::vector<Event> ev = events_of("a", c, s, run, 1764000100, "run");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].snapshot, snap.commit);
+  EXPECT_EQ(ev[0].snapshot_dirty, true);
+  EXPECT_EQ(ev[0].repo, "/r");
+  std::string line = event_line(ev[0]);
+  EXPECT_THAT(line, HasSubstr(R"("snapshot":"0123456789abcdef0123456789abcdef01234567","snapshot_dirty":true,"repo":"/r")"));
+  std::optional<Event> back = parse_event(line, nullptr);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, ev[0]);
+  std::vector<Attempt> a = attempts_of({*back});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].snapshot, snap.commit);
+  // A failure, then the automatic retry: still the same snapshot.
+  write_life(run, Ended{0, Outcome::Failed, 1, 1764000200, 1764000100}, Cause::Exit);
+  write_life(run, Waiting{1}, Cause::AutoRetry);
+  EXPECT_EQ(snapshot_of(run), snap);
+  // A job without one logs none.
+  JobState plain;
+  write_life(plain, Running{0, 1, {0}, 0, std::nullopt}, Cause::Start);
+  EXPECT_THAT(event_line(events_of("b", c, JobState{}, plain, 1, "run")[0]), Not(HasSubstr("snapshot")));
+  EXPECT_THAT(stale_snapshot_text(1764000000, 1764000060),
+              ::testing::MatchesRegex("runs the code of [0-9][0-9]:[0-9][0-9]; the tree changed since"));
+}
+
+// ---- git's side, on real repositories.
+
+TEST(SnapshotGit, ASnapshotTakesEveryChangeNotIgnoredAndLeavesTheUsersRepositoryAlone) {
+  TempDir d;
+  make_repo(d, "repo");
+  std::string repo = d.path() + "/repo";
+  RepoLook before = look_at(repo);
+  GitSnapshots git({repo + "/plan.state.json", repo + "/logs"});
+  d.write("repo/plan.state.json", "{}\n");
+  d.write("repo/logs/a.log", "x\n");
+  SnapshotRef s = git.take(repo + "/", 1764000000);
+  EXPECT_EQ(s.repo, fs::canonical(repo).string());
+  EXPECT_TRUE(s.dirty);
+  EXPECT_EQ(s.commit.size(), 40u);
+  EXPECT_EQ(git_in(repo, {"rev-parse", "refs/gpuq/snapshots/" + s.commit}), s.commit + "\n");
+  EXPECT_EQ(git_in(repo, {"rev-parse", s.commit + "^"}), before.head);  // on top of HEAD
+  std::string files = files_of(repo, s.commit);
+  EXPECT_THAT(files, HasSubstr("untracked.txt"));
+  EXPECT_THAT(files, Not(HasSubstr("model.ckpt")));        // ignored
+  EXPECT_THAT(files, Not(HasSubstr("plan.state.json")));   // gpuq's own
+  EXPECT_THAT(files, Not(HasSubstr("logs/")));
+  // The working tree, not the index: unstaged.txt was rewritten, same size, in the tick `git add`
+  // wrote the index ("racily clean"): the copy of the index must keep its time for git to see it.
+  EXPECT_EQ(git_in(repo, {"show", s.commit + ":unstaged.txt"}), "two\n");
+  EXPECT_EQ(git_in(repo, {"show", s.commit + ":staged.txt"}), "two\n");
+  fs::remove(repo + "/plan.state.json");
+  fs::remove_all(repo + "/logs");
+  EXPECT_EQ(look_at(repo), before);
+  // The same tree on the same HEAD is the same commit; a change is another, and says so.
+  std::string again = git.take(repo, 1764000500).commit;
+  EXPECT_EQ(again, s.commit);
+  EXPECT_EQ(git.changed_since(s), false);
+  d.write("repo/train.py", "print('v2')\n");
+  EXPECT_EQ(git.changed_since(s), true);
+  EXPECT_NE(git.take(repo, 1764000600).commit, s.commit);
+  // A clean tree is no dirty snapshot.
+  TempDir c;
+  c.write("r/a.txt", "a\n");
+  git_in(c.path() + "/r", {"init", "-q"});
+  git_in(c.path() + "/r", {"add", "-A"});
+  git_in(c.path() + "/r", {"commit", "-qm", "a"});
+  EXPECT_FALSE(git.take(c.path() + "/r", 1).dirty);
+}
+
+TEST(SnapshotGit, ARepositoryWithoutCommitsAndAFolderThatIsNoneOfOne) {
+  TempDir d;
+  d.write("r/sub/a.txt", "a\n");
+  git_in(d.path() + "/r", {"init", "-q"});
+  GitSnapshots git;
+  SnapshotRef s = git.take(d.path() + "/r/sub", 1764000000);
+  EXPECT_TRUE(s.dirty);
+  EXPECT_EQ(git_in(d.path() + "/r", {"show", s.commit + ":sub/a.txt"}), "a\n");
+  EXPECT_FALSE(fs::exists(d.path() + "/r/.git/index"));  // still no index of the user's
+  d.write("plain/a.txt", "a\n");
+  std::string why;
+  EXPECT_EQ(git.repo_of(d.path() + "/plain", &why), "");
+  EXPECT_THAT(why, HasSubstr("is not in a git repository"));
+  EXPECT_THROW(git.take(d.path() + "/plain", 1), SnapshotError);
+}
+
+TEST(SnapshotGit, OneReadOnlyCheckoutPerSnapshotRemovedWhenNoJobNeedsIt) {
+  TempDir d;
+  make_repo(d, "repo");
+  std::string repo = d.path() + "/repo";
+  GitSnapshots git;
+  SnapshotRef s = git.take(repo, 1);
+  std::string root = d.path() + "/plan.snapshots";
+  std::string dir = ensure_checkout(git, root, s);
+  EXPECT_EQ(dir, root + "/" + short_commit(s.commit));
+  EXPECT_EQ(d.read("plan.snapshots/" + short_commit(s.commit) + "/untracked.txt"), "new\n");
+  struct stat st;
+  ASSERT_EQ(::stat((dir + "/train.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u) << "the checkout is read-only";
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u);
+  // The second job of the snapshot: the same folder, not checked out again.
+  fs::file_time_type made = fs::last_write_time(dir + "/train.py");
+  EXPECT_EQ(ensure_checkout(git, root, s), dir);
+  EXPECT_EQ(fs::last_write_time(dir + "/train.py"), made);
+  EXPECT_EQ(folder_in_checkout(dir, repo, repo + "/sub"), dir + "/sub");
+  EXPECT_THAT(prune_checkouts(root, {s.commit}), ::testing::IsEmpty());
+  EXPECT_TRUE(fs::exists(dir));
+  EXPECT_THAT(prune_checkouts(root, {}), ElementsAre(short_commit(s.commit)));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// ---- Real runs.
+
+// The issue's test: run loads the plan; train.py is edited while `old` waits; `new` is added after
+// the edit. `old` runs the code loaded, `new` the code edited, `history` gives each one's commit,
+// `status` says the waiting job's code is older than the tree, and the user's index, branch, stash
+// and untracked files are as they were.
+TEST(SnapshotRun, AQueuedJobRunsTheCodeLoadedAndAJobAddedAfterAnEditTheNewCode) {
+  Beside q;
+  RepoLook before = look_at(q.repo);
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return q.running("gate") && !q.snapshot_of("old").empty(); }, kPatience)) << r->out();
+  EXPECT_EQ(look_at(q.repo), before);
+  std::string old_commit = q.snapshot_of("old");
+  EXPECT_THAT(r->out(), HasSubstr("snapshot " + short_commit(old_commit) + " of " + fs::canonical(q.repo).string() +
+                                  " (with uncommitted changes) for 2 jobs: gate, old"));
+  q.d.write("repo/train.py", "print('v2')\n");
+  RepoLook edited = look_at(q.repo);
+  EXPECT_THAT(edited.porcelain, HasSubstr(" M train.py"));
+  Output st = q.gpuq({"status", "--gpus", "0"});
+  EXPECT_THAT(st.out, HasSubstr("old: runs the code of "));
+  EXPECT_THAT(st.out, HasSubstr("; the tree changed since (snapshot " + short_commit(old_commit) + ")"));
+  json sj = json::parse(q.gpuq({"status", "--json", "--gpus", "0"}).out);
+  size_t seen = 0;
+  for (const json& j : sj["jobs"])
+    if (j["id"] == "old" && ++seen) {
+      EXPECT_EQ(j["snapshot"]["commit"], old_commit);
+      EXPECT_EQ(j["snapshot"]["tree_changed"], true);
+      EXPECT_EQ(j["snapshot"]["dirty"], true);
+    }
+  EXPECT_EQ(seen, 1u) << sj.dump(1);
+  Output add = q.gpuq({"add", "--id", "new", "--gpus", "0", "--deps", "gate", "--", "job.sh"});
+  ASSERT_EQ(add.status, 0) << add.err;
+  std::string new_commit = q.snapshot_of("new");
+  ASSERT_FALSE(new_commit.empty());
+  EXPECT_NE(new_commit, old_commit);
+  EXPECT_THAT(add.out, HasSubstr("added new (snapshot " + short_commit(new_commit) + ", with uncommitted changes)"));
+  ASSERT_TRUE(eventually([&] { return r->out().find("plan reloaded: +1 job (new)") != std::string::npos; }, kPatience))
+      << r->out();
+  q.d.write("go", "");
+  Output end = r->wait(kPatience);
+  EXPECT_EQ(end.status, 0) << r->out() << r->err();
+  EXPECT_EQ(q.d.read("ran-old.txt"), "print('v1')\n");
+  EXPECT_EQ(q.d.read("ran-new.txt"), "print('v2')\n");
+  // What ran, recorded: each attempt's commit, and what checks it out again.
+  json h = json::parse(q.gpuq({"history", "--json"}).out);
+  std::map<std::string, json> by_id;
+  for (const json& a : h) by_id[a["id"]] = a;
+  ASSERT_TRUE(by_id["old"].contains("snapshot")) << h.dump(1);
+  EXPECT_EQ(by_id["old"]["snapshot"]["commit"], old_commit);
+  EXPECT_EQ(by_id["new"]["snapshot"]["commit"], new_commit);
+  EXPECT_EQ(by_id["new"]["snapshot"]["dirty"], true);
+  EXPECT_EQ(by_id["new"]["snapshot"]["repo"], fs::canonical(q.repo).string());
+  EXPECT_EQ(git_in(by_id["old"]["snapshot"]["repo"], {"show", old_commit + ":train.py"}), "print('v1')\n");
+  EXPECT_EQ(git_in(by_id["new"]["snapshot"]["repo"], {"show", new_commit + ":train.py"}), "print('v2')\n");
+  json one = json::parse(q.gpuq({"history", "--job", "new", "--json"}).out);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0]["snapshot"]["ref"], "refs/gpuq/snapshots/" + new_commit);
+  EXPECT_THAT(q.gpuq({"history"}).out, HasSubstr("code " + short_commit(old_commit) + " (uncommitted changes)"));
+  // The user's repository: as edited, nothing else.
+  EXPECT_EQ(look_at(q.repo), edited);
+  EXPECT_EQ(edited.index, before.index);
+  EXPECT_EQ(edited.stash, before.stash);
+  EXPECT_EQ(edited.head, before.head);
+  EXPECT_EQ(edited.branch, before.branch);
+  // Every job ended: no checkout is left.
+  EXPECT_TRUE(fs::is_empty(q.d.path() + "/plan.snapshots")) << r->out();
+}
+
+// A restart of run does not snapshot a queued job's code again: it runs what the first run loaded.
+TEST(SnapshotRun, ARestartedRunKeepsTheSnapshotOfAQueuedJob) {
+  Beside q;
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return q.running("gate") && !q.snapshot_of("old").empty(); }, kPatience)) << r->out();
+  std::string commit = q.snapshot_of("old");
+  r->signal(SIGTERM);
+  ASSERT_EQ(r->wait(kPatience).status, 0) << r->out() << r->err();
+  q.d.write("repo/train.py", "print('v2')\n");
+  auto again = q.start();
+  ASSERT_TRUE(eventually([&] { return again->out().find("adopted 1 running job") != std::string::npos; }, kPatience))
+      << again->out();
+  EXPECT_THAT(again->out(), Not(HasSubstr("snapshot ")));
+  q.d.write("go", "");
+  ASSERT_EQ(again->wait(kPatience).status, 0) << again->out() << again->err();
+  EXPECT_EQ(q.d.read("ran-old.txt"), "print('v1')\n");
+  EXPECT_EQ(q.snapshot_of("old"), commit);
+}
+
+// A job edited in the plan while no run went on is loaded anew by the next run: the code as it is then.
+TEST(SnapshotRun, AJobEditedBetweenTwoRunsTakesTheCodeOfTheRestart) {
+  Beside q;
+  auto r = q.start();
+  ASSERT_TRUE(eventually([&] { return q.running("gate") && !q.snapshot_of("old").empty(); }, kPatience)) << r->out();
+  std::string commit = q.snapshot_of("old");
+  r->signal(SIGTERM);
+  ASSERT_EQ(r->wait(kPatience).status, 0) << r->out() << r->err();
+  q.d.write("repo/train.py", "print('v2')\n");
+  q.d.write("plan.json", R"({"workdir": "repo", "settings": {"snapshot": "git"}, "jobs": [
+      {"id": "gate", "script": "gate.sh", "gpus": 0},
+      {"id": "old", "script": "job.sh", "gpus": 0, "deps": ["gate"], "env": {"EDITED": "1"}}]})");
+  auto again = q.start();
+  ASSERT_TRUE(eventually([&] { return again->out().find("for 1 job: old") != std::string::npos; }, kPatience))
+      << again->out();
+  // Said during the tick, saved at its end.
+  EXPECT_TRUE(eventually([&] { return q.snapshot_of("old") != commit; }, kPatience));
+  q.d.write("go", "");
+  ASSERT_EQ(again->wait(kPatience).status, 0) << again->out() << again->err();
+  EXPECT_EQ(q.d.read("ran-old.txt"), "print('v2')\n");
+}
+
+// A workdir in no git repository: run refuses in one line, validate says it, both naming the
+// plan file and the job.
+TEST(SnapshotRun, AWorkdirInNoRepositoryIsRefusedByRunAndNamedByValidate) {
+  PlanFolder q(1);
+  q.d.write("a.sh", "true\n");
+  q.d.write("plan.json", R"([{"id": "a", "script": "a.sh", "gpus": 0, "snapshot": "git"}])");
+  Output run = q.gpuq({"run", "--gpus", "0"});
+  EXPECT_EQ(run.status, 2);
+  EXPECT_THAT(run.err, HasSubstr("gpuq run: plan.json: job \"a\" asks for \"snapshot\": \"git\", but the workdir "));
+  EXPECT_THAT(run.err, HasSubstr("is not in a git repository"));
+  EXPECT_EQ(count_of(run.err, "\n"), 1u) << run.err;
+  EXPECT_FALSE(fs::exists(q.d.path() + "/plan.state.json"));
+  Output v = q.gpuq({"validate", "--gpus", "0"});
+  EXPECT_EQ(v.status, 2);
+  EXPECT_THAT(v.out, HasSubstr("error: plan.json: job \"a\" asks for \"snapshot\": \"git\", but the workdir "));
+  // The setting, not a job's field, is named as such.
+  q.d.write("plan.json", R"({"settings": {"snapshot": "git"}, "jobs": [{"id": "a", "script": "a.sh", "gpus": 0}]})");
+  EXPECT_THAT(q.gpuq({"run", "--gpus", "0"}).err,
+              HasSubstr("plan.json: \"settings\" give \"snapshot\": \"git\", but the workdir "));
+  Output add = q.gpuq({"add", "--id", "b", "--gpus", "0", "--", "a.sh"});
+  EXPECT_EQ(add.status, 2);
+  EXPECT_THAT(add.err, HasSubstr("b not added"));
+  EXPECT_THAT(q.d.read("plan.json"), Not(HasSubstr("\"b\"")));
+}
+
+// Without the setting nothing changes: the job runs in the workdir, with no snapshot anywhere.
+TEST(SnapshotRun, APlanWithoutTheSettingRunsInTheWorkdirAsBefore) {
+  PlanFolder q(1);
+  q.d.write("a.sh", "pwd > where.txt; echo \"[${GPUQ_WORKDIR-unset}]\" >> where.txt\n");
+  q.d.write("plan.json", R"([{"id": "a", "script": "a.sh", "gpus": 0}])");
+  git_in(q.d.path(), {"init", "-q"});
+  Output run = q.gpuq({"run", "--gpus", "0"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(q.d.read("where.txt"), fs::canonical(q.d.path()).string() + "\n[unset]\n");
+  EXPECT_FALSE(fs::exists(q.d.path() + "/plan.snapshots"));
+  EXPECT_EQ(git_in(q.d.path(), {"for-each-ref", "refs/gpuq"}), "");
+  EXPECT_THAT(q.state()["a"].dump(), Not(HasSubstr("snapshot")));
+}
