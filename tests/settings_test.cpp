@@ -35,7 +35,6 @@ json other_value(const SettingSpec& s) {
     case SettingKind::Positive: return 3.25;
     case SettingKind::Count: return 5;
     case SettingKind::Whole: return -1;
-    case SettingKind::Choice: return s.choices == "true|false" ? "false" : "none";
     case SettingKind::Choice: {  // the last choice: none of the defaults
       std::string_view c = s.choices;
       return std::string(c.substr(c.rfind('|') + 1));

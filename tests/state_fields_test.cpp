@@ -79,6 +79,7 @@ std::pair<JobState, std::string> entry_with(const StateField& f) {
       break;
     case StateKind::Fraction:
       s.*state_member<std::optional<double>>(f) = 0.42, text = "0.42";
+      break;
     case StateKind::Flag:
       s.*state_member<std::optional<bool>>(f) = true, text = "true";
       break;
