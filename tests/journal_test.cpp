@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <fmt/format.h>
+#include <sstream>
 #include <set>
 #include <gmock/gmock.h>
 #include <signal.h>
@@ -687,4 +689,50 @@ TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnyt
   auto bad = run_gpuq({"history", "--plan", "plan.json", "--since", "yesterday"}, d.path());
   EXPECT_EQ(bad.status, 2);
   EXPECT_THAT(bad.err, HasSubstr("--since yesterday: not a time"));
+}
+
+// Twenty events at once and a hook that takes a second: at most 8 hooks run at a time (the rest
+// wait their turn, none is dropped), each event reaches the hook once, and run does not wait
+// for them to start its jobs.
+TEST(Hooks, MoreThanEightAtOnceWaitTheirTurnAndEachRunsOnce) {
+  TempDir d;
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(1));
+  d.write("job.sh", "true\n");
+  std::string jobs;
+  for (int i = 0; i < 20; ++i)
+    jobs += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 0, "est_hours": 0.01}})", i ? "," : "", i);
+  d.write("plan.json", "[" + jobs + "]");
+  d.write("hook.sh", "echo \"$GPUQ_JOB_ID $EPOCHREALTIME\" >> began\nsleep 1\necho \"$GPUQ_JOB_ID $EPOCHREALTIME\" >> ended\n");
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--poll", "1", "--on-event", "end:bash hook.sh"}, d.path(), env);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  // run waits for its hooks before it exits (or they go on): give the last ones their second.
+  ASSERT_TRUE(eventually([&] { return lines_of(d.path() + "/ended").size() >= 20; })) << d.read("ended");
+  std::map<std::string, std::pair<double, double>> span;
+  std::map<std::string, int> began;
+  for (const std::string& l : lines_of(d.path() + "/began")) {
+    std::istringstream in(l);
+    std::string id;
+    double t;
+    in >> id >> t;
+    span[id].first = t;
+    ++began[id];
+  }
+  for (const std::string& l : lines_of(d.path() + "/ended")) {
+    std::istringstream in(l);
+    std::string id;
+    double t;
+    in >> id >> t;
+    span[id].second = t;
+  }
+  ASSERT_EQ(began.size(), 20u) << d.read("began");
+  for (auto& [id, n] : began) EXPECT_EQ(n, 1) << id;
+  // The most hooks running at one instant: at a hook's start, those begun and not yet ended.
+  size_t most = 0;
+  for (auto& [id, s] : span) {
+    size_t at = 0;
+    for (auto& [other, t] : span) at += t.first <= s.first && s.first < t.second;
+    most = std::max(most, at);
+  }
+  EXPECT_LE(most, 8u);
+  EXPECT_GE(most, 2u) << "the hooks ran one after another";
 }
