@@ -44,8 +44,9 @@ Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
     said.push_back(d);
     return true;
   };
+  std::vector<std::string> now;  // outlives `said`, which holds views of its ids
   if (ran) {
-    std::vector<std::string> now = job_deps_of(me);
+    now = job_deps_of(me);
     auto in = [](const std::vector<std::string>& v, const std::string& d) {
       return std::find(v.begin(), v.end(), d) != v.end();
     };
