@@ -707,23 +707,20 @@ TEST(Hooks, MoreThanEightAtOnceWaitTheirTurnAndEachRunsOnce) {
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   // run waits for its hooks before it exits (or they go on): give the last ones their second.
   ASSERT_TRUE(eventually([&] { return lines_of(d.path() + "/ended").size() >= 20; })) << d.read("ended");
-  std::map<std::string, std::pair<double, double>> span;
+  std::map<std::string, std::pair<double, double>> span;  // per job: its hook's start and end
   std::map<std::string, int> began;
-  for (const std::string& l : lines_of(d.path() + "/began")) {
-    std::istringstream in(l);
-    std::string id;
-    double t;
-    in >> id >> t;
-    span[id].first = t;
-    ++began[id];
-  }
-  for (const std::string& l : lines_of(d.path() + "/ended")) {
-    std::istringstream in(l);
-    std::string id;
-    double t;
-    in >> id >> t;
-    span[id].second = t;
-  }
+  auto read_times = [&](const std::string& file, bool start) {
+    for (const std::string& l : lines_of(d.path() + "/" + file)) {
+      std::istringstream in(l);
+      std::string id;
+      double t = 0;
+      in >> id >> t;
+      (start ? span[id].first : span[id].second) = t;
+      began[id] += start;
+    }
+  };
+  read_times("began", true);
+  read_times("ended", false);
   ASSERT_EQ(began.size(), 20u) << d.read("began");
   for (auto& [id, n] : began) EXPECT_EQ(n, 1) << id;
   // The most hooks running at one instant: at a hook's start, those begun and not yet ended.
