@@ -580,6 +580,30 @@ TEST(Outlook, AFailedReservationMemberWithRetriesLeftAgreesWithTheTick) {
   EXPECT_EQ(*o.jobs[0].predicted_start, now + 2 * 3600);
 }
 
+// GPUs held by a job gpuq stopped, while its processes end (kill_sent, in --kill-grace): run
+// frees them as soon as the group is gone (it wakes for that), so the next job is predicted to
+// start then, not at run's next --poll as for a GPU someone else's memory holds.
+TEST(Outlook, GpusOfAnEndingJobAreFreeAsSoonAsItsProcessesAreGone) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "s", "est_hours": 1}, {"id": "b", "script": "s", "est_hours": 1}])",
+                      {0});
+  Policy p;
+  p.node_gpus = {0};
+  const double now = 1000.5;
+  const FileTable files([](const std::string&) { return true; });
+  State ending = *parse_state(R"({"a": {"status": "failed", "exit": -15, "start": 900, "end": 1000,
+                                        "gpus": [0], "pid": 4242, "kill_sent": 1000}})", "s").state;
+  Outlook o = make_outlook(plan, ending, p, now, 0, files);
+  ASSERT_TRUE(o.jobs[1].predicted_start);
+  EXPECT_NEAR(*o.jobs[1].predicted_start, now, 0.01);
+  EXPECT_NEAR(*o.jobs[1].predicted_finish, now + 3600, 0.01);
+  // Its processes gone (kill_sent cleared), the GPU busy all the same: someone else's, until run looks again.
+  State foreign = *parse_state(R"({"a": {"status": "failed", "exit": -15, "start": 900, "end": 1000, "gpus": [0]}})",
+                               "s").state;
+  Outlook f = make_outlook(plan, foreign, p, now, 0, files);
+  ASSERT_TRUE(f.jobs[1].predicted_start);
+  EXPECT_NEAR(*f.jobs[1].predicted_start, now + p.poll, 0.01);
+}
+
 // A job blocked by a dep that will be retried runs after it (run unblocks it at the retry); one
 // blocked by a killed dep does not.
 TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {

@@ -173,9 +173,20 @@ MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& ru
   return out;
 }
 
+namespace {
+bool ending(const JobState& s) { return s.status != Status::Running && s.kill_sent && s.gpus; }
+}  // namespace
+
+GpuMask ending_gpus(const State& state) {
+  GpuMask m = 0;
+  for (const auto& [id, s] : state.entries())
+    if (ending(s)) m |= mask_of(*s.gpus);
+  return m;
+}
+
 void name_ending_holders(const State& state, std::map<int, std::string>& others) {
   for (const auto& [id, s] : state.entries())
-    if (s.status != Status::Running && s.kill_sent && s.gpus)
+    if (ending(s))
       for (int g : *s.gpus)
         others.emplace(g, fmt::format("GPU {} busy: {} was stopped and its processes are still ending (SIGTERM "
                                       "sent; SIGKILL after --kill-grace)",

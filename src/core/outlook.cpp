@@ -1,6 +1,7 @@
 // The live queue seen from outside: the engine loaded with the live state takes the next
 // tick (why each job waits), and the prediction carries it on (when each job starts).
 #include "gpuq/core/outlook.h"
+#include "gpuq/core/gpu_use.h"
 #include "gpuq/core/progress.h"
 #include "gpuq/core/watchdog.h"
 
@@ -101,7 +102,8 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   size_t running_entries = 0;
   for (const auto& [id, s] : state.entries()) running_entries += s.status == Status::Running;
   st.others_running = running_entries > running_jobs;
-  st.busy = mask_of(p.node_gpus) & ~free & ~plan_running;
+  st.ending = mask_of(p.node_gpus) & ~free & ~plan_running & ending_gpus(state);
+  st.busy = mask_of(p.node_gpus) & ~free & ~plan_running & ~st.ending;
   st.busy_hours = std::max(kSoon, p.poll / 3600);  // busy until run's next look at them, at the latest
   st.mem_other = std::move(mem_other);
   return st;

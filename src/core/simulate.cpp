@@ -213,6 +213,10 @@ void Prediction::World::take_live_state() {
     }
   }
   if (from->busy) busy_until = from->busy_hours;
+  if (from->ending) {  // as the GPUs of a job the prediction stops at its limit
+    dying = from->ending;
+    dying_until = kSoon;
+  }
 }
 
 // Jobs waiting in a batch queue: the prediction takes them to start now (after the first

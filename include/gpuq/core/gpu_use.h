@@ -91,8 +91,11 @@ MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& ru
                      const std::function<double(const std::string&)>& declared);
 
 /// GPUs that a job stopped by gpuq (killed, timed out, requeued) still holds while its process
-/// group ends (--kill-grace), as held_by_others words a GPU: "GPU 1 busy: a is ending (...)".
-/// Added to `others` where it names no other holder of the GPU.
+/// group ends (--kill-grace): run frees them as soon as the group is gone.
+GpuMask ending_gpus(const State& state);
+
+/// The ending_gpus, as held_by_others words a GPU: "GPU 1 busy: a is ending (...)". Added to
+/// `others` where it names no other holder of the GPU.
 void name_ending_holders(const State& state, std::map<int, std::string>& others);
 
 /// The probe a reading came from, said once: "nvidia-smi (NVML is not available here: ...)"

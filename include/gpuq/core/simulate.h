@@ -39,6 +39,9 @@ struct LiveStart {
   GpuMask busy = 0;                 ///< GPUs busy now but not by a running job of the plan (another
                                     ///< user's memory, a kill in its grace time): free from busy_hours
   double busy_hours = kSoon;         ///< when `busy` are free: `run`'s next look (--poll), no sooner
+  GpuMask ending = 0;               ///< GPUs of jobs gpuq stopped whose processes are ending (in
+                                    ///< their --kill-grace): free at kSoon, as run frees them when
+                                    ///< the group is gone (it wakes for that), not at its next poll
   bool others_running = false;      ///< an entry of the state that is no job of the plan runs
   /// Where jobs pack: GiB per GPU in use beyond the running packed jobs' declared, until
   /// busy_hours (the engine's Tick::mem_other). Empty: none.
