@@ -29,13 +29,47 @@ void set_deps_ran(JobState& s, const std::vector<std::string>& ids) {
   s.extra[kDepsRanField] = ids;
 }
 
+namespace {
+
+// No dep added or removed since the job ran, and none to run again or run again since: the
+// answer for most done jobs, found without copying a string (`status` asks it of every done
+// job). Anything else, even in doubt, is for staleness_of's lists to say.
+bool nothing_changed(const Plan& plan, const Job& me, const JobState& s, const State& state) {
+  const nlohmann::ordered_json* ran = nullptr;
+  if (s.extra.is_object())
+    if (auto it = s.extra.find(kDepsRanField); it != s.extra.end()) {
+      if (!it->is_array()) return false;
+      ran = &*it;
+    }
+  for (const Dep& d : me.deps) {
+    if (d.kind == Dep::Kind::File) continue;
+    if (ran && std::none_of(ran->begin(), ran->end(), [&](const auto& v) {
+          return v.is_string() && v.template get_ref<const std::string&>() == d.target;
+        }))
+      return false;
+    const JobState* e = state.of(plan, d.job);
+    if (!e || (e->status != Status::Done && e->status != Status::Failed)) return false;
+    if (e->start && s.start && *e->start > *s.start) return false;
+  }
+  if (!ran) return true;
+  // Each name it ran with is a dep now.
+  for (const auto& v : *ran)
+    if (!v.is_string() || std::none_of(me.deps.begin(), me.deps.end(), [&](const Dep& d) {
+          return d.kind != Dep::Kind::File && d.target == v.template get_ref<const std::string&>();
+        }))
+      return false;
+  return true;
+}
+
+}  // namespace
+
 Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
   Staleness out;
   const JobState* s = state.of(plan, job);
   if (!s || s->status != Status::Done) return out;
   const Job& me = plan.jobs[job];
+  if (nothing_changed(plan, me, *s, state)) return out;  // most jobs: said without a list made
   std::optional<std::vector<std::string>> ran = deps_ran(*s);
-  if (!ran && me.deps.empty()) return out;  // most jobs: nothing to compare
   // The deps already named, each once (a job has a few: a list, not a hash set; `status` asks
   // this of every done job).
   std::vector<std::string_view> said;
@@ -95,8 +129,11 @@ std::string staleness_text(const Staleness& s) {
 
 std::vector<size_t> stale_jobs(const Plan& plan, const State& state) {
   std::vector<size_t> out;
-  for (size_t i = 0; i < plan.jobs.size(); ++i)
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.of(plan, i);  // staleness_of's first questions, without its lists made
+    if (!s || s->status != Status::Done || nothing_changed(plan, plan.jobs[i], *s, state)) continue;
     if (!staleness_of(plan, i, state).empty()) out.push_back(i);
+  }
   return out;
 }
 

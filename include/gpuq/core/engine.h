@@ -300,7 +300,8 @@ class Engine {
   std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
-  std::vector<size_t> blocked_;    // jobs that entered Blocked (some may have left since)
+  std::vector<size_t> loose_;      // blocked jobs whose failing deps fell to 0 (some may have left or
+                                   // failed again since): what the next retry releases
   size_t releasable_ = 0;          // blocked jobs no plain dep of which fails: a retry releases them
   std::vector<size_t> work_;       // jobs to block (the cascade, without recursion)
   std::vector<size_t> file_jobs_;  // jobs with a file: dep
