@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -240,6 +241,75 @@ TEST(SnapshotGit, OneReadOnlyCheckoutPerSnapshotRemovedWhenNoJobNeedsIt) {
   EXPECT_TRUE(fs::exists(dir));
   EXPECT_THAT(prune_checkouts(root, {}), ElementsAre(short_commit(s.commit)));
   EXPECT_FALSE(fs::exists(dir));
+}
+
+// What a checkout holds: each path, its kind, its executable bit, and its bytes or link target.
+std::map<std::string, std::string> tree_of(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::string rel = e.path().lexically_relative(dir).generic_string();
+    if (e.is_symlink()) out[rel] = "link " + fs::read_symlink(e.path()).string();
+    else if (e.is_directory()) out[rel] = "folder";
+    else {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      bool x = (fs::status(e.path()).permissions() & fs::perms::owner_exec) != fs::perms::none;
+      out[rel] = (x ? "exec " : "file ") + bytes;
+    }
+  }
+  return out;
+}
+
+ino_t inode_of(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+// The next snapshot's checkout shares the files the previous one holds that it did not change
+// (hard links): only the changed ones are written. It holds exactly what a checkout of its own
+// would: changed, added, removed files, a mode changed, a link changed, a folder gone.
+TEST(SnapshotGit, TheNextCheckoutSharesTheUnchangedFilesOfThePreviousOne) {
+  TempDir d;
+  make_repo(d, "repo");
+  std::string repo = d.path() + "/repo";
+  d.write("repo/sub/keep.txt", "keep\n");
+  d.write("repo/sub/gone.txt", "gone\n");
+  d.write("repo/old/only.txt", "only\n");
+  d.write("repo/run.sh", "echo run\n");
+  fs::create_symlink("train.py", repo + "/link");
+  GitSnapshots git;
+  std::string root = d.path() + "/plan.snapshots";
+  SnapshotRef s1 = git.take(repo, 1);
+  std::string dir1 = ensure_checkout(git, root, s1);
+  d.write("repo/train.py", "print('v2')\n");
+  fs::remove(repo + "/sub/gone.txt");
+  fs::remove_all(repo + "/old");
+  d.write("repo/new/added.txt", "added\n");
+  fs::permissions(repo + "/run.sh", fs::perms::owner_exec, fs::perm_options::add);
+  fs::remove(repo + "/link");
+  fs::create_symlink("sub/keep.txt", repo + "/link");
+  SnapshotRef s2 = git.take(repo, 2);
+  ASSERT_NE(s1.commit, s2.commit);
+  std::string dir2 = ensure_checkout(git, root, s2);
+  std::string own = d.path() + "/own";
+  git.check_out(s2, own);  // the same snapshot, checked out whole
+  EXPECT_EQ(tree_of(dir2), tree_of(own));
+  EXPECT_EQ(tree_of(dir2)["train.py"], "file print('v2')\n");
+  EXPECT_EQ(tree_of(dir2)["run.sh"], "exec echo run\n");
+  EXPECT_FALSE(fs::exists(dir2 + "/old"));
+  EXPECT_EQ(inode_of(dir2 + "/sub/keep.txt"), inode_of(dir1 + "/sub/keep.txt"));
+  EXPECT_EQ(inode_of(dir2 + "/staged.txt"), inode_of(dir1 + "/staged.txt"));
+  EXPECT_NE(inode_of(dir2 + "/train.py"), inode_of(dir1 + "/train.py"));
+  EXPECT_NE(inode_of(dir2 + "/run.sh"), inode_of(dir1 + "/run.sh"));  // a shared inode would change both modes
+  EXPECT_EQ(tree_of(dir1)["run.sh"], "file echo run\n");
+  EXPECT_EQ(tree_of(dir1)["train.py"], "file print('v1')\n");
+  struct stat st;
+  ASSERT_EQ(::stat((dir2 + "/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u) << "the checkout is read-only";
+  // The first checkout gone (no job needs it), the second is whole.
+  EXPECT_THAT(prune_checkouts(root, {s2.commit}), ElementsAre(short_commit(s1.commit)));
+  EXPECT_EQ(tree_of(dir2), tree_of(own));
 }
 
 // ---- Real runs.

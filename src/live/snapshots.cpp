@@ -194,16 +194,94 @@ SnapshotRef GitSnapshots::take(const std::string& workdir, double now) {
   return snap;
 }
 
-void GitSnapshots::check_out(const SnapshotRef& snap, const std::string& dir) {
+namespace {
+
+// The paths (relative, '/'-separated) whose entry differs between two trees, from
+// `git diff-tree -r -z`: each record is ":MODE MODE SHA SHA STATUS\0PATH\0". `gone`: those the
+// second tree lacks (status D).
+std::set<std::string> changed_paths(const std::string& diff, std::set<std::string>& gone) {
+  std::set<std::string> out;
+  for (size_t at = 0; at < diff.size();) {
+    size_t meta_end = diff.find('\0', at);
+    if (meta_end == std::string::npos) break;
+    size_t path_end = diff.find('\0', meta_end + 1);
+    if (path_end == std::string::npos) path_end = diff.size();
+    std::string path = diff.substr(meta_end + 1, path_end - meta_end - 1);
+    (meta_end > at && diff[meta_end - 1] == 'D' ? gone : out).insert(path);
+    at = path_end + 1;
+  }
+  return out;
+}
+
+// Makes `dir` a copy of the checkout `like` by hard links, less the paths in `skip`: folders
+// are made (writable, to be written in), files linked, symbolic links made again. False, with
+// `dir` left to be removed, where a link cannot be made (another file system, too many links).
+bool link_copy(const fs::path& like, const fs::path& dir, const std::set<std::string>& skip) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw SnapshotError(fmt::format("cannot create {}: {}", dir, ec.message()));
+  if (ec) return false;
+  for (auto it = fs::recursive_directory_iterator(like, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::string rel = it->path().lexically_relative(like).generic_string();
+    fs::file_status st = it->symlink_status(ec);
+    if (ec) return false;
+    fs::path to = dir / rel;
+    if (fs::is_directory(st)) {
+      fs::create_directory(to, ec);
+    } else if (skip.count(rel)) {
+      continue;
+    } else if (fs::is_symlink(st)) {
+      fs::create_symlink(fs::read_symlink(it->path(), ec), to, ec);
+    } else {
+      fs::create_hard_link(it->path(), to, ec);
+    }
+    if (ec) return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
+void GitSnapshots::check_out(const SnapshotRef& snap, const std::string& dir, const std::string& like) {
+  std::error_code ec;
   Removed index{dir + ".index"};
   Env env{{"GIT_INDEX_FILE", index.path}};
   must(git(snap.repo, {"read-tree", snap.commit}, env),
        fmt::format("git read-tree {} in {}", short_commit(snap.commit), snap.repo));
   std::string prefix = fs::absolute(dir).lexically_normal().string();
   if (prefix.back() != '/') prefix += '/';
+  // Sharing the files another snapshot's checkout holds that this one did not change: only the
+  // changed ones are written (a snapshot of a 1 GB tree with a few files edited costs what they
+  // do). Where that cannot be done (the other commit is unknown here, a link fails), all are.
+  if (!like.empty()) {
+    std::string base = fs::path(like).filename().string();
+    CommandResult diff = git(snap.repo, {"diff-tree", "-r", "-z", "--no-renames", base + "^{tree}", snap.commit + "^{tree}"});
+    if (diff.status == 0) {
+      std::set<std::string> gone, changed = changed_paths(diff.out, gone);
+      std::set<std::string> skip = changed;
+      skip.insert(gone.begin(), gone.end());
+      if (link_copy(like, dir, skip)) {
+        // git keeps no empty folder: one whose files are all gone is gone too.
+        for (const std::string& p : gone)
+          for (fs::path f = (fs::path(dir) / p).parent_path(); f != fs::path(dir) && fs::is_empty(f, ec) && !ec;
+               f = f.parent_path())
+            fs::remove(f, ec);
+        std::vector<std::string> args{"checkout-index", "-f", "--prefix=" + prefix, "--"};
+        size_t fixed = args.size();
+        for (auto p = changed.begin(); p != changed.end();) {  // a few hundred paths a command
+          args.push_back(*p++);
+          if (args.size() - fixed == 500 || p == changed.end()) {
+            must(git(snap.repo, args, env), fmt::format("git checkout-index of {}", short_commit(snap.commit)));
+            args.resize(fixed);
+          }
+        }
+        return;
+      }
+    }
+    remove_checkout(dir);
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw SnapshotError(fmt::format("cannot create {}: {}", dir, ec.message()));
   must(git(snap.repo, {"checkout-index", "-a", "-f", "--prefix=" + prefix}, env),
        fmt::format("git checkout-index of {}", short_commit(snap.commit)));
 }
@@ -235,8 +313,17 @@ std::string ensure_checkout(Snapshots& snapshots, const std::string& root, const
   if (ec) throw SnapshotError(fmt::format("cannot create {}: {}", root, ec.message()));
   std::string tmp = fmt::format("{}/.{}.tmp-{}", root, short_commit(snap.commit), ::getpid());
   if (fs::exists(tmp, ec)) remove_checkout(tmp);
+  // The newest checkout there: the snapshot before this one, most likely, and the closest to it.
+  std::string like;
+  fs::file_time_type newest;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::error_code ec2;
+    if (e.path().filename().string().starts_with(".") || !e.is_directory(ec2) || e.is_symlink(ec2)) continue;
+    fs::file_time_type t = e.last_write_time(ec2);
+    if (!ec2 && (like.empty() || t > newest)) like = e.path().string(), newest = t;
+  }
   try {
-    snapshots.check_out(snap, tmp);
+    snapshots.check_out(snap, tmp, like);
   } catch (...) {
     remove_checkout(tmp);
     throw;

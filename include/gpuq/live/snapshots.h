@@ -35,8 +35,11 @@ class Snapshots {
   /// refs/gpuq/snapshots/COMMIT); the same tree on the same HEAD gives the same commit.
   /// Throws SnapshotError.
   virtual SnapshotRef take(const std::string& workdir, double now) = 0;
-  /// Writes the snapshot's files into the folder `dir` (absent before). Throws SnapshotError.
-  virtual void check_out(const SnapshotRef& snap, const std::string& dir) = 0;
+  /// Writes the snapshot's files into the folder `dir` (absent before). `like`: the read-only
+  /// checkout of another snapshot (its folder, named by the commit's first 12 digits), whose
+  /// files the snapshot did not change it may share (hard links) instead of writing them again;
+  /// "" for none. Throws SnapshotError.
+  virtual void check_out(const SnapshotRef& snap, const std::string& dir, const std::string& like = "") = 0;
   /// True when the repository's tree on disk is no longer the snapshot's; nullopt when it
   /// cannot tell (the repository is gone).
   virtual std::optional<bool> changed_since(const SnapshotRef& snap) = 0;
@@ -52,7 +55,7 @@ class GitSnapshots : public Snapshots {
   explicit GitSnapshots(std::vector<std::string> left_out = {}) : left_out_(std::move(left_out)) {}
   std::string repo_of(const std::string& workdir, std::string* why) override;
   SnapshotRef take(const std::string& workdir, double now) override;
-  void check_out(const SnapshotRef& snap, const std::string& dir) override;
+  void check_out(const SnapshotRef& snap, const std::string& dir, const std::string& like = "") override;
   std::optional<bool> changed_since(const SnapshotRef& snap) override;
 
  private:
