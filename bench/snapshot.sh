@@ -7,7 +7,10 @@
 #   checkout  `gpuq run` of 1 job (`true`) from a snapshot, less the same run without snapshots
 #   per job   `gpuq run` of 50 jobs from one snapshot, 49 of them after the first (deps): from the
 #             first's end (its checkout made) to the last end, less the same without snapshots, over 49
-# The checkout writes every file: its time is the disk's, as a `cp -r` of the same files shows (on
+#   next      the next snapshot (10 more files edited, `gpuq add`) while a job runs from the last
+#             one's checkout: from the add to the new job's start, its checkout sharing the
+#             unchanged files of the last (hard links), and the same made whole
+# A first checkout writes every file: its time is the disk's, as a `cp -r` of the same files shows (on
 # a VM whose disk is shared, both took from 3 to 30 s for 1 GB, from one minute to the next).
 # Usage: bash bench/snapshot.sh [FILES] [MB]   (after a build: build/gpuq)
 set -euo pipefail
@@ -92,6 +95,39 @@ rest_off=$(after_first "$work/many-off")
 grep -h "snapshot" "$work/many-git/plan.out" | sed 's/^/  run: /'
 checkout=$(echo "$one - $one_off" | bc)
 per_job=$(echo "scale=4; ($rest - $rest_off) / 49" | bc)
+# The next snapshot while the run still holds the last one's checkout (a job runs from it): `gpuq
+# add` after 10 more files edited; the time from the add to the new job's start (its checkout
+# made), with the checkout shared (hard links) or, where the running job has no snapshot, whole.
+next_start() {  # next_start(NAME SNAPSHOT-OF-THE-RUNNING-JOB): seconds from the add to j1's start
+  local dir=$work/$1
+  mkdir -p "$dir"
+  python3 - "$dir/plan.json" "$2" <<'PY'
+import json, sys
+json.dump({"workdir": "../repo", "settings": {"snapshot": "git", "gpus": "0"},
+           "jobs": [{"id": "j0", "script": "gate.sh", "gpus": 0, "snapshot": sys.argv[2]}]}, open(sys.argv[1], "w"))
+PY
+  rm -f "$work/go"
+  "$G" run --plan "$dir/plan.json" --gpu-probe none --max-retries 0 --poll 1 > "$dir/plan.out" 2>&1 &
+  local pid=$!
+  until grep -q '"event": *"start"' "$dir/plan.events.jsonl" 2>/dev/null; do sleep 0.1; done
+  for k in $(seq 0 9); do head -c 1000 /dev/urandom >> "$repo/d1$k/f0001$k.bin"; done
+  sync
+  local a
+  a=$(now)
+  "$G" add --plan "$dir/plan.json" --id j1 --gpus 0 -- true.sh > /dev/null
+  until [[ $(grep -c '"event": *"start"' "$dir/plan.events.jsonl") -ge 2 ]]; do sleep 0.05; done
+  touch "$work/go"
+  wait "$pid" || true
+  python3 - "$dir/plan.events.jsonl" "$a" <<'PY'
+import json, sys
+starts = {e["id"]: e["t"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "start"}
+print(f"{starts['j1'] - float(sys.argv[2]):.3f}")
+PY
+}
+echo "while [ ! -e \"$work/go\" ]; do sleep 0.1; done" > "$repo/gate.sh"
+git -C "$repo" add gate.sh
+next_shared=$(next_start next-shared git)
+next_whole=$(next_start next-whole off)
 printf 'cp -r of the files, and sync (reference) %.2f s\n' "$copy"
 printf 'take (gpuq add)                 %8.2f s\n' "$take"
 printf 'take again, nothing changed     %8.2f s (%s)\n' "$again" "$same"
@@ -99,3 +135,4 @@ printf 'run 1 job:  snapshot / off      %8.2f / %.2f s -> take + checkout %.2f s
 printf 'run 50 jobs: snapshot / off     %8.2f / %.2f s\n' "$many" "$many_off"
 printf '49 jobs after the first: snapshot / off %.2f / %.2f s (their launch to the last end)\n' "$rest" "$rest_off"
 printf 'each job beyond the first       %8.4f s\n' "$per_job"
+printf 'next snapshot, from add to start: checkout shared / whole %.2f / %.2f s\n' "$next_shared" "$next_whole"
