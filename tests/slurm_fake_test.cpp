@@ -59,7 +59,7 @@ TEST(SlurmFake, MaxQueuedKeepsAtMostThatManyOfThePlansJobsInTheQueue) {
   for (int i = 0; i < 5; ++i)
     jobs += fmt::format(R"({}{{"id": "j{}", "script": "wait.sh", "gpus": 1, "est_hours": 0.1}})", i ? "," : "", i);
   d.write("plan.json", "[" + jobs + "]");
-  auto r = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--max-queued", "2", "--poll", "1"}, d.path(),
+  auto r = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--max-queued", "2", "--poll", "0.3"}, d.path(),
                       slurm.env());
   ASSERT_TRUE(eventually([&] { return slurm.jobs().size() >= 2; })) << r->out() << r->err();
   ASSERT_TRUE(ticks_pass(slurm, 3)) << r->out() << r->err();
@@ -85,7 +85,7 @@ TEST(SlurmFake, AnUnreadableQueueSubmitsNothingUntilSqueueAnswers) {
   d.write("ok.sh", "echo ran\n");
   d.write("plan.json", R"([{"id": "a", "script": "ok.sh", "gpus": 1, "est_hours": 0.1}])");
   d.write("slurm/squeue.garbage", "<html>502 Bad Gateway</html>\n");
-  auto r = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "1"}, d.path(), slurm.env());
+  auto r = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "0.3"}, d.path(), slurm.env());
   const std::string garbage =
       "not submitting more jobs for now: Slurm's queue cannot be read (squeue --json: not a JSON object with a "
       "\"jobs\" list); submitting waits; submitting goes on once the queue drains";
