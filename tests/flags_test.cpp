@@ -1,5 +1,7 @@
 // One end-to-end test per setting flag no other test passes on the command line: each runs the
 // built binary with the flag, and fails if the flag were ignored (its default would do otherwise).
+// The --slurm flags that reach sbatch (--account, --qos, --time-margin) are in
+// slurm_fake_test.cpp, beside the fake Slurm they need; history --since in journal_test.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

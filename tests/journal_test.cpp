@@ -691,6 +691,81 @@ TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnyt
   EXPECT_THAT(bad.err, HasSubstr("--since yesterday: not a time"));
 }
 
+// history --since, the rest of its forms (issue 31): a date, or a date and a time (minutes or
+// seconds, after a space or a T), is the command's local time (TZ): the same words are an
+// instant 9 h later 9 h west of UTC; a number of seconds ("s") or a fraction of a unit counts
+// back from now; and whatever is no time (a unit it does not know, a negative age, a small
+// bare number, a month 13, words after the time, infinity) is refused naming the flag, with
+// nothing printed.
+TEST(EventLogRun, HistorySinceReadsDatesAsLocalTimeAndRefusesWhatIsNoTime) {
+  TempDir d;
+  d.write("x.sh", "exit 0\n");
+  d.write("plan.json", R"([{"id": "old", "script": "x.sh"}, {"id": "recent", "script": "x.sh"},
+                           {"id": "now", "script": "x.sh"}])");
+  double now = static_cast<double>(std::time(nullptr));
+  std::string log;
+  auto attempt = [&](const std::string& id, double start, std::optional<double> end) {
+    Event s;
+    s.t = start;
+    s.kind = "start";
+    s.id = id;
+    s.by = "run";
+    log += event_line(s) + "\n";
+    if (!end) return;
+    Event e = s;
+    e.kind = "end";
+    e.t = *end;
+    e.outcome = "done";
+    e.exit = 0;
+    log += event_line(e) + "\n";
+  };
+  attempt("old", now - 4 * 86400, now - 3 * 86400);  // ended 3 days ago
+  attempt("recent", now - 7200, now - 3600);         // ended an hour ago
+  attempt("now", now - 600, std::nullopt);           // running
+  d.write("plan.events.jsonl", log);
+  auto ids = [&](const std::string& since, const std::string& tz = "UTC") {
+    auto h = run_gpuq({"history", "--plan", "plan.json", "--json", "--since", since}, d.path(), {{"TZ", tz}});
+    EXPECT_EQ(h.status, 0) << since << ": " << h.err;
+    std::set<std::string> out;
+    for (const auto& a : json::parse(h.out.empty() ? "[]" : h.out)) out.insert(a["id"].get<std::string>());
+    return out;
+  };
+  // The UTC wall-clock text of `t`, written with `format`.
+  auto utc = [](double t, const char* format) {
+    std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, format, &tm);
+    return std::string(buf);
+  };
+  using Ids = std::set<std::string>;
+  for (const char* format : {"%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"}) {
+    SCOPED_TRACE(format);
+    EXPECT_EQ(ids(utc(now - 7200, format)), (Ids{"recent", "now"}));  // two hours ago, in UTC
+    std::string half_hour_ago = utc(now - 1800, format);
+    EXPECT_EQ(ids(half_hour_ago), Ids{"now"});
+    // The same words 9 h east of UTC were 9 h earlier; 9 h west, 9 h later (after now: nothing).
+    EXPECT_EQ(ids(half_hour_ago, "EAST-9"), (Ids{"recent", "now"}));
+    EXPECT_EQ(ids(half_hour_ago, "WEST+9"), Ids{});
+  }
+  // A date alone is its midnight: two days ago, after the end of old and before recent's.
+  EXPECT_EQ(ids(utc(now - 2 * 86400, "%Y-%m-%d")), (Ids{"recent", "now"}));
+  EXPECT_EQ(ids(utc(now - 5 * 86400, "%Y-%m-%d")), (Ids{"old", "recent", "now"}));
+  EXPECT_EQ(ids("1.5h"), (Ids{"recent", "now"}));
+  EXPECT_EQ(ids("0.5h"), Ids{"now"});
+  EXPECT_EQ(ids("5400s"), (Ids{"recent", "now"}));
+  EXPECT_EQ(ids("1800s"), Ids{"now"});
+  EXPECT_EQ(ids("3.5d"), (Ids{"old", "recent", "now"}));
+  for (std::string bad : {"6x", "2 d", "-2h", "5", "2026-13-01", "2026-12-01 14:00 tomorrow", "inf", "infh", "nanh",
+                          "1e400h", "14:00"}) {
+    auto h = run_gpuq({"history", "--plan", "plan.json", "--since", bad}, d.path(), {{"TZ", "UTC"}});
+    EXPECT_EQ(h.status, 2) << bad << ": " << h.out;
+    EXPECT_THAT(h.err, HasSubstr("gpuq history: --since " + bad + ": not a time")) << bad;
+    EXPECT_EQ(h.out, "") << bad;
+  }
+}
+
 // Twenty events at once and a hook that takes a second: at most 8 hooks run at a time (the rest
 // wait their turn, none is dropped), each event reaches the hook once, and run does not wait
 // for them to start its jobs.
