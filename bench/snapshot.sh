@@ -96,9 +96,10 @@ grep -h "snapshot" "$work/many-git/plan.out" | sed 's/^/  run: /'
 checkout=$(echo "$one - $one_off" | bc)
 per_job=$(echo "scale=4; ($rest - $rest_off) / 49" | bc)
 # The next snapshot while the run still holds the last one's checkout (a job runs from it): `gpuq
-# add` after 10 more files edited; the time from the add to the new job's start (its checkout
-# made), with the checkout shared (hard links) or, where the running job has no snapshot, whole.
-next_start() {  # next_start(NAME SNAPSHOT-OF-THE-RUNNING-JOB): seconds from the add to j1's start
+# add` after 10 more files edited; the time from the add to the new job's end (it runs `true`
+# once its checkout is made), with the checkout shared (hard links) or, where the running job
+# has no snapshot, whole.
+next_start() {  # next_start(NAME SNAPSHOT-OF-THE-RUNNING-JOB): seconds from the add to j1's end
   local dir=$work/$1
   mkdir -p "$dir"
   python3 - "$dir/plan.json" "$2" <<'PY'
@@ -115,13 +116,13 @@ PY
   local a
   a=$(now)
   "$G" add --plan "$dir/plan.json" --id j1 --gpus 0 -- true.sh > /dev/null
-  until [[ $(grep -c '"event": *"start"' "$dir/plan.events.jsonl") -ge 2 ]]; do sleep 0.05; done
+  until grep '"j1"' "$dir/plan.events.jsonl" | grep -q '"event": *"end"'; do sleep 0.05; done
   touch "$work/go"
   wait "$pid" || true
   python3 - "$dir/plan.events.jsonl" "$a" <<'PY'
 import json, sys
-starts = {e["id"]: e["t"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "start"}
-print(f"{starts['j1'] - float(sys.argv[2]):.3f}")
+ends = {e["id"]: e["t"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "end"}
+print(f"{ends['j1'] - float(sys.argv[2]):.3f}")
 PY
 }
 echo "while [ ! -e \"$work/go\" ]; do sleep 0.1; done" > "$repo/gate.sh"
@@ -135,4 +136,4 @@ printf 'run 1 job:  snapshot / off      %8.2f / %.2f s -> take + checkout %.2f s
 printf 'run 50 jobs: snapshot / off     %8.2f / %.2f s\n' "$many" "$many_off"
 printf '49 jobs after the first: snapshot / off %.2f / %.2f s (their launch to the last end)\n' "$rest" "$rest_off"
 printf 'each job beyond the first       %8.4f s\n' "$per_job"
-printf 'next snapshot, from add to start: checkout shared / whole %.2f / %.2f s\n' "$next_shared" "$next_whole"
+printf 'next snapshot, from add to its job'"'"'s end: checkout shared / whole %.2f / %.2f s\n' "$next_shared" "$next_whole"
