@@ -139,6 +139,7 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   std::fill(declared_.begin(), declared_.end(), 0);
   std::fill(busy_.begin(), busy_.end(), 0);
   ready_.clear();
+  in_ready_.assign(n, 0);
   retries_.clear();
   loose_.clear();
   work_.clear();
@@ -215,6 +216,10 @@ double Engine::declared_gib(size_t g, int node) const {
 
 void Engine::update_ready(size_t j) {
   bool want = kind(j) == LifeKind::Waiting && unmet_[j] == 0 && files_[j];
+  // Most calls change nothing (a dependent of a job that started is still not ready): a byte
+  // per job says so without the ready set's rank lookup (320,000 calls in a status of 100k jobs).
+  if (want == static_cast<bool>(in_ready_[j])) return;
+  in_ready_[j] = want;
   if (want)
     ready_.insert(j);
   else
@@ -341,6 +346,10 @@ std::string Engine::recount() const {
     }
     if (unmet != unmet_[j]) out += fmt::format("{}: {} unmet deps, kept {}; ", plan_.jobs[j].id, unmet, unmet_[j]);
     if (failing != failing_[j]) out += fmt::format("{}: {} failing deps, kept {}; ", plan_.jobs[j].id, failing, failing_[j]);
+    bool ready = k == LifeKind::Waiting && unmet == 0 && files_[j];
+    if (ready != ready_.contains(j) || ready != static_cast<bool>(in_ready_[j]))
+      out += fmt::format("{}: ready {}, in the ready set {}, marked {}; ", plan_.jobs[j].id, ready, ready_.contains(j),
+                         int(in_ready_[j]));
     if (k == LifeKind::Blocked && failing == 0) {
       ++releasable;
       if (std::find(loose_.begin(), loose_.end(), j) == loose_.end())

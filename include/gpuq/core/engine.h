@@ -300,6 +300,7 @@ class Engine {
   std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
+  std::vector<char> in_ready_;     // per job: in ready_ (update_ready's shortcut)
   std::vector<size_t> loose_;      // blocked jobs whose failing deps fell to 0 (some may have left or
                                    // failed again since): what the next retry releases
   size_t releasable_ = 0;          // blocked jobs no plain dep of which fails: a retry releases them
