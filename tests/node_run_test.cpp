@@ -154,7 +154,7 @@ TEST(NodeRun, ThreeUsersShareEightGpusNoneHeldTwiceEachJobOnceFairly) {
   for (const std::string& u : users) {
     std::optional<uid_t> uid = ensure_user(u);
     ASSERT_TRUE(uid) << "useradd " << u;
-    folders.push_back(node.folder(u, plan_of_jobs(u.substr(2, 1), 8), *uid));
+    folders.push_back(node.folder(u, plan_of_jobs(u.substr(2, 1), 8, "1.5"), *uid));
   }
   std::vector<std::unique_ptr<Background>> runs;
   for (size_t k = 0; k < users.size(); ++k) runs.push_back(node.run_as(users[k], folders[k]));

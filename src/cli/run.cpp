@@ -269,6 +269,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   run->add_option("--qos", f.qos, "--slurm: the quality of service (sbatch --qos)");
   run->add_option("--max-queued", f.max_queued, "--slurm: at most this many of the plan's jobs in Slurm's queue")
       ->capture_default_str()
+      ->type_name("N")
       ->check(CLI::PositiveNumber);
   run->add_option("--time-margin", f.time_margin,
                   "--slurm: a job without time_limit_hours gets sbatch --time of est_hours x this")
