@@ -330,6 +330,10 @@ TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   double from = unix_now();
   Background job({"sleep", "2"}, node.root.path());
   plant(node, "daemon", claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), 999999));
+  Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env);
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_NE(s.out.find("7 of 8 GPUs held"), std::string::npos) << s.out;
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +theirs +\\[0, 1, 2, 3, 4, 5, 6\\] +running")) << s.out;
   Output o = run_beside(node);
   EXPECT_EQ(o.status, 0) << o.out << o.err;
   std::vector<Ran> mine = records("root", node.root.path() + "/root");
