@@ -1,6 +1,10 @@
 // `gpuq status --node`: every user's running and waiting jobs on a shared node, as text.
 #pragma once
 
+#ifdef GPUQ_CORE
+#error "the core does not include views: it returns data, views print it"
+#endif
+
 #include <string>
 #include <vector>
 
