@@ -137,7 +137,7 @@ std::string plan_of_jobs(const std::string& prefix, int n, const std::string& sl
   for (int i = 0; i < n; ++i)
     p += (i ? ",\n" : "") + std::string("{\"id\": \"") + prefix + std::to_string(i) +
          "\", \"script\": \"job.sh\", \"gpus\": " + std::to_string(1 + i % 2) +
-         ", \"est_hours\": 0.0002, \"args\": [\"" + sleep + "\"]}";
+         ", \"est_hours\": " + std::to_string(std::stod(sleep) / 3600) + ", \"args\": [\"" + sleep + "\"]}";
   return p + "]";
 }
 
