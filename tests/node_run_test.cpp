@@ -341,3 +341,17 @@ TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   for (const Ran& r : mine)
     if (r.start < from + 1.9) EXPECT_EQ(r.gpus, (std::vector<int>{7})) << r.id << " started while the claim lived\n" << o.out;
 }
+
+TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
+  Node node;
+  std::string f = node.folder("me", plan_of_jobs("r", 1, "0.1"), geteuid());
+  std::map<std::string, std::string> env = node.env;
+  env["GPUQ_NODE_DIR"] = node.dir;
+  Output shared = run_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, f, env);
+  EXPECT_EQ(shared.status, 0) << shared.out << shared.err;
+  EXPECT_NE(shared.out.find("sharing the node with other users' runs through " + node.dir), std::string::npos)
+      << shared.out;
+  Output alone = run_gpuq({"run", "--plan", "plan.json", "--node-dir", "off"}, f, env);
+  EXPECT_EQ(alone.status, 0) << alone.out << alone.err;
+  EXPECT_EQ(alone.out.find("sharing the node"), std::string::npos) << alone.out;
+}
