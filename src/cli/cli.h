@@ -59,6 +59,9 @@ struct Flags : Settings {
   bool add_dry_run = false;  ///< add --dry-run: what it would move, nothing written
   std::vector<std::string> add_deps;
   std::vector<std::string> add_script;  ///< the script, then its arguments
+  // run on a shared node (node_dir.h):
+  bool status_node = false;  ///< status --node: every user's jobs on the shared node
+  std::string node_dir;  ///< --node-dir: "" for $GPUQ_NODE_DIR, else /var/lib/gpuq when usable; "off": alone
   // run --slurm (slurm.h):
   bool slurm = false;
   std::string partition, account, qos;

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   bool takes_plan = false;
   for (const CLI::App* sub : app.get_subcommands())
     takes_plan = takes_plan || (sub->get_option_no_throw("--plan") && sub->get_name() != "gpus");  // gpus: optional
+  if (f.status_node) takes_plan = false;  // status --node: the node's jobs, of every plan
   if (action && takes_plan && !resolve_plan(f)) return kExitBadInput;
   if (action && takes_plan) set_hint_flags(hint_flags_for(f));
   try {

@@ -133,6 +133,7 @@ int cmd_run(Flags& f) {
   }
   Workdir wd = workdir_of(f, plan->workdir);
   opt.workdir = wd.path;
+  opt.node_dir = f.node_dir;
   PlanPaths paths = plan_paths(f);
   State state = read_state(paths);
   std::optional<Plan> slurm_plan;
@@ -256,6 +257,10 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   auto* run = app.add_subcommand("run", "run the plan: start jobs as they become ready, until all are finished");
   add_flags(run, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_run_settings(run, f);
+  run->add_option("--node-dir", f.node_dir,
+                  "share the node's GPUs fairly with other users' runs through DIR (default: $GPUQ_NODE_DIR, else "
+                  "/var/lib/gpuq when it exists and you may write there; off: run alone)")
+      ->type_name("DIR");
   run->add_flag("--slurm", f.slurm,
                 "submit each ready job to Slurm (sbatch) instead of starting it here; gpuq keeps the plan's deps, "
                 "priorities and retries, Slurm places the jobs (doc/slurm.md)");
@@ -264,6 +269,7 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   run->add_option("--qos", f.qos, "--slurm: the quality of service (sbatch --qos)");
   run->add_option("--max-queued", f.max_queued, "--slurm: at most this many of the plan's jobs in Slurm's queue")
       ->capture_default_str()
+      ->type_name("N")
       ->check(CLI::PositiveNumber);
   run->add_option("--time-margin", f.time_margin,
                   "--slurm: a job without time_limit_hours gets sbatch --time of est_hours x this")

@@ -17,6 +17,9 @@
 
 
 #include "gpuq/live/phase.h"
+#include "gpuq/live/node_dir.h"
+#include "gpuq/live/proc.h"
+#include "gpuq/views/node_text.h"
 #include "gpuq/live/async.h"
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/local_files.h"
@@ -341,7 +344,30 @@ std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
   return Loaded{std::move(*gpus), std::move(*kept.plan)};
 }
 
+// status --node: the node directory's users, their running and waiting jobs.
+int cmd_status_node(Flags& f) {
+  std::string dir = choose_node_dir(f.node_dir);
+  if (dir.empty()) {
+    fmt::print(stderr, "gpuq status --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it exists "
+                       "and you may write there)\n", kDefaultNodeDir);
+    return kExitBadInput;
+  }
+  try {
+    std::string err;
+    std::optional<std::vector<int>> ids = parse_gpu_list(f.gpus.empty() ? "0-7" : f.gpus, &err);
+    if (!ids) throw std::runtime_error("--gpus: " + err);
+    GpuMask node = mask_of(*ids);
+    NodeView v = read_node_dir(dir, node);
+    fmt::print("{}", node_text(dir, v.users, v.notes, node, unix_now(), v.config, f.backfill_max_hours));
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gpuq status --node: {}\n", e.what());
+    return kExitFailure;
+  }
+}
+
 int cmd_status(Flags& f) {
+  if (f.status_node) return cmd_status_node(f);
   huge_page_heap();
   phase("start");
   // The state is read on a second core while this one reads the plan (bench/run.sh
@@ -443,6 +469,9 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   add_time_limit_factor(status, f);
   add_gpu_memory(status, f);
   add_quiet_minutes(status, f);
+  status->add_flag("--node", f.status_node, "every user's running and waiting jobs on the shared node (--node-dir)");
+  status->add_option("--node-dir", f.node_dir, "the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
+      ->type_name("DIR");
   status->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")
       ->type_name(kFileType);

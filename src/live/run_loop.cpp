@@ -49,9 +49,11 @@ TickResult RunLoop::tick() {
     watch_quiet(t);
     note_progress(t);
     phase("tick: refresh, probe");
+    node_enter(t);
     decide(t);
     phase("tick: decide");
     start(t);
+    node_publish(t);
     save(t);
     phase("tick: start, save");
     release_started(t);

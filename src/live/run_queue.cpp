@@ -9,6 +9,7 @@
 
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/local_files.h"
+#include "gpuq/live/node_dir.h"
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/proc.h"
@@ -117,6 +118,16 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     loop.use_snapshots(&snapshots, snapshots_root(paths.state), workdir, opt.snapshot);
     loop.snapshot_again(opt.snapshot_changed);
   }
+  // A node shared with other users' runs (not in Slurm mode: Slurm places the jobs).
+  std::optional<NodeShare> node;
+  if (!slurm)
+    if (std::string dir = choose_node_dir(opt.node_dir); !dir.empty()) {
+      std::error_code ec;
+      std::string plan_path = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
+      node.emplace(dir, plan_path, mask_of(opt.node_gpus), opt.placement, opt.backfill_max_hours);
+      loop.share_node(&*node);
+      say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
+    }
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.record_predictions(predictions_path_for(paths.state));
   loop.pause_from([&paths] { return paused_since(paths); });

@@ -24,6 +24,7 @@ struct RunLoop::Tick {
   bool fresh = false;                      // the state was read from the store (not kept from the last tick)
   bool saved = false;
   bool paused = false;                     // `gpuq pause`: nothing starts
+  bool node_in = false;                    // this tick holds the node lock (node_enter)
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
 };
 

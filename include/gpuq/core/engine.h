@@ -231,6 +231,8 @@ class Engine {
   double declared_gib(size_t g, int node = 0) const;
   /// Ready to start (waiting, deps met, files present).
   bool ready(size_t j) const { return ready_.contains(j); }
+  /// The first `limit` ready jobs, in ready order (a shared node publishes them).
+  std::vector<size_t> ready_jobs(size_t limit) const { return ready_.in_order(limit); }
   /// The incremental counts, counted again from the lives (for tests): "" when they agree, else
   /// what differs.
   std::string recount() const;

@@ -17,6 +17,7 @@
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/hooks.h"
 #include "gpuq/live/journal.h"
+#include "gpuq/live/node_dir.h"
 #include "gpuq/live/plan_watch.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/queue.h"
@@ -99,6 +100,11 @@ class RunLoop {
     hooks_ = hooks;
   }
 
+  /// Shares the node with other users' runs through `node` (node_dir.h): each tick decides under
+  /// the node lock with every run's holds and wants, starts only the jobs the node-wide decision
+  /// gives GPUs, and publishes what it holds and wants before its new jobs are let run. Null: alone.
+  void share_node(NodeShare* node) { node_ = node; }
+
   /// Appends each prediction the eta step makes (accuracy.h) to `path` ("": none).
   void record_predictions(std::string path) { predictions_path_ = std::move(path); }
 
@@ -141,6 +147,8 @@ class RunLoop {
   void note_progress(Tick& t);
   void watch_eta(Tick& t);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
+  void node_enter(Tick& t);
+  void node_publish(Tick& t);
   void decide(Tick& t);
   void start(Tick& t);
   void save(Tick& t);
@@ -171,6 +179,8 @@ class RunLoop {
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line
   bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
+  NodeShare* node_ = nullptr;              // share_node
+  std::string node_problem_;               // the last node-dir problem said
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   bool hooks_begun_ = false;               // given the log's past (HookRunner::begin)

@@ -1,0 +1,108 @@
+// A node shared by several users' runs: what each run publishes in the node directory (its
+// holds and its wants), the fair-share order between users, and the one node-wide decision
+// every run computes from the same data. Pure: no file, no clock, no process.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuq/core/gpus.h"
+#include "gpuq/core/topology.h"
+
+namespace gpuq {
+
+/// A running job a run holds GPUs for.
+struct NodeHold {
+  std::string id;
+  std::vector<int> gpus;
+  long long pid = 0;                  ///< its process (group leader); 0: not known yet
+  unsigned long long pid_start = 0;   ///< /proc/PID/stat's start time of `pid` (0: not known)
+  double start = 0;                   ///< seconds since the epoch
+  double est_hours = 0;
+};
+
+/// A ready job of a run that waits for GPUs, in its run's ready order.
+struct NodeWant {
+  std::string id;
+  int gpus = 1;
+  double priority = 50;
+  double est_hours = 1;
+};
+
+/// One `gpuq run` on the node: its plan, its process, what it holds and wants.
+struct NodeRun {
+  std::string plan;                   ///< the plan's absolute path (a run of the same plan replaces it)
+  long long pid = 0;
+  unsigned long long pid_start = 0;
+  double updated = 0;                 ///< when it last wrote its entry
+  double accounted = 0;               ///< when its holds were last added to its user's usage
+  std::vector<NodeHold> holds;
+  std::vector<NodeWant> wants;
+};
+
+/// One user's file: their runs and their decayed GPU-hours.
+struct NodeUser {
+  std::string name;
+  double usage_gpu_hours = 0;         ///< decayed GPU-hours as of `usage_at`
+  double usage_at = 0;
+  std::vector<NodeRun> runs;
+};
+
+/// The node's fair-share figures (the node config).
+struct NodeConfig {
+  double half_life_days = 7;          ///< usage halves in this long
+};
+
+/// `usage` GPU-hours at `at`, decayed to `now` with the half-life.
+double decayed_usage(double usage, double at, double now, double half_life_days);
+
+/// Adds what `run`'s holds used since it last accounted (GPU-hours, up to `now`) to `user`'s
+/// usage, decayed to `now` first; `run.accounted` becomes `now`.
+void account_usage(NodeUser& user, NodeRun& run, double now, double half_life_days);
+
+/// The text of a user's file (JSON), and back. read_node_user never throws: a file that is not
+/// a user file gives nullopt and `problem`; a hold it cannot accept (a GPU outside `node`, a GPU
+/// claimed twice, a pid <= 1) is left out and named in `refused`, the rest kept.
+std::string write_node_user(const NodeUser& user);
+std::optional<NodeUser> read_node_user(std::string_view text, const std::string& name, GpuMask node,
+                                       std::string* problem, std::vector<std::string>* refused);
+
+/// A want placed in the fair-share order, with whose it is.
+struct NodeSlot {
+  size_t user = 0, run = 0, want = 0;  ///< indices into the users given, their runs, its wants
+};
+
+/// The order in which the node's ready jobs are considered: between users, the one with the
+/// least charge first, where a user's charge is their decayed usage plus the GPU-hours still
+/// ahead of their holds (GPUs x what is left of est_hours), and each want placed adds its
+/// GPUs x est_hours (so that equal users alternate); ties by user name. Within a user: their
+/// wants by priority (lower first), then run (as given), then the run's own order.
+std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now, const NodeConfig& config);
+
+/// A want the node-wide pass gives GPUs.
+struct NodeStart {
+  NodeSlot slot;
+  std::vector<int> gpus;
+};
+
+/// The node-wide decision: the GPUs every run's holds take, and the wants the scheduling pass
+/// (schedule.h: the same rules as a plan's, backfill included) starts, in fair order, on the
+/// GPUs of `free` no hold takes.
+struct NodeDecision {
+  GpuMask held = 0;
+  std::vector<NodeStart> starts;
+  std::vector<NodeSlot> order;
+};
+
+/// One decision for the whole node. `free`: the GPUs free as the deciding run sees them
+/// (its node's, less its probe's busy ones); `node`: every GPU of the node.
+NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
+                         const NodeConfig& config, double backfill_max_hours, const Placement* placement);
+
+/// The GPUs the decision gives the wants of (user, plan), in that run's order of its wants.
+GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,
+                 std::string_view plan);
+
+}  // namespace gpuq

@@ -1,0 +1,88 @@
+// The node directory: several users' runs on one node share its GPUs through it, without a
+// daemon. Each user has one file there, DIR/USER.json, that only they write (the file's owner
+// is the proof of whose it is); a node lock (flock on DIR/.lock) makes each run's look, decision
+// and publication one step.
+#pragma once
+
+#if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
+#error "a live header (the OS behind ports) in the core or the views: pass data in instead"
+#endif
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpuq/core/node.h"
+
+namespace gpuq {
+
+/// The node directory cannot be used (its lock, a read, a write): what, on what, and why.
+struct NodeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The default node directory, created by the Debian package for group gpuq.
+inline constexpr const char* kDefaultNodeDir = "/var/lib/gpuq";
+
+/// The node directory to use: `flag` (--node-dir) if given, else $GPUQ_NODE_DIR, else
+/// /var/lib/gpuq when it exists and this user may write there; "" when none ("off" given
+/// either way is none too): the run is alone, as before.
+std::string choose_node_dir(const std::string& flag);
+
+/// What the node directory holds, read and checked: every user's file that could be used, and
+/// a line for each file or claim refused or reaped.
+struct NodeView {
+  std::vector<NodeUser> users;       ///< in name order; claims of ended processes left out
+  std::vector<std::string> notes;    ///< "bo.json refused: ...", "bo's claim for X reaped: ..."
+  NodeConfig config;
+};
+
+/// Reads DIR's user files: each opened without following links, a regular file owned by the
+/// user it is named after, of at most 4 MiB, read as a user file (node.h) against `node`.
+/// Runs whose process has ended lose their wants; holds whose process has ended are left out
+/// (a claim of a run that ended is reaped with a line). Never throws for one file.
+NodeView read_node_dir(const std::string& dir, GpuMask node);
+
+/// A run's share of the node: the node lock, the decision, and its entry in its user's file.
+class NodeShare {
+ public:
+  using Say = std::function<void(const std::string&)>;
+  /// `plan`: the plan's absolute path (its run's key in the user's file).
+  NodeShare(std::string dir, std::string plan, GpuMask node, Placement placement, double backfill_max_hours);
+  ~NodeShare();
+
+  /// Takes the node lock (waiting up to `timeout` seconds), reads the node and decides. Returns
+  /// the GPUs this run may not start on now: every GPU but those the decision gives its `wants`
+  /// (at the first call, every GPU: its wants are published first, so that runs started
+  /// together share from the start).
+  /// Throws NodeError (the lock not taken: the caller starts no job on a GPU).
+  GpuMask enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout = 30);
+
+  /// Writes this run's entry (its holds and its wants now) into its user's file, with its usage
+  /// accounted, then lets the node lock go. Throws NodeError when the file cannot be written.
+  void publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants);
+
+  /// Lets the node lock go (without publishing).
+  void leave();
+
+  const std::string& dir() const { return dir_; }
+  /// Someone else's run waits for GPUs (the last enter saw it).
+  bool others_wait() const { return others_wait_; }
+
+ private:
+  std::string dir_, plan_, me_;
+  GpuMask node_;
+  Placement placement_;
+  double backfill_;
+  int lock_fd_ = -1;
+  std::set<std::string> said_;       // the notes said once
+  std::optional<NodeUser> mine_;     // this user's file as read at enter
+  NodeConfig config_;
+  bool others_wait_ = false;
+  bool first_ = true;
+};
+
+}  // namespace gpuq

@@ -1,0 +1,21 @@
+// `gpuq status --node`: every user's running and waiting jobs on a shared node, as text.
+#pragma once
+
+#ifdef GPUQ_CORE
+#error "the core does not include views: it returns data, views print it"
+#endif
+
+#include <string>
+#include <vector>
+
+#include "gpuq/core/node.h"
+
+namespace gpuq {
+
+/// The node's table: one row per running job (its GPUs, since when), then one per waiting job
+/// in the node's fair order (the GPUs the next decision gives it, or its place in line), then
+/// each user's decayed GPU-hours. `notes` (files refused, claims reaped) come first.
+std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours);
+
+}  // namespace gpuq

@@ -1,0 +1,239 @@
+// A shared node: the users' files as data, fair share, and the node-wide pass.
+#include "gpuq/core/node.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/core/plan.h"
+#include "gpuq/core/schedule.h"
+
+namespace gpuq {
+
+using nlohmann::json;
+
+double decayed_usage(double usage, double at, double now, double half_life_days) {
+  if (!(half_life_days > 0) || !(now > at)) return usage;
+  return usage * std::exp2(-(now - at) / (half_life_days * 86400));
+}
+
+void account_usage(NodeUser& user, NodeRun& run, double now, double half_life_days) {
+  user.usage_gpu_hours = decayed_usage(user.usage_gpu_hours, user.usage_at, now, half_life_days);
+  user.usage_at = std::max(user.usage_at, now);
+  for (const NodeHold& h : run.holds) {
+    double from = std::max(h.start, run.accounted);
+    if (now > from) user.usage_gpu_hours += static_cast<double>(h.gpus.size()) * (now - from) / 3600;
+  }
+  run.accounted = now;
+}
+
+std::string write_node_user(const NodeUser& user) {
+  json runs = json::array();
+  for (const NodeRun& r : user.runs) {
+    json holds = json::array(), wants = json::array();
+    for (const NodeHold& h : r.holds)
+      holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"pid", h.pid}, {"pid_start", h.pid_start},
+                       {"start", h.start}, {"est_hours", h.est_hours}});
+    for (const NodeWant& w : r.wants)
+      wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
+    runs.push_back({{"plan", r.plan}, {"pid", r.pid}, {"pid_start", r.pid_start}, {"updated", r.updated},
+                    {"accounted", r.accounted}, {"holds", holds}, {"wants", wants}});
+  }
+  json j = {{"user", user.name}, {"usage_gpu_hours", user.usage_gpu_hours}, {"usage_at", user.usage_at},
+            {"runs", runs}};
+  return j.dump(1) + "\n";
+}
+
+namespace {
+
+// A finite number at `key`, or throws with the key's name.
+double number(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) throw std::runtime_error(fmt::format("\"{}\" is not a number", key));
+  return v.get<double>();
+}
+
+long long whole(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer() && !v.is_number_unsigned()) throw std::runtime_error(fmt::format("\"{}\" is not a whole number", key));
+  return v.get<long long>();
+}
+
+std::string text(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_string()) throw std::runtime_error(fmt::format("\"{}\" is not a string", key));
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+std::optional<NodeUser> read_node_user(std::string_view text_in, const std::string& name, GpuMask node,
+                                       std::string* problem, std::vector<std::string>* refused) {
+  try {
+    json j = json::parse(text_in);
+    if (!j.is_object()) throw std::runtime_error("not a JSON object");
+    NodeUser u;
+    u.name = text(j, "user");
+    if (u.name != name) throw std::runtime_error(fmt::format("it says it is {}'s", u.name));
+    u.usage_gpu_hours = number(j, "usage_gpu_hours");
+    u.usage_at = number(j, "usage_at");
+    if (u.usage_gpu_hours < 0) throw std::runtime_error("\"usage_gpu_hours\" is negative");
+    const json& runs = j.at("runs");
+    if (!runs.is_array()) throw std::runtime_error("\"runs\" is not a list");
+    GpuMask claimed = 0;
+    for (const json& rj : runs) {
+      if (!rj.is_object()) throw std::runtime_error("a run is not a JSON object");
+      NodeRun r;
+      r.plan = text(rj, "plan");
+      r.pid = whole(rj, "pid");
+      r.pid_start = static_cast<unsigned long long>(whole(rj, "pid_start"));
+      r.updated = number(rj, "updated");
+      r.accounted = number(rj, "accounted");
+      if (r.pid <= 1) throw std::runtime_error(fmt::format("run of {}: pid {} is no run's", r.plan, r.pid));
+      for (const json& hj : rj.at("holds")) {
+        NodeHold h;
+        h.id = text(hj, "id");
+        h.pid = whole(hj, "pid");
+        h.pid_start = static_cast<unsigned long long>(whole(hj, "pid_start"));
+        h.start = number(hj, "start");
+        h.est_hours = number(hj, "est_hours");
+        const json& g = hj.at("gpus");
+        if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
+        std::string bad;
+        GpuMask m = 0;
+        for (const json& x : g) {
+          if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
+          long long id = x.get<long long>();
+          if (id < 0 || id > kMaxGpuId || !(node >> id & 1)) {
+            bad = fmt::format("GPU {}, which this node does not have", id);
+            continue;
+          }
+          GpuMask bit = GpuMask{1} << id;
+          if ((m | claimed) & bit) bad = fmt::format("GPU {} twice", id);
+          m |= bit;
+          h.gpus.push_back(static_cast<int>(id));
+        }
+        if (h.pid < 0 || h.pid == 1) bad = fmt::format("pid {}, which is no job's", h.pid);
+        if (!bad.empty()) {
+          if (refused) refused->push_back(fmt::format("{}'s claim for {} ({}) refused: it claims {}", name, h.id, r.plan, bad));
+          continue;
+        }
+        claimed |= m;
+        r.holds.push_back(std::move(h));
+      }
+      for (const json& wj : rj.at("wants")) {
+        NodeWant w;
+        w.id = text(wj, "id");
+        long long g = whole(wj, "gpus");
+        w.priority = number(wj, "priority");
+        w.est_hours = number(wj, "est_hours");
+        if (g < 1 || g > count(node) || w.est_hours < 0) {
+          if (refused)
+            refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}", name, w.id, r.plan, g,
+                                           w.est_hours));
+          continue;
+        }
+        w.gpus = static_cast<int>(g);
+        r.wants.push_back(std::move(w));
+      }
+      u.runs.push_back(std::move(r));
+    }
+    return u;
+  } catch (const std::exception& e) {
+    if (problem) *problem = e.what();
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+// What is left of a hold's GPU-hours at `now` (its estimate less its time so far; at least none).
+double ahead(const NodeHold& h, double now) {
+  double left = h.est_hours - std::max(0.0, now - h.start) / 3600;
+  return static_cast<double>(h.gpus.size()) * std::max(0.0, left);
+}
+
+}  // namespace
+
+std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now, const NodeConfig& config) {
+  struct Queue {
+    size_t user;
+    double charge;
+    std::vector<NodeSlot> wants;  // in the user's order
+    size_t next = 0;
+  };
+  std::vector<Queue> qs;
+  for (size_t u = 0; u < users.size(); ++u) {
+    Queue q{u, decayed_usage(users[u].usage_gpu_hours, users[u].usage_at, now, config.half_life_days), {}};
+    for (size_t r = 0; r < users[u].runs.size(); ++r) {
+      for (const NodeHold& h : users[u].runs[r].holds) q.charge += ahead(h, now);
+      for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) q.wants.push_back({u, r, w});
+    }
+    auto want = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
+    std::stable_sort(q.wants.begin(), q.wants.end(),
+                     [&](const NodeSlot& a, const NodeSlot& b) { return want(a).priority < want(b).priority; });
+    qs.push_back(std::move(q));
+  }
+  std::vector<NodeSlot> order;
+  while (true) {
+    Queue* best = nullptr;
+    for (Queue& q : qs) {
+      if (q.next >= q.wants.size()) continue;
+      if (!best || q.charge < best->charge ||
+          (q.charge == best->charge && users[q.user].name < users[best->user].name))
+        best = &q;
+    }
+    if (!best) break;
+    NodeSlot s = best->wants[best->next++];
+    const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
+    // A want of no estimate still moves its user back, a little.
+    best->charge += w.gpus * std::max(w.est_hours, 1e-3);
+    order.push_back(s);
+  }
+  return order;
+}
+
+NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
+                         const NodeConfig& config, double backfill_max_hours, const Placement* placement) {
+  NodeDecision d;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds) d.held |= mask_of(h.gpus);
+  d.order = fair_order(users, now, config);
+  // The wants as the jobs of one plan, in fair order (one priority: ready order is position).
+  Plan plan;
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    const NodeSlot& s = d.order[k];
+    const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
+    Job j;
+    j.id = std::to_string(k);
+    j.gpus = w.gpus;
+    j.priority = 0;
+    j.est_hours = w.est_hours;
+    plan.jobs.push_back(std::move(j));
+  }
+  plan.reservations_of.resize(plan.jobs.size());
+  rank_jobs(plan);
+  std::vector<size_t> all(plan.jobs.size());
+  for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+  ReadySet ready(plan, backfill_max_hours, all, false);
+  PassInput in;
+  in.free = free & node & ~d.held;
+  in.node = node;
+  in.placement = placement;
+  PassResult r = schedule_pass(plan, ready, in);
+  for (Start& s : r.starts) d.starts.push_back({d.order[s.job], std::move(s.gpus)});
+  return d;
+}
+
+GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,
+                 std::string_view plan) {
+  GpuMask m = 0;
+  for (const NodeStart& s : d.starts)
+    if (users[s.slot.user].name == user && users[s.slot.user].runs[s.slot.run].plan == plan) m |= mask_of(s.gpus);
+  return m;
+}
+
+}  // namespace gpuq

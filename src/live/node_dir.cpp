@@ -1,0 +1,264 @@
+// The node directory: the users' files read and checked, the node lock, this run's entry.
+#include "gpuq/live/node_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <pwd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gpuq/live/proc.h"
+
+namespace gpuq {
+
+namespace {
+
+constexpr off_t kMaxUserFile = 4 << 20;
+
+std::optional<uid_t> uid_of(const std::string& name) {
+  struct passwd* pw = getpwnam(name.c_str());
+  if (!pw) return std::nullopt;
+  return pw->pw_uid;
+}
+
+std::string name_of(uid_t uid) {
+  struct passwd* pw = getpwuid(uid);
+  return pw ? std::string(pw->pw_name) : fmt::format("uid {}", uid);
+}
+
+// The text of DIR/NAME as a file `owner` owns (nullopt: owner not checked), or why not.
+std::optional<std::string> read_owned(const std::string& path, std::optional<uid_t> owner, std::string* why) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno == ELOOP ? "it is a symbolic link" : fmt::format("open: {}", std::strerror(errno));
+    return std::nullopt;
+  }
+  struct stat st{};
+  std::string text;
+  if (fstat(fd, &st) != 0) {
+    *why = fmt::format("fstat: {}", std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    *why = "it is not a regular file";
+  } else if (owner && st.st_uid != *owner) {
+    *why = fmt::format("it is owned by {}, not by the user it is named after", name_of(st.st_uid));
+  } else if (st.st_size > kMaxUserFile) {
+    *why = fmt::format("it is {} bytes, more than a user file can be", st.st_size);
+  } else {
+    text.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = read(fd, text.data(), text.size());
+    if (n < 0) *why = fmt::format("read: {}", std::strerror(errno));
+    else text.resize(static_cast<size_t>(n));
+  }
+  close(fd);
+  if (!why->empty()) return std::nullopt;
+  return text;
+}
+
+bool alive(long long pid, unsigned long long start) {
+  if (pid <= 1) return false;
+  return process_alive(pid, start ? std::optional<unsigned long long>(start) : std::nullopt);
+}
+
+NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) {
+  NodeConfig c;
+  std::string path = dir + "/node.json", why;
+  if (access(path.c_str(), F_OK) != 0) return c;
+  std::optional<std::string> text = read_owned(path, uid_t{0}, &why);
+  if (!text) {
+    notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, why));
+    return c;
+  }
+  try {
+    nlohmann::json j = nlohmann::json::parse(*text);
+    if (j.contains("half_life_days")) {
+      double h = j.at("half_life_days").get<double>();
+      if (!(h > 0)) throw std::runtime_error("\"half_life_days\" must be more than 0");
+      c.half_life_days = h;
+    }
+  } catch (const std::exception& e) {
+    notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, e.what()));
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string choose_node_dir(const std::string& flag) {
+  std::string dir = flag;
+  if (dir.empty())
+    if (const char* env = std::getenv("GPUQ_NODE_DIR")) dir = env;
+  if (dir == "off") return "";
+  if (!dir.empty()) return dir;
+  struct stat st{};
+  if (stat(kDefaultNodeDir, &st) == 0 && S_ISDIR(st.st_mode) && access(kDefaultNodeDir, W_OK | X_OK) == 0)
+    return kDefaultNodeDir;
+  return "";
+}
+
+NodeView read_node_dir(const std::string& dir, GpuMask node) {
+  NodeView v;
+  v.config = read_config(dir, v.notes);
+  DIR* d = opendir(dir.c_str());
+  if (!d) throw NodeError(fmt::format("opendir({}) failed: {}", dir, std::strerror(errno)));
+  std::vector<std::string> names;
+  while (struct dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n[0] != '.' && n.ends_with(".json") && n != "node.json") names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& file : names) {
+    std::string user = file.substr(0, file.size() - 5), why;
+    std::optional<uid_t> uid = uid_of(user);
+    if (!uid) {
+      v.notes.push_back(fmt::format("{}/{} refused: no user {} on this node", dir, file, user));
+      continue;
+    }
+    std::optional<std::string> text = read_owned(dir + "/" + file, uid, &why);
+    std::vector<std::string> refused;
+    std::optional<NodeUser> u;
+    if (text) u = read_node_user(*text, user, node, &why, &refused);
+    if (!u) {
+      v.notes.push_back(fmt::format("{}/{} refused: {}; {}'s runs are not counted", dir, file, why, user));
+      continue;
+    }
+    for (std::string& r : refused) v.notes.push_back(std::move(r));
+    for (NodeRun& r : u->runs) {
+      bool run_alive = alive(r.pid, r.pid_start);
+      if (!run_alive) r.wants.clear();
+      std::erase_if(r.holds, [&](const NodeHold& h) {
+        if (h.pid ? alive(h.pid, h.pid_start) : run_alive) return false;
+        if (!run_alive)
+          v.notes.push_back(fmt::format("{}'s claim for {} (GPUs {}) reaped: its process {} has ended", user, h.id,
+                                        py_list(h.gpus), h.pid));
+        return true;
+      });
+    }
+    v.users.push_back(std::move(*u));
+  }
+  return v;
+}
+
+NodeShare::NodeShare(std::string dir, std::string plan, GpuMask node, Placement placement, double backfill_max_hours)
+    : dir_(std::move(dir)), plan_(std::move(plan)), me_(name_of(geteuid())), node_(node),
+      placement_(std::move(placement)), backfill_(backfill_max_hours) {}
+
+NodeShare::~NodeShare() {
+  leave();
+}
+
+void NodeShare::leave() {
+  if (lock_fd_ >= 0) close(lock_fd_);  // closing lets the flock go
+  lock_fd_ = -1;
+}
+
+GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout) {
+  leave();
+  std::string lock = dir_ + "/.lock";
+  int fd = open(lock.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) throw NodeError(fmt::format("open({}) failed: {}", lock, std::strerror(errno)));
+  struct stat st{};
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) fchmod(fd, 0666);
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      int err = errno;
+      close(fd);
+      throw NodeError(fmt::format("flock({}) failed: {}", lock, std::strerror(err)));
+    }
+    if (std::chrono::steady_clock::now() > until) {
+      close(fd);
+      throw NodeError(fmt::format("the node lock {} was held for more than {:g} s", lock, timeout));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  lock_fd_ = fd;
+  NodeView v;
+  try {
+    v = read_node_dir(dir_, node_);
+  } catch (const NodeError&) {
+    leave();
+    throw;
+  }
+  for (const std::string& n : v.notes)
+    if (said_.insert(n).second) say(n);
+  config_ = v.config;
+  // This user's file as read (a new one if it was refused or missing), with this run's wants now.
+  mine_.reset();
+  for (const NodeUser& u : v.users)
+    if (u.name == me_) mine_ = u;
+  if (!mine_) {
+    v.users.push_back(NodeUser{me_, 0, now, {}});
+    mine_ = v.users.back();
+  }
+  NodeUser* me = nullptr;
+  for (NodeUser& u : v.users)
+    if (u.name == me_) me = &u;
+  auto it = std::find_if(me->runs.begin(), me->runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
+  if (it == me->runs.end()) {
+    me->runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});
+    it = std::prev(me->runs.end());
+  }
+  it->wants = wants;
+  others_wait_ = false;
+  for (const NodeUser& u : v.users)
+    for (const NodeRun& r : u.runs)
+      if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;
+  // The first look only makes this run's wants known: runs started in the same second then
+  // meet at their next look, rather than the first to lock taking the node.
+  if (first_) {
+    first_ = false;
+    return node_;
+  }
+  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_);
+  return node_ & ~gpus_for(d, v.users, me_, plan_);
+}
+
+void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants) {
+  if (lock_fd_ < 0 || !mine_) throw NodeError("publish without the node lock");
+  NodeUser& me = *mine_;
+  auto it = std::find_if(me.runs.begin(), me.runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
+  if (it == me.runs.end()) {
+    me.runs.push_back(NodeRun{plan_, 0, 0, now, now, {}, {}});
+    it = std::prev(me.runs.end());
+  }
+  it->pid = getpid();
+  it->pid_start = process_start_time(getpid()).value_or(0);
+  it->updated = now;
+  it->holds = std::move(holds);
+  it->wants = std::move(wants);
+  account_usage(me, *it, now, config_.half_life_days);
+  // Runs of this user that ended and hold nothing are forgotten.
+  std::erase_if(me.runs, [&](const NodeRun& r) { return r.plan != plan_ && r.holds.empty() && !alive(r.pid, r.pid_start); });
+  std::string text = write_node_user(me);
+  std::string path = dir_ + "/" + me_ + ".json";
+  std::string tmp = fmt::format("{}/.{}.json.{}.tmp", dir_, me_, getpid());
+  unlink(tmp.c_str());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::string err;
+  if (fd < 0) {
+    err = fmt::format("open({}) failed: {}", tmp, std::strerror(errno));
+  } else {
+    fchmod(fd, 0644);
+    if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      err = fmt::format("write({}) failed: {}", tmp, std::strerror(errno));
+    close(fd);
+    if (err.empty() && rename(tmp.c_str(), path.c_str()) != 0)
+      err = fmt::format("rename({}, {}) failed: {}", tmp, path, std::strerror(errno));
+    if (!err.empty()) unlink(tmp.c_str());
+  }
+  leave();
+  if (!err.empty()) throw NodeError(err);
+}
+
+}  // namespace gpuq

@@ -1,0 +1,81 @@
+// `run` on a shared node: the node-wide decision before the engine's, and this run's entry
+// published before its new jobs are let run (node_dir.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "run_tick.h"
+
+namespace gpuq {
+
+namespace {
+
+// How often a run whose jobs wait for GPUs looks at the node again (others' jobs end unseen).
+constexpr double kNodeLook = 1;
+// The most ready jobs a run publishes.
+constexpr size_t kMaxWants = 256;
+
+}  // namespace
+
+// Under the node lock: every run's holds and wants, and one decision for the node; the GPUs it
+// does not give this run's jobs are unavailable to the engine's pass. No lock, no GPU start.
+void RunLoop::node_enter(Tick& t) {
+  if (!node_) return;
+  std::vector<NodeWant> wants;
+  const Engine& engine = q_->engine();
+  for (size_t i : engine.ready_jobs(kMaxWants)) {
+    const Job& j = plan_.jobs[i];
+    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours});
+  }
+  GpuMask node = mask_of(opt_.node_gpus);
+  try {
+    t.busy |= node_->enter(t.now, wants, node & ~t.busy, [&](const std::string& line) { say(t.now, "node: " + line); });
+    t.node_in = true;
+    if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
+    node_problem_.clear();
+    if (!wants.empty()) t.wake_in = std::min(t.wake_in, std::min(opt_.poll, kNodeLook));
+  } catch (const NodeError& e) {
+    t.busy |= node;
+    if (node_problem_ != e.what())
+      say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
+                             e.what()));
+    node_problem_ = e.what();
+    t.wake_in = std::min(t.wake_in, 5.0);
+  }
+}
+
+// This run's holds (its running jobs' GPUs and processes) and wants (its ready jobs that wait
+// for GPUs), written before the jobs just launched are let run; the node lock goes with it.
+// A run that cannot publish lets none of its new GPU jobs run: their claims would be unseen.
+void RunLoop::node_publish(Tick& t) {
+  if (!node_ || !t.node_in) return;
+  std::vector<NodeHold> holds;
+  for (const auto& [id, s] : q_->state().entries()) {
+    if (s.status != Status::Running || !s.gpus || s.gpus->empty()) continue;
+    const Job* j = job_of(id);
+    holds.push_back({id, *s.gpus, s.pid.value_or(0), s.pid_start.value_or(0), s.start.value_or(t.now),
+                     j ? j->est_hours : 0});
+  }
+  std::vector<NodeWant> wants;
+  for (size_t i : q_->engine().ready_jobs(kMaxWants)) {
+    const Job& j = plan_.jobs[i];
+    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours});
+  }
+  try {
+    node_->publish(t.now, std::move(holds), std::move(wants));
+  } catch (const NodeError& e) {
+    std::erase_if(t.launched, [&](const std::pair<size_t, Launched>& p) {
+      if (plan_.jobs[p.first].gpus == 0) return false;
+      os_.launcher.abandon(p.second);
+      q_->apply(ev::Aborted{p.first}, t.now);
+      return true;
+    });
+    if (node_problem_ != e.what())
+      say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
+                             e.what()));
+    node_problem_ = e.what();
+    t.wake_in = std::min(t.wake_in, 5.0);
+  }
+}
+
+}  // namespace gpuq

@@ -1,0 +1,47 @@
+// `gpuq status --node` as text.
+#include "gpuq/views/node_text.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "gpuq/core/local_time.h"
+
+namespace gpuq {
+
+std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours) {
+  std::string out;
+  for (const std::string& n : notes) out += "node: " + n + "\n";
+  NodeDecision d = decide_node(users, node, node, now, config, backfill_max_hours, nullptr);
+  size_t waiting = d.order.size();
+  out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
+                     count(node), waiting);
+  out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", "user", "job", "GPUs", "status", "when");
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds)
+        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {:g}h\n", u.name, h.id, py_list(h.gpus),
+                           "running", local_time(h.start, now), h.est_hours);
+  std::map<std::tuple<size_t, size_t, size_t>, std::vector<int>> next;
+  for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    const NodeSlot& s = d.order[k];
+    const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
+    auto it = next.find({s.user, s.run, s.want});
+    std::string when = it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
+                                        : fmt::format("{} in the node's fair order", k + 1);
+    out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, w.id,
+                       fmt::format("{} GPU{}", w.gpus, w.gpus == 1 ? "" : "s"), "waiting", when);
+  }
+  std::string shares;
+  for (const NodeUser& u : users)
+    shares += fmt::format("{}{} {:.2f}", shares.empty() ? "" : ", ", u.name,
+                          decayed_usage(u.usage_gpu_hours, u.usage_at, now, config.half_life_days));
+  if (!shares.empty())
+    out += fmt::format("GPU-hours used (half-life {:g} days; the least used go first): {}\n", config.half_life_days,
+                       shares);
+  return out;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,357 @@
+// A node shared through a node directory, with real runs of the built binary: real Unix users
+// made by the test (it needs root: CI runs as root), a fake 8-GPU node, jobs that record their
+// CUDA_VISIBLE_DEVICES and times; a run killed with kill -9; hostile files in the directory.
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "gpuq/core/node.h"
+#include "gpuq/live/proc.h"
+#include "test_util.h"
+
+using namespace gpuq;
+using namespace gpuq::test;
+
+namespace {
+
+// One job's recorded run: whose, which GPUs, from when to when.
+struct Ran {
+  std::string user, id;
+  std::vector<int> gpus;
+  double start = 0, end = 0;
+};
+
+// The job script: a line when it starts and when it ends, in the plan folder's rec.txt.
+const char* kJob =
+    "echo \"start $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n"
+    "sleep \"${1:-0.6}\"\n"
+    "echo \"end $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n";
+
+std::optional<uid_t> uid_of(const std::string& name) {
+  struct passwd* pw = getpwnam(name.c_str());
+  return pw ? std::optional<uid_t>(pw->pw_uid) : std::nullopt;
+}
+
+// The user, made when missing; nullopt when it cannot be.
+std::optional<uid_t> ensure_user(const std::string& name) {
+  if (auto uid = uid_of(name)) return uid;
+  run({"useradd", "-M", "-N", "-s", "/bin/sh", name});
+  return uid_of(name);
+}
+
+// A shared node: a folder every user can reach, the node directory in it (sticky, as the
+// package makes it) and a fake nvidia-smi of 8 idle GPUs.
+struct Node {
+  TempDir root;
+  std::map<std::string, std::string> env;
+  std::string dir;
+  Node() {
+    chmod(root.path().c_str(), 0755);
+    env = fake_nvidia_smi(root, idle_gpus(8));
+    chmod((root.path() + "/smi.txt").c_str(), 0644);
+    dir = root.path() + "/node";
+    mkdir(dir.c_str(), 01777);
+    chmod(dir.c_str(), 01777);
+  }
+  // A plan folder for `user` (owned by them) with `plan` and the job script.
+  std::string folder(const std::string& name, const std::string& plan, uid_t uid) const {
+    std::string f = root.write(name + "/plan.json", plan);
+    root.write(name + "/job.sh", kJob, 0755);
+    std::string path = root.path() + "/" + name;
+    for (const std::string& p : {path, path + "/plan.json", path + "/job.sh"}) EXPECT_EQ(chown(p.c_str(), uid, -1), 0);
+    return path;
+  }
+  // `gpuq run` as `user` in `folder`, sharing the node.
+  std::unique_ptr<Background> run_as(const std::string& user, const std::string& folder,
+                                     std::vector<std::string> more = {}) const {
+    std::vector<std::string> argv{"runuser", "-u", user, "--", gpuq_binary(), "run", "--plan", "plan.json",
+                                  "--node-dir", dir, "--poll", "1"};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return std::make_unique<Background>(argv, folder, env);
+  }
+};
+
+// /proc's list of a process's children.
+std::string fmt_children(int pid) {
+  return "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+}
+
+std::vector<int> gpus_in(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string g;
+  while (std::getline(ss, g, ','))
+    if (!g.empty()) out.push_back(std::stoi(g));
+  return out;
+}
+
+// The runs a folder's rec.txt records (a start without its end is left out, and counted in `open`).
+std::vector<Ran> records(const std::string& user, const std::string& folder, int* starts = nullptr) {
+  std::map<std::string, Ran> began;
+  std::vector<Ran> out;
+  int n = 0;
+  for (const std::string& line : lines_of(folder + "/rec.txt")) {
+    std::stringstream ss(line);
+    std::string what, id, gpus, at;
+    ss >> what >> id >> gpus >> at;
+    if (at.empty()) {  // no GPUs: the field is empty
+      at = gpus;
+      gpus.clear();
+    }
+    if (what == "start") {
+      ++n;
+      began[id] = Ran{user, id, gpus_in(gpus), std::stod(at), 0};
+    } else if (what == "end" && began.count(id)) {
+      Ran r = began[id];
+      r.end = std::stod(at);
+      out.push_back(r);
+    }
+  }
+  if (starts) *starts = n;
+  return out;
+}
+
+// Each pair of runs that held one GPU at the same time, as "ana:a1 and bo:b2 on GPU 3".
+std::vector<std::string> collisions(const std::vector<Ran>& all) {
+  std::vector<std::string> out;
+  for (size_t a = 0; a < all.size(); ++a)
+    for (size_t b = a + 1; b < all.size(); ++b)
+      for (int g : all[a].gpus)
+        if (std::count(all[b].gpus.begin(), all[b].gpus.end(), g) && all[a].start < all[b].end &&
+            all[b].start < all[a].end)
+          out.push_back(all[a].user + ":" + all[a].id + " and " + all[b].user + ":" + all[b].id + " on GPU " +
+                        std::to_string(g));
+  return out;
+}
+
+std::string plan_of_jobs(const std::string& prefix, int n, const std::string& sleep = "0.6") {
+  std::string p = "[";
+  for (int i = 0; i < n; ++i)
+    p += (i ? ",\n" : "") + std::string("{\"id\": \"") + prefix + std::to_string(i) +
+         "\", \"script\": \"job.sh\", \"gpus\": " + std::to_string(1 + i % 2) +
+         ", \"est_hours\": " + std::to_string(std::stod(sleep) / 3600) + ", \"args\": [\"" + sleep + "\"]}";
+  return p + "]";
+}
+
+#define NEEDS_ROOT()                                                                   \
+  if (geteuid() != 0 || access("/usr/sbin/runuser", X_OK) != 0) GTEST_SKIP() << "needs root and runuser"
+
+}  // namespace
+
+TEST(NodeRun, ThreeUsersShareEightGpusNoneHeldTwiceEachJobOnceFairly) {
+  NEEDS_ROOT();
+  Node node;
+  std::vector<std::string> users{"gqana", "gqbo", "gqcy"};
+  std::vector<std::string> folders;
+  for (const std::string& u : users) {
+    std::optional<uid_t> uid = ensure_user(u);
+    ASSERT_TRUE(uid) << "useradd " << u;
+    folders.push_back(node.folder(u, plan_of_jobs(u.substr(2, 1), 8, "1.5"), *uid));
+  }
+  std::vector<std::unique_ptr<Background>> runs;
+  for (size_t k = 0; k < users.size(); ++k) runs.push_back(node.run_as(users[k], folders[k]));
+  for (size_t k = 0; k < users.size(); ++k) {
+    Output o = runs[k]->wait(kPatience);
+    EXPECT_EQ(o.status, 0) << users[k] << ":\n" << o.out << o.err;
+    EXPECT_NE(o.out.find("sharing the node with other users' runs through " + node.dir), std::string::npos) << o.out;
+  }
+  std::vector<Ran> all;
+  std::map<std::string, double> gpu_seconds;
+  double first_done = 1e300, t0 = 1e300;
+  for (size_t k = 0; k < users.size(); ++k) {
+    int starts = 0;
+    std::vector<Ran> mine = records(users[k], folders[k], &starts);
+    EXPECT_EQ(starts, 8) << users[k] << ": every job started once";
+    EXPECT_EQ(mine.size(), 8u) << users[k];
+    std::set<std::string> ids;
+    double last = 0;
+    for (const Ran& r : mine) {
+      ids.insert(r.id);
+      last = std::max(last, r.end);
+      t0 = std::min(t0, r.start);
+    }
+    EXPECT_EQ(ids.size(), 8u) << users[k] << ": no job ran twice";
+    first_done = std::min(first_done, last);
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  EXPECT_EQ(collisions(all), std::vector<std::string>{});
+  // While every user still had jobs to run, each had about a third of the GPU time.
+  double total = 0;
+  for (const Ran& r : all) {
+    double s = std::max(0.0, std::min(r.end, first_done) - r.start) * static_cast<double>(r.gpus.size());
+    gpu_seconds[r.user] += s;
+    total += s;
+  }
+  for (const std::string& u : users)
+    EXPECT_NEAR(gpu_seconds[u] / total, 1.0 / 3, 0.2 / 3) << u << " had " << gpu_seconds[u] << " of " << total
+                                                        << " GPU-seconds until " << first_done - t0 << " s";
+}
+
+TEST(NodeRun, AKilledRunsJobsKeepTheirGpusAndARestartedRunAdoptsThem) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  // ana's one job holds 6 GPUs for 3 s; bo's 1- and 2-GPU jobs may use the other 2 only.
+  std::string fa = node.folder(
+      "gqana", R"([{"id": "wide", "script": "job.sh", "gpus": 6, "est_hours": 0.001, "args": ["3"]}])", *ana);
+  std::string fb = node.folder("gqbo", plan_of_jobs("b", 6, "0.3"), *bo);
+  auto a = node.run_as("gqana", fa);
+  ASSERT_TRUE(eventually([&] { return a->out().find("start wide") != std::string::npos; }, kPatience)) << a->out();
+  // runuser's child is the run.
+  long long run_pid = 0;
+  std::ifstream(fmt_children(a->pid())) >> run_pid;
+  ASSERT_GT(run_pid, 1);
+  ::kill(static_cast<pid_t>(run_pid), SIGKILL);
+  ASSERT_TRUE(eventually([&] { return !pid_alive(run_pid); }, kPatience));
+  auto b = node.run_as("gqbo", fb);
+  ASSERT_TRUE(eventually([&] { return b->out().find("start b") != std::string::npos; }, kPatience)) << b->out();
+  auto again = node.run_as("gqana", fa);
+  Output ra = again->wait(kPatience), rb = b->wait(kPatience);
+  EXPECT_EQ(ra.status, 0) << ra.out << ra.err;
+  EXPECT_NE(ra.out.find("adopted 1 running job: wide"), std::string::npos) << ra.out;
+  EXPECT_EQ(rb.status, 0) << rb.out << rb.err;
+  std::vector<Ran> all = records("gqana", fa);
+  ASSERT_EQ(all.size(), 1u);
+  std::vector<Ran> bos = records("gqbo", fb);
+  EXPECT_EQ(bos.size(), 6u);
+  all.insert(all.end(), bos.begin(), bos.end());
+  EXPECT_EQ(collisions(all), std::vector<std::string>{});
+}
+
+namespace {
+
+// A run of root's over a plan of two 1-GPU jobs, sharing `node`; its output.
+Output run_beside(const Node& node, double timeout = kPatience) {
+  std::string f = node.folder("root", plan_of_jobs("r", 2, "0.2"), 0);
+  auto r = std::make_unique<Background>(
+      std::vector<std::string>{gpuq_binary(), "run", "--plan", "plan.json", "--node-dir", node.dir, "--poll", "1"}, f,
+      node.env);
+  return r->wait(timeout);
+}
+
+// A user file of `user` in the node directory, with `text`, owned by them.
+void plant(const Node& node, const std::string& user, const std::string& text) {
+  std::string p = node.dir + "/" + user + ".json";
+  std::ofstream(p) << text;
+  ASSERT_EQ(chown(p.c_str(), *uid_of(user), -1), 0);
+}
+
+// A user file that claims `gpus` for a job of process `pid`, by a run of process `run_pid`.
+std::string claim(const std::string& user, std::vector<int> gpus, long long pid, long long run_pid) {
+  NodeUser u{user, 0, unix_now(), {}};
+  NodeRun r;
+  r.plan = "/home/" + user + "/plan.json";
+  r.pid = run_pid;
+  r.pid_start = process_start_time(run_pid).value_or(0);
+  r.holds.push_back(NodeHold{"theirs", std::move(gpus), pid, process_start_time(pid).value_or(0), unix_now(), 1});
+  u.runs.push_back(r);
+  return write_node_user(u);
+}
+
+}  // namespace
+
+TEST(NodeRun, AGarbageFileIsRefusedByNameAndTheRunGoesOn) {
+  NEEDS_ROOT();
+  Node node;
+  plant(node, "daemon", "{\"user\": \"daemon\", \"runs\": [tr");
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("node: " + node.dir + "/daemon.json refused: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("daemon's runs are not counted"), std::string::npos) << o.out;
+}
+
+TEST(NodeRun, ASymlinkToAnotherUsersFileIsRefused) {
+  NEEDS_ROOT();
+  Node node;
+  // bin's file, outside the node directory, claims every GPU for a live process: followed, the
+  // link would keep root's jobs from ever starting.
+  std::string other = node.root.write("other.json", claim("bin", {0, 1, 2, 3, 4, 5, 6, 7}, getpid(), getpid()));
+  ASSERT_EQ(chown(other.c_str(), *uid_of("bin"), -1), 0);
+  ASSERT_EQ(symlink(other.c_str(), (node.dir + "/bin.json").c_str()), 0);
+  lchown((node.dir + "/bin.json").c_str(), *uid_of("bin"), -1);
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find(node.dir + "/bin.json refused: it is a symbolic link"), std::string::npos) << o.out;
+}
+
+TEST(NodeRun, AFileOfAnotherOwnersNameIsRefused) {
+  NEEDS_ROOT();
+  Node node;
+  plant(node, "daemon", claim("daemon", {0, 1, 2, 3, 4, 5, 6, 7}, getpid(), getpid()));
+  ASSERT_EQ(chown((node.dir + "/daemon.json").c_str(), *uid_of("bin"), -1), 0);
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("daemon.json refused: it is owned by bin, not by the user it is named after"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(NodeRun, AClaimOfAGpuTheNodeLacksIsRefused) {
+  NEEDS_ROOT();
+  Node node;
+  plant(node, "daemon", claim("daemon", {9}, getpid(), getpid()));
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("daemon's claim for theirs (/home/daemon/plan.json) refused: it claims GPU 9, which this "
+                       "node does not have"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(NodeRun, AClaimOfADeadProcessIsReaped) {
+  NEEDS_ROOT();
+  Node node;
+  // A process that has ended: a child reaped at once.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  plant(node, "daemon", claim("daemon", {0, 1, 2, 3, 4, 5, 6, 7}, dead, dead));
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("daemon's claim for theirs (GPUs [0, 1, 2, 3, 4, 5, 6, 7]) reaped: its process " +
+                       std::to_string(dead) + " has ended"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
+  NEEDS_ROOT();
+  Node node;
+  // daemon's run is gone, its job (a sleep of 2 s here) lives on 7 GPUs: only GPU 7 is free to root.
+  double from = unix_now();
+  Background job({"sleep", "2"}, node.root.path());
+  plant(node, "daemon", claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), 999999));
+  Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env);
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_NE(s.out.find("7 of 8 GPUs held"), std::string::npos) << s.out;
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +theirs +\\[0, 1, 2, 3, 4, 5, 6\\] +running")) << s.out;
+  Output o = run_beside(node);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  std::vector<Ran> mine = records("root", node.root.path() + "/root");
+  ASSERT_EQ(mine.size(), 2u);
+  for (const Ran& r : mine)
+    if (r.start < from + 1.9) EXPECT_EQ(r.gpus, (std::vector<int>{7})) << r.id << " started while the claim lived\n" << o.out;
+}
+
+TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
+  Node node;
+  std::string f = node.folder("me", plan_of_jobs("r", 1, "0.1"), geteuid());
+  std::map<std::string, std::string> env = node.env;
+  env["GPUQ_NODE_DIR"] = node.dir;
+  Output shared = run_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, f, env);
+  EXPECT_EQ(shared.status, 0) << shared.out << shared.err;
+  EXPECT_NE(shared.out.find("sharing the node with other users' runs through " + node.dir), std::string::npos)
+      << shared.out;
+  Output alone = run_gpuq({"run", "--plan", "plan.json", "--node-dir", "off"}, f, env);
+  EXPECT_EQ(alone.status, 0) << alone.out << alone.err;
+  EXPECT_EQ(alone.out.find("sharing the node"), std::string::npos) << alone.out;
+}

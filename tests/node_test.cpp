@@ -1,0 +1,172 @@
+// A shared node, with inline data: fair share between users, the node-wide decision, the
+// users' files read back and refused.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "gpuq/core/node.h"
+
+using namespace gpuq;
+
+namespace {
+
+const GpuMask kNode8 = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+constexpr double kNow = 1.8e9;
+
+NodeUser user(std::string name, double usage, std::vector<NodeWant> wants, std::vector<NodeHold> holds = {}) {
+  NodeUser u;
+  u.name = std::move(name);
+  u.usage_gpu_hours = usage;
+  u.usage_at = kNow;
+  NodeRun r;
+  r.plan = "/home/" + u.name + "/plan.json";
+  r.pid = 4242;
+  r.wants = std::move(wants);
+  r.holds = std::move(holds);
+  u.runs.push_back(std::move(r));
+  return u;
+}
+
+NodeWant want(std::string id, int gpus, double est = 1, double priority = 50) {
+  return NodeWant{std::move(id), gpus, priority, est};
+}
+
+// "user:job" of each start, in the decision's order.
+std::vector<std::string> starts(const NodeDecision& d, const std::vector<NodeUser>& users) {
+  std::vector<std::string> out;
+  for (const NodeStart& s : d.starts)
+    out.push_back(users[s.slot.user].name + ":" + users[s.slot.user].runs[s.slot.run].wants[s.slot.want].id);
+  return out;
+}
+
+}  // namespace
+
+TEST(NodeFairShare, UsageHalvesInItsHalfLife) {
+  EXPECT_DOUBLE_EQ(decayed_usage(10, kNow, kNow + 7 * 86400, 7), 5);
+  EXPECT_DOUBLE_EQ(decayed_usage(10, kNow, kNow + 14 * 86400, 7), 2.5);
+  EXPECT_DOUBLE_EQ(decayed_usage(10, kNow, kNow - 5, 7), 10);  // a clock behind: no growth
+}
+
+TEST(NodeFairShare, HoldsAreAddedToTheirUsersUsage) {
+  NodeUser u = user("ana", 0, {}, {NodeHold{"t", {0, 1}, 100, 1, kNow - 3600, 2}});
+  u.runs[0].accounted = kNow - 1800;
+  account_usage(u, u.runs[0], kNow, 7);
+  EXPECT_NEAR(u.usage_gpu_hours, 1.0, 1e-9);  // 2 GPUs for the half hour since last accounted
+  EXPECT_EQ(u.runs[0].accounted, kNow);
+}
+
+TEST(NodeFairShare, LeastUsageFirstThenUsersAlternate) {
+  std::vector<NodeUser> users = {user("ana", 10, {want("a1", 1), want("a2", 1)}),
+                                 user("bo", 0, {want("b1", 1), want("b2", 1)}),
+                                 user("cy", 0.5, {want("c1", 1)})};
+  std::vector<NodeSlot> order = fair_order(users, kNow, {});
+  std::vector<std::string> got;
+  for (const NodeSlot& s : order) got.push_back(users[s.user].runs[s.run].wants[s.want].id);
+  // bo (0) b1 -> bo at 1; cy (0.5) c1 -> 1.5; bo (1) b2; ana (10) last.
+  EXPECT_EQ(got, (std::vector<std::string>{"b1", "c1", "b2", "a1", "a2"}));
+}
+
+TEST(NodeFairShare, WithinAUserTheirOwnPrioritiesRule) {
+  std::vector<NodeUser> users = {user("ana", 0, {want("late", 1, 1, 90), want("first", 1, 1, 10)})};
+  std::vector<NodeSlot> order = fair_order(users, kNow, {});
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(users[0].runs[0].wants[order[0].want].id, "first");
+}
+
+TEST(NodeFairShare, WhatAUserHoldsCountsAgainstThem) {
+  // ana holds 4 GPUs for 2 more hours (8 GPU-hours ahead): bo's job goes first.
+  std::vector<NodeUser> users = {user("ana", 0, {want("a", 1)}, {NodeHold{"big", {0, 1, 2, 3}, 99, 1, kNow, 2}}),
+                                 user("bo", 1, {want("b", 1)})};
+  std::vector<NodeSlot> order = fair_order(users, kNow, {});
+  EXPECT_EQ(users[order[0].user].name, "bo");
+}
+
+TEST(NodeDecision, NoGpuIsGivenTwiceNorOneAHoldTakes) {
+  std::vector<NodeUser> users = {
+      user("ana", 0, {want("a1", 2), want("a2", 1)}, {NodeHold{"run_a", {0, 1}, 100, 1, kNow, 1}}),
+      user("bo", 0, {want("b1", 2), want("b2", 2)}), user("cy", 0, {want("c1", 1), want("c2", 1)})};
+  NodeDecision d = decide_node(users, kNode8, kNode8, kNow, {}, 0.5, nullptr);
+  EXPECT_EQ(d.held, mask_of({0, 1}));
+  GpuMask given = 0;
+  for (const NodeStart& s : d.starts) {
+    GpuMask m = mask_of(s.gpus);
+    EXPECT_EQ(given & m, 0u);
+    EXPECT_EQ(d.held & m, 0u);
+    given |= m;
+  }
+  EXPECT_EQ(count(given), 6);  // every free GPU
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"bo:b1", "cy:c1", "cy:c2", "ana:a1"}));
+}
+
+TEST(NodeDecision, EveryRunComputesTheSameAnswer) {
+  std::vector<NodeUser> users = {user("ana", 3, {want("a1", 2), want("a2", 4, 8)}),
+                                 user("bo", 1, {want("b1", 1), want("b2", 2)})};
+  NodeDecision one = decide_node(users, kNode8, kNode8, kNow, {}, 0.5, nullptr);
+  NodeDecision two = decide_node(users, kNode8, kNode8, kNow, {}, 0.5, nullptr);
+  EXPECT_EQ(starts(one, users), starts(two, users));
+  EXPECT_EQ(gpus_for(one, users, "bo", "/home/bo/plan.json"), gpus_for(two, users, "bo", "/home/bo/plan.json"));
+  EXPECT_EQ(gpus_for(one, users, "bo", "/home/ana/plan.json"), 0u);
+}
+
+TEST(NodeDecision, AWideJobThatWaitsHoldsBackLongJobsOfEveryone) {
+  // ana's 8-GPU job waits for bo's hold to end; cy's 10-hour job may not take a GPU before it.
+  std::vector<NodeUser> users = {user("ana", 0, {want("wide", 8, 4)}),
+                                 user("bo", 5, {}, {NodeHold{"b", {0}, 100, 1, kNow, 0.1}}),
+                                 user("cy", 1, {want("long", 1, 10), want("short", 1, 0.25)})};
+  NodeDecision d = decide_node(users, kNode8, kNode8, kNow, {}, 0.5, nullptr);
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"cy:short"}));
+}
+
+TEST(NodeDecision, GpusBusyForTheDecidingRunAreNotGiven) {
+  std::vector<NodeUser> users = {user("ana", 0, {want("a", 1)})};
+  NodeDecision d = decide_node(users, mask_of({5}), kNode8, kNow, {}, 0.5, nullptr);
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{5}));
+}
+
+TEST(NodeFile, ReadsBackWhatItWrote) {
+  NodeUser u = user("ana", 2.5, {want("w", 2, 3, 7)}, {NodeHold{"h", {2, 3}, 1234, 5678, kNow - 10, 1.5}});
+  u.runs[0].pid_start = 99;
+  u.runs[0].accounted = kNow;
+  std::string problem;
+  std::vector<std::string> refused;
+  std::optional<NodeUser> back = read_node_user(write_node_user(u), "ana", kNode8, &problem, &refused);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_TRUE(refused.empty());
+  EXPECT_EQ(write_node_user(*back), write_node_user(u));
+}
+
+TEST(NodeFile, GarbageIsRefusedWithWhy) {
+  std::string problem;
+  EXPECT_FALSE(read_node_user("{\"user\": \"ana\", ", "ana", kNode8, &problem, nullptr));
+  EXPECT_FALSE(problem.empty());
+  EXPECT_FALSE(read_node_user("[1, 2]", "ana", kNode8, &problem, nullptr));
+  EXPECT_EQ(problem, "not a JSON object");
+}
+
+TEST(NodeFile, AFileThatSaysItIsAnotherUsersIsRefused) {
+  std::string problem;
+  EXPECT_FALSE(read_node_user(write_node_user(user("bo", 0, {})), "ana", kNode8, &problem, nullptr));
+  EXPECT_EQ(problem, "it says it is bo's");
+}
+
+TEST(NodeFile, AClaimOfAGpuTheNodeLacksIsRefusedTheRestKept) {
+  NodeUser u = user("ana", 0, {}, {NodeHold{"bad", {9}, 1234, 1, kNow, 1}, NodeHold{"good", {1}, 1235, 1, kNow, 1}});
+  std::vector<std::string> refused;
+  std::optional<NodeUser> back = read_node_user(write_node_user(u), "ana", kNode8, nullptr, &refused);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->runs[0].holds.size(), 1u);
+  EXPECT_EQ(back->runs[0].holds[0].id, "good");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], "ana's claim for bad (/home/ana/plan.json) refused: it claims GPU 9, which this node does not have");
+}
+
+TEST(NodeFile, AGpuClaimedTwiceIsRefusedTheSecondTime) {
+  NodeUser u = user("ana", 0, {}, {NodeHold{"one", {1}, 1234, 1, kNow, 1}, NodeHold{"two", {1, 2}, 1235, 1, kNow, 1}});
+  std::vector<std::string> refused;
+  std::optional<NodeUser> back = read_node_user(write_node_user(u), "ana", kNode8, nullptr, &refused);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->runs[0].holds.size(), 1u);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("GPU 1 twice"), std::string::npos);
+}
