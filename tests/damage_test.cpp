@@ -78,7 +78,7 @@ TEST(Damage, EntriesOfJobsNoLongerInThePlanAreWarnedAboutAndKept) {
   auto r = q.gpuq({"run", "--poll", "1"});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.err, HasSubstr("names 1 job(s) that are not in plan.json: renamed_job (done)"));
-  EXPECT_EQ(json::parse(q.d.read("plan.state.json"))["renamed_job"]["status"], "done");
+  EXPECT_EQ(q.state()["renamed_job"]["status"], "done");
 }
 
 TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
@@ -91,7 +91,7 @@ TEST(Damage, GarbageInAnExitFileFailsThatJobWithAClearLine) {
   auto r = q.gpuq({"run", "--poll", "1", "--max-retries", "0"});
   EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("failed a (exit 1): logs/a.exit holds 'seven', not an exit code"));
-  EXPECT_EQ(json::parse(q.d.read("plan.state.json"))["a"]["status"], "failed");
+  EXPECT_EQ(q.state()["a"]["status"], "failed");
 }
 
 TEST(Damage, PlanEditedIntoNonsenseWhileRunningDoesNotDisturbTheRun) {
@@ -143,7 +143,7 @@ TEST(Hostile, LogFileSymlinkFailsThatJobNotItsTarget) {
   EXPECT_EQ(r.status, 3);  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("cannot start a: its log logs/a.log is a symbolic link"));
   EXPECT_EQ(q.d.read("victim.txt"), "precious\n");
-  json s = json::parse(q.d.read("plan.state.json"));
+  json s = q.state();
   EXPECT_EQ(s["a"]["status"], "failed");
   EXPECT_EQ(s["b"]["status"], "done");
 }

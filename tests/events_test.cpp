@@ -32,10 +32,8 @@ void expect_soon(double from, double to, const std::string& what) {
   std::printf("%s: %.3f s\n", what.c_str(), to - from);
 }
 
-struct Slow {
-  TempDir d;
-  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(1));
-  Slow() {
+struct Slow : PlanFolder {
+  Slow() : PlanFolder(1) {
     // With GATE set, a job goes on only once the test has made that file.
     d.write("job.sh", "echo \"$GPUQ_JOB_ID\" >> started\necho \"$GPUQ_JOB_ID start $EPOCHREALTIME\" >> times\n"
                       "if [ -n \"$GATE\" ]; then while [ ! -e \"$GATE\" ]; do sleep 0.01; done; else sleep 0.3; fi\n"
@@ -49,12 +47,13 @@ struct Slow {
     return -1;
   }
   std::unique_ptr<Background> run() const {
-    return start_gpuq({"run", "--plan", "plan.json", "--poll", "3600"}, d.path(), env);
+    return background({"run", "--poll", "3600"});
   }
   // With `run` going and `id` pending for want of the file `path` alone (in a folder that
   // exists), creating the file must start the job at once, and the plan then ends. Whenever
   // the file comes (before run watches the folder or after), run must see it.
   void file_appears_and_starts(Background& run, const std::string& id, const std::string& path) const {
+    EXPECT_TRUE(has_state());
     EXPECT_EQ(status_of(id), "pending");
     double made = now();
     d.write(path, "");
@@ -62,12 +61,6 @@ struct Slow {
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(status_of(id), "done");
     expect_soon(made, at(id, "start"), "the file made to " + id + "'s start");
-  }
-  std::string status_of(const std::string& id) const {
-    std::string text = d.read("plan.state.json");
-    if (text.empty()) return "none";
-    json s = json::parse(text);
-    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
   }
 };
 
@@ -130,7 +123,8 @@ TEST(Events, AFileDepCreatedInAnExistingFolderStartsItsJobAtOnce) {
   q.d.write("ckpt/.keep", "");
   q.d.write("plan.json", R"([{"id": "eval", "script": "job.sh", "gpus": 1, "deps": ["file:ckpt/READY"]}])");
   auto run = q.run();
-  ASSERT_TRUE(eventually([&] { return q.status_of("eval") == "pending"; }));  // run has made its first tick
+  // run has made its first tick (has written the state file)
+  ASSERT_TRUE(eventually([&] { return q.has_state() && q.status_of("eval") == "pending"; }));
   q.file_appears_and_starts(*run, "eval", "ckpt/READY");
 }
 

@@ -16,17 +16,15 @@ using ::testing::HasSubstr;
 
 namespace {
 
-struct LimitQueue {
-  TempDir dir;
-  std::map<std::string, std::string> env = fake_nvidia_smi(dir, idle_gpus(1));
-  Output run(const std::string& plan, std::vector<std::string> extra = {}) {
-    dir.write("plan.json", plan);
-    std::vector<std::string> args{"run", "--plan", "plan.json", "--gpus", "0"};
+struct LimitQueue : PlanFolder {
+  LimitQueue() : PlanFolder(1) {}
+  Output run(const std::string& text, std::vector<std::string> extra = {}) {
+    plan(text);
+    std::vector<std::string> args{"run", "--gpus", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return start_gpuq(args, dir.path(), env)->wait(kPatience);
+    return background(args)->wait(kPatience);
   }
-  json state() const { return json::parse(dir.read("plan.state.json")); }
-  long long pid_in(const std::string& file) const { return std::stoll(dir.read(file)); }
+  long long pid_in(const std::string& file) const { return std::stoll(d.read(file)); }
 };
 
 // A limit in hours, for seconds.
@@ -36,7 +34,7 @@ std::string hours(double seconds) { return fmt::format("{}", seconds / 3600); }
 
 TEST(LimitsRun, AJobTrappingTheWarningCheckpointsBeforeItsLimit) {
   LimitQueue q;
-  q.dir.write("ckpt.sh", R"(trap 'date +%s.%N > checkpoint' USR1
+  q.d.write("ckpt.sh", R"(trap 'date +%s.%N > checkpoint' USR1
 while true; do sleep 0.05; done
 )");
   Output r = q.run(fmt::format(R"([{{"id": "a", "script": "ckpt.sh", "time_limit_hours": {},
@@ -50,13 +48,13 @@ while true; do sleep 0.05; done
   EXPECT_EQ(a["exit"], -15);
   EXPECT_EQ(a["outcome"], "timeout");
   ASSERT_TRUE(a.contains("warn_sent"));
-  std::string ckpt = q.dir.read("checkpoint");
+  std::string ckpt = q.d.read("checkpoint");
   ASSERT_FALSE(ckpt.empty()) << "the job never got USR1";
   double written = std::stod(ckpt);
   EXPECT_GE(written, a["warn_sent"].get<double>());
   EXPECT_LT(written, a["end"].get<double>());  // before the limit
   EXPECT_GE(a["end"].get<double>() - a["start"].get<double>(), 5.0);
-  EXPECT_THAT(q.dir.read("logs/a.log"), HasSubstr("gpuq] time limit 0.00h reached after 0.00h"));
+  EXPECT_THAT(q.d.read("logs/a.log"), HasSubstr("gpuq] time limit 0.00h reached after 0.00h"));
 }
 
 // Issue 25, point 13: the README's own example (`python train.py & wait` with a trap in bash)
@@ -67,7 +65,7 @@ TEST(LimitsRun, AShellOnlyWarningReachesTheScriptAndNotItsChildren) {
   for (std::string form : {"B:USR1@3", "USR1@3"}) {
     SCOPED_TRACE(form);
     LimitQueue q;
-    q.dir.write("train.sh", R"(trap 'echo shell >> got' USR1
+    q.d.write("train.sh", R"(trap 'echo shell >> got' USR1
 bash -c 'trap "echo child >> got" USR1; while true; do sleep 0.05; done' & pid=$!
 while kill -0 $pid 2>/dev/null; do wait $pid; done
 )");
@@ -76,7 +74,7 @@ while kill -0 $pid 2>/dev/null; do wait $pid; done
                                  hours(5), form));
     ASSERT_EQ(r.status, 3) << r.out << r.err;
     EXPECT_EQ(q.state()["a"]["outcome"], "timeout");
-    std::vector<std::string> got = lines_of(q.dir.path() + "/got");
+    std::vector<std::string> got = lines_of(q.d.path() + "/got");
     std::sort(got.begin(), got.end());
     if (form[0] == 'B') {
       EXPECT_THAT(r.out, HasSubstr("warned a: B:USR1@3 to the script's bash, through its wrapper"));
@@ -89,7 +87,7 @@ while kill -0 $pid 2>/dev/null; do wait $pid; done
 
 TEST(LimitsRun, AJobIgnoringSigtermIsKilledAfterTheGrace) {
   LimitQueue q;
-  q.dir.write("stubborn.sh", R"(trap '' TERM
+  q.d.write("stubborn.sh", R"(trap '' TERM
 echo $$ > stubborn.pid
 while true; do sleep 0.05; done
 )");
@@ -105,10 +103,10 @@ while true; do sleep 0.05; done
 
 TEST(LimitsRun, AGrandchildHoldingTheGroupIsReapedAndTheGpuWaitsForIt) {
   LimitQueue q;
-  q.dir.write("parent.sh", R"(bash -c 'trap "" TERM; echo $$ > grandchild.pid; while true; do sleep 0.05; done' &
+  q.d.write("parent.sh", R"(bash -c 'trap "" TERM; echo $$ > grandchild.pid; while true; do sleep 0.05; done' &
 wait
 )");
-  q.dir.write("next.sh", "echo next > next.ran\n");
+  q.d.write("next.sh", "echo next > next.ran\n");
   Output r = q.run(fmt::format(R"([{{"id": "a", "script": "parent.sh", "priority": 1, "time_limit_hours": {}}},
                                    {{"id": "b", "script": "next.sh", "priority": 2}}])",
                                hours(2)),
@@ -121,5 +119,5 @@ wait
   ASSERT_NE(kill, std::string::npos) << r.out;
   ASSERT_NE(start_b, std::string::npos) << r.out;
   EXPECT_LT(kill, start_b) << r.out;
-  EXPECT_EQ(q.dir.read("next.ran"), "next\n");
+  EXPECT_EQ(q.d.read("next.ran"), "next\n");
 }

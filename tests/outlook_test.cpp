@@ -38,16 +38,12 @@ std::string only(const std::vector<Finding>& f, bool error) {
   return out;
 }
 
-struct Live {
-  TempDir d;
-  std::map<std::string, std::string> env;
-  explicit Live(const std::string& smi = "0, 0\n1, 0\n2, 0\n3, 0\n") {
-    env = fake_nvidia_smi(d, smi);
-    d.write("job.sh", "true\n");
-  }
+struct Live : PlanFolder {
+  explicit Live(const std::string& smi = idle_gpus(4)) : PlanFolder(smi) { d.write("job.sh", "true\n"); }
+  /// `gpuq ARGS --plan plan.json --gpus 0,1,2,3`.
   Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json", "--gpus", "0,1,2,3"});
-    return run_gpuq(args, d.path(), env);
+    args.insert(args.begin() + 1, {"--gpus", "0,1,2,3"});
+    return PlanFolder::gpuq(args);
   }
   json status_json() const {
     auto r = gpuq({"status", "--json"});

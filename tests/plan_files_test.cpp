@@ -23,9 +23,9 @@ namespace {
 const std::vector<int> kNode{0, 1, 2, 3, 4, 5, 6, 7};
 
 /// A folder with a fake nvidia-smi (8 idle GPUs) for real runs.
-struct Node {
-  TempDir d;
-  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(8));
+struct Node : PlanFolder {
+  Node() : PlanFolder(8) {}
+  /// `gpuq ARGS` in the folder or its subfolder `cwd`, with no --plan added (these tests choose the plan).
   Output gpuq(const std::vector<std::string>& args, const std::string& cwd = "") const {
     return run_gpuq(args, cwd.empty() ? d.path() : d.path() + "/" + cwd, env);
   }
@@ -87,7 +87,7 @@ TEST(StateDir, StateLocksAndLogsGoWhereTheyAreTold) {
   EXPECT_TRUE(fs::exists(n.d.path() + "/st/plan.lock"));
   EXPECT_FALSE(fs::exists(n.d.path() + "/proj/plan.state.json"));
   EXPECT_FALSE(fs::exists(n.d.path() + "/proj/plan.lock"));
-  EXPECT_EQ(json::parse(n.d.read("st/plan.state.json"))["b"]["status"], "held");
+  EXPECT_EQ(n.state("st/plan.state.json")["b"]["status"], "held");
   // The environment variable names the same folder; run's logs go there too.
   n.env["GPUQ_STATE_DIR"] = n.d.path() + "/st";
   ASSERT_EQ(n.gpuq({"retry", "--plan", "proj/plan.json", "b"}).status, 0);
@@ -95,7 +95,7 @@ TEST(StateDir, StateLocksAndLogsGoWhereTheyAreTold) {
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_TRUE(fs::exists(n.d.path() + "/st/logs/a.log"));
   EXPECT_FALSE(fs::exists(n.d.path() + "/proj/logs"));
-  json state = json::parse(n.d.read("st/plan.state.json"));
+  json state = n.state("st/plan.state.json");
   EXPECT_EQ(state["a"]["status"], "done");
   EXPECT_EQ(state["b"]["status"], "done");
   auto status = n.gpuq({"status", "--plan", "proj/plan.json"});
@@ -118,7 +118,7 @@ TEST(StateDir, ReadOnlyFolderNamesTheRealCauseAndTheWayOut) {
   EXPECT_THAT(r.err, HasSubstr("plan.lock: Read-only file system"));
   EXPECT_THAT(r.err, Not(HasSubstr("No such file or directory")));
   EXPECT_THAT(r.err, HasSubstr("--state-dir DIR"));
-  EXPECT_EQ(json::parse(n.d.read("st/plan.state.json"))["a"]["status"], "held");
+  EXPECT_EQ(n.state("st/plan.state.json")["a"]["status"], "held");
 }
 
 // --- 7 and 15: where scripts are taken from, said once; every finding in one round ---
@@ -284,7 +284,7 @@ TEST(Sweep, SimulateAndValidateShowThePointsAndARunPassesArgsAndEnv) {
   EXPECT_EQ(lines, (std::vector<std::string>{"after_all|0||||", "sw_lr=0.001|2|--lr|0.001|0.001|hi there",
                                              "sw_lr=3e-4|2|--lr|3e-4|3e-4|hi there"}));
   // The state file stays the original's: the points are plain ids.
-  json state = json::parse(n.d.read("plan.state.json"));
+  json state = n.state();
   EXPECT_EQ(state["sw_lr=3e-4"]["status"], "done");
   EXPECT_FALSE(state.contains("sw"));
 }

@@ -21,40 +21,23 @@ using ::testing::Not;
 
 namespace {
 
-/// A plan folder with a tracing job script and a fake nvidia-smi.
-struct Queue {
-  TempDir dir;
-  std::map<std::string, std::string> env;
-
-  explicit Queue(const std::string& smi_output = "0, 0\n1, 0\n2, 0\n3, 0\n4, 0\n5, 0\n6, 0\n7, 0\n") {
+/// A plan folder (8 idle GPUs unless told) with a tracing job script.
+struct Queue : PlanFolder {
+  explicit Queue(const std::string& smi_output = idle_gpus(8)) : PlanFolder(smi_output) {
     // Each job appends "start ID" and "end ID" to trace, and its GPUs to ID.gpus. With GATE set,
     // it goes on only once the test has made that file.
-    dir.write("job.sh", R"(echo "start $GPUQ_JOB_ID" >> trace
+    d.write("job.sh", R"(echo "start $GPUQ_JOB_ID" >> trace
 echo "$CUDA_VISIBLE_DEVICES" > "$GPUQ_JOB_ID.gpus"
 if [ -n "$GATE" ]; then while [ ! -e "$GATE" ]; do sleep 0.01; done; else sleep 0.2; fi
 echo "end $GPUQ_JOB_ID" >> trace
 )");
-    env = fake_nvidia_smi(dir, smi_output);
-  }
-  void set_smi(const std::string& output) { dir.write("smi.txt", output); }
-  void plan(const std::string& text) { dir.write("plan.json", text); }
-  json state() const { return json::parse(dir.read("plan.state.json")); }
-  std::string status_of(const std::string& id) const {
-    std::string text = dir.read("plan.state.json");
-    if (text.empty()) return "none";
-    auto s = json::parse(text);
-    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
-  }
-  Output gpuq(std::vector<std::string> args) const {
-    args.insert(args.begin() + 1, {"--plan", "plan.json"});
-    return run_gpuq(args, dir.path(), env);
   }
   std::unique_ptr<Background> start(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{"run", "--plan", "plan.json", "--poll", "1"};
+    std::vector<std::string> args{"run", "--poll", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return start_gpuq(args, dir.path(), env);
+    return background(args);
   }
-  std::vector<std::string> trace() const { return lines_of(dir.path() + "/trace"); }
+  std::vector<std::string> trace() const { return lines_of(d.path() + "/trace"); }
   size_t index_of(const std::string& line) const {
     auto t = trace();
     auto it = std::find(t.begin(), t.end(), line);
@@ -84,7 +67,7 @@ TEST(Run, DepsOfEachKindAreHonoured) {
 
 TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
   Queue q;
-  q.dir.write("flaky.sh", "echo \"try $GPUQ_ATTEMPT\" >> flaky.trace\n[ -e fixed ] || exit 3\n");
+  q.d.write("flaky.sh", "echo \"try $GPUQ_ATTEMPT\" >> flaky.trace\n[ -e fixed ] || exit 3\n");
   q.plan(R"([
     {"id": "flaky", "script": "flaky.sh", "gpus": 1},
     {"id": "child", "script": "job.sh", "gpus": 1, "deps": ["flaky"]},
@@ -94,7 +77,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
   ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("auto-retry flaky (retry 1)"));
-  EXPECT_EQ(lines_of(q.dir.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
+  EXPECT_EQ(lines_of(q.d.path() + "/flaky.trace"), (std::vector<std::string>{"try 1", "try 2"}));
   auto s = q.state();
   EXPECT_EQ(s["flaky"]["status"], "failed");
   EXPECT_EQ(s["flaky"]["exit"], 3);
@@ -103,7 +86,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
   EXPECT_EQ(s["grandchild"]["status"], "blocked");
   EXPECT_EQ(s["after_any"]["status"], "done");  // after: counts a finished failure
 
-  q.dir.write("fixed", "");
+  q.d.write("fixed", "");
   auto retry = q.gpuq({"retry", "flaky"});
   EXPECT_EQ(retry.status, 0);
   EXPECT_THAT(retry.out, HasSubstr("flaky is pending again (was failed)"));
@@ -118,7 +101,7 @@ TEST(Run, FailingJobIsRetriedThenBlocksItsDependantsAndRetryReleasesThem) {
 // bad value is refused by name.
 TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
   Queue q;
-  q.dir.write("fail.sh", "echo \"try $GPUQ_ATTEMPT\" >> \"$GPUQ_JOB_ID.trace\"\nexit 3\n");
+  q.d.write("fail.sh", "echo \"try $GPUQ_ATTEMPT\" >> \"$GPUQ_JOB_ID.trace\"\nexit 3\n");
   q.plan(R"([
     {"id": "never", "script": "fail.sh", "gpus": 1, "max_retries": 0},
     {"id": "thrice", "script": "fail.sh", "gpus": 1, "max_retries": 3},
@@ -127,9 +110,9 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
   ASSERT_EQ(r.status, 3) << r.out << r.err;  // 3: a job did not end done
   EXPECT_THAT(r.out, HasSubstr("0 done, 3 failed"));
-  EXPECT_EQ(lines_of(q.dir.path() + "/never.trace").size(), 1u);
-  EXPECT_EQ(lines_of(q.dir.path() + "/thrice.trace").size(), 4u);
-  EXPECT_EQ(lines_of(q.dir.path() + "/plain.trace").size(), 2u);
+  EXPECT_EQ(lines_of(q.d.path() + "/never.trace").size(), 1u);
+  EXPECT_EQ(lines_of(q.d.path() + "/thrice.trace").size(), 4u);
+  EXPECT_EQ(lines_of(q.d.path() + "/plain.trace").size(), 2u);
   EXPECT_THAT(r.out, HasSubstr("auto-retry thrice (retry 3)"));
   EXPECT_THAT(r.out, Not(HasSubstr("auto-retry never")));
 
@@ -144,9 +127,9 @@ TEST(Run, AJobsOwnMaxRetriesWinsOverTheFlag) {
 // when one failed, timed out or could not start, or is blocked by one; a retry that ends all done is 0 again.
 TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
   Queue q;
-  q.dir.write("ok.sh", "exit 0\n");
-  q.dir.write("fail.sh", "exit 3\n");
-  q.dir.write("slow.sh", "sleep 30\n");
+  q.d.write("ok.sh", "exit 0\n");
+  q.d.write("fail.sh", "exit 3\n");
+  q.d.write("slow.sh", "sleep 30\n");
   q.plan(R"([{"id": "a", "script": "ok.sh", "gpus": 0}, {"id": "b", "script": "ok.sh", "gpus": 0, "deps": ["a"]}])");
   auto r = q.start({"--max-retries", "0"})->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -165,19 +148,19 @@ TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
        "1 done, 1 failed (u: could not start)"},
   };
   for (const Case& c : cases) {
-    std::filesystem::remove(q.dir.path() + "/plan.state.json");
-    q.dir.write("victim.sh", "true\n");
-    q.dir.write("rm.sh", "rm victim.sh\n");
+    std::filesystem::remove(q.d.path() + "/plan.state.json");
+    q.d.write("victim.sh", "true\n");
+    q.d.write("rm.sh", "rm victim.sh\n");
     q.plan(c.plan);
     auto f = q.start({"--max-retries", "0", "--kill-grace", "1"})->wait(kPatience);
     EXPECT_EQ(f.status, 3) << c.plan << "\n" << f.out << f.err;
     EXPECT_THAT(f.out, HasSubstr(std::string("all jobs finished: ") + c.says));
   }
   // The failed job fixed and retried: the plan ends all done, and run says 0.
-  std::filesystem::remove(q.dir.path() + "/plan.state.json");
+  std::filesystem::remove(q.d.path() + "/plan.state.json");
   q.plan(R"([{"id": "f", "script": "fail.sh", "gpus": 0}])");
   EXPECT_EQ(q.start({"--max-retries", "0"})->wait(kPatience).status, 3);
-  q.dir.write("fail.sh", "exit 0\n");
+  q.d.write("fail.sh", "exit 0\n");
   EXPECT_EQ(q.gpuq({"retry", "f"}).status, 0);
   auto again = q.start({"--max-retries", "0"})->wait(kPatience);
   EXPECT_EQ(again.status, 0) << again.out << again.err;
@@ -189,33 +172,33 @@ TEST(Run, RunExitsNonZeroWhenAJobDidNotEndDone) {
 // event. The state's `attempts` keeps the original's meaning (automatic retries).
 TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
   Queue q;
-  q.dir.write("a.sh", "echo \"$GPUQ_ATTEMPT\" >> a.trace\n[ -e a.ok ] || exit 3\n");
-  q.dir.write("b.sh", "echo \"$GPUQ_ATTEMPT\" >> b.trace\n[ -e b.ok ] || exec sleep 300\n");
+  q.d.write("a.sh", "echo \"$GPUQ_ATTEMPT\" >> a.trace\n[ -e a.ok ] || exit 3\n");
+  q.d.write("b.sh", "echo \"$GPUQ_ATTEMPT\" >> b.trace\n[ -e b.ok ] || exec sleep 300\n");
   q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}])");
   auto r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(lines_of(q.d.path() + "/a.trace"), (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(q.state()["a"]["attempts"], 1);  // the original's count: one automatic retry
   EXPECT_EQ(q.gpuq({"retry", "a"}).status, 0);
-  q.dir.write("a.ok", "");
+  q.d.write("a.ok", "");
   r = q.start({"--max-retries", "1", "--retry-after", "0"})->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(lines_of(q.dir.path() + "/a.trace"), (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(lines_of(q.d.path() + "/a.trace"), (std::vector<std::string>{"1", "2", "3"}));
   EXPECT_EQ(q.state()["a"].value("attempts", 0), 0);  // a retry by hand starts the original's count over
   EXPECT_EQ(q.state()["a"]["attempt"], 3);
 
   // A requeue of a running job: its next attempt is 2, not 1 again.
   q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 0}, {"id": "b", "script": "b.sh", "gpus": 0}])");
   auto run = q.start({"--kill-grace", "1"});
-  ASSERT_TRUE(eventually([&] { return lines_of(q.dir.path() + "/b.trace").size() == 1; })) << run->wait(1).out;
-  q.dir.write("b.ok", "");
+  ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/b.trace").size() == 1; })) << run->wait(1).out;
+  q.d.write("b.ok", "");
   EXPECT_EQ(q.gpuq({"requeue", "b"}).status, 0);
   r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(lines_of(q.dir.path() + "/b.trace"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(lines_of(q.d.path() + "/b.trace"), (std::vector<std::string>{"1", "2"}));
 
   // Each log header once, numbers growing.
-  std::string a_log = q.dir.read("logs/a.log"), b_log = q.dir.read("logs/b.log");
+  std::string a_log = q.d.read("logs/a.log"), b_log = q.d.read("logs/b.log");
   for (const char* n : {"1", "2", "3"}) {
     std::string header = std::string("== gpuq: attempt ") + n + " ";
     size_t at = a_log.find(header);
@@ -229,7 +212,7 @@ TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
   std::map<std::string, std::vector<long long>> starts;
   std::vector<std::string> kinds_b;
   bool retry_a = false;
-  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+  for (const std::string& line : lines_of(q.d.path() + "/plan.events.jsonl")) {
     json e = json::parse(line);
     std::string id = e.value("id", ""), kind = e.value("event", "");
     long long attempt = e.value("attempt", 0LL);
@@ -242,7 +225,7 @@ TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
   EXPECT_TRUE(retry_a);
   EXPECT_THAT(kinds_b, ::testing::Contains("requeue 2")) << ::testing::PrintToString(kinds_b);
   bool requeued_end = false;
-  for (const std::string& line : lines_of(q.dir.path() + "/plan.events.jsonl")) {
+  for (const std::string& line : lines_of(q.d.path() + "/plan.events.jsonl")) {
     json e = json::parse(line);
     if (e.value("id", "") == "b" && e.value("event", "") == "end" && e.value("attempt", 0) == 1)
       requeued_end = e.value("outcome", "") == "requeued";
@@ -259,8 +242,8 @@ TEST(Run, GpuWithForeignMemoryIsBusy) {
   auto r = q.start({"--gpus", "0,1,2,3", "--max-used-mib", "2500"})->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out;
   // GPU 0 (30000 MiB) is over --max-used-mib 2500; 1 (500 MiB) and 2 (2000 MiB) are not.
-  EXPECT_EQ(q.dir.read("a.gpus"), "1\n");
-  EXPECT_EQ(q.dir.read("b.gpus"), "2\n");
+  EXPECT_EQ(q.d.read("a.gpus"), "1\n");
+  EXPECT_EQ(q.d.read("b.gpus"), "2\n");
 }
 
 // The probe of this machine against fake nvidia-smi commands.
@@ -285,11 +268,11 @@ TEST(Run, NvidiaSmiGivesAReadingOrSaysItsProblem) {
 
 TEST(Run, KillEscalatesToSigkillForAJobThatIgnoresSigterm) {
   Queue q;
-  q.dir.write("stubborn.sh", "trap '' TERM\necho $$ > stubborn.pid\nwhile true; do sleep 0.1; done\n");
+  q.d.write("stubborn.sh", "trap '' TERM\necho $$ > stubborn.pid\nwhile true; do sleep 0.1; done\n");
   q.plan(R"([{"id": "stubborn", "script": "stubborn.sh", "gpus": 1}])");
   auto run = q.start({"--kill-grace", "1"});
-  ASSERT_TRUE(eventually([&] { return !lines_of(q.dir.path() + "/stubborn.pid").empty(); }));
-  long long pid = std::stoll(lines_of(q.dir.path() + "/stubborn.pid")[0]);
+  ASSERT_TRUE(eventually([&] { return !lines_of(q.d.path() + "/stubborn.pid").empty(); }));
+  long long pid = std::stoll(lines_of(q.d.path() + "/stubborn.pid")[0]);
   auto k = q.gpuq({"kill", "stubborn"});
   EXPECT_EQ(k.status, 0);
   EXPECT_THAT(k.out, HasSubstr("killed stubborn: sent SIGTERM to process group"));
@@ -320,35 +303,35 @@ TEST(Run, UnknownIdsAreRefusedAndNamed) {
     EXPECT_EQ(r.status, 2) << action;
     EXPECT_THAT(r.err, HasSubstr("no job ghost, phantom in plan.json; nothing was changed"));
   }
-  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.state.json").good());
+  EXPECT_FALSE(std::ifstream(q.d.path() + "/plan.state.json").good());
 }
 
 TEST(Run, LeftoverBackgroundProcessIsReaped) {
   Queue q;
-  q.dir.write("leaky.sh", "sleep 300 &\necho $! > leaky.child\nexit 0\n");
+  q.d.write("leaky.sh", "sleep 300 &\necho $! > leaky.child\nexit 0\n");
   q.plan(R"([{"id": "leaky", "script": "leaky.sh", "gpus": 1}])");
   auto r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0) << r.out;
-  long long child = std::stoll(lines_of(q.dir.path() + "/leaky.child").at(0));
+  long long child = std::stoll(lines_of(q.d.path() + "/leaky.child").at(0));
   EXPECT_TRUE(eventually([&] { return !pid_alive(child); })) << "the background sleep survived";
 }
 
 TEST(Run, ScriptPathWithSpaceAndSemicolonRunsAsOneArgument) {
   Queue q;
-  q.dir.write("my jobs/odd;touch pwned.sh", "echo ran > ran.txt\n");
+  q.d.write("my jobs/odd;touch pwned.sh", "echo ran > ran.txt\n");
   q.plan(R"([{"id": "odd", "script": "my jobs/odd;touch pwned.sh", "gpus": 0}])");
   auto r = q.start()->wait(kPatience);
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(q.status_of("odd"), "done");
-  EXPECT_EQ(q.dir.read("ran.txt"), "ran\n");
-  EXPECT_FALSE(std::ifstream(q.dir.path() + "/pwned").good());
+  EXPECT_EQ(q.d.read("ran.txt"), "ran\n");
+  EXPECT_FALSE(std::ifstream(q.d.path() + "/pwned").good());
 }
 
 TEST(Run, ScriptPathExpandsHomeAndVariables) {
   Queue q;
-  q.dir.write("scripts/hello.sh", "echo hi > hello.txt\n");
-  q.env["MYJOBS"] = q.dir.path() + "/scripts";
-  q.env["HOME"] = q.dir.path();
+  q.d.write("scripts/hello.sh", "echo hi > hello.txt\n");
+  q.env["MYJOBS"] = q.d.path() + "/scripts";
+  q.env["HOME"] = q.d.path();
   q.plan(R"([{"id": "v", "script": "$MYJOBS/hello.sh", "gpus": 0},
              {"id": "h", "script": "~/scripts/hello.sh", "gpus": 0, "deps": ["v"]}])");
   ASSERT_EQ(q.start()->wait(kPatience).status, 0);
@@ -363,10 +346,11 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   auto refused = q.start({"--max-retries", "0"})->wait(kPatience);
   EXPECT_EQ(refused.status, 2);
   EXPECT_THAT(refused.err, HasSubstr("nothing started: 1 script is missing or not readable: no_such.sh (job 'gone')"));
-  EXPECT_EQ(q.status_of("fine"), "none");
+  EXPECT_FALSE(q.has_state()) << "a refused run writes no state";
+  EXPECT_EQ(q.status_of("fine"), "pending");
   // A script that goes away while run goes: that job fails (exit 127), the queue goes on.
-  q.dir.write("victim.sh", "true\n");
-  q.dir.write("remover.sh", "rm victim.sh\n");
+  q.d.write("victim.sh", "true\n");
+  q.d.write("remover.sh", "rm victim.sh\n");
   q.plan(R"([{"id": "remover", "script": "remover.sh", "gpus": 0},
              {"id": "gone", "script": "victim.sh", "gpus": 0, "deps": ["remover"]},
              {"id": "fine", "script": "job.sh", "gpus": 0, "deps": ["remover"]}])");
@@ -374,7 +358,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
   EXPECT_EQ(r.status, 3) << r.err;  // 3: a job did not end done
   EXPECT_EQ(q.status_of("gone"), "failed");
   EXPECT_EQ(q.state()["gone"]["exit"], 127);
-  EXPECT_THAT(q.dir.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
+  EXPECT_THAT(q.d.read("logs/gone.log"), HasSubstr("victim.sh is missing or not a readable file"));
   EXPECT_EQ(q.status_of("fine"), "done");
 }
 
@@ -382,7 +366,7 @@ TEST(Run, MissingScriptFailsTheJobNotTheQueue) {
 // waits for its maker is not refused (only said), and runs once its script exists.
 TEST(Run, ScriptMadeByAnEarlierJobIsAwaitedNotRefused) {
   Queue q;
-  q.dir.write("make.sh", "mkdir -p gen && printf 'echo made > made.txt\\n' > gen/use.sh\n");
+  q.d.write("make.sh", "mkdir -p gen && printf 'echo made > made.txt\\n' > gen/use.sh\n");
   q.plan(R"([{"id": "make", "script": "make.sh", "gpus": 0},
              {"id": "use", "script": "gen/use.sh", "gpus": 0, "deps": ["make"]}])");
   auto r = q.start({"--max-retries", "0"})->wait(kPatience);
@@ -390,17 +374,17 @@ TEST(Run, ScriptMadeByAnEarlierJobIsAwaitedNotRefused) {
   EXPECT_THAT(r.err, HasSubstr("not there yet, for jobs that wait on other jobs (which may make them): "
                                "1 script is missing or not readable: gen/use.sh (job 'use')"));
   EXPECT_EQ(q.status_of("use"), "done");
-  EXPECT_EQ(q.dir.read("made.txt"), "made\n");
+  EXPECT_EQ(q.d.read("made.txt"), "made\n");
 }
 
 TEST(Run, JobEnvironmentAndExitFile) {
   Queue q;
-  q.dir.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
+  q.d.write("env.sh", "env | grep -E '^(CUDA_DEVICE_ORDER|CUDA_VISIBLE_DEVICES|TDPRM_GPU0|GPUQ_JOB_ID|GPUQ_ATTEMPT)=' | sort > env.txt\nexit 7\n");
   q.plan(R"([{"id": "e", "script": "env.sh", "gpus": 2}])");
   ASSERT_EQ(q.start({"--max-retries", "0", "--gpus", "4,5,6,7"})->wait(kPatience).status, 3);  // 3: a job did not end done
-  EXPECT_EQ(q.dir.read("env.txt"),
+  EXPECT_EQ(q.d.read("env.txt"),
             "CUDA_DEVICE_ORDER=PCI_BUS_ID\nCUDA_VISIBLE_DEVICES=4,5\nGPUQ_ATTEMPT=1\nGPUQ_JOB_ID=e\nTDPRM_GPU0=4\n");
-  EXPECT_EQ(q.dir.read("logs/e.exit"), "7\n");
+  EXPECT_EQ(q.d.read("logs/e.exit"), "7\n");
   EXPECT_EQ(q.state()["e"]["exit"], 7);
 }
 
@@ -408,24 +392,24 @@ TEST(Run, StatusChangesNothingAndSignalsNothing) {
   Queue q;
   q.plan(R"([{"id": "leaky", "script": "job.sh", "gpus": 1}, {"id": "b", "script": "job.sh", "deps": ["leaky"]}])");
   // A job that has ended (exit file written) but whose process group still holds a process.
-  Background leftover({"sleep", "300"}, q.dir.path());
-  q.dir.write("logs/leaky.exit", "0\n");
-  q.dir.write("plan.state.json", R"({"leaky": {"status": "running", "gpus": [0], "pid": )" +
+  Background leftover({"sleep", "300"}, q.d.path());
+  q.d.write("logs/leaky.exit", "0\n");
+  q.d.write("plan.state.json", R"({"leaky": {"status": "running", "gpus": [0], "pid": )" +
                                      std::to_string(leftover.pid()) + R"(, "start": 1000.5, "attempts": 0}})");
-  std::string before = q.dir.read("plan.state.json");
+  std::string before = q.d.read("plan.state.json");
   auto s = q.gpuq({"status", "--all"});
   EXPECT_EQ(s.status, 0);
   EXPECT_THAT(s.out, HasSubstr("done     leaky"));       // status sees the exit file...
-  EXPECT_EQ(q.dir.read("plan.state.json"), before);     // ...but writes nothing
+  EXPECT_EQ(q.d.read("plan.state.json"), before);     // ...but writes nothing
   EXPECT_TRUE(leftover.running());                       // and kills nothing (fix 13)
-  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.lock").good());
+  EXPECT_FALSE(std::ifstream(q.d.path() + "/plan.lock").good());
 }
 
 TEST(Run, StatusRowsAndCountsAreTheOriginals) {
   Queue q;
   q.plan(R"([{"id": "a", "script": "job.sh", "est_hours": 2}, {"id": "b", "script": "job.sh"},
              {"id": "c", "script": "job.sh"}])");
-  q.dir.write("plan.state.json", R"({"a": {"status": "failed", "gpus": [3], "pid": 1, "start": 1000.0,
+  q.d.write("plan.state.json", R"({"a": {"status": "failed", "gpus": [3], "pid": 1, "start": 1000.0,
       "end": 8200.0, "exit": 2, "attempts": 2}, "c": {"status": "held"}})");
   auto s = q.gpuq({"status"});
   // The original's rows and counts come first, unchanged; gpuq's outlook follows.
@@ -449,7 +433,7 @@ TEST(Run, SigtermStopsTheQueueAndLeavesJobsRunning) {
   EXPECT_TRUE(pid_alive(pid));
   // A new run adopts it and sees it end.
   auto next = q.start();
-  q.dir.write("gate", "");
+  q.d.write("gate", "");
   auto again = next->wait(kPatience);
   EXPECT_EQ(again.status, 0);
   EXPECT_THAT(again.out, Not(HasSubstr("start a")));
@@ -463,20 +447,20 @@ TEST(Run, InvalidPlanIsRejectedBeforeAnythingRuns) {
   auto r = q.gpuq({"run"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("dep \"nope\" names no job"));
-  EXPECT_FALSE(std::ifstream(q.dir.path() + "/plan.state.json").good());
+  EXPECT_FALSE(std::ifstream(q.d.path() + "/plan.state.json").good());
 }
 
 TEST(Run, UnreadableStateStopsTheCommandAndIsNotOverwritten) {
   Queue q;
   q.plan(R"([{"id": "a", "script": "job.sh"}])");
-  q.dir.write("plan.state.json", "{\"a\": {\"status\": \"done\",");
+  q.d.write("plan.state.json", "{\"a\": {\"status\": \"done\",");
   for (auto args : std::vector<std::vector<std::string>>{{"run"}, {"status"}, {"retry", "a"}}) {
     auto r = q.gpuq(args);
     EXPECT_EQ(r.status, 1) << args[0];
     EXPECT_THAT(r.err, HasSubstr("plan.state.json: line 1")) << args[0];
     EXPECT_THAT(r.err, HasSubstr("will not overwrite it")) << args[0];
   }
-  EXPECT_EQ(q.dir.read("plan.state.json"), "{\"a\": {\"status\": \"done\",");
+  EXPECT_EQ(q.d.read("plan.state.json"), "{\"a\": {\"status\": \"done\",");
 }
 
 TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
@@ -490,7 +474,7 @@ TEST(Run, ASecondRunOnTheSamePlanIsRefused) {
   EXPECT_THAT(second.err, HasSubstr("another `gpuq run` (pid " + std::to_string(first->pid()) +
                                     ", started as `gpuq run --plan plan.json` on "));
   EXPECT_THAT(second.err, HasSubstr(") is already running plan.json"));
-  q.dir.write("gate", "");
+  q.d.write("gate", "");
   EXPECT_EQ(first->wait(kPatience).status, 0);
   EXPECT_EQ(q.trace(), (std::vector<std::string>{"start a", "end a"}));
   // Once the first has ended, a new run may start.
@@ -541,12 +525,13 @@ TEST(Run, ALockHeldAfterItsRunDiedIsWaitedForNotRefused) {
   for (bool empty : {false, true}) {  // empty: the holder has locked but not yet written its pid
     Queue q;
     q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
-    LeftoverLock lock(q.dir, empty ? "" : std::to_string(dead_pid()) + "\n");
+    LeftoverLock lock(q.d, empty ? "" : std::to_string(dead_pid()) + "\n");
     auto run = q.start();
     // Once run has opened the lock file, it is waiting for the lock.
-    ASSERT_TRUE(eventually([&] { return holds_open(run->pid(), q.dir.path() + "/plan.run.lock"); }));
+    ASSERT_TRUE(eventually([&] { return holds_open(run->pid(), q.d.path() + "/plan.run.lock"); }));
     EXPECT_TRUE(run->running()) << empty << ": " << run->wait(0).err;
-    EXPECT_EQ(q.status_of("a"), "none") << "it must not schedule before it holds the lock";
+    EXPECT_FALSE(q.has_state()) << "it must not schedule before it holds the lock";
+    EXPECT_EQ(q.status_of("a"), "pending");
     lock.release();
     auto r = run->wait(kPatience);
     EXPECT_EQ(r.status, 0) << r.err;
@@ -558,7 +543,7 @@ TEST(Run, ALockNeverLetGoAfterItsRunDiedIsReportedWithTheRecordedPid) {
   Queue q;
   q.plan(R"([{"id": "a", "script": "job.sh", "gpus": 1}])");
   long long pid = dead_pid();
-  LeftoverLock lock(q.dir, std::to_string(pid) + "\n");
+  LeftoverLock lock(q.d, std::to_string(pid) + "\n");
   auto r = q.gpuq({"run", "--poll", "1"});
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("plan.run.lock is locked by a process other than the `gpuq run` that took it (pid " +

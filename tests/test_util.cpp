@@ -238,6 +238,18 @@ nlohmann::json PlanFolder::state(const std::string& name) const {
   return t.empty() ? nlohmann::json::object() : nlohmann::json::parse(t);
 }
 
+std::unique_ptr<Background> PlanFolder::background(std::vector<std::string> args, const std::string& plan) const {
+  args.insert(args.begin() + 1, {"--plan", plan});
+  return start_gpuq(args, d.path(), env);
+}
+
+bool PlanFolder::has_state(const std::string& name) const { return !d.read(name).empty(); }
+
+std::string PlanFolder::status_of(const std::string& id, const std::string& name) const {
+  const nlohmann::json s = state(name);
+  return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
+}
+
 void PlanFolder::kill_jobs() const {
   const nlohmann::json s = state();  // kept: items() of a temporary dangles before the loop runs
   for (auto& [id, e] : s.items())

@@ -122,16 +122,32 @@ std::string idle_gpus(int gpus);
 /// change what the node reports); returns the environment that makes gpuq use it.
 std::map<std::string, std::string> fake_nvidia_smi(const TempDir& d, const std::string& smi);
 
-/// A folder for real runs of the built binary: a fake nvidia-smi with `gpus` idle GPUs and
-/// the environment that makes gpuq use it.
+/// A folder for real runs of the built binary: a fake nvidia-smi (see fake_nvidia_smi) and
+/// the environment that makes gpuq use it. The suite's one such fixture: a test file that needs
+/// more (job scripts, its own run flags) derives from it rather than keeping its own copy.
 struct PlanFolder {
   TempDir d;
   std::map<std::string, std::string> env;
+  /// `gpus` idle GPUs.
   explicit PlanFolder(int gpus) : env(fake_nvidia_smi(d, idle_gpus(gpus))) {}
+  /// nvidia-smi prints `smi` (e.g. "0, 30000\n1, 5\n": GPUs with memory in use).
+  explicit PlanFolder(const std::string& smi) : env(fake_nvidia_smi(d, smi)) {}
+  /// From now on nvidia-smi prints `smi`.
+  void set_smi(const std::string& smi) const { d.write("smi.txt", smi); }
+  /// Writes the plan file `name`.
+  void plan(const std::string& text, const std::string& name = "plan.json") const { d.write(name, text); }
   /// `gpuq ARGS` in the folder, with --plan `plan` after the command.
   Output gpuq(std::vector<std::string> args, const std::string& plan = "plan.json") const;
+  /// `gpuq ARGS` started in the background in the folder, with --plan `plan` after the command.
+  std::unique_ptr<Background> background(std::vector<std::string> args, const std::string& plan = "plan.json") const;
   /// The state file as JSON (an empty object while there is none).
   nlohmann::json state(const std::string& name = "plan.state.json") const;
+  /// Whether the state file exists (gpuq has written it: e.g. run has made its first tick).
+  bool has_state(const std::string& name = "plan.state.json") const;
+  /// What job `id`'s state entry says ("running", "done", ...). A job with no entry, or no
+  /// state file at all, is "pending": what gpuq itself shows for it. To tell "no state file
+  /// yet" apart, use has_state().
+  std::string status_of(const std::string& id, const std::string& name = "plan.state.json") const;
   /// SIGKILL to the process group of each job the state records: what a test left running.
   void kill_jobs() const;
 };

@@ -27,13 +27,9 @@ struct Plan : PlanFolder {
     d.write("slow.sh", "echo \"start $GPUQ_JOB_ID\" >> trace\nexec sleep 300\n");
   }
   std::unique_ptr<Background> start(const std::string& plan = "plan.json", std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{"run", "--plan", plan, "--poll", "1", "--gpus", "0,1"};
+    std::vector<std::string> args{"run", "--poll", "1", "--gpus", "0,1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return start_gpuq(args, d.path(), env);
-  }
-  std::string status_of(const std::string& id) const {
-    json s = state();
-    return s.contains(id) ? s[id]["status"].get<std::string>() : "pending";
+    return background(args, plan);
   }
 };
 
@@ -185,7 +181,7 @@ TEST(Symlink, ASecondRunThroughALinkIsRefusedAndNamesTheFirst) {
   fs::create_directories(p.d.path() + "/other");
   fs::create_symlink("../p/plan.json", p.d.path() + "/other/link.json");
   auto first = p.start("p/plan.json");
-  ASSERT_TRUE(eventually([&] { return p.state("p/plan.state.json").value("a", json::object()).value("status", "") == "running"; }, kPatience));
+  ASSERT_TRUE(eventually([&] { return p.status_of("a", "p/plan.state.json") == "running"; }, kPatience));
   Output second = run_gpuq({"run", "--plan", "other/link.json", "--poll", "1", "--gpus", "0,1"}, p.d.path(), p.env);
   EXPECT_EQ(second.status, 1);
   EXPECT_THAT(second.err, HasSubstr(fmt::format("another `gpuq run` (pid {}, started as `gpuq run --plan p/plan.json`",

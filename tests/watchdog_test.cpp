@@ -268,15 +268,12 @@ TEST(WatchdogStatus, StatusMarksAHungJobAsRunSeesIt) {
 
 namespace {
 
-struct QuietQueue {
-  TempDir dir;
-  std::map<std::string, std::string> env;
-  explicit QuietQueue(const std::string& smi) : env(fake_nvidia_smi(dir, smi)) {}
-  Output run(const std::string& plan) {
-    dir.write("plan.json", plan);
-    return start_gpuq({"run", "--plan", "plan.json", "--gpus", "0"}, dir.path(), env)->wait(kPatience);
+struct QuietQueue : PlanFolder {
+  explicit QuietQueue(const std::string& smi) : PlanFolder(smi) {}
+  Output run(const std::string& text) {
+    plan(text);
+    return background({"run", "--gpus", "0"})->wait(kPatience);
   }
-  json state() const { return json::parse(dir.read("plan.state.json")); }
 };
 
 }  // namespace
@@ -285,9 +282,9 @@ struct QuietQueue {
 // watchdog (2 s here) stops it, and the job after it runs: the plan finishes on its own.
 TEST(WatchdogRun, AHangingJobIsStoppedAndThePlanFinishesOnItsOwn) {
   QuietQueue q("0, 0, 0\n");
-  q.dir.write("hang.sh", "echo loading; echo $$ > hang.pid; while true; do sleep 0.05; done\n");
-  q.dir.write("talk.sh", "for i in $(seq 30); do echo step $i; sleep 0.1; done\n");
-  q.dir.write("next.sh", "echo next > next.ran\n");
+  q.d.write("hang.sh", "echo loading; echo $$ > hang.pid; while true; do sleep 0.05; done\n");
+  q.d.write("talk.sh", "for i in $(seq 30); do echo step $i; sleep 0.1; done\n");
+  q.d.write("next.sh", "echo next > next.ran\n");
   Output r = q.run(R"([{"id": "hang", "script": "hang.sh", "priority": 1, "quiet_minutes": 0.03334, "on_quiet": "kill"},
                       {"id": "talk", "script": "talk.sh", "priority": 2, "quiet_minutes": 0.03334, "on_quiet": "kill"},
                       {"id": "next", "script": "next.sh", "priority": 3, "deps": ["after:hang"]}])");
@@ -299,7 +296,7 @@ TEST(WatchdogRun, AHangingJobIsStoppedAndThePlanFinishesOnItsOwn) {
   EXPECT_THAT(r.out, HasSubstr("failed (hang: stopped as hung)"));  // the last line says how, not "exit -15"
   EXPECT_EQ(s["hang"]["status"], "failed");
   EXPECT_EQ(s["talk"]["status"], "done");  // talked every 0.1 s for 3 s: never quiet for 2 s
-  EXPECT_EQ(q.dir.read("next.ran"), "next\n");
-  EXPECT_TRUE(eventually([&] { return !pid_alive(std::stoll(q.dir.read("hang.pid"))); }, kPatience));
-  EXPECT_THAT(q.dir.read("logs/hang.log"), HasSubstr(" s, GPUs idle: the watchdog stopped the job"));
+  EXPECT_EQ(q.d.read("next.ran"), "next\n");
+  EXPECT_TRUE(eventually([&] { return !pid_alive(std::stoll(q.d.read("hang.pid"))); }, kPatience));
+  EXPECT_THAT(q.d.read("logs/hang.log"), HasSubstr(" s, GPUs idle: the watchdog stopped the job"));
 }
