@@ -121,3 +121,40 @@ wait
   EXPECT_LT(kill, start_b) << r.out;
   EXPECT_EQ(q.d.read("next.ran"), "next\n");
 }
+
+namespace {
+// A pid that no process has: a child that has exited and been reaped.
+long long gone_pid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+}  // namespace
+
+// status read the state in the instant between run's SIGTERM at a job's limit and run's save:
+// the entry still says running and its process is gone. Past its limit, it ended as the timeout
+// run is writing (not retried without retry_on_timeout); a job with no limit was lost (retried).
+TEST(LimitsStatus, AJobGoneAfterItsLimitIsTheTimeoutRunIsSavingNotALostJob) {
+  LimitQueue q;
+  q.plan(fmt::format(R"([{{"id": "a", "script": "s.sh", "time_limit_hours": {}}},
+                         {{"id": "b", "script": "s.sh"}}])",
+                     hours(5)));
+  double now = static_cast<double>(::time(nullptr));
+  q.d.write("plan.state.json",
+            fmt::format(R"({{"a": {{"status": "running", "gpus": [0], "pid": {}, "start": {}, "attempts": 0}},
+                            "b": {{"status": "running", "gpus": [], "pid": {}, "start": {}, "attempts": 0}}}})",
+                        gone_pid(), now - 10, gone_pid(), now - 10));
+  Output o = q.gpuq({"status", "--json", "--gpus", "0"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  nlohmann::json s = nlohmann::json::parse(o.out);
+  std::map<std::string, nlohmann::json> by;
+  for (const auto& j : s["jobs"]) by[j["id"]] = j;
+  EXPECT_EQ(by["a"]["outcome"], "timeout") << by["a"].dump();
+  EXPECT_NEAR(by["a"]["end"].get<double>(), now - 5, 1e-6);  // at its limit
+  EXPECT_TRUE(by["a"]["predicted_start"].is_null()) << "no retry: it has no retry_on_timeout";
+  EXPECT_EQ(by["b"]["outcome"], "lost") << by["b"].dump();
+  EXPECT_TRUE(by["b"]["predicted_start"].is_number()) << "a lost job is retried";
+  // status changes nothing: run writes the outcome.
+  EXPECT_EQ(q.state()["a"]["status"], "running");
+}

@@ -26,6 +26,8 @@
 #include "gpuq/live/plan_edit.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/gpu_use.h"
+#include "gpuq/core/life.h"
+#include "gpuq/core/limits.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/plan.h"
@@ -238,7 +240,26 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   warn_unknown_entries(plan, paths, state);
   double now = unix_now();
   std::map<std::string, std::string> slurm_reasons;
+  // A running job past its time limit whose process is gone was stopped there by run, which
+  // has not saved that yet (status read the state between run's SIGTERM and its save): it
+  // ended as the timeout run is writing, not as a job lost (which would be retried).
+  std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.start && !s.queue_id)
+      if (const Job* j = plan.find(id))
+        if (std::optional<double> lim = limit_hours(*j, f.time_limit_factor); lim && now >= *s.start + *lim * 3600)
+          past_limit.push_back({id, *s.start + *lim * 3600});
   std::string slurm = slurm_refresh(paths, state, now, slurm_reasons);  // in memory only: status changes nothing (fix 13)
+  for (const auto& [id, at] : past_limit)
+    if (JobState* s = state.find(id); s && s->status != Status::Running) {
+      Ended end;
+      end.attempts = s->attempts_or0();
+      end.outcome = Outcome::Timeout;
+      end.exit = timeout_exit(*plan.find(id));
+      end.end = at;
+      end.start = s->start;
+      write_life(*s, end, Cause::Limit);
+    }
   phase("refresh");
   RunOptions opt = run_options(f, gpus);
   std::string pairs_err;
