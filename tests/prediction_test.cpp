@@ -160,6 +160,16 @@ void expect_same(const Timeline& want, const Timeline& got, double tol, const st
   }
 }
 
+// How late a real run may be, in seconds, at the end of a chain of hand-offs (a job's end, run
+// waking, the next start): whole seconds apart, every predicted event, so a broken rule moves
+// one by a second or more. Under ASan gpuq and its jobs' start are slower: a chain of 14 s
+// ended 0.53 s late on a loaded 2-core machine.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kLate = 0.8;
+#else
+constexpr double kLate = 0.5;
+#endif
+
 // The property the engine is for: over random plans (deps, after:, priorities, a reservation,
 // 0-4 GPU jobs, time limits with and without retry_on_timeout), what simulate predicts is what
 // run does, and what status predicts mid-run is what then happens. The trials run side by
@@ -182,7 +192,7 @@ void prediction_is_what_happens(bool repeat_gpus_to_status) {
     ASSERT_EQ(r.status == 0 || r.status == 3, true) << r.out << r.err;  // 3: a job failed for good
     double t0 = 0;
     Timeline ran = happened(t->f.d.path() + "/plan.events.jsonl", t0);
-    expect_same(predicted(t->sim), ran, 0.5, "simulate");
+    expect_same(predicted(t->sim), ran, kLate, "simulate");
     // status, 2.5 s in: each job not done then starts (and ends) when it said.
     for (const json& j : t->status["jobs"]) {
       const std::string id = j["id"];
@@ -196,8 +206,8 @@ void prediction_is_what_happens(bool repeat_gpus_to_status) {
       });
       ASSERT_TRUE(next != attempts.end()) << id << " was predicted to start at " << said << "\n" << show(ran)
                                           << t->status.dump();
-      EXPECT_NEAR(said, next->start, 0.6) << "status: " << id << "\n" << show(ran) << t->status.dump();
-      EXPECT_NEAR(j["predicted_finish"].get<double>() - t0, attempts.back().end, 0.6)
+      EXPECT_NEAR(said, next->start, kLate + 0.1) << "status: " << id << "\n" << show(ran) << t->status.dump();
+      EXPECT_NEAR(j["predicted_finish"].get<double>() - t0, attempts.back().end, kLate + 0.1)
           << "status: " << id << "\n" << show(ran) << t->status.dump();
     }
   }
