@@ -125,8 +125,11 @@ struct Trial {
       if (std::adjacent_find(instants.begin(), instants.end()) == instants.end()) break;
     }
     // Each attempt runs what is left of its estimate, up to its limit: a checkpointed job.
+    // (In the shell's own arithmetic: no process started before the sleep, which a loaded
+    // machine would make late.)
     f.d.write("job.sh",
-              "left=$(awk -v s=\"$1\" -v l=\"$2\" -v a=\"$GPUQ_ATTEMPT\" 'BEGIN { x = s - (a - 1) * l; print x < 0 ? 0 : x }')\n"
+              "left=$(( $1 - (GPUQ_ATTEMPT - 1) * $2 ))\n"
+              "if [ \"$left\" -lt 0 ]; then left=0; fi\n"
               "exec sleep \"$left\"\n");
   }
   void start() {
