@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "gpuq/core/node.h"
 #include "gpuq/live/proc.h"
 #include "test_util.h"
@@ -193,9 +195,18 @@ TEST(NodeRun, ThreeUsersShareEightGpusNoneHeldTwiceEachJobOnceFairly) {
     gpu_seconds[r.user] += s;
     total += s;
   }
+  std::vector<Ran> by_start = all;
+  std::sort(by_start.begin(), by_start.end(), [](const Ran& a, const Ran& b) { return a.start < b.start; });
+  std::string timeline;
+  for (const Ran& r : by_start) {
+    std::string g;
+    for (int x : r.gpus) g += (g.empty() ? "" : ",") + std::to_string(x);
+    timeline += fmt::format("  {:6.2f} {:6.2f} {}:{} on {}\n", r.start - t0, r.end - t0, r.user, r.id, g);
+  }
   for (const std::string& u : users)
     EXPECT_NEAR(gpu_seconds[u] / total, 1.0 / 3, 0.2 / 3) << u << " had " << gpu_seconds[u] << " of " << total
-                                                        << " GPU-seconds until " << first_done - t0 << " s";
+                                                        << " GPU-seconds until " << first_done - t0 << " s:\n"
+                                                        << timeline;
 }
 
 TEST(NodeRun, AKilledRunsJobsKeepTheirGpusAndARestartedRunAdoptsThem) {

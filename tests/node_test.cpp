@@ -81,6 +81,24 @@ TEST(NodeFairShare, WhatAUserHoldsCountsAgainstThem) {
   EXPECT_EQ(users[order[0].user].name, "bo");
 }
 
+TEST(NodeFairShare, AHoldsTimeSinceItsRunLastAccountedCountsAgainstItsUser) {
+  // Both hold 2 GPUs since an hour ago, for 1.5 hours. bo's run accounted the hour (2 GPU-hours
+  // of usage); ana's run last wrote its entry when its job started (no usage yet). Both are
+  // charged 2 used + 1 ahead, so they tie and ana, by name, goes first. Counting only what
+  // ana's run accounted would charge her 1 and bo 3; with ana at 0.5 GPU-hours of older usage
+  // she must go after bo, which only the hour she has not accounted yet can decide.
+  NodeHold a{"a0", {0, 1}, 100, 1, kNow - 3600, 1.5}, b{"b0", {2, 3}, 101, 1, kNow - 3600, 1.5};
+  std::vector<NodeUser> users = {user("ana", 0.5, {want("a1", 1)}, {a}), user("bo", 2, {want("b1", 1)}, {b})};
+  users[0].runs[0].accounted = kNow - 3600;
+  users[1].runs[0].accounted = kNow;
+  std::vector<NodeSlot> order = fair_order(users, kNow, {});
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(users[order[0].user].name, "bo");  // ana: 0.5 + 2 + 1 = 3.5; bo: 2 + 0 + 1 = 3
+  users[0].usage_gpu_hours = 0;
+  order = fair_order(users, kNow, {});
+  EXPECT_EQ(users[order[0].user].name, "ana");  // a tie at 3: by name
+}
+
 TEST(NodeDecision, NoGpuIsGivenTwiceNorOneAHoldTakes) {
   std::vector<NodeUser> users = {
       user("ana", 0, {want("a1", 2), want("a2", 1)}, {NodeHold{"run_a", {0, 1}, 100, 1, kNow, 1}}),

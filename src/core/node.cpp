@@ -149,10 +149,13 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
 
 namespace {
 
-// What is left of a hold's GPU-hours at `now` (its estimate less its time so far; at least none).
-double ahead(const NodeHold& h, double now) {
-  double left = h.est_hours - std::max(0.0, now - h.start) / 3600;
-  return static_cast<double>(h.gpus.size()) * std::max(0.0, left);
+// What a hold adds to its user's charge at `now` beyond the usage its run has accounted: the
+// GPU-hours it used since `accounted` (a run accounts only when it writes its entry, and the
+// runs write at different times), and what is left of its estimate (at least none).
+double unaccounted_and_ahead(const NodeHold& h, double accounted, double now) {
+  double used = std::max(0.0, now - std::max(h.start, accounted)) / 3600;
+  double left = std::max(0.0, h.est_hours - std::max(0.0, now - h.start) / 3600);
+  return static_cast<double>(h.gpus.size()) * (used + left);
 }
 
 }  // namespace
@@ -168,7 +171,8 @@ std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now,
   for (size_t u = 0; u < users.size(); ++u) {
     Queue q{u, decayed_usage(users[u].usage_gpu_hours, users[u].usage_at, now, config.half_life_days), {}};
     for (size_t r = 0; r < users[u].runs.size(); ++r) {
-      for (const NodeHold& h : users[u].runs[r].holds) q.charge += ahead(h, now);
+      for (const NodeHold& h : users[u].runs[r].holds)
+        q.charge += unaccounted_and_ahead(h, users[u].runs[r].accounted, now);
       for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) q.wants.push_back({u, r, w});
     }
     auto want = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
