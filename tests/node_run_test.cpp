@@ -352,8 +352,50 @@ TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   EXPECT_EQ(o.status, 0) << o.out << o.err;
   std::vector<Ran> mine = records("root", node.root.path() + "/root");
   ASSERT_EQ(mine.size(), 2u);
-  for (const Ran& r : mine)
-    if (r.start < from + 1.9) EXPECT_EQ(r.gpus, (std::vector<int>{7})) << r.id << " started while the claim lived\n" << o.out;
+  for (const Ran& r : mine) {
+    if (r.start < from + 1.9) {
+      EXPECT_EQ(r.gpus, (std::vector<int>{7})) << r.id << " started while the claim lived\n" << o.out;
+    }
+  }
+}
+
+TEST(NodeRun, TheNodeConfigsCapIsKeptAndAMistakeInItIsNamed) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana");
+  ASSERT_TRUE(ana);
+  // root owns node.json (the suite runs as root): ana may hold 3 GPUs at once.
+  node.root.write("node/node.json", R"({"users": {"gqana": {"max_gpus": 3}}})", 0644);
+  std::string plan = plan_of_jobs("a", 6, "0.8");  // 1, 2, 1, 2, 1, 2 GPUs
+  plan.insert(plan.size() - 1,
+              ",\n{\"id\": \"wide\", \"script\": \"job.sh\", \"gpus\": 4, \"est_hours\": 0.0001, \"args\": [\"0.1\"]}");
+  std::string f = node.folder("gqana", plan, *ana);
+  auto run = node.run_as("gqana", f);
+  ASSERT_TRUE(eventually([&] { return records("gqana", f).size() >= 6; }, kPatience)) << run->out();
+  EXPECT_THAT(run->out(), ::testing::HasSubstr("wide needs 4 GPUs, more than the node config's cap for gqana (3): it "
+                                               "cannot start on this node"));
+  Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env);
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("gqana +wide +4 GPUs +waiting +never: more GPUs than gqana's cap of 3"))
+      << s.out;
+  EXPECT_THAT(s.out, ::testing::HasSubstr("gqana 0.00 (at most 3 GPUs)")) << s.out;
+  run->signal(SIGTERM);
+  run->wait(kPatience);
+  // At no instant did ana's jobs hold more than 3 GPUs, though 8 were free.
+  std::vector<Ran> mine = records("gqana", f);
+  int most = 0;
+  for (const Ran& at : mine) {
+    int held = 0;
+    for (const Ran& r : mine)
+      if (r.start <= at.start && at.start < r.end) held += static_cast<int>(r.gpus.size());
+    most = std::max(most, held);
+  }
+  EXPECT_EQ(most, 3) << "the most GPUs ana's jobs held at once";
+  // A typo in the config is named, and the node's defaults are used.
+  node.root.write("node/node.json", R"({"users": {"gqana": {"max_gpu": 3}}})", 0644);
+  Output t = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env);
+  EXPECT_THAT(t.out, ::testing::HasSubstr("node: " + node.dir + "/node.json refused: \"users\".\"gqana\": unknown key "
+                                          "\"max_gpu\" (known: max_gpus, share); the node's defaults are used"))
+      << t.out;
 }
 
 TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {

@@ -142,6 +142,83 @@ TEST(NodeDecision, GpusBusyForTheDecidingRunAreNotGiven) {
   EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{5}));
 }
 
+NodeConfig config_of(const std::string& text) {
+  std::string problem;
+  std::optional<NodeConfig> c = read_node_config(text, &problem);
+  EXPECT_TRUE(c) << problem;
+  return c.value_or(NodeConfig{});
+}
+
+TEST(NodeCaps, AUserPastTheirCapStartsNoMoreAndOthersTakeTheGpus) {
+  // ana may hold 3 GPUs and holds 1: of her 1-GPU wants, two start; bo's take the rest.
+  NodeConfig c = config_of(R"({"users": {"ana": {"max_gpus": 3}}})");
+  std::vector<NodeUser> users = {
+      user("ana", 0, {want("a1", 1), want("a2", 1), want("a3", 1), want("a4", 1)}, {NodeHold{"a0", {0}, 100, 1, kNow, 1}}),
+      user("bo", 50, {want("b1", 1), want("b2", 1), want("b3", 1), want("b4", 1), want("b5", 1), want("b6", 1)})};
+  NodeDecision d = decide_node(users, kNode8, kNode8, kNow, c, 0.5, nullptr);
+  EXPECT_EQ(starts(d, users),
+            (std::vector<std::string>{"ana:a1", "ana:a2", "bo:b1", "bo:b2", "bo:b3", "bo:b4", "bo:b5"}));
+  std::vector<std::string> capped;
+  for (const NodeSlot& s : d.capped) capped.push_back(users[s.user].runs[s.run].wants[s.want].id);
+  EXPECT_EQ(capped, (std::vector<std::string>{"a3", "a4"}));
+  // Without the cap, ana (less used) takes four.
+  d = decide_node(users, kNode8, kNode8, kNow, {}, 0.5, nullptr);
+  EXPECT_EQ(starts(d, users).size(), 7u);
+  EXPECT_EQ(starts(d, users)[3], "ana:a4");
+}
+
+TEST(NodeCaps, AWantWiderThanTheCapNeverStartsNorHoldsGpusBack) {
+  // ana's 4-GPU job is above her cap of 2: it is left out, and bo's long jobs are not held back
+  // for it (as they would be for a wide job that can start).
+  NodeConfig c = config_of(R"({"default": {"max_gpus": 2}, "users": {"bo": {}}})");
+  std::vector<NodeUser> users = {user("ana", 0, {want("wide", 4, 1), want("one", 1, 1)}),
+                                 user("bo", 1, {want("long", 1, 10)}, {NodeHold{"b", {0, 1, 2, 3, 4}, 100, 1, kNow, 1}})};
+  NodeDecision d = decide_node(users, kNode8, kNode8, kNow, c, 0.5, nullptr);
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"ana:one", "bo:long"}));
+  ASSERT_EQ(d.capped.size(), 1u);
+  EXPECT_EQ(users[d.capped[0].user].runs[d.capped[0].run].wants[d.capped[0].want].id, "wide");
+  EXPECT_EQ(c.limits_of("bo").max_gpus, std::nullopt);  // named: the default does not apply
+}
+
+TEST(NodeShares, AUserOfShareTwoIsChargedHalf) {
+  // ana used 4 GPU-hours at share 2 (charged 2); bo used 3 at share 1: ana goes first.
+  NodeConfig c = config_of(R"({"users": {"ana": {"share": 2}}})");
+  std::vector<NodeUser> users = {user("ana", 4, {want("a1", 1), want("a2", 1), want("a3", 1)}),
+                                 user("bo", 3, {want("b1", 1), want("b2", 1)})};
+  std::vector<NodeSlot> order = fair_order(users, kNow, c);
+  std::vector<std::string> got;
+  for (const NodeSlot& s : order) got.push_back(users[s.user].runs[s.run].wants[s.want].id);
+  // ana 2 -> a1 (2.5) -> a2 (3); bo 3 (tie at 3: ana by name) -> a3 (3.5); b1 (4); b2.
+  EXPECT_EQ(got, (std::vector<std::string>{"a1", "a2", "a3", "b1", "b2"}));
+  order = fair_order(users, kNow, {});
+  EXPECT_EQ(users[order[0].user].name, "bo");  // share 1 each: bo used less
+}
+
+TEST(NodeConfigFile, MistakesAreRefusedByPlaceAndProblem) {
+  struct Case {
+    const char* text;
+    const char* says;
+  } cases[] = {
+      {R"({"half_life_days": 0})", "\"half_life_days\" must be a number more than 0"},
+      {R"({"users": {"ana": {"shares": 2}}})", "\"users\".\"ana\": unknown key \"shares\" (known: max_gpus, share)"},
+      {R"({"users": {"ana": {"max_gpus": 1.5}}})", "\"users\".\"ana\": \"max_gpus\" must be a whole number"},
+      {R"({"default": {"share": -1}})", "\"default\": \"share\" must be a number more than 0"},
+      {R"({"user": {}})", "unknown key \"user\" (known: half_life_days, default, users)"},
+      {R"([1])", "not a JSON object"},
+      {R"({"users": )", "parse error"},
+  };
+  for (const Case& k : cases) {
+    std::string problem;
+    EXPECT_FALSE(read_node_config(k.text, &problem)) << k.text;
+    EXPECT_NE(problem.find(k.says), std::string::npos) << k.text << " -> " << problem;
+  }
+  NodeConfig c = config_of(R"({"half_life_days": 3, "default": {"max_gpus": 4}, "users": {"ana": {"share": 0.5}}})");
+  EXPECT_EQ(c.half_life_days, 3);
+  EXPECT_EQ(c.limits_of("cy").max_gpus, 4);
+  EXPECT_EQ(c.limits_of("ana").share, 0.5);
+  EXPECT_EQ(c.limits_of("ana").max_gpus, std::nullopt);
+}
+
 TEST(NodeFile, ReadsBackWhatItWrote) {
   NodeUser u = user("ana", 2.5, {want("w", 2, 3, 7)}, {NodeHold{"h", {2, 3}, 1234, 5678, kNow - 10, 1.5}});
   u.runs[0].pid_start = 99;

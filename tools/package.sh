@@ -25,7 +25,10 @@ if ! $sudo dpkg -i "$deb"; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -f install -y -qq
 fi
 cleanup() {
-  if [[ $was_installed == 0 && ${GPUQ_KEEP_INSTALLED:-0} != 1 ]]; then $sudo dpkg --purge gpuq >/dev/null; fi
+  if [[ $was_installed == 0 && ${GPUQ_KEEP_INSTALLED:-0} != 1 ]]; then
+    $sudo dpkg --purge gpuq >/dev/null
+    [[ ! -e /var/lib/gpuq ]] || { echo "dpkg --purge left /var/lib/gpuq behind" >&2; exit 1; }
+  fi
 }
 trap cleanup EXIT
 
@@ -38,6 +41,12 @@ for f in /usr/share/bash-completion/completions/gpuq /usr/share/zsh/vendor-compl
   [[ -s $f ]] || { echo "missing: $f" >&2; exit 1; }
 done
 bash -c 'source /usr/share/bash-completion/completions/gpuq && complete -p gpuq'
+
+# The node directory for a lab: group gpuq, /var/lib/gpuq sticky and group-writable, and a
+# member of the group shares the node through it by default.
+[[ $(stat -c '%a %U %G' /var/lib/gpuq) == "3775 root gpuq" ]] || { stat /var/lib/gpuq >&2; exit 1; }
+getent group gpuq >/dev/null
+/usr/bin/gpuq status --node | grep -q "^node directory /var/lib/gpuq:" || { /usr/bin/gpuq status --node >&2; exit 1; }
 
 echo "== lintian $deb"
 lintian --fail-on error "$deb"

@@ -29,6 +29,62 @@ void account_usage(NodeUser& user, NodeRun& run, double now, double half_life_da
   run.accounted = now;
 }
 
+const NodeLimits& NodeConfig::limits_of(std::string_view user) const {
+  for (const auto& [name, l] : users)
+    if (name == user) return l;
+  return defaults;
+}
+
+namespace {
+
+NodeLimits read_limits(const json& j, const std::string& where) {
+  if (!j.is_object()) throw std::runtime_error(fmt::format("{}: not a JSON object", where));
+  NodeLimits l;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "max_gpus") {
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > kMaxGpuId + 1)
+        throw std::runtime_error(fmt::format("{}: \"max_gpus\" must be a whole number of GPUs, 0 or more", where));
+      l.max_gpus = v.get<int>();
+    } else if (key == "share") {
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        throw std::runtime_error(fmt::format("{}: \"share\" must be a number more than 0", where));
+      l.share = v.get<double>();
+    } else {
+      throw std::runtime_error(fmt::format("{}: unknown key \"{}\" (known: max_gpus, share)", where, key));
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string* problem) {
+  try {
+    json j = json::parse(text_in);
+    if (!j.is_object()) throw std::runtime_error("not a JSON object");
+    NodeConfig c;
+    for (const auto& [key, v] : j.items()) {
+      if (key == "half_life_days") {
+        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+          throw std::runtime_error("\"half_life_days\" must be a number more than 0");
+        c.half_life_days = v.get<double>();
+      } else if (key == "default") {
+        c.defaults = read_limits(v, "\"default\"");
+      } else if (key == "users") {
+        if (!v.is_object()) throw std::runtime_error("\"users\": not a JSON object of user names");
+        for (const auto& [name, lj] : v.items())
+          c.users.emplace_back(name, read_limits(lj, fmt::format("\"users\".\"{}\"", name)));
+      } else {
+        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, default, users)", key));
+      }
+    }
+    return c;
+  } catch (const std::exception& e) {
+    if (problem) *problem = e.what();
+    return std::nullopt;
+  }
+}
+
 std::string write_node_user(const NodeUser& user) {
   json runs = json::array();
   for (const NodeRun& r : user.runs) {
@@ -168,13 +224,16 @@ std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now,
     size_t next = 0;
   };
   std::vector<Queue> qs;
+  std::vector<double> share(users.size());
   for (size_t u = 0; u < users.size(); ++u) {
+    share[u] = config.limits_of(users[u].name).share;
     Queue q{u, decayed_usage(users[u].usage_gpu_hours, users[u].usage_at, now, config.half_life_days), {}};
     for (size_t r = 0; r < users[u].runs.size(); ++r) {
       for (const NodeHold& h : users[u].runs[r].holds)
         q.charge += unaccounted_and_ahead(h, users[u].runs[r].accounted, now);
       for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) q.wants.push_back({u, r, w});
     }
+    q.charge /= share[u];
     auto want = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
     std::stable_sort(q.wants.begin(), q.wants.end(),
                      [&](const NodeSlot& a, const NodeSlot& b) { return want(a).priority < want(b).priority; });
@@ -193,42 +252,81 @@ std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now,
     NodeSlot s = best->wants[best->next++];
     const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
     // A want of no estimate still moves its user back, a little.
-    best->charge += w.gpus * std::max(w.est_hours, 1e-3);
+    best->charge += w.gpus * std::max(w.est_hours, 1e-3) / share[s.user];
     order.push_back(s);
   }
   return order;
 }
 
+int held_gpus(const NodeUser& u) {
+  int n = 0;
+  for (const NodeRun& r : u.runs)
+    for (const NodeHold& h : r.holds) n += static_cast<int>(h.gpus.size());
+  return n;
+}
+
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement) {
   NodeDecision d;
-  for (const NodeUser& u : users)
-    for (const NodeRun& r : u.runs)
+  std::vector<int> held(users.size()), cap(users.size(), -1);
+  for (size_t u = 0; u < users.size(); ++u) {
+    for (const NodeRun& r : users[u].runs)
       for (const NodeHold& h : r.holds) d.held |= mask_of(h.gpus);
-  d.order = fair_order(users, now, config);
-  // The wants as the jobs of one plan, in fair order (one priority: ready order is position).
-  Plan plan;
-  for (size_t k = 0; k < d.order.size(); ++k) {
-    const NodeSlot& s = d.order[k];
-    const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
-    Job j;
-    j.id = std::to_string(k);
-    j.gpus = w.gpus;
-    j.priority = 0;
-    j.est_hours = w.est_hours;
-    plan.jobs.push_back(std::move(j));
+    held[u] = held_gpus(users[u]);
+    if (std::optional<int> m = config.limits_of(users[u].name).max_gpus) cap[u] = *m;
   }
-  plan.reservations_of.resize(plan.jobs.size());
-  rank_jobs(plan);
-  std::vector<size_t> all(plan.jobs.size());
-  for (size_t k = 0; k < all.size(); ++k) all[k] = k;
-  ReadySet ready(plan, backfill_max_hours, all, false);
-  PassInput in;
-  in.free = free & node & ~d.held;
-  in.node = node;
-  in.placement = placement;
-  PassResult r = schedule_pass(plan, ready, in);
-  for (Start& s : r.starts) d.starts.push_back({d.order[s.job], std::move(s.gpus)});
+  d.order = fair_order(users, now, config);
+  auto want_of = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
+  // A want that alone takes its user past the cap never enters the pass.
+  std::vector<char> out(d.order.size(), 0);
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    size_t u = d.order[k].user;
+    if (cap[u] >= 0 && held[u] + want_of(d.order[k]).gpus > cap[u]) out[k] = 1;
+  }
+  // The pass over the wants left, in fair order (one priority: ready order is position); when
+  // its starts take a user past the cap, the lowest-placed start that does is left out and the
+  // pass made again (each round leaves out one more want, so it ends).
+  while (true) {
+    Plan plan;
+    std::vector<size_t> slot_of;
+    for (size_t k = 0; k < d.order.size(); ++k) {
+      if (out[k]) continue;
+      const NodeWant& w = want_of(d.order[k]);
+      Job j;
+      j.id = std::to_string(k);
+      j.gpus = w.gpus;
+      j.priority = 0;
+      j.est_hours = w.est_hours;
+      plan.jobs.push_back(std::move(j));
+      slot_of.push_back(k);
+    }
+    plan.reservations_of.resize(plan.jobs.size());
+    rank_jobs(plan);
+    std::vector<size_t> all(plan.jobs.size());
+    for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+    ReadySet ready(plan, backfill_max_hours, all, false);
+    PassInput in;
+    in.free = free & node & ~d.held;
+    in.node = node;
+    in.placement = placement;
+    PassResult r = schedule_pass(plan, ready, in);
+    std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
+    std::vector<int> taking = held;
+    std::optional<size_t> past;
+    for (const Start& s : r.starts) {
+      size_t u = d.order[slot_of[s.job]].user;
+      taking[u] += static_cast<int>(s.gpus.size());
+      if (cap[u] >= 0 && taking[u] > cap[u]) past = slot_of[s.job];
+    }
+    if (past) {
+      out[*past] = 1;
+      continue;
+    }
+    for (Start& s : r.starts) d.starts.push_back({d.order[slot_of[s.job]], std::move(s.gpus)});
+    break;
+  }
+  for (size_t k = 0; k < d.order.size(); ++k)
+    if (out[k]) d.capped.push_back(d.order[k]);
   return d;
 }
 

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "gpuq/live/proc.h"
@@ -69,26 +68,20 @@ bool alive(long long pid, unsigned long long start) {
   return process_alive(pid, start ? std::optional<unsigned long long>(start) : std::nullopt);
 }
 
+// The node config: DIR/node.json, else /etc/gpuq/node.json; a file root owns. One that cannot
+// be used is named, and the node's defaults are used.
 NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) {
-  NodeConfig c;
   std::string path = dir + "/node.json", why;
-  if (access(path.c_str(), F_OK) != 0) return c;
+  if (access(path.c_str(), F_OK) != 0) path = kEtcNodeConfig;
+  if (access(path.c_str(), F_OK) != 0) return {};
   std::optional<std::string> text = read_owned(path, uid_t{0}, &why);
-  if (!text) {
+  std::optional<NodeConfig> c;
+  if (text) c = read_node_config(*text, &why);
+  if (!c) {
     notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, why));
-    return c;
+    return {};
   }
-  try {
-    nlohmann::json j = nlohmann::json::parse(*text);
-    if (j.contains("half_life_days")) {
-      double h = j.at("half_life_days").get<double>();
-      if (!(h > 0)) throw std::runtime_error("\"half_life_days\" must be more than 0");
-      c.half_life_days = h;
-    }
-  } catch (const std::exception& e) {
-    notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, e.what()));
-  }
-  return c;
+  return *c;
 }
 
 }  // namespace
@@ -221,6 +214,16 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     return node_;
   }
   NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_);
+  std::optional<int> cap = config_.limits_of(me_).max_gpus;
+  for (const NodeSlot& s : d.capped) {
+    const NodeUser& u = v.users[s.user];
+    const NodeWant& w = u.runs[s.run].wants[s.want];
+    if (u.name != me_ || u.runs[s.run].plan != plan_ || !cap || w.gpus <= *cap) continue;
+    std::string line = fmt::format("{} needs {} GPUs, more than the node config's cap for {} ({}): it cannot start "
+                                   "on this node",
+                                   w.id, w.gpus, me_, *cap);
+    if (said_.insert(line).second) say(line);
+  }
   return node_ & ~gpus_for(d, v.users, me_, plan_);
 }
 

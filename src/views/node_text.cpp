@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 #include "gpuq/core/local_time.h"
 
@@ -25,19 +26,33 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
                            "running", local_time(h.start, now), h.est_hours);
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<int>> next;
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
+  std::set<std::tuple<size_t, size_t, size_t>> capped;
+  for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
     auto it = next.find({s.user, s.run, s.want});
-    std::string when = it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
-                                        : fmt::format("{} in the node's fair order", k + 1);
+    int cap = config.limits_of(users[s.user].name).max_gpus.value_or(0);
+    std::string when =
+        it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
+        : !capped.count({s.user, s.run, s.want})
+            ? fmt::format("{} in the node's fair order", k + 1)
+        : w.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
+                       : fmt::format("at {}'s cap of {} GPUs ({} held)", users[s.user].name, cap,
+                                     held_gpus(users[s.user]));
     out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, w.id,
                        fmt::format("{} GPU{}", w.gpus, w.gpus == 1 ? "" : "s"), "waiting", when);
   }
   std::string shares;
-  for (const NodeUser& u : users)
-    shares += fmt::format("{}{} {:.2f}", shares.empty() ? "" : ", ", u.name,
-                          decayed_usage(u.usage_gpu_hours, u.usage_at, now, config.half_life_days));
+  for (const NodeUser& u : users) {
+    const NodeLimits& l = config.limits_of(u.name);
+    std::string limits;
+    if (l.share != 1) limits += fmt::format("share {:g}", l.share);
+    if (l.max_gpus) limits += fmt::format("{}at most {} GPUs", limits.empty() ? "" : ", ", *l.max_gpus);
+    shares += fmt::format("{}{} {:.2f}{}", shares.empty() ? "" : ", ", u.name,
+                          decayed_usage(u.usage_gpu_hours, u.usage_at, now, config.half_life_days),
+                          limits.empty() ? "" : " (" + limits + ")");
+  }
   if (!shares.empty())
     out += fmt::format("GPU-hours used (half-life {:g} days; the least used go first): {}\n", config.half_life_days,
                        shares);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,10 +51,27 @@ struct NodeUser {
   std::vector<NodeRun> runs;
 };
 
-/// The node's fair-share figures (the node config).
+/// What the node config allows one user: a cap on the GPUs their jobs hold at once, and
+/// their share (a user of share 2 is charged half as much for the same GPU-hours, so gets twice
+/// the GPU time of a user of share 1 when both want more than there is).
+struct NodeLimits {
+  std::optional<int> max_gpus;        ///< none: as many as the node has
+  double share = 1;
+};
+
+/// The node's fair-share figures: the node config, `node.json` in the node directory or
+/// /etc/gpuq/node.json, a file root owns.
 struct NodeConfig {
   double half_life_days = 7;          ///< usage halves in this long
+  NodeLimits defaults;                ///< "default": for every user not named in `users`
+  std::vector<std::pair<std::string, NodeLimits>> users;  ///< "users": by name
+  const NodeLimits& limits_of(std::string_view user) const;
 };
+
+/// The node config's text (JSON), read; a file that is not one gives nullopt and names the
+/// problem (its place and what is wrong): unknown keys are refused, so that a typo in "share"
+/// is not silently a share of 1.
+std::optional<NodeConfig> read_node_config(std::string_view text, std::string* problem);
 
 /// `usage` GPU-hours at `at`, decayed to `now` with the half-life.
 double decayed_usage(double usage, double at, double now, double half_life_days);
@@ -75,7 +93,8 @@ struct NodeSlot {
 };
 
 /// The order in which the node's ready jobs are considered: between users, the one with the
-/// least charge first, where a user's charge is their decayed usage, plus what their holds used
+/// least charge first, where a user's charge is, divided by their share, their decayed usage,
+/// plus what their holds used
 /// since their run last accounted, plus the GPU-hours still ahead of their holds (GPUs x what
 /// is left of est_hours), so a run that wrote its entry long ago is not undercharged; each
 /// want placed adds its
@@ -91,12 +110,17 @@ struct NodeStart {
 
 /// The node-wide decision: the GPUs every run's holds take, and the wants the scheduling pass
 /// (schedule.h: the same rules as a plan's, backfill included) starts, in fair order, on the
-/// GPUs of `free` no hold takes.
+/// GPUs of `free` no hold takes, no user past their cap: a want that would take its user past
+/// it is left out of the pass (so it neither starts nor holds GPUs back for itself).
 struct NodeDecision {
   GpuMask held = 0;
   std::vector<NodeStart> starts;
   std::vector<NodeSlot> order;
+  std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached
 };
+
+/// The GPUs the holds of user `u` take.
+int held_gpus(const NodeUser& u);
 
 /// One decision for the whole node. `free`: the GPUs free as the deciding run sees them
 /// (its node's, less its probe's busy ones); `node`: every GPU of the node.

@@ -26,6 +26,8 @@ struct NodeError : std::runtime_error {
 
 /// The default node directory, created by the Debian package for group gpuq.
 inline constexpr const char* kDefaultNodeDir = "/var/lib/gpuq";
+/// The node config when the node directory has no node.json (core/node.h NodeConfig).
+inline constexpr const char* kEtcNodeConfig = "/etc/gpuq/node.json";
 
 /// The node directory to use: `flag` (--node-dir) if given, else $GPUQ_NODE_DIR, else
 /// /var/lib/gpuq when it exists and this user may write there; "" when none ("off" given

@@ -36,8 +36,8 @@ struct RunOptions : Policy {
   double eta_slip_percent = 10;       ///< --eta-slip-percent: an eta event past this share of the time left ...
   double eta_slip_minutes = 10;       ///< --eta-slip-minutes: ... and this many minutes
   std::string snapshot = "off";       ///< --snapshot: "git" runs jobs from a snapshot of the workdir (snapshots.h)
-  std::vector<std::string> snapshot_changed;
-  std::string node_dir;  ///< --node-dir as given ("": $GPUQ_NODE_DIR, else /var/lib/gpuq when usable; "off": alone)  ///< jobs changed since the last run loaded the plan: a new snapshot each
+  std::vector<std::string> snapshot_changed;  ///< jobs changed since the last run loaded the plan: a new snapshot each
+  std::string node_dir;  ///< --node-dir as given ("": $GPUQ_NODE_DIR, else /var/lib/gpuq when usable; "off": alone)
 };
 
 }  // namespace gpuq
