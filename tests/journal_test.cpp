@@ -647,14 +647,12 @@ TEST(EventLogRun, HistoryEstimatesAndLearnedPredictionsFromAFixtureLog) {
   EXPECT_THAT(v.out, Not(HasSubstr("job 'train_new'")));
 }
 
-// history --since (issue 31: an untested flag): an attempt counts by its end (a running one by
-// now); every form of the time is taken, and a word that is no time is refused naming the flag.
-TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnythingElse) {
-  TempDir d;
+// A plan folder whose event log has three attempts: "old" ended 3 days before `now`, "recent"
+// an hour before, "now" still running (started 10 minutes before).
+static void three_attempts_ending_at_three_ages(TempDir& d, double now) {
   d.write("x.sh", "exit 0\n");
   d.write("plan.json", R"([{"id": "old", "script": "x.sh"}, {"id": "recent", "script": "x.sh"},
                            {"id": "now", "script": "x.sh"}])");
-  double now = static_cast<double>(std::time(nullptr));
   std::string log;
   auto attempt = [&](const std::string& id, double start, std::optional<double> end) {
     Event s;
@@ -671,10 +669,18 @@ TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnyt
     e.exit = 0;
     log += event_line(e) + "\n";
   };
-  attempt("old", now - 4 * 86400, now - 3 * 86400);  // ended 3 days ago
-  attempt("recent", now - 7200, now - 3600);         // ended an hour ago
-  attempt("now", now - 600, std::nullopt);           // running
+  attempt("old", now - 4 * 86400, now - 3 * 86400);
+  attempt("recent", now - 7200, now - 3600);
+  attempt("now", now - 600, std::nullopt);
   d.write("plan.events.jsonl", log);
+}
+
+// history --since (issue 31: an untested flag): an attempt counts by its end (a running one by
+// now); every form of the time is taken, and a word that is no time is refused naming the flag.
+TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnythingElse) {
+  TempDir d;
+  double now = static_cast<double>(std::time(nullptr));
+  three_attempts_ending_at_three_ages(d, now);
   auto ids = [&](const std::string& since) {
     auto h = run_gpuq({"history", "--plan", "plan.json", "--json", "--since", since}, d.path());
     EXPECT_EQ(h.status, 0) << since << ": " << h.err;
@@ -699,30 +705,8 @@ TEST(EventLogRun, HistorySinceKeepsTheAttemptsEndedSinceInEachFormAndRefusesAnyt
 // nothing printed.
 TEST(EventLogRun, HistorySinceReadsDatesAsLocalTimeAndRefusesWhatIsNoTime) {
   TempDir d;
-  d.write("x.sh", "exit 0\n");
-  d.write("plan.json", R"([{"id": "old", "script": "x.sh"}, {"id": "recent", "script": "x.sh"},
-                           {"id": "now", "script": "x.sh"}])");
   double now = static_cast<double>(std::time(nullptr));
-  std::string log;
-  auto attempt = [&](const std::string& id, double start, std::optional<double> end) {
-    Event s;
-    s.t = start;
-    s.kind = "start";
-    s.id = id;
-    s.by = "run";
-    log += event_line(s) + "\n";
-    if (!end) return;
-    Event e = s;
-    e.kind = "end";
-    e.t = *end;
-    e.outcome = "done";
-    e.exit = 0;
-    log += event_line(e) + "\n";
-  };
-  attempt("old", now - 4 * 86400, now - 3 * 86400);  // ended 3 days ago
-  attempt("recent", now - 7200, now - 3600);         // ended an hour ago
-  attempt("now", now - 600, std::nullopt);           // running
-  d.write("plan.events.jsonl", log);
+  three_attempts_ending_at_three_ages(d, now);
   auto ids = [&](const std::string& since, const std::string& tz = "UTC") {
     auto h = run_gpuq({"history", "--plan", "plan.json", "--json", "--since", since}, d.path(), {{"TZ", tz}});
     EXPECT_EQ(h.status, 0) << since << ": " << h.err;
