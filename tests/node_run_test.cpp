@@ -398,6 +398,28 @@ TEST(NodeRun, TheNodeConfigsCapIsKeptAndAMistakeInItIsNamed) {
       << t.out;
 }
 
+TEST(NodeRun, StatusNodeSaysWhenAWaitingJobStartsAndAfterWhose) {
+  NEEDS_ROOT();
+  Node node;
+  // daemon's live run holds GPUs 0-6 for an hour and waits for 2 more: only GPU 7 is free, so
+  // its 2-GPU job starts when the hold ends, in an hour.
+  Background job({"sleep", "30"}, node.root.path());
+  NodeUser u = *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
+                               mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
+  u.runs[0].wants.push_back(NodeWant{"pair", 2, 50, 1});
+  plant(node, "daemon", write_node_user(u));
+  Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), {{"TZ", "UTC"}});
+  EXPECT_EQ(s.status, 0) << s.err;
+  std::time_t in_an_hour = static_cast<std::time_t>(u.runs[0].holds[0].start + 3600);
+  std::tm tm{};
+  gmtime_r(&in_an_hour, &tm);
+  char hhmm[16];
+  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
+  EXPECT_THAT(s.out, ::testing::ContainsRegex(std::string("daemon +pair +2 GPUs +waiting +starts ~([A-Z][a-z]+ )?") +
+                                              hhmm + " after daemon's theirs, 1 in the node's fair order"))
+      << s.out;
+}
+
 TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
   Node node;
   std::string f = node.folder("me", plan_of_jobs("r", 1, "0.1"), geteuid());

@@ -2,6 +2,8 @@
 // users' files read back and refused.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <set>
 
 #include "gpuq/core/node.h"
@@ -217,6 +219,50 @@ TEST(NodeConfigFile, MistakesAreRefusedByPlaceAndProblem) {
   EXPECT_EQ(c.limits_of("cy").max_gpus, 4);
   EXPECT_EQ(c.limits_of("ana").share, 0.5);
   EXPECT_EQ(c.limits_of("ana").max_gpus, std::nullopt);
+}
+
+// "user:job@start-end after user:job" of each prediction, in hours from kNow.
+std::vector<std::string> predicted(const std::vector<NodePredicted>& ps, const std::vector<NodeUser>& users) {
+  std::vector<std::string> out;
+  for (const NodePredicted& p : ps) {
+    std::string s = fmt::format("{}:{}@{:g}-{:g}", users[p.slot.user].name,
+                                users[p.slot.user].runs[p.slot.run].wants[p.slot.want].id, (p.start - kNow) / 3600,
+                                (p.end - kNow) / 3600);
+    if (!p.after_job.empty()) s += " after " + p.after_user + ":" + p.after_job;
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(NodePrediction, WantsStartAsHoldsEndInFairOrderAndSayAfterWhom) {
+  // ana holds 6 GPUs for 2 h, bo 2 GPUs for 1 h. bo (less used) waits for 4 GPUs, ana for 2
+  // (half an hour) and 1 (an hour). At 1 h bo's GPUs free: bo's 4 do not fit, and of ana's
+  // only the half-hour job may backfill while bo's waits (0.5 h at most). At 2 h bo's 4-GPU
+  // job starts after ana's hold, and ana's 1-GPU job beside it.
+  std::vector<NodeUser> users = {
+      user("ana", 10, {want("a2", 2, 0.5), want("a1", 1, 1)}, {NodeHold{"big", {0, 1, 2, 3, 4, 5}, 100, 1, kNow, 2}}),
+      user("bo", 0, {want("b4", 4, 1)}, {NodeHold{"small", {6, 7}, 101, 1, kNow, 1}})};
+  std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);
+  EXPECT_EQ(got, (std::vector<std::string>{"ana:a2@1-1.5 after bo:small", "bo:b4@2-3 after ana:big",
+                                           "ana:a1@2-3 after ana:big"}));
+  // With no backfill at all, ana's half-hour job waits for bo's too.
+  got = predicted(predict_node(users, kNode8, kNow, {}, 0, nullptr), users);
+  EXPECT_EQ(got.front(), "bo:b4@2-3 after ana:big");
+}
+
+TEST(NodePrediction, AWantAboveItsUsersCapIsNeverPredictedAndOneAtItWaitsForItsUsersHolds) {
+  NodeConfig c;
+  c.users.push_back({"ana", NodeLimits{2, 1}});
+  std::vector<NodeUser> users = {
+      user("ana", 0, {want("wide", 3, 1), want("next", 1, 1)}, {NodeHold{"h", {0, 1}, 100, 1, kNow, 0.5}})};
+  std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, c, 0.5, nullptr), users);
+  EXPECT_EQ(got, (std::vector<std::string>{"ana:next@0.5-1.5 after ana:h"}));
+}
+
+TEST(NodePrediction, AHoldPastItsEstimateEndsNow) {
+  std::vector<NodeUser> users = {user("ana", 0, {want("w", 8, 1)}, {NodeHold{"late", {0}, 100, 1, kNow - 7200, 1}})};
+  std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);
+  EXPECT_EQ(got, (std::vector<std::string>{"ana:w@0-1 after ana:late"}));
 }
 
 TEST(NodeFile, ReadsBackWhatItWrote) {

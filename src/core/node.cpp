@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "gpuq/core/plan.h"
@@ -328,6 +329,69 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   for (size_t k = 0; k < d.order.size(); ++k)
     if (out[k]) d.capped.push_back(d.order[k]);
   return d;
+}
+
+std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
+                                        const NodeConfig& config, double backfill_max_hours,
+                                        const Placement* placement) {
+  // The slot each want had in `users` as given, kept through the removals below.
+  std::vector<std::vector<std::vector<NodeSlot>>> origin(users.size());
+  for (size_t u = 0; u < users.size(); ++u) {
+    origin[u].resize(users[u].runs.size());
+    for (size_t r = 0; r < users[u].runs.size(); ++r)
+      for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) origin[u][r].push_back({u, r, w});
+  }
+  auto end_of = [](const NodeHold& h, double t) { return std::max(h.start + h.est_hours * 3600, t); };
+  std::vector<NodePredicted> out;
+  double t = now;
+  std::string after_user, after_job;
+  // Each round places at least one want or ends at least one hold, so it ends; the cap guards
+  // against what cannot happen.
+  for (size_t round = 0; round < 100000; ++round) {
+    NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement);
+    // The starts, as holds of their runs; their wants leave (the highest index first per run).
+    std::vector<std::pair<NodeSlot, NodeHold>> placed;
+    for (NodeStart& s : d.starts) {
+      const NodeWant& w = users[s.slot.user].runs[s.slot.run].wants[s.slot.want];
+      NodePredicted p{origin[s.slot.user][s.slot.run][s.slot.want], t, t + w.est_hours * 3600, s.gpus, after_user,
+                      after_job};
+      out.push_back(std::move(p));
+      placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours}});
+    }
+    std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first.want > b.first.want; });
+    for (auto& [slot, hold] : placed) {
+      NodeRun& r = users[slot.user].runs[slot.run];
+      r.wants.erase(r.wants.begin() + static_cast<std::ptrdiff_t>(slot.want));
+      auto& o = origin[slot.user][slot.run];
+      o.erase(o.begin() + static_cast<std::ptrdiff_t>(slot.want));
+      r.holds.push_back(std::move(hold));
+    }
+    bool wanting = false;
+    double next = std::numeric_limits<double>::infinity();
+    for (const NodeUser& u : users)
+      for (const NodeRun& r : u.runs) {
+        wanting = wanting || !r.wants.empty();
+        for (const NodeHold& h : r.holds) next = std::min(next, end_of(h, t));
+      }
+    if (!wanting || !std::isfinite(next)) break;
+    // Every run's usage to `next`; then the holds that end there leave, the first named.
+    after_user.clear();
+    after_job.clear();
+    for (NodeUser& u : users)
+      for (NodeRun& r : u.runs) {
+        account_usage(u, r, next, config.half_life_days);
+        std::erase_if(r.holds, [&](const NodeHold& h) {
+          if (end_of(h, t) > next) return false;
+          if (after_job.empty()) {
+            after_user = u.name;
+            after_job = h.id;
+          }
+          return true;
+        });
+      }
+    t = next;
+  }
+  return out;
 }
 
 GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,

@@ -28,13 +28,23 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
   std::set<std::tuple<size_t, size_t, size_t>> capped;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
+  std::map<std::tuple<size_t, size_t, size_t>, NodePredicted> later;
+  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr))
+    later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
     auto it = next.find({s.user, s.run, s.want});
     int cap = config.limits_of(users[s.user].name).max_gpus.value_or(0);
+    auto p = later.find({s.user, s.run, s.want});
     std::string when =
         it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
+        : p != later.end()
+            ? fmt::format("starts ~{}{}, {} in the node's fair order", local_time(p->second.start, now),
+                          p->second.after_job.empty()
+                              ? ""
+                              : fmt::format(" after {}'s {}", p->second.after_user, p->second.after_job),
+                          k + 1)
         : !capped.count({s.user, s.run, s.want})
             ? fmt::format("{} in the node's fair order", k + 1)
         : w.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)

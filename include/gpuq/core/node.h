@@ -127,6 +127,25 @@ int held_gpus(const NodeUser& u);
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement);
 
+/// When a want is predicted to start: its slot (into the users given), start and end (seconds
+/// since the epoch), GPUs, and the hold whose end lets it start ("" when it starts now).
+struct NodePredicted {
+  NodeSlot slot;
+  double start = 0, end = 0;
+  std::vector<int> gpus;
+  std::string after_user, after_job;
+};
+
+/// The node's wants played forward on a virtual clock: each hold ends at its start plus its
+/// estimate (now, if that has passed), each want placed runs its estimate, and at each end
+/// the node-wide decision (decide_node: fair order, caps, the pass) is made again, every run's
+/// usage accounted to that instant. Wants never placed (above a cap, wider than the node) are
+/// left out. Only the wants published (the runs' ready jobs) are known: jobs that become ready
+/// later, in any plan, are not in it.
+std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
+                                        const NodeConfig& config, double backfill_max_hours,
+                                        const Placement* placement);
+
 /// The GPUs the decision gives the wants of (user, plan), in that run's order of its wants.
 GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,
                  std::string_view plan);

@@ -13,7 +13,8 @@
 namespace gpuq {
 
 /// The node's table: one row per running job (its GPUs, since when), then one per waiting job
-/// in the node's fair order (the GPUs the next decision gives it, or its place in line), then
+/// in the node's fair order (the GPUs the next decision gives it, or when the node's wants
+/// played forward start it (predict_node) and after whose job, and its place in line), then
 /// each user's decayed GPU-hours. `notes` (files refused, claims reaped) come first.
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours);
