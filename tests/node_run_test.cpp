@@ -420,6 +420,48 @@ TEST(NodeRun, StatusNodeSaysWhenAWaitingJobStartsAndAfterWhose) {
       << s.out;
 }
 
+TEST(NodeRun, ANodeConfigOthersMayWriteOrNotRootsIsRefusedAndAnUnknownUserNamed) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana");
+  ASSERT_TRUE(ana);
+  std::string config = node.root.write("node/node.json", R"({"users": {"gqana": {"max_gpus": 2}, "gqanna": {}}})", 0644);
+  auto status = [&] { return run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env).out; };
+  std::string ok = status();
+  EXPECT_THAT(ok, ::testing::HasSubstr("node: " + config + ": \"users\".\"gqanna\": no user gqanna on this node")) << ok;
+  EXPECT_THAT(ok, ::testing::Not(::testing::HasSubstr("refused"))) << ok;
+  // Anyone could raise their own cap in a file others may write.
+  chmod(config.c_str(), 0666);
+  EXPECT_THAT(status(), ::testing::HasSubstr("node: " + config + " refused: others than its owner may write it (mode 666; "
+                                             "chmod go-w); the node's defaults are used"));
+  chmod(config.c_str(), 0644);
+  ASSERT_EQ(chown(config.c_str(), *ana, -1), 0);
+  EXPECT_THAT(status(), ::testing::HasSubstr("node: " + config + " refused: it is owned by gqana, not by root; the "
+                                             "node's defaults are used"));
+}
+
+TEST(NodeRun, ARunGivenANodeDirItCannotUseStartsNothingAndSaysWhatToDo) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana");
+  ASSERT_TRUE(ana);
+  std::string f = node.folder("gqana", plan_of_jobs("a", 1, "0.1"), *ana);
+  Output missing = run_gpuq({"run", "--plan", "plan.json", "--node-dir", node.root.path() + "/nope"}, f, node.env);
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.err, ::testing::HasSubstr("gpuq run: nothing started: the node directory " + node.root.path() +
+                                                "/nope: No such file or directory (the admin makes it: install -d"))
+      << missing.err;
+  std::string closed = node.root.path() + "/closed";
+  mkdir(closed.c_str(), 0755);
+  Output denied =
+      run({"runuser", "-u", "gqana", "--", gpuq_binary(), "run", "--plan", "plan.json", "--node-dir", closed}, f, node.env);
+  EXPECT_EQ(denied.status, 2) << denied.out << denied.err;
+  EXPECT_THAT(denied.err, ::testing::HasSubstr("the node directory " + closed + ": you may not write there (Permission "
+                                               "denied; the admin gives it to a group of the node's users"))
+      << denied.err;
+  EXPECT_FALSE(std::ifstream(f + "/rec.txt").good()) << "no job ran";
+}
+
 TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
   Node node;
   std::string f = node.folder("me", plan_of_jobs("r", 1, "0.1"), geteuid());

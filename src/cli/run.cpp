@@ -21,6 +21,7 @@
 #include "gpuq/core/plan_diff.h"
 
 #include "cli.h"
+#include "gpuq/live/node_dir.h"
 
 namespace gpuq::cli {
 
@@ -162,6 +163,11 @@ int cmd_run(Flags& f) {
     fmt::print(stderr, "gpuq run: {}\n", problem);
     return kExitBadInput;
   }
+  if (!f.slurm)
+    if (std::string problem = node_dir_problem(choose_node_dir(opt.node_dir)); !problem.empty()) {
+      fmt::print(stderr, "gpuq run: nothing started: {}\n", problem);
+      return kExitBadInput;
+    }
   RunGuard guard(paths);
   // Two states for one plan file would run every job twice: refuse until there is one.
   if (std::string split = state_beside_link_problem(paths); !split.empty()) {

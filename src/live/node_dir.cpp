@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -35,8 +36,9 @@ std::string name_of(uid_t uid) {
   return pw ? std::string(pw->pw_name) : fmt::format("uid {}", uid);
 }
 
-// The text of DIR/NAME as a file `owner` owns (nullopt: owner not checked), or why not.
-std::optional<std::string> read_owned(const std::string& path, std::optional<uid_t> owner, std::string* why) {
+// The text of DIR/NAME as a file `owner` owns (`who`: how the owner is named in `why`) and no one
+// else may write (its owner is the proof of who wrote it), or why not.
+std::optional<std::string> read_owned(const std::string& path, uid_t owner, const char* who, std::string* why) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     *why = errno == ELOOP ? "it is a symbolic link" : fmt::format("open: {}", std::strerror(errno));
@@ -48,8 +50,10 @@ std::optional<std::string> read_owned(const std::string& path, std::optional<uid
     *why = fmt::format("fstat: {}", std::strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
     *why = "it is not a regular file";
-  } else if (owner && st.st_uid != *owner) {
-    *why = fmt::format("it is owned by {}, not by the user it is named after", name_of(st.st_uid));
+  } else if (st.st_uid != owner) {
+    *why = fmt::format("it is owned by {}, not by {}", name_of(st.st_uid), who);
+  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    *why = fmt::format("others than its owner may write it (mode {:o}; chmod go-w)", st.st_mode & 07777);
   } else if (st.st_size > kMaxUserFile) {
     *why = fmt::format("it is {} bytes, more than a user file can be", st.st_size);
   } else {
@@ -63,6 +67,11 @@ std::optional<std::string> read_owned(const std::string& path, std::optional<uid
   return text;
 }
 
+std::string group_name(gid_t gid) {
+  struct group* g = getgrgid(gid);
+  return g ? std::string(g->gr_name) : fmt::format("{}", gid);
+}
+
 bool alive(long long pid, unsigned long long start) {
   if (pid <= 1) return false;
   return process_alive(pid, start ? std::optional<unsigned long long>(start) : std::nullopt);
@@ -74,13 +83,15 @@ NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) 
   std::string path = dir + "/node.json", why;
   if (access(path.c_str(), F_OK) != 0) path = kEtcNodeConfig;
   if (access(path.c_str(), F_OK) != 0) return {};
-  std::optional<std::string> text = read_owned(path, uid_t{0}, &why);
+  std::optional<std::string> text = read_owned(path, uid_t{0}, "root", &why);
   std::optional<NodeConfig> c;
   if (text) c = read_node_config(*text, &why);
   if (!c) {
     notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, why));
     return {};
   }
+  for (const auto& [name, limits] : c->users)
+    if (!uid_of(name)) notes.push_back(fmt::format("{}: \"users\".\"{}\": no user {} on this node", path, name, name));
   return *c;
 }
 
@@ -95,6 +106,27 @@ std::string choose_node_dir(const std::string& flag) {
   struct stat st{};
   if (stat(kDefaultNodeDir, &st) == 0 && S_ISDIR(st.st_mode) && access(kDefaultNodeDir, W_OK | X_OK) == 0)
     return kDefaultNodeDir;
+  return "";
+}
+
+std::string node_dir_problem(const std::string& dir) {
+  if (dir.empty()) return "";
+  struct stat st{};
+  if (stat(dir.c_str(), &st) != 0)
+    return fmt::format("the node directory {}: {} (the admin makes it: install -d -m 3775 -g gpuq {}; "
+                       "--node-dir off runs alone)",
+                       dir, std::strerror(errno), dir);
+  if (!S_ISDIR(st.st_mode)) return fmt::format("the node directory {} is not a folder", dir);
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    std::string why = std::strerror(errno);
+    if (st.st_gid == 0)
+      return fmt::format("the node directory {}: you may not write there ({}; the admin gives it to a group of the "
+                         "node's users: chgrp gpuq {} && chmod 3775 {}; --node-dir off runs alone)",
+                         dir, why, dir, dir);
+    return fmt::format("the node directory {}: you may not write there ({}; the admin adds you to its group: "
+                       "usermod -aG {} $USER, then log in again; --node-dir off runs alone)",
+                       dir, why, group_name(st.st_gid));
+  }
   return "";
 }
 
@@ -117,7 +149,7 @@ NodeView read_node_dir(const std::string& dir, GpuMask node) {
       v.notes.push_back(fmt::format("{}/{} refused: no user {} on this node", dir, file, user));
       continue;
     }
-    std::optional<std::string> text = read_owned(dir + "/" + file, uid, &why);
+    std::optional<std::string> text = read_owned(dir + "/" + file, *uid, "the user it is named after", &why);
     std::vector<std::string> refused;
     std::optional<NodeUser> u;
     if (text) u = read_node_user(*text, user, node, &why, &refused);

@@ -34,6 +34,11 @@ inline constexpr const char* kEtcNodeConfig = "/etc/gpuq/node.json";
 /// either way is none too): the run is alone, as before.
 std::string choose_node_dir(const std::string& flag);
 
+/// Why the node directory `dir` (chosen by choose_node_dir; "" is none) cannot be used by this
+/// user: missing, not a folder, or not theirs to write, each with what to do; "" when it can.
+/// A run with a node directory it cannot use would start no GPU job at all.
+std::string node_dir_problem(const std::string& dir);
+
 /// What the node directory holds, read and checked: every user's file that could be used, and
 /// a line for each file or claim refused or reaped.
 struct NodeView {
