@@ -2,7 +2,8 @@
 // as small bash scripts in a folder put first on PATH. They keep each job in
 // DIR/slurm/jobs/ID/ (its sbatch arguments one a line in `args`, its name, `released`,
 // `cancelled`), run a job's --wrap when `scontrol release` lets it go (as Slurm would, in
-// its --chdir, its output appended to its -o log), and answer squeue from those files:
+// its --chdir, with the environment sbatch had, its output appended to its -o log), and
+// answer squeue from those files:
 // held jobs PENDING (JobHeldUser), released ones RUNNING until their exit file appears,
 // then COMPLETED. The test steers them with files in DIR/slurm/: `squeue.fail` (squeue
 // prints it on stderr and exits 1), `squeue.garbage` (squeue prints it and exits 0).
@@ -31,7 +32,7 @@ echo "$id" > "$F/next_id"
 j="$F/jobs/$id"
 mkdir -p "$j"
 printf '%s\n' "$@" > "$j/args"
-echo "GPUQ_JOB_ID=$GPUQ_JOB_ID GPUQ_ATTEMPT=$GPUQ_ATTEMPT" > "$j/env"
+export -p > "$j/env"  # sbatch's default, --export=ALL: the job gets sbatch's whole environment
 while [ $# -gt 0 ]; do
   case "$1" in
     -J) echo "$2" > "$j/name"; shift ;;
@@ -79,7 +80,7 @@ for id in "${ids[@]}"; do
   j="$F/jobs/$id"
   [ -d "$j" ] && [ ! -e "$j/released" ] || continue
   touch "$j/released"
-  ( cd "$(cat "$j/chdir")" && export $(cat "$j/env") && exec bash -c "$(cat "$j/wrap")" ) >> "$(cat "$j/log")" 2>&1 < /dev/null &
+  ( cd "$(cat "$j/chdir")" && source "$j/env" && exec bash -c "$(cat "$j/wrap")" ) >> "$(cat "$j/log")" 2>&1 < /dev/null &
 done
 )sh",
             0755);

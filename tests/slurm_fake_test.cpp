@@ -220,3 +220,37 @@ TEST(Flags, TimeMarginGivesSbatchTheEstimateTimesTheMargin) {
                                R"({"id": "a", "script": "ok.sh", "gpus": 1, "est_hours": 1, "time_limit_hours": 0.5})"),
               Contains("--time=31"));
 }
+
+// A plan run from snapshots of its code (issue 30) in Slurm: each job's sbatch runs from the
+// checkout of the snapshot taken when it was loaded, so an edit made while it waits in the
+// queue is not what it runs; the history names the commit; no checkout is left at the end.
+TEST(SlurmFake, AJobInTheQueueRunsTheCodeOfItsSnapshotNotTheEditMadeSince) {
+  TempDir d;
+  FakeSlurm slurm(d);
+  Go go{d};
+  d.write("repo/train.py", "print('v1')\n");
+  d.write("repo/job.sh",
+          "echo \"in $PWD, workdir $GPUQ_WORKDIR\"\n"
+          "for i in $(seq 600); do [ -e \"$GPUQ_WORKDIR/../go\" ] && break; sleep 0.05; done\n"
+          "cat train.py > \"$GPUQ_WORKDIR/../ran.txt\"\n");
+  std::string repo = d.path() + "/repo";
+  for (std::vector<std::string> args : {std::vector<std::string>{"init", "-q"}, {"add", "-A"},
+                                        {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first"}}) {
+    args.insert(args.begin(), {"git", "-C", repo});
+    ASSERT_EQ(run(args).status, 0);
+  }
+  d.write("plan.json", R"({"workdir": "repo", "settings": {"snapshot": "git"},
+                           "jobs": [{"id": "train", "script": "job.sh", "gpus": 1, "est_hours": 0.1}]})");
+  auto r = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "0.3"}, d.path(), slurm.env());
+  ASSERT_TRUE(eventually([&] { return slurm.jobs().size() == 1; })) << r->out() << r->err();
+  d.write("repo/train.py", "print('v2')\n");
+  d.write("go", "");
+  Output o = r->wait(kPatience);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_EQ(d.read("ran.txt"), "print('v1')\n") << o.out << d.read("logs/train.log");
+  json h = json::parse(run_gpuq({"history", "--plan", "plan.json", "--json"}, d.path()).out);
+  ASSERT_EQ(h.size(), 1u) << h.dump(1);
+  std::string commit = h[0]["snapshot"]["commit"];
+  EXPECT_EQ(run({"git", "-C", repo, "show", commit + ":train.py"}).out, "print('v1')\n");
+  EXPECT_TRUE(std::filesystem::is_empty(d.path() + "/plan.snapshots")) << o.out;
+}
