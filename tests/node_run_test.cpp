@@ -347,7 +347,9 @@ TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env);
   EXPECT_EQ(s.status, 0) << s.err;
   EXPECT_NE(s.out.find("7 of 8 GPUs held"), std::string::npos) << s.out;
-  EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +theirs +\\[0, 1, 2, 3, 4, 5, 6\\] +running")) << s.out;
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +theirs +\\[0, 1, 2, 3, 4, 5, 6\\] +running .*; its gpuq run has "
+                                              "ended \\(the job goes on, its GPUs kept until it ends\\)"))
+      << s.out;
   Output o = run_beside(node);
   EXPECT_EQ(o.status, 0) << o.out << o.err;
   std::vector<Ran> mine = records("root", node.root.path() + "/root");
@@ -418,6 +420,7 @@ TEST(NodeRun, StatusNodeSaysWhenAWaitingJobStartsAndAfterWhose) {
   EXPECT_THAT(s.out, ::testing::ContainsRegex(std::string("daemon +pair +2 GPUs +waiting +starts ~([A-Z][a-z]+ )?") +
                                               hhmm + " after daemon's theirs, 1 in the node's fair order"))
       << s.out;
+  EXPECT_THAT(s.out, ::testing::Not(::testing::HasSubstr("its gpuq run has ended"))) << s.out;  // its run lives
 }
 
 TEST(NodeRun, ANodeConfigOthersMayWriteOrNotRootsIsRefusedAndAnUnknownUserNamed) {

@@ -160,6 +160,7 @@ NodeView read_node_dir(const std::string& dir, GpuMask node) {
     for (std::string& r : refused) v.notes.push_back(std::move(r));
     for (NodeRun& r : u->runs) {
       bool run_alive = alive(r.pid, r.pid_start);
+      r.gone = !run_alive;
       if (!run_alive) r.wants.clear();
       std::erase_if(r.holds, [&](const NodeHold& h) {
         if (h.pid ? alive(h.pid, h.pid_start) : run_alive) return false;

@@ -22,8 +22,9 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
   for (const NodeUser& u : users)
     for (const NodeRun& r : u.runs)
       for (const NodeHold& h : r.holds)
-        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {:g}h\n", u.name, h.id, py_list(h.gpus),
-                           "running", local_time(h.start, now), h.est_hours);
+        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {:g}h{}\n", u.name, h.id, py_list(h.gpus),
+                           "running", local_time(h.start, now), h.est_hours,
+                           r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)" : "");
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<int>> next;
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
   std::set<std::tuple<size_t, size_t, size_t>> capped;

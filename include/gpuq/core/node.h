@@ -41,6 +41,7 @@ struct NodeRun {
   double accounted = 0;               ///< when its holds were last added to its user's usage
   std::vector<NodeHold> holds;
   std::vector<NodeWant> wants;
+  bool gone = false;                  ///< what a reader found, not written: its process has ended
 };
 
 /// One user's file: their runs and their decayed GPU-hours.
