@@ -38,6 +38,13 @@ const NodeLimits& NodeConfig::limits_of(std::string_view user) const {
 
 namespace {
 
+// A finite number more than 0 (a share, a half-life), or throws naming `where`.
+double positive(const json& v, const std::string& where) {
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    throw std::runtime_error(fmt::format("{} must be a number more than 0", where));
+  return v.get<double>();
+}
+
 NodeLimits read_limits(const json& j, const std::string& where) {
   if (!j.is_object()) throw std::runtime_error(fmt::format("{}: not a JSON object", where));
   NodeLimits l;
@@ -47,9 +54,7 @@ NodeLimits read_limits(const json& j, const std::string& where) {
         throw std::runtime_error(fmt::format("{}: \"max_gpus\" must be a whole number of GPUs, 0 or more", where));
       l.max_gpus = v.get<int>();
     } else if (key == "share") {
-      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-        throw std::runtime_error(fmt::format("{}: \"share\" must be a number more than 0", where));
-      l.share = v.get<double>();
+      l.share = positive(v, where + ": \"share\"");
     } else {
       throw std::runtime_error(fmt::format("{}: unknown key \"{}\" (known: max_gpus, share)", where, key));
     }
@@ -66,9 +71,7 @@ std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string
     NodeConfig c;
     for (const auto& [key, v] : j.items()) {
       if (key == "half_life_days") {
-        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-          throw std::runtime_error("\"half_life_days\" must be a number more than 0");
-        c.half_life_days = v.get<double>();
+        c.half_life_days = positive(v, "\"half_life_days\"");
       } else if (key == "default") {
         c.defaults = read_limits(v, "\"default\"");
       } else if (key == "users") {

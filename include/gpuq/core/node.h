@@ -95,11 +95,10 @@ struct NodeSlot {
 
 /// The order in which the node's ready jobs are considered: between users, the one with the
 /// least charge first, where a user's charge is, divided by their share, their decayed usage,
-/// plus what their holds used
-/// since their run last accounted, plus the GPU-hours still ahead of their holds (GPUs x what
-/// is left of est_hours), so a run that wrote its entry long ago is not undercharged; each
-/// want placed adds its
-/// GPUs x est_hours (so that equal users alternate); ties by user name. Within a user: their
+/// plus what their holds used since their run last accounted (so a run that wrote its entry
+/// long ago is not undercharged), plus the GPU-hours still ahead of their holds (GPUs x what
+/// is left of est_hours); each want placed adds its
+/// GPUs x est_hours over their share (so that equal users alternate); ties by user name. Within a user: their
 /// wants by priority (lower first), then run (as given), then the run's own order.
 std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now, const NodeConfig& config);
 
