@@ -346,6 +346,11 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+void keep_until_exit(std::shared_ptr<void> x) {
+  static auto* kept = new std::vector<std::shared_ptr<void>>;
+  kept->push_back(std::move(x));
+}
+
 /// The free GPUs as `run` would see them now: not used by a running job, not busy by the reading.
 GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
                  std::map<int, std::string>* others) {

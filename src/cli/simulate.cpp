@@ -143,6 +143,9 @@ int cmd_simulate(const Flags& given) {
   }
   if (opt.nodes > 1) note += cluster_note(*plan, opt, sim);
   std::fputs(note.c_str(), stderr);
+  keep_until_exit(std::move(sim));
+  keep_until_exit(std::move(*loaded));
+  keep_until_exit(std::move(cluster));
   return 0;
 }
 

@@ -317,6 +317,8 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   phase("format");
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
+  keep_until_exit(std::move(o));
+  keep_until_exit(std::move(state));
   return 0;
 }
 
@@ -437,7 +439,9 @@ int cmd_status(Flags& f) {
     phase("read state (the rest of it)");
     std::optional<Probed> probed = probe.get();
     if (probe_asked(f) != probe_asked(given)) probed.reset();
-    return status_once(f, *plan, *gpus, std::move(s), std::move(probed));
+    int rc = status_once(f, *plan, *gpus, std::move(s), std::move(probed));
+    keep_until_exit(std::move(*loaded));
+    return rc;
   }
   // Redraw until Ctrl-C, for a tmux pane. Into a pipe or a file (not a terminal) each
   // redraw is appended as plain text, without the codes that clear a screen.

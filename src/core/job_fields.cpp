@@ -230,7 +230,7 @@ void read_snapshot(JobReader& r, const JobField& f, const element& v) {
   if (what != "git" && what != "off")
     r.add(fmt::format("\"{}\" must be \"git\" or \"off\", not {}", f.name, show(v)));
   else
-    r.job.snapshot = std::string(what);
+    r.job.snapshot = what == "git";
 }
 
 // Kept until the job is whole: plan_jobs.cpp checks it and expands the job into its points.

@@ -43,7 +43,7 @@ struct Prediction::World {
   void init();
   static std::vector<Life> lives_at_start(LiveStart* from, bool take);
   static std::vector<LifeKind> start_kinds(const LiveStart* from);
-  static std::vector<char> files_at_start(const Plan& plan, const LiveStart* from);
+  static std::vector<char> files_at_start(const Plan& plan, const PlanIndex& index, const LiveStart* from);
   void take_live_state();
   void start_queued();
   void tick(bool explain);
@@ -69,6 +69,7 @@ struct Prediction::World {
   LiveStart* from;
   const size_t n;
   std::vector<LifeKind> kind0;                     // each job's life at the start (from a live state)
+  std::shared_ptr<const PlanIndex> index;          // made once, for the world and its engine
   Engine eng;
   std::vector<Packed> pk;
   std::vector<uint32_t> first_produced, produced;  // per job: the jobs whose files it produces (rows)
@@ -103,7 +104,8 @@ Policy placing(const Policy& o) {
 Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool take)
     : plan(p), opt(o), from(f), n(p.jobs.size()),
       kind0(start_kinds(f)),
-      eng(p, placing(o), 3600, nullptr, lives_at_start(f, take), files_at_start(p, f)),
+      index(std::make_shared<const PlanIndex>(p)),
+      eng(p, placing(o), 3600, index, lives_at_start(f, take), files_at_start(p, *index, f)),
       pk(n), now(n), blocked_at_start(n, 0) {
   eng.record_changes(false);
   sim.rows.reserve(n);  // a row per job that runs: no copies as it grows
@@ -114,7 +116,7 @@ Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool 
     pk[j].limited = limit_hours(job, opt.time_limit_factor).has_value();
     pk[j].produced_at_frac = job.produced_at_frac;
     pk[j].producer = job.produced_by ? static_cast<uint32_t>(*job.produced_by) : kNone;
-    pk[j].file_dep = job.has_file_dep();
+    pk[j].file_dep = index->file_dep[j];
     if (job.produced_by) ++first_produced[*job.produced_by + 1];
   }
   for (size_t j = 0; j < n; ++j) first_produced[j + 1] += first_produced[j];
@@ -166,12 +168,11 @@ std::vector<LifeKind> Prediction::World::start_kinds(const LiveStart* from) {
 
 // Files: present from the start unless a job of the plan produces them (and, from a live
 // state, they are missing now).
-std::vector<char> Prediction::World::files_at_start(const Plan& plan, const LiveStart* from) {
+std::vector<char> Prediction::World::files_at_start(const Plan& plan, const PlanIndex& index, const LiveStart* from) {
   std::vector<char> files(plan.jobs.size(), 1);
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
-    const Job& job = plan.jobs[j];
-    if (!job.has_file_dep()) continue;
-    files[j] = from ? from->files_present[j] : !job.produced_by;
+    if (!index.file_dep[j]) continue;  // (the index's byte, not the job's deps: a cache miss less a job)
+    files[j] = from ? from->files_present[j] : !plan.jobs[j].produced_by;
   }
   return files;
 }

@@ -7,7 +7,7 @@
 namespace gpuq {
 
 bool uses_snapshot(const Job& job, std::string_view setting) {
-  return job.snapshot ? *job.snapshot == "git" : setting == "git";
+  return job.snapshot ? *job.snapshot : setting == "git";
 }
 
 bool any_snapshot(const Plan& plan, std::string_view setting) {

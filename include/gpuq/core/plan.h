@@ -42,12 +42,18 @@ struct WarnSpec {
 /// A job of the plan, with the original's defaults filled in. How the plan names and
 /// gives each field: job_fields.h (a new field needs a row there).
 struct Job {
+  // (Fields ordered so that little is padding: `status` and the prediction walk 100k jobs.)
   std::string id;
   std::string script;
   int gpus = 1;
+  bool est_given = false;  ///< `est_hours` was in the plan (status prints 0.0 otherwise)
+  bool retry_on_timeout = false;  ///< a timed-out job is retried automatically (limits.h)
+  bool kill_on_quiet = false;     ///< "on_quiet": "kill": a hung job is stopped as at its limit (watchdog.h)
+  /// "snapshot": true for "git" (it runs from a git snapshot of the workdir, snapshot.h), false for
+  /// "off" (from the workdir); none: as the `snapshot` setting says.
+  std::optional<bool> snapshot;
   double priority = 50;
   double est_hours = 1.0;
-  bool est_given = false;  ///< `est_hours` was in the plan (status prints 0.0 otherwise)
   std::vector<Dep> deps;
   std::optional<size_t> produced_by;  ///< job whose run produces this job's file: deps
   double produced_at_frac = 1.0;
@@ -55,7 +61,6 @@ struct Job {
   // gpuq's own fields (limits.h):
   std::optional<double> time_limit_hours;  ///< wall-clock limit, from the recorded start
   std::optional<WarnSpec> warn_signal;     ///< signal to the group this long before the limit
-  bool retry_on_timeout = false;           ///< a timed-out job is retried automatically
   std::optional<long long> max_retries;    ///< its own automatic retries (else the run's --max-retries)
   /// GiB it needs on each of its GPUs: it may share them with other jobs that give one (packing);
   /// none: it takes its GPUs whole.
@@ -63,12 +68,8 @@ struct Job {
   // The hang watchdog (watchdog.h):
   std::optional<double> quiet_minutes;     ///< log silent (and GPUs idle) this long: hung?
   std::optional<bool> progress_from_log;   ///< run reads its log's progress bar (else the setting says)
-  bool kill_on_quiet = false;              ///< "on_quiet": "kill": a hung job is stopped as at its limit
   std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
   std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)
-  /// "git": it runs from a git snapshot of the workdir (snapshot.h); "off": from the workdir; none:
-  /// as the `snapshot` setting says.
-  std::optional<std::string> snapshot;
 
   bool has_file_dep() const;
 };
