@@ -478,3 +478,53 @@ TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
   EXPECT_EQ(alone.status, 0) << alone.out << alone.err;
   EXPECT_EQ(alone.out.find("sharing the node"), std::string::npos) << alone.out;
 }
+
+// Plain `status` of a plan whose run shares the node: another user's job holds 7 GPUs for an
+// hour, so this plan's 2-GPU job is predicted to start when it ends, not at the next tick
+// (the probe sees every GPU idle), and its reason is the node's. With a cap, the cap is named.
+TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
+  NEEDS_ROOT();
+  Node node;
+  Background job({"sleep", "30"}, node.root.path());
+  NodeUser d = *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
+                               mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
+  plant(node, "daemon", write_node_user(d));
+  std::string f = node.folder("root", R"([{"id": "pair", "script": "job.sh", "gpus": 2, "est_hours": 0.5}])", 0);
+  // root's run of that plan, as it publishes itself: live, wanting its ready job.
+  NodeUser me{"root", 0, unix_now(), {}};
+  NodeRun r;
+  r.plan = f + "/plan.json";
+  r.pid = job.pid();
+  r.pid_start = process_start_time(job.pid()).value_or(0);
+  r.updated = unix_now();
+  r.wants.push_back(NodeWant{"pair", 2, 50, 0.5});
+  me.runs.push_back(r);
+  plant(node, "root", write_node_user(me));
+  std::map<std::string, std::string> env = node.env;
+  env["TZ"] = "UTC";
+  Output s = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
+  EXPECT_EQ(s.status, 0) << s.err;
+  std::time_t in_an_hour = static_cast<std::time_t>(d.runs[0].holds[0].start + 3600);
+  std::tm tm{};
+  gmtime_r(&in_an_hour, &tm);
+  char hhmm[16];
+  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
+  EXPECT_THAT(s.out, ::testing::HasSubstr("shared node " + node.dir + ": runs of daemon; 7 GPUs held by others' jobs"))
+      << s.out;
+  EXPECT_THAT(s.out, ::testing::ContainsRegex(std::string("pair +pending +([A-Z][a-z]+ )?") + hhmm +
+                                              " -> .*on the shared node: starts ~([A-Z][a-z]+ )?" + hhmm +
+                                              " after daemon's theirs, 1 in the node's fair order"))
+      << s.out;
+  // Without the node directory the plan alone is seen: it would start at the next tick.
+  std::map<std::string, std::string> alone = env;
+  alone["GPUQ_NODE_DIR"] = "off";
+  Output a = run_gpuq({"status", "--plan", "plan.json"}, f, alone);
+  EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr("shared node"))) << a.out;
+  EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr(std::string("pending  ") + hhmm))) << a.out;
+  // root may hold 1 GPU at once: the 2-GPU job never starts here, and status says why.
+  node.root.write("node/node.json", R"({"users": {"root": {"max_gpus": 1}}})", 0644);
+  Output c = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
+  EXPECT_THAT(c.out, ::testing::ContainsRegex("pair +pending +never +on the shared node: never: more GPUs than root's "
+                                              "cap of 1"))
+      << c.out;
+}

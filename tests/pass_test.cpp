@@ -92,6 +92,27 @@ TEST(Pass, ShortJobBackfillsWhileWideJobWaits) {
   EXPECT_EQ(backfill_held, 2);
 }
 
+TEST(Pass, ACapLeavesOutJobsWiderThanWhatIsLeftWithoutHoldingGpusForThem) {
+  Plan plan = plan_of(R"([
+    {"id": "pair1", "script": "x", "gpus": 2, "priority": 1, "est_hours": 5},
+    {"id": "pair2", "script": "x", "gpus": 2, "priority": 2, "est_hours": 5},
+    {"id": "one", "script": "x", "gpus": 1, "priority": 3, "est_hours": 5},
+    {"id": "cpu", "script": "x", "gpus": 0, "priority": 4, "est_hours": 5}
+  ])");
+  std::vector<size_t> ready{0, 1, 2, 3};
+  PassInput in = input(plan, kNode8);
+  // 3 GPUs left under the cap: pair1 takes 2, pair2 is left out (no head: a long job still
+  // starts after it), one takes the last; a CPU job is never capped.
+  in.gpu_budget = 3;
+  auto r = pass(plan, ready, in);
+  EXPECT_EQ(started_ids(plan, r), (std::vector<std::string>{"pair1", "one", "cpu"}));
+  EXPECT_FALSE(r.waiting_head.has_value());
+  in.gpu_budget = 0;
+  EXPECT_EQ(started_ids(plan, pass(plan, ready, in)), std::vector<std::string>{"cpu"});
+  in.gpu_budget = -1;  // no cap: all four
+  EXPECT_EQ(started_ids(plan, pass(plan, ready, in)), (std::vector<std::string>{"pair1", "pair2", "one", "cpu"}));
+}
+
 TEST(Pass, BackfillLimitIsAFlag) {
   Plan plan = plan_of(R"([
     {"id": "wide", "script": "x", "gpus": 4, "priority": 1},

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "test_util.h"
 #include "gpuq/views/reasons.h"
 #include "gpuq/views/text.h"
@@ -78,6 +80,25 @@ TEST(Simulate, FileMadeAtTheStartOfItsProducerStartsItsJobAtOnce) {
   Simulation sim = simulate(plan, {});
   EXPECT_EQ(row(plan, sim, "watch").start, 0);
   EXPECT_EQ(row(plan, sim, "later").start, 5);
+}
+
+TEST(Simulate, ACapOnTheGpusHeldAtOnceSpreadsTheJobsOverTime) {
+  Plan plan = plan_of(R"([
+    {"id": "a", "script": "x", "gpus": 1, "est_hours": 1},
+    {"id": "b", "script": "x", "gpus": 1, "est_hours": 1},
+    {"id": "c", "script": "x", "gpus": 2, "est_hours": 1},
+    {"id": "d", "script": "x", "gpus": 3, "est_hours": 1}
+  ])");
+  SimOptions opt;
+  opt.max_gpus = 2;  // a shared node's cap: 8 GPUs free, 2 at once for this plan
+  Simulation sim = simulate(plan, opt);
+  std::map<std::string, double> start;
+  for (const SimRow& r : sim.rows) start[plan.jobs[r.job].id] = r.start;
+  EXPECT_EQ(start, (std::map<std::string, double>{{"a", 0}, {"b", 0}, {"c", 1}}));
+  ASSERT_EQ(sim.stuck.size(), 1u);  // d, wider than the cap, never starts
+  EXPECT_EQ(plan.jobs[sim.stuck[0].job].id, "d");
+  opt.max_gpus.reset();
+  EXPECT_EQ(simulate(plan, opt).rows.size(), 4u);
 }
 
 TEST(Simulate, UsesTheGpuIdsGiven) {

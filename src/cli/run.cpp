@@ -189,6 +189,7 @@ int cmd_run(Flags& f) {
   info.loaded = stamp_plan(f.plan).value_or(PlanStamp{});
   info.loaded_at = info.started;
   info.slurm = f.slurm;
+  if (!f.slurm) info.node_dir = choose_node_dir(opt.node_dir);
   // Jobs that run from a snapshot and changed since the last run loaded the plan (its copy,
   // PLAN.run.plan.json): loaded anew, so each takes a snapshot of the code as it is now.
   if (any_snapshot(*plan, opt.snapshot)) try {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iterator>
 
@@ -53,6 +54,13 @@ void append_fixed(std::string& out, double v, int width, int precision) {
   ptrdiff_t n = end - buf;
   if (n < width) out.append(static_cast<size_t>(width - n), ' ');
   out.append(buf, static_cast<size_t>(n));
+}
+
+std::string duration_text(double seconds) {
+  seconds = std::max(0.0, seconds);
+  if (seconds < 59.5) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 3600) return fmt::format("{:.0f} min", seconds / 60);
+  return fixed(seconds / 3600, 0, 1) + "h";
 }
 
 std::string clock_stamp(double t) {

@@ -74,7 +74,8 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
 }  // namespace
 
 LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
-                     const FileChecks& files, std::vector<double> mem_other) {
+                     const FileChecks& files, std::vector<double> mem_other,
+                     const std::vector<std::pair<GpuMask, double>>& held) {
   const size_t n = plan.jobs.size();
   LiveStart st;
   st.lives.reserve(n);
@@ -106,19 +107,26 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   st.busy = mask_of(p.node_gpus) & ~free & ~plan_running & ~st.ending;
   st.busy_hours = std::max(kSoon, p.poll / 3600);  // busy until run's next look at them, at the latest
   st.mem_other = std::move(mem_other);
+  GpuMask held_any = 0;
+  for (const auto& [gpus, until] : held) {
+    st.held.push_back({gpus, std::max((until - now) / 3600, kSoon)});
+    held_any |= gpus;
+  }
+  st.busy &= ~held_any;  // busy until their job ends, not only until run's next look
   return st;
 }
 
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files_uncached, std::optional<size_t> explain_first,
-                     const std::map<int, std::string>& others, std::vector<double> mem_other) {
+                     const std::map<int, std::string>& others, std::vector<double> mem_other,
+                     const std::vector<std::pair<GpuMask, double>>& held) {
   Outlook o;
   o.now = now;
   o.policy = p;
   o.others = others;
   const size_t n = plan.jobs.size();
   OnceFiles files(files_uncached);
-  LiveStart start = live_start(plan, state, p, now, free, files, std::move(mem_other));
+  LiveStart start = live_start(plan, state, p, now, free, files, std::move(mem_other), held);
   // The engine takes the next tick with the settings of the run; the prediction carries it on
   // as if resumed now (paused, the jobs it starts wait for `gpuq resume`, at a time no one knows).
   Policy resumed = p;

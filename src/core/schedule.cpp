@@ -315,18 +315,21 @@ struct PassRunner {
     out.stall_broken = false;
     Free free(in);
     std::optional<Key> p, head;
+    int budget = in.gpu_budget < 0 ? 64 : in.gpu_budget;
+    auto up_to = [](int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << std::max(n, 0)) - 1; };
     while (true) {
       std::optional<Key> best, fail;
+      std::uint64_t within = up_to(budget);  // widths the cap leaves in the pass (bit g: g + 1 GPUs)
       for (size_t s = 0; s < rs.classes_.size(); ++s) {
         const auto& c = rs.classes_[s];
         int avail = free.most(closed[s]);
-        std::uint64_t fits = c.present & (avail >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << avail) - 1);
+        std::uint64_t fits = c.present & up_to(avail) & within;
         for (int len = 0; len < 2; ++len) {
           if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
           first_after(c.by_gpus[len][0], p, best);
           for (std::uint64_t m = fits; m; m &= m - 1) first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, best);
           if (!head && static_cast<int>(s) == rs.sig0_)
-            for (std::uint64_t m = c.present & ~fits; m; m &= m - 1)
+            for (std::uint64_t m = c.present & ~fits & within; m; m &= m - 1)
               first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
         }
       }
@@ -352,6 +355,7 @@ struct PassRunner {
       }
       GpuMask& node = free.node_for(a.gpus, closed[a.sig]);
       auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
+      budget -= a.gpus;
       node &= ~mask_of(*gpus);
       if (!free.room.empty())  // a whole job's GPUs are shared with no packed job
         for (int g : *gpus) free.room_of(static_cast<size_t>(&node - free.begin()))[g] = -1;

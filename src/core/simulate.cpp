@@ -61,7 +61,11 @@ struct Prediction::World {
     return pk[k].producer != kNone && pk[k].file_dep && !(from && from->files_present[k]);
   }
   GpuMask unavailable() const {
-    return (from && busy_until > t + kEps ? from->busy : 0) | (dying_until > t + kEps ? dying : 0);
+    GpuMask m = (from && busy_until > t + kEps ? from->busy : 0) | (dying_until > t + kEps ? dying : 0);
+    if (from)
+      for (const auto& [gpus, until] : from->held)
+        if (until > t + kEps) m |= gpus;
+    return m;
   }
 
   const Plan& plan;
@@ -317,6 +321,9 @@ double Prediction::World::next_event() {
   }
   if (std::optional<double> r = eng.next_retry()) nxt = std::min(nxt, std::max(*r, t));
   if (from && busy_until > t + kEps) nxt = std::min(nxt, busy_until);
+  if (from)
+    for (const auto& [gpus, until] : from->held)
+      if (until > t + kEps) nxt = std::min(nxt, until);
   if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);
   return nxt;
 }

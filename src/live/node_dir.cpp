@@ -109,6 +109,8 @@ std::string choose_node_dir(const std::string& flag) {
   return "";
 }
 
+std::string node_user_me() { return name_of(geteuid()); }
+
 std::string node_dir_problem(const std::string& dir) {
   if (dir.empty()) return "";
   struct stat st{};

@@ -70,6 +70,7 @@ bool write_run_info(const PlanPaths& paths, const RunInfo& info) {
   j["plan_loaded"] = {{"size", info.loaded.size}, {"mtime", info.loaded.mtime}, {"hash", info.loaded.hash}};
   if (info.loaded_at) j["plan_loaded_at"] = *info.loaded_at;
   if (info.slurm) j["slurm"] = true;
+  if (!info.node_dir.empty()) j["node_dir"] = info.node_dir;
   j["gpus"] = info.gpus;
   if (info.max_retries) j["max_retries"] = *info.max_retries;
   nlohmann::ordered_json settings = nlohmann::ordered_json::object();
@@ -96,6 +97,7 @@ std::optional<RunInfo> read_run_info(const PlanPaths& paths) {
     r.loaded = {l.at("size").get<long long>(), l.at("mtime").get<double>(), l.at("hash").get<std::string>()};
     if (j.contains("plan_loaded_at") && j["plan_loaded_at"].is_number()) r.loaded_at = j["plan_loaded_at"].get<double>();
     r.slurm = j.contains("slurm") && j["slurm"].is_boolean() && j["slurm"].get<bool>();
+    if (j.contains("node_dir") && j["node_dir"].is_string()) r.node_dir = j["node_dir"].get<std::string>();
     if (j.contains("gpus") && j["gpus"].is_array()) r.gpus = j["gpus"].get<std::vector<int>>();
     if (j.contains("max_retries") && j["max_retries"].is_number_integer()) r.max_retries = j["max_retries"].get<long long>();
     if (j.contains("settings")) {

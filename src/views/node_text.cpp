@@ -10,21 +10,18 @@
 
 namespace gpuq {
 
-std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
-                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours) {
-  std::string out;
-  for (const std::string& n : notes) out += "node: " + n + "\n";
-  NodeDecision d = decide_node(users, node, node, now, config, backfill_max_hours, nullptr);
-  size_t waiting = d.order.size();
-  out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
-                     count(node), waiting);
-  out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", "user", "job", "GPUs", "status", "when");
-  for (const NodeUser& u : users)
-    for (const NodeRun& r : u.runs)
-      for (const NodeHold& h : r.holds)
-        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {:g}h{}\n", u.name, h.id, py_list(h.gpus),
-                           "running", local_time(h.start, now), h.est_hours,
-                           r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)" : "");
+namespace {
+
+// The node-wide decision, and for each want in its fair order when it starts, in words.
+struct Whens {
+  NodeDecision d;
+  std::vector<std::string> when;  // per d.order
+};
+
+Whens whens(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
+            double backfill_max_hours) {
+  Whens w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr), {}};
+  const NodeDecision& d = w.d;
   std::map<std::tuple<size_t, size_t, size_t>, std::vector<int>> next;
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
   std::set<std::tuple<size_t, size_t, size_t>> capped;
@@ -34,11 +31,11 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
     later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
-    const NodeWant& w = users[s.user].runs[s.run].wants[s.want];
+    const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
     auto it = next.find({s.user, s.run, s.want});
     int cap = config.limits_of(users[s.user].name).max_gpus.value_or(0);
     auto p = later.find({s.user, s.run, s.want});
-    std::string when =
+    w.when.push_back(
         it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
         : p != later.end()
             ? fmt::format("starts ~{}{}, {} in the node's fair order", local_time(p->second.start, now),
@@ -48,11 +45,48 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
                           k + 1)
         : !capped.count({s.user, s.run, s.want})
             ? fmt::format("{} in the node's fair order", k + 1)
-        : w.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
-                       : fmt::format("at {}'s cap of {} GPUs ({} held)", users[s.user].name, cap,
-                                     held_gpus(users[s.user]));
-    out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, w.id,
-                       fmt::format("{} GPU{}", w.gpus, w.gpus == 1 ? "" : "s"), "waiting", when);
+        : want.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
+                          : fmt::format("at {}'s cap of {} GPUs ({} held)", users[s.user].name, cap,
+                                        held_gpus(users[s.user])));
+  }
+  return w;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
+                                              const NodeConfig& config, double backfill_max_hours,
+                                              std::string_view user, std::string_view plan) {
+  std::map<std::string, std::string> out;
+  Whens w = whens(users, node, now, config, backfill_max_hours);
+  for (size_t k = 0; k < w.d.order.size(); ++k) {
+    const NodeSlot& s = w.d.order[k];
+    const NodeRun& r = users[s.user].runs[s.run];
+    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = w.when[k];
+  }
+  return out;
+}
+
+std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours) {
+  std::string out;
+  for (const std::string& n : notes) out += "node: " + n + "\n";
+  Whens w = whens(users, node, now, config, backfill_max_hours);
+  const NodeDecision& d = w.d;
+  out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
+                     count(node), d.order.size());
+  out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", "user", "job", "GPUs", "status", "when");
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds)
+        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {}{}\n", u.name, h.id, py_list(h.gpus),
+                           "running", local_time(h.start, now), duration_text(h.est_hours * 3600),
+                           r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)" : "");
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    const NodeSlot& s = d.order[k];
+    const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
+    out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, want.id,
+                       fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"), "waiting", w.when[k]);
   }
   std::string shares;
   for (const NodeUser& u : users) {

@@ -14,15 +14,6 @@
 
 namespace gpuq {
 
-namespace {
-
-std::string duration(double seconds) {
-  if (seconds < 3600) return fmt::format("{:.0f} min", std::max(0.0, seconds / 60));
-  return fixed(seconds / 3600, 0, 1) + "h";
-}
-
-}  // namespace
-
 std::string format_outlook(const Plan& plan, const State& state, const Outlook& o, bool all, size_t limit) {
   std::vector<const JobView*> open;
   bool ordered = !o.order.empty() && !all && (limit <= o.order_sorted || o.order_sorted == o.order.size());
@@ -63,7 +54,7 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
     if (waiting) out += fmt::format("paused: {} job(s) start after {}\n", waiting, hint("resume"));
   }
   if (o.finish) {
-    out += fmt::format("the plan is predicted to finish ~{} (in {})", local_time(*o.finish, o.now), duration(*o.finish - o.now));
+    out += fmt::format("the plan is predicted to finish ~{} (in {})", local_time(*o.finish, o.now), duration_text(*o.finish - o.now));
     if (!o.never.empty()) out += fmt::format("; {} job(s) never start as things stand", o.never.size());
     out += "\n";
   } else if (!o.never.empty()) {

@@ -16,6 +16,9 @@ std::string local_time(double t, double now);
 /// is absurdly large (1e12 or more): then "{:W.Pe}" ("1.00e+300" rather than a
 /// 300-digit number).
 std::string fixed(double v, int width, int precision);
+
+/// A length of time for people: "40 s" under a minute, "12 min" under an hour, else "2.5h".
+std::string duration_text(double seconds);
 /// The same, appended to `out` (simulate prints a few of these per job).
 void append_fixed(std::string& out, double v, int width, int precision);
 

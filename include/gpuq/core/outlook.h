@@ -66,6 +66,7 @@ struct Outlook {
   std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
   std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
   std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits
+  std::map<size_t, std::string> node_reasons;   ///< a shared node's word on a ready job that waits (status)
   std::set<std::string> stale_snapshots;  ///< commits of waiting jobs' snapshots older than the tree (status looks)
 
   /// Why `v` waits, or null when not worked out.
@@ -81,8 +82,11 @@ struct Outlook {
 /// `now`), its files, the GPUs busy but not by the plan (`free`: the GPUs free now).
 /// `mem_other`: where jobs pack, the GiB per GPU in use beyond the running packed jobs'
 /// declared (memory_use, gpu_use.h), as `run`'s next tick sees it.
+/// `held`: on a shared node, the GPUs other users' jobs hold and when each ends (LiveStart::held,
+/// in unix seconds here); they are busy till then, not only until run's next look.
 LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
-                     const FileChecks& files, std::vector<double> mem_other = {});
+                     const FileChecks& files, std::vector<double> mem_other = {},
+                     const std::vector<std::pair<GpuMask, double>>& held = {});
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
@@ -92,7 +96,8 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
 /// busy (held_by_others), which a job waiting for GPUs names.
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::optional<size_t> explain_first = std::nullopt,
-                     const std::map<int, std::string>& others = {}, std::vector<double> mem_other = {});
+                     const std::map<int, std::string>& others = {}, std::vector<double> mem_other = {},
+                     const std::vector<std::pair<GpuMask, double>>& held = {});
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
 /// the order `status` lists them in. With `first`, only the first `first` of

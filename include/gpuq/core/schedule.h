@@ -121,6 +121,9 @@ struct PassInput {
   /// first (best fit), so that empty GPUs stay whole for wide jobs; it never shares a whole job's.
   std::span<const double> room;
   double room_empty = 0;  ///< what an empty GPU takes (fix 12: could the waiting job ever fit?)
+  /// The most GPUs the pass may give whole jobs in all (Policy::max_gpus less what the plan's
+  /// running jobs hold); a job wider than what is left is left out. Negative: no cap.
+  int gpu_budget = -1;
 };
 
 /// A job the pass starts, and its GPUs.

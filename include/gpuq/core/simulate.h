@@ -43,6 +43,9 @@ struct LiveStart {
                                     ///< their --kill-grace): free at kSoon, as run frees them when
                                     ///< the group is gone (it wakes for that), not at its next poll
   bool others_running = false;      ///< an entry of the state that is no job of the plan runs
+  /// On a node shared with other users' runs: the GPUs each of their jobs holds, until when it
+  /// is predicted to end (hours from now, no sooner than kSoon). Their GPUs are busy till then.
+  std::vector<std::pair<GpuMask, double>> held;
   /// Where jobs pack: GiB per GPU in use beyond the running packed jobs' declared, until
   /// busy_hours (the engine's Tick::mem_other). Empty: none.
   std::vector<double> mem_other;

@@ -34,6 +34,9 @@ inline constexpr const char* kEtcNodeConfig = "/etc/gpuq/node.json";
 /// either way is none too): the run is alone, as before.
 std::string choose_node_dir(const std::string& flag);
 
+/// The name this process's user has in the node directory (their file is NAME.json).
+std::string node_user_me();
+
 /// Why the node directory `dir` (chosen by choose_node_dir; "" is none) cannot be used by this
 /// user: missing, not a folder, or not theirs to write, each with what to do; "" when it can.
 /// A run with a node directory it cannot use would start no GPU job at all.

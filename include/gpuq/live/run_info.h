@@ -37,6 +37,7 @@ struct RunInfo {
   PlanStamp loaded;             ///< the plan as it loaded it (at the start or its last reload)
   std::optional<double> loaded_at;  ///< when it loaded that version (unix seconds; older runs: none)
   bool slurm = false;           ///< run --slurm: it refuses an edit Slurm cannot take (slurm_plan_problem)
+  std::string node_dir;         ///< the node directory it shares the node through ("": alone; status reads it)
   std::vector<int> gpus;        ///< its --gpus (`gpuq add` checks a job's width against them; older runs: none)
   std::optional<long long> max_retries;  ///< its --max-retries (`logs -f` follows a job into its retry)
   /// Every setting it runs with ("settings"; `gpus` and `max_retries` above are kept for older

@@ -5,7 +5,9 @@
 #error "the core does not include views: it returns data, views print it"
 #endif
 
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpuq/core/node.h"
@@ -18,5 +20,12 @@ namespace gpuq {
 /// each user's decayed GPU-hours. `notes` (files refused, claims reaped) come first.
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours);
+
+/// What the node says of each waiting job of `user`'s run of `plan` (its absolute path), by job
+/// id, in node_text's words ("at ana's cap of 4 GPUs (4 held)", "starts ~14:30 after bo's
+/// train, 3 in the node's fair order"): plain `status` shows it as the job's reason.
+std::map<std::string, std::string> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
+                                              const NodeConfig& config, double backfill_max_hours,
+                                              std::string_view user, std::string_view plan);
 
 }  // namespace gpuq
