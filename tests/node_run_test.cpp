@@ -521,10 +521,20 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   Output a = run_gpuq({"status", "--plan", "plan.json"}, f, alone);
   EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr("shared node"))) << a.out;
   EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr(std::string("pending  ") + hhmm))) << a.out;
+  // simulate --node: the same plan, as if started now on the node as it is.
+  Output sim = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
+  EXPECT_EQ(sim.status, 0) << sim.err;
+  EXPECT_THAT(sim.err, ::testing::HasSubstr("7 GPUs held by others' jobs")) << sim.err;
+  EXPECT_THAT(sim.out, ::testing::HasSubstr("  1.00h ->   1.50h gpus=[0, 1]   pair")) << sim.out;
+  Output plain = run_gpuq({"simulate", "--plan", "plan.json"}, f, alone);
+  EXPECT_THAT(plain.out, ::testing::HasSubstr("  0.00h ->   0.50h gpus=[0, 1]   pair")) << plain.out;
   // root may hold 1 GPU at once: the 2-GPU job never starts here, and status says why.
   node.root.write("node/node.json", R"({"users": {"root": {"max_gpus": 1}}})", 0644);
   Output c = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
   EXPECT_THAT(c.out, ::testing::ContainsRegex("pair +pending +never +on the shared node: never: more GPUs than root's "
                                               "cap of 1"))
       << c.out;
+  Output cs = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
+  EXPECT_THAT(cs.err, ::testing::HasSubstr("pair: needs 2 GPUs, more than the 1 you may hold at once on this node"))
+      << cs.err;
 }

@@ -61,6 +61,7 @@ struct Flags : Settings {
   std::vector<std::string> add_script;  ///< the script, then its arguments
   // run on a shared node (node_dir.h):
   bool status_node = false;  ///< status --node: every user's jobs on the shared node
+  bool simulate_node = false;  ///< simulate --node: the plan on the shared node as it is now
   std::string node_dir;  ///< --node-dir: "" for $GPUQ_NODE_DIR, else /var/lib/gpuq when usable; "off": alone
   // run --slurm (slurm.h):
   bool slurm = false;
@@ -227,6 +228,24 @@ void name_removed_holders(const Plan& plan, const State& state, std::map<int, st
 
 /// Warns about state entries of jobs the plan no longer has (renamed or removed jobs).
 void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State& state);
+
+/// What a node shared with other users' runs means to this plan (node_dir.h): their jobs' GPUs
+/// are busy until each is predicted to end, and this plan's ready jobs wait as the node-wide
+/// decision says (its fair order, the caps). Empty when the plan's run is alone.
+struct NodeLook {
+  std::vector<std::pair<GpuMask, double>> held;  // others' jobs: their GPUs, until (unix seconds)
+  std::map<std::string, std::string> waits;      // this plan's waiting jobs: the node's words
+  std::string line;                              // for the text, above the outlook
+  std::optional<int> cap;                        // the user's cap less their other runs' holds (Policy::max_gpus)
+  std::string dir;                               // the node directory read ("": none)
+};
+
+/// The node look of the plan of `paths` on `gpus`: the node directory of its run (PLAN.run.json),
+/// unless --node-dir or $GPUQ_NODE_DIR names one; none in Slurm mode. With `others`, each GPU
+/// another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
+/// `whole`: every run's holds count as others' (simulate --node: the plan is not running yet).
+NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
+                   std::map<int, std::string>* others, bool whole = false);
 
 /// One heap of transparent huge pages for the short commands that read a big plan.
 void huge_page_heap();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <filesystem>
 #include <malloc.h>
 #include <sys/stat.h>
@@ -12,6 +13,10 @@
 #include <unistd.h>
 
 #include "gpuq/core/hint.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/live/node_dir.h"
+#include "gpuq/live/run_info.h"
+#include "gpuq/views/node_text.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/proc.h"
@@ -344,6 +349,57 @@ void huge_page_heap() {
   uintptr_t lo = (reinterpret_cast<uintptr_t>(before) + kHuge - 1) & ~(kHuge - 1);
   uintptr_t hi = reinterpret_cast<uintptr_t>(after) & ~(kHuge - 1);
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
+                   std::map<int, std::string>* others, bool whole) {
+  NodeLook look;
+  std::optional<RunInfo> info = read_run_info(paths);
+  if (info && info->slurm) return look;  // Slurm places the jobs
+  // The run's node directory, unless --node-dir or $GPUQ_NODE_DIR names one.
+  bool named = !f.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
+  std::string dir = named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
+  if (dir.empty()) return look;
+  look.dir = dir;
+  GpuMask node = mask_of(gpus);
+  NodeView v;
+  try {
+    v = read_node_dir(dir, node);
+  } catch (const std::exception& e) {
+    look.line = fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n", dir, e.what());
+    return look;
+  }
+  std::error_code ec;
+  std::string mine = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
+  std::string me = node_user_me();
+  std::set<std::string> users;
+  int held = 0, mine_elsewhere = 0;
+  for (const NodeUser& u : v.users)
+    for (const NodeRun& r : u.runs) {
+      if (u.name == me && r.plan == mine && !whole) continue;
+      users.insert(u.name != me ? u.name : r.plan == mine ? "you (this plan's run)" : "you (another plan)");
+      if (u.name == me)
+        for (const NodeHold& h : r.holds) mine_elsewhere += static_cast<int>(h.gpus.size());
+      for (const NodeHold& h : r.holds) {
+        GpuMask g = mask_of(h.gpus) & node;
+        if (!g) continue;
+        double end = h.start + std::max(0.0, h.est_hours) * 3600;
+        look.held.push_back({g, end});
+        held += count(g);
+        for (int id : h.gpus)
+          if (others && (node >> id & 1))
+            (*others)[id] = fmt::format("{}'s {} (gpuq, ends ~{})", u.name, h.id, local_time(std::max(end, now), now));
+      }
+    }
+  std::optional<int> cap = v.config.limits_of(me).max_gpus;
+  if (users.empty() && !cap) return look;  // alone: the plan's own prediction says it all
+  if (cap) look.cap = std::max(0, *cap - mine_elsewhere);
+  look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine);
+  std::string who;
+  for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
+  look.line = fmt::format("shared node {}: {}{} GPUs held by others' jobs; {} shows every user's jobs\n", dir,
+                          who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
+  return look;
 }
 
 void keep_until_exit(std::shared_ptr<void> x) {

@@ -17,6 +17,8 @@
 #include "gpuq/views/svg.h"
 #include "gpuq/views/text.h"
 
+#include "gpuq/live/node_dir.h"
+
 #include "cli.h"
 
 namespace gpuq::cli {
@@ -97,16 +99,35 @@ int cmd_simulate(const Flags& given) {
   if (!placement) return kExitBadInput;
   opt.placement = std::move(*placement);
   std::optional<LiveStart> from;
-  if (f.from_state) {
+  // --node: on the shared node as it is now: other runs' jobs hold their GPUs until their
+  // predicted ends, and the user's cap is kept (status's node look). Their waiting jobs are not
+  // in it: the node's fair share may start some of them first.
+  NodeLook look;
+  if (f.simulate_node) {
+    look = node_look(f, plan_paths(f), *gpus, unix_now(), nullptr, !f.from_state);
+    if (look.dir.empty()) {
+      fmt::print(stderr, "gpuq simulate --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it "
+                         "exists and you may write there)\n",
+                 kDefaultNodeDir);
+      return kExitBadInput;
+    }
+    opt.max_gpus = look.cap;
+    fmt::print(stderr, "gpuq: {}", look.line.empty() ? fmt::format("shared node {}: no other run; ", look.dir) : look.line);
+    fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' waiting jobs are not in it (the "
+                       "node's fair share may start some of them first)\n",
+               look.cap ? fmt::format(", at most {} GPUs at once for you (the node config's cap)", *look.cap) : "");
+  }
+  if (f.from_state || f.simulate_node) {
     PlanPaths paths = plan_paths(f);
-    State state = read_state(paths);
+    State state = f.from_state ? read_state(paths) : State{};
     double now = unix_now();
-    refresh(*plan, paths, state, now);
+    if (f.from_state) refresh(*plan, paths, state, now);
     RunOptions ro = run_options(f, *gpus);
     ro.placement = opt.placement;
-    from = live_start(*plan, state, ro, now, free_now(state, ro, GpuReading{}),
-                      LocalFiles(workdir_of(f, plan->workdir).path));
-    for (const std::string& line : settings_notes(f, "original")) fmt::print(stderr, "gpuq: {}\n", line);
+    from = live_start(*plan, state, ro, now, f.from_state ? free_now(state, ro, GpuReading{}) : mask_of(*gpus),
+                      LocalFiles(workdir_of(f, plan->workdir).path), {}, look.held);
+    if (f.from_state)
+      for (const std::string& line : settings_notes(f, "original")) fmt::print(stderr, "gpuq: {}\n", line);
   }
   Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
   for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
@@ -168,6 +189,12 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
       ->check(CLI::Range(1, kMaxGpuId + 1))
       ->needs(nodes)
       ->excludes(sim->get_option("--gpus"));
+  sim->add_flag("--node", f.simulate_node,
+                "on the shared node as it is now: other users' running jobs hold their GPUs until their "
+                "predicted ends, and your cap is kept (--node-dir)")
+      ->excludes(nodes);
+  sim->add_option("--node-dir", f.node_dir, "the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
+      ->type_name("DIR");
   add_learned_estimates(sim, f);
   add_gpu_flags(sim, f, "original");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });

@@ -192,66 +192,6 @@ std::string run_lines(const Flags& f, const RunSeen& r, double now) {
   return out;
 }
 
-/// What a node shared with other users' runs means to this plan (node_dir.h): their jobs' GPUs
-/// are busy until each is predicted to end, and this plan's ready jobs wait as the node-wide
-/// decision says (its fair order, the caps). Empty when the plan's run is alone.
-struct NodeLook {
-  std::vector<std::pair<GpuMask, double>> held;  // others' jobs: their GPUs, until (unix seconds)
-  std::map<std::string, std::string> waits;      // this plan's waiting jobs: the node's words
-  std::string line;                              // for the text, above the outlook
-  std::optional<int> cap;                        // the user's cap less their other runs' holds (Policy::max_gpus)
-};
-
-NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                   std::map<int, std::string>& others) {
-  NodeLook look;
-  std::optional<RunInfo> info = read_run_info(paths);
-  if (info && info->slurm) return look;  // Slurm places the jobs
-  // The run's node directory, unless --node-dir or $GPUQ_NODE_DIR names one.
-  bool named = !f.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
-  std::string dir = named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
-  if (dir.empty()) return look;
-  GpuMask node = mask_of(gpus);
-  NodeView v;
-  try {
-    v = read_node_dir(dir, node);
-  } catch (const std::exception& e) {
-    look.line = fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n", dir, e.what());
-    return look;
-  }
-  std::error_code ec;
-  std::string mine = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
-  std::string me = node_user_me();
-  std::set<std::string> users;
-  int held = 0, mine_elsewhere = 0;
-  for (const NodeUser& u : v.users)
-    for (const NodeRun& r : u.runs) {
-      if (u.name == me && r.plan == mine) continue;
-      users.insert(u.name == me ? "you (another plan)" : u.name);
-      if (u.name == me)
-        for (const NodeHold& h : r.holds) mine_elsewhere += static_cast<int>(h.gpus.size());
-      for (const NodeHold& h : r.holds) {
-        GpuMask g = mask_of(h.gpus) & node;
-        if (!g) continue;
-        double end = h.start + std::max(0.0, h.est_hours) * 3600;
-        look.held.push_back({g, end});
-        held += count(g);
-        for (int id : h.gpus)
-          if (node >> id & 1)
-            others[id] = fmt::format("{}'s {} (gpuq, ends ~{})", u.name, h.id, local_time(std::max(end, now), now));
-      }
-    }
-  std::optional<int> cap = v.config.limits_of(me).max_gpus;
-  if (users.empty() && !cap) return look;  // alone: the plan's own prediction says it all
-  if (cap) look.cap = std::max(0, *cap - mine_elsewhere);
-  look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine);
-  std::string who;
-  for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
-  look.line = fmt::format("shared node {}: {}{} GPUs held by others' jobs; {} shows every user's jobs\n", dir,
-                          who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
-  return look;
-}
-
 /// The reasons as they are for the run that is (or is not) going: none starts anything, and
 /// a run on an older plan does not know the jobs added since.
 void reasons_for_run(const Plan& plan, const RunLook& run, Outlook& o) {
@@ -358,7 +298,7 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
                           &others);
   name_removed_holders(plan, state, others);
   name_ending_holders(state, others);
-  NodeLook node = node_look(f, paths, gpus, now, others);
+  NodeLook node = node_look(f, paths, gpus, now, &others);
   opt.max_gpus = node.cap;
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others,

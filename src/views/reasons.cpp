@@ -225,6 +225,9 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
   GpuMask closed = 0;
   for (const auto& [r, members] : w.closing) closed |= plan.reservations[r].gpus;
   std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus, count(node & ~closed), count(node));
+  if (p.max_gpus && job.gpus > *p.max_gpus)
+    return fmt::format("needs {} GPUs, more than the {} you may hold at once on this node (the node config's max_gpus)",
+                       job.gpus, *p.max_gpus);
   if (p.packed_gib(job) > 0) {
     double most = 0;
     for (int g : p.node_gpus) most = std::max(most, p.gpu_room(g));
