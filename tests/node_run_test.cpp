@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "gpuq/core/node.h"
+#include "gpuq/live/node_dir.h"
 #include "gpuq/live/proc.h"
 #include "test_util.h"
 
@@ -335,6 +336,30 @@ TEST(NodeRun, AClaimOfADeadProcessIsReaped) {
                        std::to_string(dead) + " has ended"),
             std::string::npos)
       << o.out;
+}
+
+TEST(NodeRun, ARunIsNotToldOfItsOwnOldClaimsReaped) {
+  NEEDS_ROOT();
+  Node node;
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  // daemon's entry for its plan: a run and a job that have both ended (as after a kill -9 and
+  // the job's end, before the run of that plan is started again).
+  std::string text = claim("daemon", {0, 1}, dead, dead);
+  plant(node, "daemon", text);
+  GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+  std::string line = "daemon's claim for theirs (GPUs [0, 1]) reaped";
+  auto said = [&](const NodeView& v) {
+    return std::any_of(v.notes.begin(), v.notes.end(), [&](const std::string& n) { return n.starts_with(line); });
+  };
+  NodeView others = read_node_dir(node.dir, all);
+  EXPECT_TRUE(said(others));  // to everyone else it is news
+  NodeView own = read_node_dir(node.dir, all, "daemon", "/home/daemon/plan.json");
+  EXPECT_FALSE(said(own));  // the restarted run of that plan sees its jobs end itself
+  ASSERT_EQ(own.users.size(), 1u);
+  EXPECT_TRUE(own.users[0].runs[0].holds.empty());  // reaped all the same
+  EXPECT_TRUE(said(read_node_dir(node.dir, all, "daemon", "/home/daemon/other.json")));
 }
 
 TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {

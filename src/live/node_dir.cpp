@@ -132,7 +132,7 @@ std::string node_dir_problem(const std::string& dir) {
   return "";
 }
 
-NodeView read_node_dir(const std::string& dir, GpuMask node) {
+NodeView read_node_dir(const std::string& dir, GpuMask node, std::string_view own_user, std::string_view own_plan) {
   NodeView v;
   v.config = read_config(dir, v.notes);
   DIR* d = opendir(dir.c_str());
@@ -166,7 +166,7 @@ NodeView read_node_dir(const std::string& dir, GpuMask node) {
       if (!run_alive) r.wants.clear();
       std::erase_if(r.holds, [&](const NodeHold& h) {
         if (h.pid ? alive(h.pid, h.pid_start) : run_alive) return false;
-        if (!run_alive)
+        if (!run_alive && !(user == own_user && r.plan == own_plan))
           v.notes.push_back(fmt::format("{}'s claim for {} (GPUs {}) reaped: its process {} has ended", user, h.id,
                                         py_list(h.gpus), h.pid));
         return true;
@@ -213,7 +213,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   lock_fd_ = fd;
   NodeView v;
   try {
-    v = read_node_dir(dir_, node_);
+    v = read_node_dir(dir_, node_, me_, plan_);
   } catch (const NodeError&) {
     leave();
     throw;

@@ -54,7 +54,10 @@ struct NodeView {
 /// user it is named after, of at most 4 MiB, read as a user file (node.h) against `node`.
 /// Runs whose process has ended lose their wants; holds whose process has ended are left out
 /// (a claim of a run that ended is reaped with a line). Never throws for one file.
-NodeView read_node_dir(const std::string& dir, GpuMask node);
+/// The claims of `own_user`'s run of `own_plan` (the reading run's own entry) are reaped without a
+/// line: that run sees its own jobs end (a restarted run read its old entry's ended jobs as news).
+NodeView read_node_dir(const std::string& dir, GpuMask node, std::string_view own_user = {},
+                       std::string_view own_plan = {});
 
 /// A run's share of the node: the node lock, the decision, and its entry in its user's file.
 class NodeShare {
