@@ -19,6 +19,7 @@
 #include "gpuq/live/node_dir.h"
 #include "gpuq/live/proc.h"
 #include "test_util.h"
+#include "tick_loop.h"
 
 using namespace gpuq;
 using namespace gpuq::test;
@@ -562,4 +563,31 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   Output cs = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
   EXPECT_THAT(cs.err, ::testing::HasSubstr("pair: needs 2 GPUs, more than the 1 you may hold at once on this node"))
       << cs.err;
+}
+
+// A run whose job waits for GPUs another user's job holds watches that user's file: their run's
+// next write (a job of theirs ended) wakes it, rather than its next look at the node. That the
+// file exists does not wake it at once (only files jobs wait for do).
+TEST(NodeRun, ARunWhoseJobWaitsForGpusWatchesTheOtherUsersFiles) {
+  NEEDS_ROOT();
+  Node node;
+  Background job({"sleep", "30"}, node.root.path());
+  plant(node, "daemon", claim("daemon", {0}, job.pid(), job.pid()));  // daemon's job holds the node's one GPU
+  std::string theirs = node.dir + "/daemon.json";
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}])", {}, {0});
+  q.files.present.insert(theirs);
+  NodeShare share(node.dir, "/plans/a.json", mask_of({0}), Placement{}, 0.5);
+  q.loop->share_node(&share);
+  q.tick();  // the first look publishes a's want
+  TickResult r = q.tick();
+  EXPECT_TRUE(q.launcher.launches.empty());
+  EXPECT_THAT(q.waker.files, ::testing::Contains(theirs));
+  EXPECT_GT(r.wake_in, 0);
+  // Nothing of this run waits for GPUs: no other user's file is watched.
+  Loop idle(R"([{"id": "c", "script": "c.sh", "gpus": 0}])", {}, {0});
+  NodeShare share2(node.dir, "/plans/c.json", mask_of({0}), Placement{}, 0.5);
+  idle.loop->share_node(&share2);
+  idle.tick();
+  idle.tick();
+  EXPECT_THAT(idle.waker.files, ::testing::Not(::testing::Contains(theirs)));
 }

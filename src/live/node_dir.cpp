@@ -239,6 +239,9 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   }
   it->wants = wants;
   others_wait_ = false;
+  others_files_.clear();
+  for (const NodeUser& u : v.users)
+    if (u.name != me_) others_files_.push_back(dir_ + "/" + u.name + ".json");
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
       if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;

@@ -414,9 +414,16 @@ void RunLoop::watch(Tick& t) {
     for (std::string& p : t.missing_files)
       if (waited.erase(p)) files.push_back(std::move(p));
   }
+  // On a shared node, jobs waiting for GPUs: another user's file replaced (their run published)
+  // may free GPUs for them, so it wakes this run rather than its next look (up to 1 s later).
+  size_t job_files = files.size();
+  if (node_ && t.node_in && !q_->engine().ready_jobs(1).empty())
+    files.insert(files.end(), node_->others_files().begin(), node_->others_files().end());
   // A file made between decide's look and its watch has no event: look once more.
-  for (const std::string& p : os_.waker.watch_files(files))
-    if (os_.files.exists(p)) t.wake_in = 0;
+  std::vector<std::string> watched = os_.waker.watch_files(files);
+  std::unordered_set<std::string> for_jobs(files.begin(), files.begin() + static_cast<std::ptrdiff_t>(job_files));
+  for (const std::string& p : watched)
+    if (for_jobs.count(p) && os_.files.exists(p)) t.wake_in = 0;
 }
 
 // What the control commands logged since the last tick: the log's view follows, and the hooks run.

@@ -84,6 +84,9 @@ class NodeShare {
   const std::string& dir() const { return dir_; }
   /// Someone else's run waits for GPUs (the last enter saw it).
   bool others_wait() const { return others_wait_; }
+  /// The other users' files the last enter read: a run whose jobs wait for GPUs wakes when one is
+  /// replaced (their run published: a job of theirs ended, or their wants changed).
+  const std::vector<std::string>& others_files() const { return others_files_; }
 
  private:
   std::string dir_, plan_, me_;
@@ -95,6 +98,7 @@ class NodeShare {
   std::optional<NodeUser> mine_;     // this user's file as read at enter
   NodeConfig config_;
   bool others_wait_ = false;
+  std::vector<std::string> others_files_;
   bool first_ = true;
 };
 
