@@ -261,6 +261,24 @@ void plant(const Node& node, const std::string& user, const std::string& text) {
   ASSERT_EQ(chown(p.c_str(), *uid_of(user), -1), 0);
 }
 
+// HH:MM of unix time `t`, in UTC (the tests' TZ).
+std::string hhmm_utc(double t) {
+  std::time_t at = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&at, &tm);
+  char hhmm[16];
+  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
+  return hhmm;
+}
+
+// The pid of a process that has ended: a child reaped at once.
+pid_t ended_process() {
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  return dead;
+}
+
 // A user file that claims `gpus` for a job of process `pid`, by a run of process `run_pid`.
 std::string claim(const std::string& user, std::vector<int> gpus, long long pid, long long run_pid) {
   NodeUser u{user, 0, unix_now(), {}};
@@ -271,6 +289,12 @@ std::string claim(const std::string& user, std::vector<int> gpus, long long pid,
   r.holds.push_back(NodeHold{"theirs", std::move(gpus), pid, process_start_time(pid).value_or(0), unix_now(), 1});
   u.runs.push_back(r);
   return write_node_user(u);
+}
+
+// daemon's user file: its live run (`job`) holds GPUs 0-6 of 8 for a job of an hour.
+NodeUser holding_seven(const Background& job) {
+  return *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
+                         mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
 }
 
 }  // namespace
@@ -326,10 +350,7 @@ TEST(NodeRun, AClaimOfAGpuTheNodeLacksIsRefused) {
 TEST(NodeRun, AClaimOfADeadProcessIsReaped) {
   NEEDS_ROOT();
   Node node;
-  // A process that has ended: a child reaped at once.
-  pid_t dead = fork();
-  if (dead == 0) _exit(0);
-  waitpid(dead, nullptr, 0);
+  pid_t dead = ended_process();
   plant(node, "daemon", claim("daemon", {0, 1, 2, 3, 4, 5, 6, 7}, dead, dead));
   Output o = run_beside(node);
   EXPECT_EQ(o.status, 0) << o.out << o.err;
@@ -342,13 +363,10 @@ TEST(NodeRun, AClaimOfADeadProcessIsReaped) {
 TEST(NodeRun, ARunIsNotToldOfItsOwnOldClaimsReaped) {
   NEEDS_ROOT();
   Node node;
-  pid_t dead = fork();
-  if (dead == 0) _exit(0);
-  waitpid(dead, nullptr, 0);
+  pid_t dead = ended_process();
   // daemon's entry for its plan: a run and a job that have both ended (as after a kill -9 and
   // the job's end, before the run of that plan is started again).
-  std::string text = claim("daemon", {0, 1}, dead, dead);
-  plant(node, "daemon", text);
+  plant(node, "daemon", claim("daemon", {0, 1}, dead, dead));
   GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
   std::string line = "daemon's claim for theirs (GPUs [0, 1]) reaped";
   auto said = [&](const NodeView& v) {
@@ -432,19 +450,13 @@ TEST(NodeRun, StatusNodeSaysWhenAWaitingJobStartsAndAfterWhose) {
   // daemon's live run holds GPUs 0-6 for an hour and waits for 2 more: only GPU 7 is free, so
   // its 2-GPU job starts when the hold ends, in an hour.
   Background job({"sleep", "30"}, node.root.path());
-  NodeUser u = *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
-                               mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
+  NodeUser u = holding_seven(job);
   u.runs[0].wants.push_back(NodeWant{"pair", 2, 50, 1});
   plant(node, "daemon", write_node_user(u));
   Output s = run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), {{"TZ", "UTC"}});
   EXPECT_EQ(s.status, 0) << s.err;
-  std::time_t in_an_hour = static_cast<std::time_t>(u.runs[0].holds[0].start + 3600);
-  std::tm tm{};
-  gmtime_r(&in_an_hour, &tm);
-  char hhmm[16];
-  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
-  EXPECT_THAT(s.out, ::testing::ContainsRegex(std::string("daemon +pair +2 GPUs +waiting +starts ~([A-Z][a-z]+ )?") +
-                                              hhmm + " after daemon's theirs, 1 in the node's fair order"))
+  std::string hhmm = hhmm_utc(u.runs[0].holds[0].start + 3600);
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +pair +2 GPUs +waiting +starts ~([A-Z][a-z]+ )?" + hhmm + " after daemon's theirs, 1 in the node's fair order"))
       << s.out;
   EXPECT_THAT(s.out, ::testing::Not(::testing::HasSubstr("its gpuq run has ended"))) << s.out;  // its run lives
 }
@@ -512,8 +524,7 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   NEEDS_ROOT();
   Node node;
   Background job({"sleep", "30"}, node.root.path());
-  NodeUser d = *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
-                               mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
+  NodeUser d = holding_seven(job);
   plant(node, "daemon", write_node_user(d));
   std::string f = node.folder("root", R"([{"id": "pair", "script": "job.sh", "gpus": 2, "est_hours": 0.5}])", 0);
   // root's run of that plan, as it publishes itself: live, wanting its ready job.
@@ -530,14 +541,10 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   env["TZ"] = "UTC";
   Output s = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
   EXPECT_EQ(s.status, 0) << s.err;
-  std::time_t in_an_hour = static_cast<std::time_t>(d.runs[0].holds[0].start + 3600);
-  std::tm tm{};
-  gmtime_r(&in_an_hour, &tm);
-  char hhmm[16];
-  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
+  std::string hhmm = hhmm_utc(d.runs[0].holds[0].start + 3600);
   EXPECT_THAT(s.out, ::testing::HasSubstr("shared node " + node.dir + ": runs of daemon; 7 GPUs held by others' jobs"))
       << s.out;
-  EXPECT_THAT(s.out, ::testing::ContainsRegex(std::string("pair +pending +([A-Z][a-z]+ )?") + hhmm +
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("pair +pending +([A-Z][a-z]+ )?" + hhmm +
                                               " -> .*on the shared node: starts ~([A-Z][a-z]+ )?" + hhmm +
                                               " after daemon's theirs, 1 in the node's fair order"))
       << s.out;
@@ -546,7 +553,7 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   alone["GPUQ_NODE_DIR"] = "off";
   Output a = run_gpuq({"status", "--plan", "plan.json"}, f, alone);
   EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr("shared node"))) << a.out;
-  EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr(std::string("pending  ") + hhmm))) << a.out;
+  EXPECT_THAT(a.out, ::testing::Not(::testing::HasSubstr("pending  " + hhmm))) << a.out;
   // simulate --node: the same plan, as if started now on the node as it is.
   Output sim = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
   EXPECT_EQ(sim.status, 0) << sim.err;
