@@ -7,6 +7,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpuq/core/engine.h"
@@ -22,11 +23,11 @@ namespace gpuq {
 /// One job as `status --json` and `simulate --json` report it.
 struct JobView {
   size_t job;
-  std::string status;                 ///< the state's status, or "predicted" in simulate
+  std::string_view status;            ///< the state's status, or "predicted" in simulate (a static string)
   std::vector<int> gpus;
   long long attempts = 0;
   std::optional<long long> exit;
-  std::optional<std::string> outcome; ///< how its last attempt ended (outcome_name), done and failed only
+  std::optional<std::string_view> outcome;  ///< how its last attempt ended (outcome_name, static), done and failed only
   std::optional<double> start, end;   ///< status: unix seconds; simulate: hours from the start
   double elapsed = 0;                 ///< seconds run (status)
   int32_t wait_at = -1;               ///< why it waits at the next tick: Outlook::waits[wait_at] (-1: not worked
