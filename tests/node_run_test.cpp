@@ -598,3 +598,24 @@ TEST(NodeRun, ARunWhoseJobWaitsForGpusWatchesTheOtherUsersFiles) {
   idle.tick();
   EXPECT_THAT(idle.waker.files, ::testing::Not(::testing::Contains(theirs)));
 }
+
+// A job that ended between two writes of its run is charged up to the second: its GPUs x the
+// whole time (the file as read drops the ended job's claim; the usage must not drop with it).
+TEST(NodeRun, AJobThatEndedSinceTheLastWriteIsChargedItsLastInterval) {
+  NEEDS_ROOT();
+  Node node;
+  auto job = std::make_unique<Background>(std::vector<std::string>{"sleep", "30"}, node.root.path());
+  GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+  NodeShare share(node.dir, "/plans/p.json", all, Placement{}, 0.5);
+  auto quiet = [](const std::string&) {};
+  double t0 = unix_now();
+  share.enter(t0, {}, all, quiet);
+  share.publish(t0, {NodeHold{"j", {0, 1}, job->pid(), process_start_time(job->pid()).value_or(0), t0, 1}}, {});
+  job->signal(SIGKILL);
+  job->wait(kPatience);
+  share.enter(t0 + 100, {}, all, quiet);
+  share.publish(t0 + 100, {}, {});
+  NodeView v = read_node_dir(node.dir, all);
+  ASSERT_EQ(v.users.size(), 1u);
+  EXPECT_NEAR(v.users[0].usage_gpu_hours * 3600, 200, 0.5);  // 2 GPUs x 100 s
+}

@@ -276,9 +276,13 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   it->pid = getpid();
   it->pid_start = process_start_time(getpid()).value_or(0);
   it->updated = now;
+  // Usage first, of the holds this run published last: a job that ended since is charged up to
+  // now (the file as read left it out, its process gone), not dropped with its last interval.
+  if (published_) it->holds = *published_;
+  account_usage(me, *it, now, config_.half_life_days);
   it->holds = std::move(holds);
   it->wants = std::move(wants);
-  account_usage(me, *it, now, config_.half_life_days);
+  published_ = it->holds;
   // Runs of this user that ended and hold nothing are forgotten.
   std::erase_if(me.runs, [&](const NodeRun& r) { return r.plan != plan_ && r.holds.empty() && !alive(r.pid, r.pid_start); });
   std::string text = write_node_user(me);

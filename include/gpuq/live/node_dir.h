@@ -99,6 +99,7 @@ class NodeShare {
   NodeConfig config_;
   bool others_wait_ = false;
   std::vector<std::string> others_files_;
+  std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   bool first_ = true;
 };
 
