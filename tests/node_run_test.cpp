@@ -542,7 +542,7 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   Output s = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
   EXPECT_EQ(s.status, 0) << s.err;
   std::string hhmm = hhmm_utc(d.runs[0].holds[0].start + 3600);
-  EXPECT_THAT(s.out, ::testing::HasSubstr("shared node " + node.dir + ": runs of daemon; 7 GPUs held by others' jobs"))
+  EXPECT_THAT(s.out, ::testing::HasSubstr("shared node " + node.dir + ": runs of daemon; 7 GPUs held by other users' jobs"))
       << s.out;
   EXPECT_THAT(s.out, ::testing::ContainsRegex("pair +pending +([A-Z][a-z]+ )?" + hhmm +
                                               " -> .*on the shared node: starts ~([A-Z][a-z]+ )?" + hhmm +
@@ -557,7 +557,7 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   // simulate --node: the same plan, as if started now on the node as it is.
   Output sim = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
   EXPECT_EQ(sim.status, 0) << sim.err;
-  EXPECT_THAT(sim.err, ::testing::HasSubstr("7 GPUs held by others' jobs")) << sim.err;
+  EXPECT_THAT(sim.err, ::testing::HasSubstr("7 GPUs held by other users' jobs")) << sim.err;
   EXPECT_THAT(sim.out, ::testing::HasSubstr("  1.00h ->   1.50h gpus=[0, 1]   pair")) << sim.out;
   Output plain = run_gpuq({"simulate", "--plan", "plan.json"}, f, alone);
   EXPECT_THAT(plain.out, ::testing::HasSubstr("  0.00h ->   0.50h gpus=[0, 1]   pair")) << plain.out;

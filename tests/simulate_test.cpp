@@ -101,6 +101,29 @@ TEST(Simulate, ACapOnTheGpusHeldAtOnceSpreadsTheJobsOverTime) {
   EXPECT_EQ(simulate(plan, opt).rows.size(), 4u);
 }
 
+// A live start on a shared node: the user's other plan holds 1 GPU for an hour; with a cap of 2
+// the 2-GPU job starts when that hold ends (not never), and a job the node starts later (its
+// fair order) waits for that, its dependent after it.
+TEST(Simulate, OnASharedNodeTheUsersOtherHoldsCountAgainstTheCapOnlyWhileTheyLast) {
+  Plan plan = plan_of(R"([
+    {"id": "two", "script": "x", "gpus": 2, "est_hours": 1},
+    {"id": "later", "script": "x", "gpus": 1, "est_hours": 0.5},
+    {"id": "after", "script": "x", "gpus": 1, "est_hours": 0.5, "deps": ["later"]}
+  ])");
+  SimOptions opt;
+  opt.max_gpus = 2;
+  LiveStart from;
+  from.lives.assign(plan.jobs.size(), Waiting{});
+  from.files_present.assign(plan.jobs.size(), 1);
+  from.held.push_back({mask_of({7}), 1.0, true});
+  from.not_before.push_back({1, 3.0});
+  Simulation sim = simulate(plan, opt, &from);
+  std::map<std::string, double> start;
+  for (const SimRow& r : sim.rows) start[plan.jobs[r.job].id] = r.start;
+  EXPECT_EQ(start, (std::map<std::string, double>{{"two", 1.0}, {"later", 3.0}, {"after", 3.5}}));
+  EXPECT_TRUE(sim.stuck.empty());
+}
+
 TEST(Simulate, UsesTheGpuIdsGiven) {
   Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 2}, {"id": "b", "script": "x", "gpus": 1}])",
                       {4, 5, 6, 7});

@@ -15,12 +15,14 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/settings.h"
+#include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/live/snapshots.h"
 #include "gpuq/live/store.h"
+#include "gpuq/views/node_text.h"
 
 namespace gpuq::cli {
 
@@ -233,11 +235,13 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 /// are busy until each is predicted to end, and this plan's ready jobs wait as the node-wide
 /// decision says (its fair order, the caps). Empty when the plan's run is alone.
 struct NodeLook {
-  std::vector<std::pair<GpuMask, double>> held;  // others' jobs: their GPUs, until (unix seconds)
-  std::map<std::string, std::string> waits;      // this plan's waiting jobs: the node's words
+  std::vector<HeldGpus> held;  // the other runs' jobs: their GPUs, until (unix seconds)
+  std::map<std::string, NodeWait> waits;         // this plan's waiting jobs: the node's words and start
   std::string line;                              // for the text, above the outlook
-  std::optional<int> cap;                        // the user's cap less their other runs' holds (Policy::max_gpus)
+  std::optional<int> cap;                        // the user's cap (Policy::max_gpus)
   std::string dir;                               // the node directory read ("": none)
+  std::string problem;                           // why it could not be read ("": it was)
+  std::vector<std::string> notes;                // files refused, claims reaped (read_node_dir)
 };
 
 /// The node look of the plan of `paths` on `gpus`: the node directory of its run (PLAN.run.json),

@@ -361,44 +361,54 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   std::string dir = named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
   if (dir.empty()) return look;
   look.dir = dir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    look.problem = std::filesystem::exists(dir, ec) ? "not a folder" : "no such folder";
+    look.line = fmt::format("shared node {}: {}; the prediction leaves other users out\n", dir, look.problem);
+    return look;
+  }
   GpuMask node = mask_of(gpus);
   NodeView v;
   try {
     v = read_node_dir(dir, node);
   } catch (const std::exception& e) {
+    look.problem = e.what();
     look.line = fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n", dir, e.what());
     return look;
   }
-  std::error_code ec;
+  look.notes = v.notes;
   std::string mine = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
   std::set<std::string> users;
-  int held = 0, mine_elsewhere = 0;
+  int theirs = 0, yours = 0;  // GPUs other users' jobs hold, and this user's other runs'
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs) {
       if (u.name == me && r.plan == mine && !whole) continue;
+      if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
       users.insert(u.name != me ? u.name : r.plan == mine ? "you (this plan's run)" : "you (another plan)");
-      if (u.name == me)
-        for (const NodeHold& h : r.holds) mine_elsewhere += static_cast<int>(h.gpus.size());
       for (const NodeHold& h : r.holds) {
         GpuMask g = mask_of(h.gpus) & node;
         if (!g) continue;
         double end = h.start + std::max(0.0, h.est_hours) * 3600;
-        look.held.push_back({g, end});
-        held += count(g);
+        look.held.push_back({g, end, u.name == me});
+        (u.name == me ? yours : theirs) += count(g);
         for (int id : h.gpus)
           if (others && (node >> id & 1))
-            (*others)[id] = fmt::format("{}'s {} (gpuq, ends ~{})", u.name, h.id, local_time(std::max(end, now), now));
+            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me ? "your" : u.name + "'s", h.id,
+                                        local_time(std::max(end, now), now));
       }
     }
-  std::optional<int> cap = v.config.limits_of(me).max_gpus;
-  if (users.empty() && !cap) return look;  // alone: the plan's own prediction says it all
-  if (cap) look.cap = std::max(0, *cap - mine_elsewhere);
+  look.cap = v.config.limits_of(me).max_gpus;
+  for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
+  if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all
   look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine);
   std::string who;
   for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
-  look.line = fmt::format("shared node {}: {}{} GPUs held by others' jobs; {} shows every user's jobs\n", dir,
-                          who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
+  auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
+  std::string held = gpus_text(theirs) + " held by other users' jobs";
+  if (yours) held += ", " + gpus_text(yours) + " by your other plans'";
+  look.line += fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
+                           who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
   return look;
 }
 

@@ -111,11 +111,19 @@ int cmd_simulate(const Flags& given) {
                  kDefaultNodeDir);
       return kExitBadInput;
     }
+    if (!look.problem.empty()) {
+      fmt::print(stderr, "gpuq simulate --node: the node directory {}: {}\n", look.dir, look.problem);
+      return kExitBadInput;
+    }
     opt.max_gpus = look.cap;
-    fmt::print(stderr, "gpuq: {}", look.line.empty() ? fmt::format("shared node {}: no other run; ", look.dir) : look.line);
+    std::string said = look.line.empty() ? fmt::format("shared node {}: no other run\n", look.dir) : look.line;
+    for (size_t at = 0, nl; (nl = said.find('\n', at)) != std::string::npos; at = nl + 1)
+      fmt::print(stderr, "gpuq: {}\n", said.substr(at, nl - at));
     fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' waiting jobs are not in it (the "
                        "node's fair share may start some of them first)\n",
-               look.cap ? fmt::format(", at most {} GPUs at once for you (the node config's cap)", *look.cap) : "");
+               look.cap ? fmt::format(", at most {} GPU{} at once for you (the node config's cap)", *look.cap,
+                                      *look.cap == 1 ? "" : "s")
+                        : "");
   }
   if (f.from_state || f.simulate_node) {
     PlanPaths paths = plan_paths(f);
@@ -125,7 +133,7 @@ int cmd_simulate(const Flags& given) {
     RunOptions ro = run_options(f, *gpus);
     ro.placement = opt.placement;
     from = live_start(*plan, state, ro, now, f.from_state ? free_now(state, ro, GpuReading{}) : mask_of(*gpus),
-                      LocalFiles(workdir_of(f, plan->workdir).path), {}, look.held);
+                      LocalFiles(workdir_of(f, plan->workdir).path), {}, OnNode{look.held, {}});
     if (f.from_state)
       for (const std::string& line : settings_notes(f, "original")) fmt::print(stderr, "gpuq: {}\n", line);
   }
@@ -193,8 +201,9 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
                 "on the shared node as it is now: other users' running jobs hold their GPUs until their "
                 "predicted ends, and your cap is kept (--node-dir)")
       ->excludes(nodes);
-  sim->add_option("--node-dir", f.node_dir, "the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
-      ->type_name("DIR");
+  sim->add_option("--node-dir", f.node_dir, "with --node: the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
+      ->type_name("DIR")
+      ->needs(sim->get_option("--node"));
   add_learned_estimates(sim, f);
   add_gpu_flags(sim, f, "original");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });

@@ -451,7 +451,7 @@ void Engine::pass(const ev::Tick& t) {
   in_.open.resize(plan_.reservations.size());
   for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_open_[r] > 0;
   in_.nothing_running = running_ == 0 && !t.others_running;
-  in_.gpu_budget = policy_.max_gpus ? std::max(0, *policy_.max_gpus - count(busy_[0])) : -1;
+  in_.gpu_budget = policy_.max_gpus ? std::max(0, *policy_.max_gpus - count(busy_[0]) - t.held_elsewhere) : -1;
   in_.explain = t.explain;
   if (packs_) {
     // What a packed job may still declare on each GPU: its memory less the headroom, what the

@@ -75,7 +75,7 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, double now) 
 
 LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::vector<double> mem_other,
-                     const std::vector<std::pair<GpuMask, double>>& held) {
+                     const OnNode& node) {
   const size_t n = plan.jobs.size();
   LiveStart st;
   st.lives.reserve(n);
@@ -108,10 +108,12 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   st.busy_hours = std::max(kSoon, p.poll / 3600);  // busy until run's next look at them, at the latest
   st.mem_other = std::move(mem_other);
   GpuMask held_any = 0;
-  for (const auto& [gpus, until] : held) {
-    st.held.push_back({gpus, std::max((until - now) / 3600, kSoon)});
-    held_any |= gpus;
+  for (const HeldGpus& h : node.held) {
+    st.held.push_back({h.gpus, std::max((h.until - now) / 3600, kSoon), h.yours});
+    held_any |= h.gpus;
   }
+  for (const auto& [j, at] : node.not_before)
+    if (at > now) st.not_before.push_back({j, (at - now) / 3600});
   st.busy &= ~held_any;  // busy until their job ends, not only until run's next look
   return st;
 }
@@ -119,14 +121,14 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files_uncached, std::optional<size_t> explain_first,
                      const std::map<int, std::string>& others, std::vector<double> mem_other,
-                     const std::vector<std::pair<GpuMask, double>>& held) {
+                     const OnNode& node) {
   Outlook o;
   o.now = now;
   o.policy = p;
   o.others = others;
   const size_t n = plan.jobs.size();
   OnceFiles files(files_uncached);
-  LiveStart start = live_start(plan, state, p, now, free, files, std::move(mem_other), held);
+  LiveStart start = live_start(plan, state, p, now, free, files, std::move(mem_other), node);
   // The engine takes the next tick with the settings of the run; the prediction carries it on
   // as if resumed now (paused, the jobs it starts wait for `gpuq resume`, at a time no one knows).
   Policy resumed = p;

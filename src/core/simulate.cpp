@@ -63,8 +63,8 @@ struct Prediction::World {
   GpuMask unavailable() const {
     GpuMask m = (from && busy_until > t + kEps ? from->busy : 0) | (dying_until > t + kEps ? dying : 0);
     if (from)
-      for (const auto& [gpus, until] : from->held)
-        if (until > t + kEps) m |= gpus;
+      for (const HeldGpus& h : from->held)
+        if (h.until > t + kEps) m |= h.gpus;
     return m;
   }
 
@@ -87,6 +87,7 @@ struct Prediction::World {
   MinHeap<std::pair<double, size_t>> running;      // (end, job): jobs ending together all end at once
   MinHeap<std::pair<double, size_t>> file_wait;    // (when its files appear, job)
   MinHeap<std::pair<double, size_t>> produce;      // (when a job not yet started gets its files, job)
+  MinHeap<double> gates;                           // when a shared node lets a job of the plan start (not_before)
   double busy_until = 0;
   GpuMask dying = 0;          // GPUs of jobs stopped at their limit now: free once their processes are
   double dying_until = 0;     // gone, at the next instant (the tick that stops a job starts none on them)
@@ -217,6 +218,13 @@ void Prediction::World::take_live_state() {
       if (kind_of(eng.life(d)) == LifeKind::Waiting) produce.push({file_time(d), d});
     }
   }
+  // A shared node starts these ready jobs later: they wait as for a file that appears then.
+  for (const auto& [j, at] : from->not_before)
+    if (j < n && at > kEps && !pk[j].file_dep && kind_of(eng.life(j)) == LifeKind::Waiting) {
+      eng.apply(ev::Files{j, false});
+      file_wait.push({at, j});
+      gates.push(at);
+    }
   if (from->busy) busy_until = from->busy_hours;
   if (from->ending) {  // as the GPUs of a job the prediction stops at its limit
     dying = from->ending;
@@ -270,6 +278,9 @@ void Prediction::World::tick(bool explain) {
   if (from && busy_until > t + kEps && !(dying_until > t + kEps)) tk.mem_other = from->mem_other;
   tk.others_running = from && t < kSoon && from->others_running;  // now, as the next tick sees it
   tk.explain = explain;
+  if (from)  // the user's other runs' jobs count against their cap while they hold GPUs
+    for (const HeldGpus& h : from->held)
+      if (h.yours && h.until > t + kEps) tk.held_elsewhere += count(h.gpus);
   eng.apply(tk);
   const PassResult& pass = eng.effects().pass;
   if (pass.stall_broken)
@@ -322,8 +333,10 @@ double Prediction::World::next_event() {
   if (std::optional<double> r = eng.next_retry()) nxt = std::min(nxt, std::max(*r, t));
   if (from && busy_until > t + kEps) nxt = std::min(nxt, busy_until);
   if (from)
-    for (const auto& [gpus, until] : from->held)
-      if (until > t + kEps) nxt = std::min(nxt, until);
+    for (const HeldGpus& h : from->held)
+      if (h.until > t + kEps) nxt = std::min(nxt, h.until);
+  while (!gates.empty() && !(gates.top() > t + kEps)) gates.pop();
+  if (!gates.empty()) nxt = std::min(nxt, gates.top());
   if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);
   return nxt;
 }

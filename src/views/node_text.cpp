@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "gpuq/core/local_time.h"
@@ -15,7 +16,8 @@ namespace {
 // The node-wide decision, and for each want in its fair order when it starts, in words.
 struct Whens {
   NodeDecision d;
-  std::vector<std::string> when;  // per d.order
+  std::vector<std::string> when;             // per d.order
+  std::vector<std::optional<double>> start;  // per d.order: when predict_node starts it (none: now, or never)
 };
 
 Whens whens(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
@@ -35,34 +37,40 @@ Whens whens(const std::vector<NodeUser>& users, GpuMask node, double now, const 
     auto it = next.find({s.user, s.run, s.want});
     int cap = config.limits_of(users[s.user].name).max_gpus.value_or(0);
     auto p = later.find({s.user, s.run, s.want});
+    bool at_cap = capped.count({s.user, s.run, s.want}) > 0;
+    std::string cap_text = at_cap ? fmt::format("at {}'s cap of {} GPU{} ({} held)", users[s.user].name, cap,
+                                                cap == 1 ? "" : "s", held_gpus(users[s.user]))
+                                  : "";
+    w.start.push_back(it == next.end() && p != later.end() && !(at_cap && want.gpus > cap)
+                          ? std::optional<double>(p->second.start)
+                          : std::nullopt);
     w.when.push_back(
         it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
+        : at_cap && want.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
         : p != later.end()
-            ? fmt::format("starts ~{}{}, {} in the node's fair order", local_time(p->second.start, now),
+            ? fmt::format("{}starts ~{}{}, {} in the node's fair order", at_cap ? cap_text + "; " : "",
+                          local_time(p->second.start, now),
                           p->second.after_job.empty()
                               ? ""
                               : fmt::format(" after {}'s {}", p->second.after_user, p->second.after_job),
                           k + 1)
-        : !capped.count({s.user, s.run, s.want})
-            ? fmt::format("{} in the node's fair order", k + 1)
-        : want.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
-                          : fmt::format("at {}'s cap of {} GPUs ({} held)", users[s.user].name, cap,
-                                        held_gpus(users[s.user])));
+        : at_cap ? cap_text
+                 : fmt::format("{} in the node's fair order", k + 1));
   }
   return w;
 }
 
 }  // namespace
 
-std::map<std::string, std::string> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
-                                              const NodeConfig& config, double backfill_max_hours,
-                                              std::string_view user, std::string_view plan) {
-  std::map<std::string, std::string> out;
+std::map<std::string, NodeWait> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
+                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
+                                           std::string_view plan) {
+  std::map<std::string, NodeWait> out;
   Whens w = whens(users, node, now, config, backfill_max_hours);
   for (size_t k = 0; k < w.d.order.size(); ++k) {
     const NodeSlot& s = w.d.order[k];
     const NodeRun& r = users[s.user].runs[s.run];
-    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = w.when[k];
+    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = {w.when[k], w.start[k]};
   }
   return out;
 }

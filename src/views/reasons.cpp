@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include <algorithm>
 
 #include "gpuq/core/hint.h"
@@ -81,8 +83,9 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
 std::string others(const Outlook& o) {
   std::string s;
   GpuMask node = mask_of(o.policy.node_gpus);
+  std::set<std::string_view> said;  // a job on several GPUs is named once
   for (auto& [g, text] : o.others)
-    if (node & (GpuMask{1} << g)) s += "; " + text;
+    if ((node & (GpuMask{1} << g)) && said.insert(text).second) s += "; " + text;
   return s;
 }
 

@@ -38,6 +38,7 @@ struct Tick {
   bool others_running = false;  ///< something not of the plan runs (fix 12's "nothing running" is false)
   long long room = -1;          ///< batch queue: how many more jobs it takes now (-1: no limit)
   bool explain = false;         ///< keep why each ready job that did not start waits (Effects::pass)
+  int held_elsewhere = 0;       ///< GPUs the user's other runs hold now: Policy::max_gpus counts them
   /// Where file: deps are looked at (`run`: the disk): each waiting job with its job deps met is
   /// looked at again. Null: as the last Files events said (the prediction).
   const FileChecks* files = nullptr;

@@ -83,11 +83,11 @@ struct Outlook {
 /// `now`), its files, the GPUs busy but not by the plan (`free`: the GPUs free now).
 /// `mem_other`: where jobs pack, the GiB per GPU in use beyond the running packed jobs'
 /// declared (memory_use, gpu_use.h), as `run`'s next tick sees it.
-/// `held`: on a shared node, the GPUs other users' jobs hold and when each ends (LiveStart::held,
-/// in unix seconds here); they are busy till then, not only until run's next look.
+/// `node`: on a shared node, the GPUs other runs' jobs hold and until when (busy till then, not
+/// only until run's next look), and when the node starts the plan's ready jobs.
 LiveStart live_start(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::vector<double> mem_other = {},
-                     const std::vector<std::pair<GpuMask, double>>& held = {});
+                     const OnNode& node = {});
 
 /// Why each job waits, and when each will start and finish. `free` are the
 /// GPUs free now (none of the plan's jobs, nothing over --max-used-mib).
@@ -98,7 +98,7 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::optional<size_t> explain_first = std::nullopt,
                      const std::map<int, std::string>& others = {}, std::vector<double> mem_other = {},
-                     const std::vector<std::pair<GpuMask, double>>& held = {});
+                     const OnNode& node = {});
 
 /// The jobs not done, by predicted start (never last), plan order among equals:
 /// the order `status` lists them in. With `first`, only the first `first` of

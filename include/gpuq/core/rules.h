@@ -44,8 +44,8 @@ struct Policy {
   Placement placement;           ///< --pairs: how multi-GPU jobs are placed (the original's pairs by default)
   bool paused = false;           ///< `gpuq pause` holds the plan: a tick starts nothing new (running jobs go on)
   int nodes = 1;                 ///< simulate --nodes: that many nodes of node_gpus each; a job runs on one node
-  /// A shared node's cap (its config's max_gpus for the user, less what their other runs hold):
-  /// the most GPUs the plan's running jobs hold at once. A job that would pass it is left out of
+  /// A shared node's cap (its config's max_gpus for the user): the most GPUs the plan's running
+  /// jobs and the user's other runs' jobs (Tick::held_elsewhere) hold at once. A job that would pass it is left out of
   /// the pass (it neither starts nor holds GPUs back), as the node-wide decision leaves it out.
   /// None: no cap (alone on the node; `run` itself, which the node-wide decision caps).
   std::optional<int> max_gpus;

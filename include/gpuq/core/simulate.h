@@ -29,6 +29,21 @@ inline constexpr double kSoon = 1e-6;  // hours
 /// node and looks over every node at each event.
 inline constexpr int kMaxNodes = 4096;
 
+/// GPUs a job of another run on a shared node holds, until when (core/node.h; status's node look).
+struct HeldGpus {
+  GpuMask gpus = 0;
+  double until = 0;    ///< when its job is predicted to end (unix seconds, or hours from now in LiveStart)
+  bool yours = false;  ///< a job of another run of the same user: it counts against their cap (Policy::max_gpus)
+};
+
+/// What a node shared with other runs adds to a live prediction (status's node look), in unix
+/// seconds: their jobs' GPUs (LiveStart::held), and when the node starts the plan's ready jobs
+/// (LiveStart::not_before).
+struct OnNode {
+  std::vector<HeldGpus> held;
+  std::vector<std::pair<size_t, double>> not_before;
+};
+
 /// Where a prediction of a live queue (`status`, `simulate --from-state`) starts: each job's
 /// life as the state records it, its times in hours from now (a running job's start is then
 /// negative), after the refresh of the jobs that ended. At time 0 the prediction's first tick
@@ -43,9 +58,12 @@ struct LiveStart {
                                     ///< their --kill-grace): free at kSoon, as run frees them when
                                     ///< the group is gone (it wakes for that), not at its next poll
   bool others_running = false;      ///< an entry of the state that is no job of the plan runs
-  /// On a node shared with other users' runs: the GPUs each of their jobs holds, until when it
-  /// is predicted to end (hours from now, no sooner than kSoon). Their GPUs are busy till then.
-  std::vector<std::pair<GpuMask, double>> held;
+  /// On a shared node: the GPUs each job of the other runs holds, until it is predicted to end
+  /// (hours from now, no sooner than kSoon). They are busy till then.
+  std::vector<HeldGpus> held;
+  /// (job, hours from now): on a shared node, when the node-wide prediction starts a ready job of
+  /// the plan (its fair order, others' wants, the caps): it waits till then.
+  std::vector<std::pair<size_t, double>> not_before;
   /// Where jobs pack: GiB per GPU in use beyond the running packed jobs' declared, until
   /// busy_hours (the engine's Tick::mem_other). Empty: none.
   std::vector<double> mem_other;
