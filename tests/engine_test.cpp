@@ -2,6 +2,7 @@
 // (an oracle written here from gpuq.py, calling nothing of gpuq's rules), and the prediction
 // from a live state against the next tick of run.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -622,6 +623,69 @@ TEST(Outlook, BlockedJobsRunAfterTheRetryOfTheirDep) {
   EXPECT_EQ(why_text(plan, state, o, o.jobs[1]), "blocked: its dep a failed; the next automatic retry releases it");
   EXPECT_FALSE(o.jobs[3].predicted_start);
   EXPECT_EQ(why_text(plan, state, o, o.jobs[3]), "blocked: its dep c failed; `gpuq retry c` runs the dep again");
+}
+
+// A file system's answers (FileChecks::nested): a path exists when it is one of `files` or a
+// folder of one. It counts what it is asked.
+struct Tree : FileChecks {
+  std::set<std::string> files;
+  bool is_nested = true;
+  mutable std::map<std::string, int> asked;
+  std::string expand(const std::string& written) const override { return written; }
+  bool exists(const std::string& path) const override {
+    ++asked[path];
+    for (const std::string& f : files)
+      if (f == path || f.rfind(path + "/", 0) == 0) return true;
+    return false;
+  }
+  bool nested() const override { return is_nested; }
+};
+
+// status looks at each file: dep once, and on a file system, when the folder they all lie in is
+// missing (outputs not made yet), at the folder instead of each of them; the reasons and the
+// prediction are those of a look at every path.
+TEST(Outlook, AMissingFolderAnswersForThePathsUnderItAndTheOutlookIsTheSame) {
+  const int n = 40;
+  std::string text = "[";
+  for (int k = 0; k < n; ++k)
+    text += fmt::format(R"({{"id": "e{0}", "script": "s", "deps": ["file:out/run{0}/mid/READY"]}}, )"
+                        R"({{"id": "f{0}", "script": "s", "deps": ["file:out/run{0}/final/READY"]}}, )", k);
+  text += R"({"id": "last", "script": "s"}])";
+  Plan plan = plan_of(text);
+  auto outlook_with = [&](const Tree& t) {
+    Outlook o = make_outlook(plan, State{}, Policy{}, 1000, 0xff, t);
+    std::vector<std::string> rows;
+    for (const JobView& v : o.jobs)
+      rows.push_back(fmt::format("{} {} {}", plan.jobs[v.job].id, v.predicted_start.value_or(-1),
+                                 why_text(plan, State{}, o, v)));
+    return rows;
+  };
+  for (std::set<std::string> files : {std::set<std::string>{}, std::set<std::string>{"out/other"},
+                                      std::set<std::string>{"out/run3/mid/READY", "out/run7/final/READY", "out/run8/x"}}) {
+    SCOPED_TRACE(fmt::format("files: {}", fmt::join(files, ", ")));
+    Tree plain, nested;
+    plain.is_nested = false;
+    plain.files = nested.files = files;
+    std::vector<std::string> want = outlook_with(plain), got = outlook_with(nested);
+    EXPECT_EQ(got, want);
+    for (const auto& [path, times] : plain.asked) EXPECT_EQ(times, 1) << path;  // each path once
+    EXPECT_EQ(plain.asked.size(), size_t{2 * n});
+    for (const auto& [path, times] : nested.asked) EXPECT_EQ(times, 1) << path;
+    if (files.empty()) {
+      // Two paths, then "out" (missing): the 78 others are not looked at.
+      EXPECT_LE(nested.asked.size(), 3u);
+      EXPECT_EQ(nested.asked.count("out"), 1u);
+    } else {
+      EXPECT_LE(nested.asked.size(), size_t{2 * n + n + 2});  // at most one look more per folder
+    }
+  }
+  // Not a file system (a table of paths): every path is asked, however its folders answer.
+  Tree table;
+  table.is_nested = false;
+  table.files = {"out/run5/mid/READY"};
+  std::vector<std::string> rows = outlook_with(table);
+  EXPECT_EQ(table.asked.size(), size_t{2 * n});
+  EXPECT_THAT(rows[10], ::testing::HasSubstr("e5 1000 "));  // e5's file is there: it starts now
 }
 
 // Blocked chains written in any order: each job listed before the dep that blocks it.

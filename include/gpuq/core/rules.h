@@ -94,6 +94,10 @@ class FileChecks {
   virtual std::string expand(const std::string& written) const = 0;
   /// Whether the expanded path exists now.
   virtual bool exists(const std::string& path) const = 0;
+  /// Nothing exists under a folder that does not (true of a file system, where a path is
+  /// looked up through its folders; not of a table of paths): a look at many paths may then
+  /// answer for all those under a missing folder at once.
+  virtual bool nested() const { return false; }
 };
 
 /// FileChecks over a function of the path, taken as written (no expansion).

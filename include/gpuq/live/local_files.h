@@ -19,6 +19,7 @@ class LocalFiles : public FileChecks {
   explicit LocalFiles(std::string base = "") : base_(std::move(base)) {}
   std::string expand(const std::string& written) const override;
   bool exists(const std::string& path) const override;
+  bool nested() const override { return true; }
 
  private:
   std::string base_;
