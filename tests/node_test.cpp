@@ -259,6 +259,45 @@ TEST(NodePrediction, AWantAboveItsUsersCapIsNeverPredictedAndOneAtItWaitsForItsU
   EXPECT_EQ(got, (std::vector<std::string>{"ana:next@0.5-1.5 after ana:h"}));
 }
 
+// Why each want waits, as data: the kind and its fields (the words are the views', tested with
+// status --node). ana (cap 3, holding 2 of GPUs 0-5 until 2 h) and bo (GPUs 6-7 until 1 h).
+TEST(NodeWhys, EachWantWaitsForAReasonWithItsFields) {
+  NodeConfig c = config_of(R"({"users": {"ana": {"max_gpus": 3}}})");
+  std::vector<NodeUser> users = {
+      user("ana", 10, {want("a1", 1, 1), want("a2", 1, 1), want("wide", 4, 1)},
+           {NodeHold{"big", {0, 1}, 100, 1, kNow, 2}}),
+      user("bo", 0, {want("b4", 4, 1), want("b6", 6, 1)}, {NodeHold{"small", {6, 7}, 101, 1, kNow, 1}})};
+  NodeWaits w = node_whys(users, kNode8, kNow, c, 0.5);
+  ASSERT_EQ(w.why.size(), w.d.order.size());
+  std::map<std::string, NodeWhy> by_id;
+  for (size_t k = 0; k < w.d.order.size(); ++k) {
+    const NodeSlot& s = w.d.order[k];
+    by_id[users[s.user].runs[s.run].wants[s.want].id] = w.why[k];
+    EXPECT_EQ(w.why[k].place, k + 1);
+    EXPECT_EQ(w.why[k].user, users[s.user].name);
+  }
+  // bo (less used) goes first: 4 GPUs of the 4 free (2-5).
+  EXPECT_EQ(by_id["b4"].kind, NodeWhy::Kind::NextLook);
+  EXPECT_EQ(by_id["b4"].gpus, (std::vector<int>{2, 3, 4, 5}));
+  // bo's 6-GPU job starts at 1 h, when his own hold and b4 end (GPUs 2-7).
+  EXPECT_EQ(by_id["b6"].kind, NodeWhy::Kind::Later);
+  EXPECT_EQ(by_id["b6"].after_job, "small");
+  EXPECT_EQ(by_id["b6"].after_user, "bo");
+  EXPECT_DOUBLE_EQ(by_id["b6"].start, kNow + 3600);
+  // ana's 4-GPU job is wider than her cap: never. Her 1-GPU jobs wait (no GPU left now).
+  EXPECT_EQ(by_id["wide"].kind, NodeWhy::Kind::Never);
+  EXPECT_EQ(by_id["wide"].cap, 3);
+  EXPECT_EQ(by_id["wide"].held, 2);
+  EXPECT_TRUE(by_id["wide"].at_cap);
+  EXPECT_EQ(by_id["a1"].kind, NodeWhy::Kind::Later);
+  EXPECT_FALSE(by_id["a1"].at_cap);
+  // The same for one run's jobs, by id.
+  std::map<std::string, NodeWhy> mine = node_waits(users, kNode8, kNow, c, 0.5, "ana", "/home/ana/plan.json");
+  EXPECT_EQ(mine.size(), 3u);
+  EXPECT_EQ(mine["wide"].kind, NodeWhy::Kind::Never);
+  EXPECT_TRUE(node_waits(users, kNode8, kNow, c, 0.5, "ana", "/home/ana/other.json").empty());
+}
+
 TEST(NodePrediction, AHoldPastItsEstimateEndsNow) {
   std::vector<NodeUser> users = {user("ana", 0, {want("w", 8, 1)}, {NodeHold{"late", {0}, 100, 1, kNow - 7200, 1}})};
   std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);

@@ -236,7 +236,7 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 /// decision says (its fair order, the caps). Empty when the plan's run is alone.
 struct NodeLook {
   std::vector<HeldGpus> held;  // the other runs' jobs: their GPUs, until (unix seconds)
-  std::map<std::string, NodeWait> waits;         // this plan's waiting jobs: the node's words and start
+  std::map<std::string, NodeWhy> waits;          // this plan's waiting jobs: why the node keeps each waiting
   std::string line;                              // for the text, above the outlook
   std::optional<int> cap;                        // the user's cap (Policy::max_gpus)
   std::string dir;                               // the node directory read ("": none)

@@ -302,13 +302,13 @@ int status_once(const Flags& f, const Plan& given, const std::vector<int>& gpus,
   opt.max_gpus = node.cap;
   OnNode on_node{node.held, {}};
   for (const auto& [id, w] : node.waits)
-    if (const Job* j = plan.find(id); j && w.start)
-      on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), *w.start});
+    if (const Job* j = plan.find(id); j && w.kind == NodeWhy::Kind::Later)
+      on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), w.start});
   Outlook o = make_outlook(plan, state, opt, now, free, LocalFiles(workdir_of(f, plan.workdir).path),
                            f.json || f.all ? std::nullopt : std::optional<size_t>(kOutlookRows), others,
                            std::move(mem_other), on_node);
   for (const auto& [id, w] : node.waits)
-    if (const Job* j = plan.find(id)) o.node_reasons[static_cast<size_t>(j - plan.jobs.data())] = w.words;
+    if (const Job* j = plan.find(id)) o.node_reasons[static_cast<size_t>(j - plan.jobs.data())] = w;
   RunLook run = look_at_run(f, paths, gpus);
   reasons_for_run(plan, run, o);
   for (JobView& v : o.jobs)

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <set>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "gpuq/core/plan.h"
@@ -403,6 +406,60 @@ GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std:
   for (const NodeStart& s : d.starts)
     if (users[s.slot.user].name == user && users[s.slot.user].runs[s.slot.run].plan == plan) m |= mask_of(s.gpus);
   return m;
+}
+
+NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
+                    double backfill_max_hours) {
+  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr), {}};
+  const NodeDecision& d = w.d;
+  using Key = std::tuple<size_t, size_t, size_t>;
+  std::map<Key, std::vector<int>> next;
+  for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
+  std::set<Key> capped;
+  for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
+  std::map<Key, NodePredicted> later;
+  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr))
+    later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    const NodeSlot& s = d.order[k];
+    const Key key{s.user, s.run, s.want};
+    const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
+    NodeWhy& y = w.why.emplace_back();
+    y.place = k + 1;
+    y.user = users[s.user].name;
+    y.cap = config.limits_of(y.user).max_gpus.value_or(0);
+    y.held = held_gpus(users[s.user]);
+    y.at_cap = capped.count(key) > 0;
+    auto it = next.find(key);
+    auto p = later.find(key);
+    if (it != next.end()) {
+      y.kind = NodeWhy::Kind::NextLook;
+      y.gpus = it->second;
+    } else if (y.at_cap && want.gpus > y.cap) {
+      y.kind = NodeWhy::Kind::Never;
+    } else if (p != later.end()) {
+      y.kind = NodeWhy::Kind::Later;
+      y.start = p->second.start;
+      y.after_user = p->second.after_user;
+      y.after_job = p->second.after_job;
+    } else {
+      y.kind = y.at_cap ? NodeWhy::Kind::AtCap : NodeWhy::Kind::InLine;
+    }
+  }
+  return w;
+}
+
+std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
+                                          const NodeConfig& config, double backfill_max_hours, std::string_view user,
+                                          std::string_view plan) {
+  std::map<std::string, NodeWhy> out;
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours);
+  for (size_t k = 0; k < w.d.order.size(); ++k) {
+    const NodeSlot& s = w.d.order[k];
+    const NodeRun& r = users[s.user].runs[s.run];
+    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = std::move(w.why[k]);
+  }
+  return out;
 }
 
 }  // namespace gpuq

@@ -11,75 +11,28 @@
 
 namespace gpuq {
 
-namespace {
-
-// The node-wide decision, and for each want in its fair order when it starts, in words.
-struct Whens {
-  NodeDecision d;
-  std::vector<std::string> when;             // per d.order
-  std::vector<std::optional<double>> start;  // per d.order: when predict_node starts it (none: now, or never)
-};
-
-Whens whens(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
-            double backfill_max_hours) {
-  Whens w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr), {}};
-  const NodeDecision& d = w.d;
-  std::map<std::tuple<size_t, size_t, size_t>, std::vector<int>> next;
-  for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
-  std::set<std::tuple<size_t, size_t, size_t>> capped;
-  for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
-  std::map<std::tuple<size_t, size_t, size_t>, NodePredicted> later;
-  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr))
-    later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
-  for (size_t k = 0; k < d.order.size(); ++k) {
-    const NodeSlot& s = d.order[k];
-    const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
-    auto it = next.find({s.user, s.run, s.want});
-    int cap = config.limits_of(users[s.user].name).max_gpus.value_or(0);
-    auto p = later.find({s.user, s.run, s.want});
-    bool at_cap = capped.count({s.user, s.run, s.want}) > 0;
-    std::string cap_text = at_cap ? fmt::format("at {}'s cap of {} GPU{} ({} held)", users[s.user].name, cap,
-                                                cap == 1 ? "" : "s", held_gpus(users[s.user]))
-                                  : "";
-    w.start.push_back(it == next.end() && p != later.end() && !(at_cap && want.gpus > cap)
-                          ? std::optional<double>(p->second.start)
-                          : std::nullopt);
-    w.when.push_back(
-        it != next.end() ? fmt::format("starts at its run's next look, on GPUs {}", py_list(it->second))
-        : at_cap && want.gpus > cap ? fmt::format("never: more GPUs than {}'s cap of {}", users[s.user].name, cap)
-        : p != later.end()
-            ? fmt::format("{}starts ~{}{}, {} in the node's fair order", at_cap ? cap_text + "; " : "",
-                          local_time(p->second.start, now),
-                          p->second.after_job.empty()
-                              ? ""
-                              : fmt::format(" after {}'s {}", p->second.after_user, p->second.after_job),
-                          k + 1)
-        : at_cap ? cap_text
-                 : fmt::format("{} in the node's fair order", k + 1));
+std::string node_why_text(const NodeWhy& y, double now) {
+  std::string cap = y.at_cap ? fmt::format("at {}'s cap of {} GPU{} ({} held)", y.user, y.cap, y.cap == 1 ? "" : "s",
+                                           y.held)
+                             : "";
+  switch (y.kind) {
+    case NodeWhy::Kind::NextLook: return fmt::format("starts at its run's next look, on GPUs {}", py_list(y.gpus));
+    case NodeWhy::Kind::Never: return fmt::format("never: more GPUs than {}'s cap of {}", y.user, y.cap);
+    case NodeWhy::Kind::Later:
+      return fmt::format("{}starts ~{}{}, {} in the node's fair order", cap.empty() ? "" : cap + "; ",
+                         local_time(y.start, now),
+                         y.after_job.empty() ? "" : fmt::format(" after {}'s {}", y.after_user, y.after_job), y.place);
+    case NodeWhy::Kind::AtCap: return cap;
+    case NodeWhy::Kind::InLine: break;
   }
-  return w;
-}
-
-}  // namespace
-
-std::map<std::string, NodeWait> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
-                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                           std::string_view plan) {
-  std::map<std::string, NodeWait> out;
-  Whens w = whens(users, node, now, config, backfill_max_hours);
-  for (size_t k = 0; k < w.d.order.size(); ++k) {
-    const NodeSlot& s = w.d.order[k];
-    const NodeRun& r = users[s.user].runs[s.run];
-    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = {w.when[k], w.start[k]};
-  }
-  return out;
+  return fmt::format("{} in the node's fair order", y.place);
 }
 
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours) {
   std::string out;
   for (const std::string& n : notes) out += "node: " + n + "\n";
-  Whens w = whens(users, node, now, config, backfill_max_hours);
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours);
   const NodeDecision& d = w.d;
   out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
                      count(node), d.order.size());
@@ -94,7 +47,7 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
     const NodeSlot& s = d.order[k];
     const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
     out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, want.id,
-                       fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"), "waiting", w.when[k]);
+                       fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"), "waiting", node_why_text(w.why[k], now));
   }
   std::string shares;
   for (const NodeUser& u : users) {

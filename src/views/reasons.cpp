@@ -10,6 +10,7 @@
 #include "gpuq/core/hint.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/views/node_text.h"
 #include "gpuq/core/watchdog.h"
 
 namespace gpuq {
@@ -140,7 +141,7 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
     return fmt::format("not in the plan `gpuq run` loaded at {}: it starts once run has reloaded the plan",
                        o.run.plan_loaded_at ? local_time(*o.run.plan_loaded_at, o.now) : "?");
   if (st == Status::Pending && w.kind != Why::Kind::Held && w.kind != Why::Kind::Blocked)
-    if (auto r = o.node_reasons.find(v.job); r != o.node_reasons.end()) return "on the shared node: " + r->second;
+    if (auto r = o.node_reasons.find(v.job); r != o.node_reasons.end()) return "on the shared node: " + node_why_text(r->second, o.now);
   std::string why;
   switch (w.kind) {
     case Why::Kind::Held: return fmt::format("held by hand; {} releases it", hint("retry", {j.id}));

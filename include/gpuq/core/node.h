@@ -3,6 +3,7 @@
 // every run computes from the same data. Pure: no file, no clock, no process.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <utility>
 #include <string>
@@ -145,6 +146,40 @@ struct NodePredicted {
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
                                         const Placement* placement);
+
+/// Why a want waits on the node, as data (views/node_text.cpp says it in words).
+struct NodeWhy {
+  enum class Kind {
+    NextLook,  ///< the decision gives it `gpus`: its run's next look starts it
+    Never,     ///< it takes more GPUs than its user's cap (`cap`)
+    Later,     ///< the node's wants played forward (predict_node) start it at `start`
+    AtCap,     ///< its user holds their cap, and no start is known
+    InLine,    ///< it waits its turn, and no start is known
+  };
+  Kind kind = Kind::InLine;
+  size_t place = 0;                   ///< its place in the node's fair order, from 1
+  std::vector<int> gpus;              ///< NextLook: the GPUs it is given
+  bool at_cap = false;                ///< its user is at their cap (a Later one says so too)
+  std::string user;                   ///< its user, whose cap it is
+  int cap = 0, held = 0;              ///< that user's cap and the GPUs their jobs hold
+  double start = 0;                   ///< Later: when it starts (seconds since the epoch)
+  std::string after_user, after_job;  ///< Later: the job whose end lets it start ("": none)
+};
+
+/// The node-wide decision and, per want of its fair order (d.order), why it waits.
+struct NodeWaits {
+  NodeDecision d;
+  std::vector<NodeWhy> why;
+};
+NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
+                    double backfill_max_hours);
+
+/// Why each waiting job of `user`'s run of `plan` (its absolute path) waits on the node, by job
+/// id: plain `status` gives it as the job's reason, and a Later one's start delays the plan's
+/// own prediction of it.
+std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
+                                          const NodeConfig& config, double backfill_max_hours, std::string_view user,
+                                          std::string_view plan);
 
 /// The GPUs the decision gives the wants of (user, plan), in that run's order of its wants.
 GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,

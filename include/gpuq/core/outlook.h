@@ -12,6 +12,7 @@
 
 #include "gpuq/core/engine.h"
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/node.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/progress.h"
 #include "gpuq/core/rules.h"
@@ -67,7 +68,7 @@ struct Outlook {
   std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
   std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
   std::map<size_t, std::string> queue_reasons;  ///< the batch queue's own word on why a job waits
-  std::map<size_t, std::string> node_reasons;   ///< a shared node's word on a ready job that waits (status)
+  std::map<size_t, NodeWhy> node_reasons;       ///< why a shared node keeps a ready job waiting (status)
   std::set<std::string> stale_snapshots;  ///< commits of waiting jobs' snapshots older than the tree (status looks)
 
   /// Why `v` waits, or null when not worked out.

@@ -22,17 +22,9 @@ namespace gpuq {
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours);
 
-/// What the node says of each waiting job of `user`'s run of `plan` (its absolute path), by job
-/// id, in node_text's words ("at ana's cap of 4 GPUs (4 held)", "starts ~14:30 after bo's
-/// train, 3 in the node's fair order"): plain `status` shows it as the job's reason.
-/// `start`: when the node's wants played forward (predict_node) start it, where that is later than
-/// now and it ever starts: the plan's own prediction waits for it.
-struct NodeWait {
-  std::string words;
-  std::optional<double> start;
-};
-std::map<std::string, NodeWait> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
-                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                           std::string_view plan);
+/// Why a want waits on the node, in words ("at ana's cap of 4 GPUs (4 held)", "starts ~14:30
+/// after bo's train, 3 in the node's fair order"): status --node's "when", and plain status's
+/// reason for a job the node keeps waiting.
+std::string node_why_text(const NodeWhy& why, double now);
 
 }  // namespace gpuq
