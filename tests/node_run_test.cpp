@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "gpuq/core/events.h"
 #include "gpuq/core/node.h"
 #include "gpuq/live/node_dir.h"
 #include "gpuq/live/proc.h"
@@ -618,4 +619,73 @@ TEST(NodeRun, AJobThatEndedSinceTheLastWriteIsChargedItsLastInterval) {
   NodeView v = read_node_dir(node.dir, all);
   ASSERT_EQ(v.users.size(), 1u);
   EXPECT_NEAR(v.users[0].usage_gpu_hours * 3600, 200, 0.5);  // 2 GPUs x 100 s
+}
+
+// A node file lost (removed, refused) does not start its user again from nothing: the run's
+// plan's event log charges its attempts, and the run says so. A file that charges more is kept.
+TEST(NodeRun, ALostNodeFileIsChargedTheAttemptsOfThePlansEventLog) {
+  NEEDS_ROOT();
+  Node node;
+  GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+  double t0 = unix_now();
+  Attempt a;
+  a.id = "train";
+  a.gpus = std::vector<int>{0, 1, 2, 3};
+  a.start = t0 - 3 * 3600;
+  a.end = t0 - 3600;  // 4 GPUs x 2 h, an hour ago: about 8 GPU-hours (7 days' half-life)
+  const double logged = usage_of_attempts({a}, t0, 7);
+  std::vector<std::string> said;
+  auto say = [&](const std::string& line) { said.push_back(line); };
+  {
+    NodeShare share(node.dir, "/plans/p.json", all, Placement{}, 0.5);
+    share.charge_at_least({a});
+    share.enter(t0, {}, all, say);
+    share.publish(t0, {}, {});
+  }
+  NodeView v = read_node_dir(node.dir, all);
+  ASSERT_EQ(v.users.size(), 1u);
+  EXPECT_NEAR(v.users[0].usage_gpu_hours, logged, 1e-6);
+  EXPECT_GT(logged, 7.9);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_THAT(said[0], ::testing::HasSubstr("less than this plan's event log charges"));
+  EXPECT_THAT(said[0], ::testing::HasSubstr(fmt::format("{:.2f} is counted", logged)));
+  // The next run of the plan: the file now charges as much; nothing is said, nothing added.
+  said.clear();
+  {
+    NodeShare share(node.dir, "/plans/p.json", all, Placement{}, 0.5);
+    share.charge_at_least({a});
+    share.enter(t0 + 1, {}, all, say);
+    share.publish(t0 + 1, {}, {});
+  }
+  v = read_node_dir(node.dir, all);
+  EXPECT_NEAR(v.users[0].usage_gpu_hours, logged, 0.01);
+  EXPECT_TRUE(said.empty()) << said.front();
+}
+
+// The same through `gpuq run`: its plan's event log (PLAN.events.jsonl) tells of a 4-GPU attempt
+// of two hours, ended an hour ago; the user has no node file yet.
+TEST(NodeRun, ARunChargesItsUserThePastAttemptsInItsEventLog) {
+  Node node;
+  std::string f = node.folder("me", plan_of_jobs("r", 1, "0.1"), geteuid());
+  double t0 = unix_now();
+  Event start, end;
+  start.kind = "start";
+  start.id = end.id = "old_train";
+  start.t = t0 - 3 * 3600;
+  end.started = start.t;
+  start.gpus = end.gpus = std::vector<int>{0, 1, 2, 3};
+  end.kind = "end";
+  end.t = t0 - 3600;
+  end.outcome = "done";
+  end.exit = 0;
+  end.seconds = 7200;
+  start.by = end.by = "run";
+  node.root.write("me/plan.events.jsonl", event_line(start) + "\n" + event_line(end) + "\n");
+  Output r = run_gpuq({"run", "--plan", "plan.json", "--poll", "1", "--node-dir", node.dir}, f, node.env);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("less than this plan's event log charges")) << r.out;
+  NodeView v = read_node_dir(node.dir, mask_of({0, 1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_EQ(v.users.size(), 1u);
+  EXPECT_GT(v.users[0].usage_gpu_hours, 7.9);  // 8 GPU-hours, an hour of decay (7 days' half-life)
+  EXPECT_LT(v.users[0].usage_gpu_hours, 8.01);
 }

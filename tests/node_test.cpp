@@ -298,6 +298,29 @@ TEST(NodeWhys, EachWantWaitsForAReasonWithItsFields) {
   EXPECT_TRUE(node_waits(users, kNode8, kNow, c, 0.5, "ana", "/home/ana/other.json").empty());
 }
 
+// A plan's past attempts charge its user: GPUs x hours, decayed from each end; attempts still
+// running (their holds charge them) and those on no GPU charge nothing.
+TEST(NodeFairShare, AttemptsInTheEventLogChargeTheirGpuHoursDecayedFromTheirEnd) {
+  auto attempt = [](std::optional<std::vector<int>> gpus, double start, std::optional<double> end) {
+    Attempt a;
+    a.id = "j";
+    a.gpus = std::move(gpus);
+    a.start = start;
+    a.end = end;
+    return a;
+  };
+  const double day = 86400;
+  std::vector<Attempt> past = {attempt(std::vector<int>{0, 1}, kNow - 3600, kNow),             // 2 GPU-hours
+                               attempt(std::vector<int>{3}, kNow - 7 * day - 7200, kNow - 7 * day),  // 2, one half-life ago
+                               attempt(std::vector<int>{4}, kNow - 600, std::nullopt),            // running
+                               attempt(std::vector<int>{}, kNow - 3600, kNow),                   // no GPU
+                               attempt(std::nullopt, kNow - 3600, kNow)};
+  EXPECT_NEAR(usage_of_attempts(past, kNow, 7), 2 + 1, 1e-9);
+  EXPECT_NEAR(usage_of_attempts(past, kNow + 7 * day, 7), (2 + 1) / 2.0, 1e-9);
+  EXPECT_NEAR(usage_of_attempts(past, kNow, 0), 2 + 2, 1e-9);  // no half-life: no decay
+  EXPECT_EQ(usage_of_attempts({}, kNow, 7), 0);
+}
+
 TEST(NodePrediction, AHoldPastItsEstimateEndsNow) {
   std::vector<NodeUser> users = {user("ana", 0, {want("w", 8, 1)}, {NodeHold{"late", {0}, 100, 1, kNow - 7200, 1}})};
   std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);

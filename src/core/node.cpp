@@ -23,6 +23,15 @@ double decayed_usage(double usage, double at, double now, double half_life_days)
   return usage * std::exp2(-(now - at) / (half_life_days * 86400));
 }
 
+double usage_of_attempts(const std::vector<Attempt>& attempts, double now, double half_life_days) {
+  double total = 0;
+  for (const Attempt& a : attempts)
+    if (a.gpus && !a.gpus->empty() && a.start && a.end && *a.end > *a.start)
+      total += decayed_usage(static_cast<double>(a.gpus->size()) * (*a.end - *a.start) / 3600, *a.end, now,
+                             half_life_days);
+  return total;
+}
+
 void account_usage(NodeUser& user, NodeRun& run, double now, double half_life_days) {
   user.usage_gpu_hours = decayed_usage(user.usage_gpu_hours, user.usage_at, now, half_life_days);
   user.usage_at = std::max(user.usage_at, now);

@@ -232,6 +232,18 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   NodeUser* me = nullptr;
   for (NodeUser& u : v.users)
     if (u.name == me_) me = &u;
+  if (past_) {  // the plan's event log, once: the usage is at least what its attempts charge
+    double logged = usage_of_attempts(*past_, now, config_.half_life_days);
+    double filed = decayed_usage(me->usage_gpu_hours, me->usage_at, now, config_.half_life_days);
+    if (logged > filed + 0.005) {
+      say(fmt::format("{}'s usage in {}/{}.json is {:.2f} GPU-hours, less than this plan's event log charges "
+                      "({:.2f}): {:.2f} is counted",
+                      me_, dir_, me_, filed, logged, logged));
+      me->usage_gpu_hours = mine_->usage_gpu_hours = logged;
+      me->usage_at = mine_->usage_at = now;
+    }
+    past_.reset();
+  }
   auto it = std::find_if(me->runs.begin(), me->runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
   if (it == me->runs.end()) {
     me->runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "gpuq/live/journal.h"
 #include "gpuq/live/launcher.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/node_dir.h"
@@ -125,6 +126,13 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
       std::error_code ec;
       std::string plan_path = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
       node.emplace(dir, plan_path, mask_of(opt.node_gpus), opt.placement, opt.backfill_max_hours);
+      try {  // the usage this plan's attempts charge, however the node file fares (its warnings: the log's own)
+        std::vector<std::string> ignored;
+        node->charge_at_least(attempts_of(read_events(events_path_for(paths.state), &ignored)));
+      } catch (const std::exception& e) {
+        say(fmt::format("{} the event log was not read for your usage on the node (your node file's is counted): {}",
+                        clock_stamp(clock.now()), e.what()));
+      }
       loop.share_node(&*node);
       say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
     }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuq/core/events.h"
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/topology.h"
 
@@ -77,6 +78,11 @@ std::optional<NodeConfig> read_node_config(std::string_view text, std::string* p
 
 /// `usage` GPU-hours at `at`, decayed to `now` with the half-life.
 double decayed_usage(double usage, double at, double now, double half_life_days);
+
+/// The GPU-hours a plan's attempts (its event log's, events.h) charge its user at `now`: each
+/// ended attempt's GPUs times its hours, decayed from its end. Attempts not ended are left out
+/// (the holds of a run charge them).
+double usage_of_attempts(const std::vector<Attempt>& attempts, double now, double half_life_days);
 
 /// Adds what `run`'s holds used since it last accounted (GPU-hours, up to `now`) to `user`'s
 /// usage, decayed to `now` first; `run.accounted` becomes `now`.

@@ -78,6 +78,11 @@ class NodeShare {
   /// accounted, then lets the node lock go. Throws NodeError when the file cannot be written.
   void publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants);
 
+  /// The plan's attempts as its event log tells them: at the first enter, the user's usage is at
+  /// least what they charge (usage_of_attempts), so that a node file lost or removed does not
+  /// start the user again from nothing. Said when it raises the usage.
+  void charge_at_least(std::vector<Attempt> past) { past_ = std::move(past); }
+
   /// Lets the node lock go (without publishing).
   void leave();
 
@@ -101,6 +106,7 @@ class NodeShare {
   std::vector<std::string> others_files_;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   bool first_ = true;
+  std::optional<std::vector<Attempt>> past_;  // charge_at_least's, until the first enter takes it
 };
 
 }  // namespace gpuq
