@@ -688,4 +688,9 @@ TEST(NodeRun, ARunChargesItsUserThePastAttemptsInItsEventLog) {
   ASSERT_EQ(v.users.size(), 1u);
   EXPECT_GT(v.users[0].usage_gpu_hours, 7.9);  // 8 GPU-hours, an hour of decay (7 days' half-life)
   EXPECT_LT(v.users[0].usage_gpu_hours, 8.01);
+  // status --node in the plan's folder looks at the node its run used (PLAN.run.json), unnamed.
+  Output s = run_gpuq({"status", "--node"}, f, node.env);
+  EXPECT_EQ(s.status, 0) << s.out << s.err;
+  EXPECT_THAT(s.out, ::testing::HasSubstr("node directory " + node.dir + ":")) << s.out;
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("GPU-hours used [^\n]*: " + v.users[0].name + " 7\\.9")) << s.out;
 }

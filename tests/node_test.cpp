@@ -1,12 +1,15 @@
 // A shared node, with inline data: fair share between users, the node-wide decision, the
 // users' files read back and refused.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <fmt/format.h>
 
 #include <set>
 
 #include "gpuq/core/node.h"
+#include "gpuq/views/node_text.h"
 
 using namespace gpuq;
 
@@ -319,6 +322,32 @@ TEST(NodeFairShare, AttemptsInTheEventLogChargeTheirGpuHoursDecayedFromTheirEnd)
   EXPECT_NEAR(usage_of_attempts(past, kNow + 7 * day, 7), (2 + 1) / 2.0, 1e-9);
   EXPECT_NEAR(usage_of_attempts(past, kNow, 0), 2 + 2, 1e-9);  // no half-life: no decay
   EXPECT_EQ(usage_of_attempts({}, kNow, 7), 0);
+}
+
+// status --node's table: columns as wide as their widest cell (eight GPUs' list, a long id), so
+// each row's status starts where the header's does; a job past its estimate says so.
+TEST(NodeText, ColumnsFitTheirWidestCellAndAJobPastItsEstimateIsOverdue) {
+  std::vector<NodeUser> users = {
+      user("ana", 0, {}, {NodeHold{"big", {0, 1, 2, 3, 4, 5}, 100, 1, kNow - 3 * 3600, 2},
+                          NodeHold{"small", {6, 7}, 101, 1, kNow - 600, 1}}),
+      user("bo", 0, {want("an_evaluation_sweep_with_a_long_name", 8, 1)})};
+  std::string text = node_text("/var/lib/gpuq", users, {}, kNode8, kNow, {}, 0.5);
+  std::vector<std::string> rows;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) rows.push_back(line);
+  ASSERT_GE(rows.size(), 5u) << text;
+  size_t at = rows[1].find("status");
+  ASSERT_NE(at, std::string::npos) << text;
+  int checked = 0;
+  for (size_t k = 2; k < rows.size(); ++k)
+    if (const std::string& r = rows[k]; r.find(" running ") != std::string::npos || r.find(" waiting ") != std::string::npos) {
+      EXPECT_TRUE(r.compare(at, 7, "running") == 0 || r.compare(at, 7, "waiting") == 0) << r << "\n" << text;
+      ++checked;
+    }
+  EXPECT_EQ(checked, 3) << text;
+  EXPECT_THAT(text, ::testing::ContainsRegex("big +\\[0, 1, 2, 3, 4, 5\\] +running +since [^\n]*est. 2(\\.0)?h, overdue"))
+      << text;
+  EXPECT_THAT(text, ::testing::ContainsRegex("small +\\[6, 7\\] +running +since [^\n]*est. 1(\\.0)?h\n")) << text;
 }
 
 TEST(NodePrediction, AHoldPastItsEstimateEndsNow) {

@@ -18,6 +18,7 @@
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
 #include "gpuq/live/probe.h"
+#include "gpuq/live/run_info.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/slurm.h"
 #include "gpuq/live/snapshots.h"
@@ -248,6 +249,10 @@ struct NodeLook {
 /// unless --node-dir or $GPUQ_NODE_DIR names one; none in Slurm mode. With `others`, each GPU
 /// another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
 /// `whole`: every run's holds count as others' (simulate --node: the plan is not running yet).
+/// The node directory of the plan's run (`info`: its PLAN.run.json), unless --node-dir or
+/// $GPUQ_NODE_DIR names one; else choose_node_dir's ("" when the run is alone).
+std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info);
+
 NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
                    std::map<int, std::string>* others, bool whole = false);
 

@@ -351,14 +351,17 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info) {
+  bool named = !f.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
+  return named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
+}
+
 NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
                    std::map<int, std::string>* others, bool whole) {
   NodeLook look;
   std::optional<RunInfo> info = read_run_info(paths);
   if (info && info->slurm) return look;  // Slurm places the jobs
-  // The run's node directory, unless --node-dir or $GPUQ_NODE_DIR names one.
-  bool named = !f.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
-  std::string dir = named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
+  std::string dir = node_dir_for(f, info);
   if (dir.empty()) return look;
   look.dir = dir;
   std::error_code ec;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,19 +37,36 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
   const NodeDecision& d = w.d;
   out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
                      count(node), d.order.size());
-  out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", "user", "job", "GPUs", "status", "when");
+  // The columns as wide as their widest cell (a user, a job id, 8 GPUs' list), at least the usual.
+  struct Row {
+    std::string user, job, gpus, status, when;
+  };
+  std::vector<Row> rows;
   for (const NodeUser& u : users)
     for (const NodeRun& r : u.runs)
-      for (const NodeHold& h : r.holds)
-        out += fmt::format("{:<12} {:<28} {:<14} {:<8} since {}, est. {}{}\n", u.name, h.id, py_list(h.gpus),
-                           "running", local_time(h.start, now), duration_text(h.est_hours * 3600),
-                           r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)" : "");
+      for (const NodeHold& h : r.holds) {
+        bool overdue = h.est_hours > 0 && now - h.start > h.est_hours * 3600;
+        rows.push_back({u.name, h.id, py_list(h.gpus), "running",
+                        fmt::format("since {}, est. {}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
+                                    overdue ? ", overdue" : "",
+                                    r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)"
+                                           : "")});
+      }
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
-    out += fmt::format("{:<12} {:<28} {:<14} {:<8} {}\n", users[s.user].name, want.id,
-                       fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"), "waiting", node_why_text(w.why[k], now));
+    rows.push_back({users[s.user].name, want.id, fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"),
+                    "waiting", node_why_text(w.why[k], now)});
   }
+  size_t wu = 12, wj = 28, wg = 14;
+  for (const Row& r : rows) {
+    wu = std::max(wu, r.user.size());
+    wj = std::max(wj, r.job.size());
+    wg = std::max(wg, r.gpus.size());
+  }
+  out += fmt::format("{:<{}} {:<{}} {:<{}} {:<8} {}\n", "user", wu, "job", wj, "GPUs", wg, "status", "when");
+  for (const Row& r : rows)
+    out += fmt::format("{:<{}} {:<{}} {:<{}} {:<8} {}\n", r.user, wu, r.job, wj, r.gpus, wg, r.status, r.when);
   std::string shares;
   for (const NodeUser& u : users) {
     const NodeLimits& l = config.limits_of(u.name);
