@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpuq/core/events.h"
 #include "gpuq/core/node.h"
@@ -693,4 +694,43 @@ TEST(NodeRun, ARunChargesItsUserThePastAttemptsInItsEventLog) {
   EXPECT_EQ(s.status, 0) << s.out << s.err;
   EXPECT_THAT(s.out, ::testing::HasSubstr("node directory " + node.dir + ":")) << s.out;
   EXPECT_THAT(s.out, ::testing::ContainsRegex("GPU-hours used [^\n]*: " + v.users[0].name + " 7\\.9")) << s.out;
+}
+
+// A user removes their own node file while their run's jobs hold GPUs: the run's next look puts
+// its entry back (its holds, its usage), so its GPUs stay its own and its cap still holds, and
+// it says that other users' runs did not see those GPUs meanwhile.
+TEST(NodeRun, AnOwnFileRemovedMidRunIsWrittenAgainWithItsHoldsAndItsCapHolds) {
+  NEEDS_ROOT();
+  Node node;
+  node.root.write("node/node.json", R"({"users": {"root": {"max_gpus": 2}}})");
+  chmod((node.dir + "/node.json").c_str(), 0644);
+  auto job = std::make_unique<Background>(std::vector<std::string>{"sleep", "30"}, node.root.path());
+  GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+  NodeShare share(node.dir, "/plans/p.json", all, Placement{}, 0.5);
+  std::vector<std::string> said;
+  auto say = [&](const std::string& line) { said.push_back(line); };
+  double t0 = unix_now();
+  const std::vector<NodeWant> wants = {NodeWant{"next", 1, 50, 1}};
+  share.enter(t0 - 7200, wants, all, say);  // the first look publishes only
+  NodeHold hold{"j", {4, 5}, job->pid(), process_start_time(job->pid()).value_or(0), t0 - 7200, 3};
+  share.publish(t0 - 7200, {hold}, wants);
+  EXPECT_EQ(share.enter(t0, wants, all, say), all);  // at the cap of 2: nothing for `next`
+  share.publish(t0, {hold}, wants);
+  const double usage = read_node_dir(node.dir, all).users.at(0).usage_gpu_hours;  // 2 GPUs x 2 h
+  EXPECT_NEAR(usage, 4, 0.01);
+  ASSERT_EQ(unlink((node.dir + "/root.json").c_str()), 0);
+  said.clear();
+  EXPECT_EQ(share.enter(t0 + 60, wants, all, say), all);  // still at the cap: its hold is back
+  share.publish(t0 + 60, {hold}, wants);
+  ASSERT_EQ(said.size(), 1u) << fmt::format("{}", fmt::join(said, "\n"));
+  EXPECT_THAT(said[0], ::testing::HasSubstr("root.json lost this run's entry since its write at"));
+  EXPECT_THAT(said[0], ::testing::HasSubstr("written again, with j on GPUs [4, 5]"));
+  NodeView v = read_node_dir(node.dir, all);
+  ASSERT_EQ(v.users.size(), 1u);
+  ASSERT_EQ(v.users[0].runs.size(), 1u);
+  ASSERT_EQ(v.users[0].runs[0].holds.size(), 1u);
+  EXPECT_EQ(v.users[0].runs[0].holds[0].gpus, (std::vector<int>{4, 5}));
+  EXPECT_GE(v.users[0].usage_gpu_hours, usage);  // not started again from nothing
+  job->signal(SIGKILL);
+  job->wait(kPatience);
 }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <thread>
 
+#include "gpuq/core/local_time.h"
 #include "gpuq/live/proc.h"
 
 namespace gpuq {
@@ -245,10 +246,30 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     past_.reset();
   }
   auto it = std::find_if(me->runs.begin(), me->runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
-  if (it == me->runs.end()) {
+  if (it == me->runs.end() && written_) {
+    // The file lost this run's entry since the run wrote it (removed by hand, refused): what the
+    // run wrote is put back (its holds whose processes live, its user's usage), so that the
+    // decision keeps its GPUs and its user's cap. Other users' runs did not see them meanwhile.
+    NodeRun back = written_->run;
+    std::erase_if(back.holds, [](const NodeHold& h) { return !alive(h.pid, h.pid_start); });
+    double usage = decayed_usage(written_->usage, written_->usage_at, now, config_.half_life_days);
+    if (usage > decayed_usage(me->usage_gpu_hours, me->usage_at, now, config_.half_life_days)) {
+      me->usage_gpu_hours = usage;
+      me->usage_at = now;
+    }
+    std::string held;
+    for (const NodeHold& h : back.holds) held += fmt::format("{}{} on GPUs {}", held.empty() ? "" : ", ", h.id, py_list(h.gpus));
+    say(fmt::format("{}/{}.json lost this run's entry since its write at {}: written again{}", dir_, me_,
+                    clock_stamp(written_->run.updated),
+                    held.empty() ? "" : fmt::format(", with {} (until now other users' runs could start jobs on "
+                                                    "those GPUs)", held)));
+    me->runs.push_back(std::move(back));
+    it = std::prev(me->runs.end());
+  } else if (it == me->runs.end()) {
     me->runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});
     it = std::prev(me->runs.end());
   }
+  mine_ = *me;
   it->wants = wants;
   others_wait_ = false;
   others_files_.clear();
@@ -295,6 +316,7 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   it->holds = std::move(holds);
   it->wants = std::move(wants);
   published_ = it->holds;
+  Written written{*it, me.usage_gpu_hours, me.usage_at};
   // Runs of this user that ended and hold nothing are forgotten.
   std::erase_if(me.runs, [&](const NodeRun& r) { return r.plan != plan_ && r.holds.empty() && !alive(r.pid, r.pid_start); });
   std::string text = write_node_user(me);
@@ -316,6 +338,7 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   }
   leave();
   if (!err.empty()) throw NodeError(err);
+  written_ = std::move(written);
 }
 
 }  // namespace gpuq

@@ -107,6 +107,11 @@ class NodeShare {
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   bool first_ = true;
   std::optional<std::vector<Attempt>> past_;  // charge_at_least's, until the first enter takes it
+  struct Written {
+    NodeRun run;                   // this run's entry as it last wrote it
+    double usage = 0, usage_at = 0;  // and its user's usage then
+  };
+  std::optional<Written> written_;  // what enter puts back when the file lost the entry
 };
 
 }  // namespace gpuq
