@@ -563,6 +563,18 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   EXPECT_THAT(sim.out, ::testing::HasSubstr("  1.00h ->   1.50h gpus=[0, 1]   pair")) << sim.out;
   Output plain = run_gpuq({"simulate", "--plan", "plan.json"}, f, alone);
   EXPECT_THAT(plain.out, ::testing::HasSubstr("  0.00h ->   0.50h gpus=[0, 1]   pair")) << plain.out;
+  // The plan's own run holds GPU 7: simulate predicts the plan from its beginning, so that run is
+  // left out (it is not another plan of the user's), and the line says so.
+  me.runs[0].holds.push_back(NodeHold{"pair", {7}, job.pid(), process_start_time(job.pid()).value_or(0), unix_now(), 0.5});
+  plant(node, "root", write_node_user(me));
+  Output own = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, env);
+  EXPECT_THAT(own.err, ::testing::HasSubstr("7 GPUs held by other users' jobs; this plan's own run (holding 1 GPU) is "
+                                            "left out: the plan is predicted from its beginning"))
+      << own.err;
+  EXPECT_THAT(own.err, ::testing::Not(::testing::HasSubstr("your other plans"))) << own.err;
+  EXPECT_THAT(own.out, ::testing::HasSubstr("  1.00h ->   1.50h gpus=[0, 1]   pair")) << own.out;
+  me.runs[0].holds.clear();
+  plant(node, "root", write_node_user(me));
   // root may hold 1 GPU at once: the 2-GPU job never starts here, and status says why.
   node.root.write("node/node.json", R"({"users": {"root": {"max_gpus": 1}}})", 0644);
   Output c = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);

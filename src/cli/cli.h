@@ -245,14 +245,15 @@ struct NodeLook {
   std::vector<std::string> notes;                // files refused, claims reaped (read_node_dir)
 };
 
-/// The node look of the plan of `paths` on `gpus`: the node directory of its run (PLAN.run.json),
-/// unless --node-dir or $GPUQ_NODE_DIR names one; none in Slurm mode. With `others`, each GPU
-/// another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
-/// `whole`: every run's holds count as others' (simulate --node: the plan is not running yet).
 /// The node directory of the plan's run (`info`: its PLAN.run.json), unless --node-dir or
 /// $GPUQ_NODE_DIR names one; else choose_node_dir's ("" when the run is alone).
 std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info);
 
+/// The node look of the plan of `paths` on `gpus`: the node directory of its run (PLAN.run.json),
+/// unless --node-dir or $GPUQ_NODE_DIR names one; none in Slurm mode. With `others`, each GPU
+/// another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
+/// `whole`: the plan is predicted from its beginning (simulate --node): a run of it that is going
+/// on is left out, and the line says so.
 NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
                    std::map<int, std::string>* others, bool whole = false);
 

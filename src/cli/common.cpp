@@ -383,12 +383,15 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   std::string mine = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
   std::set<std::string> users;
-  int theirs = 0, yours = 0;  // GPUs other users' jobs hold, and this user's other runs'
+  int theirs = 0, yours = 0, own = 0;  // GPUs other users' jobs hold, this user's other runs', this plan's run's
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs) {
-      if (u.name == me && r.plan == mine && !whole) continue;
+      if (u.name == me && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
+        for (const NodeHold& h : r.holds) own += count(mask_of(h.gpus) & mask_of(gpus));
+        continue;
+      }
       if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
-      users.insert(u.name != me ? u.name : r.plan == mine ? "you (this plan's run)" : "you (another plan)");
+      users.insert(u.name != me ? u.name : "you (another plan)");
       for (const NodeHold& h : r.holds) {
         GpuMask g = mask_of(h.gpus) & node;
         if (!g) continue;
@@ -410,6 +413,10 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
   std::string held = gpus_text(theirs) + " held by other users' jobs";
   if (yours) held += ", " + gpus_text(yours) + " by your other plans'";
+  if (whole && own)
+    held += fmt::format("; this plan's own run (holding {}) is left out: the plan is predicted from its beginning "
+                        "(--from-state: from where its run is)",
+                        gpus_text(own));
   look.line += fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
                            who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
   return look;
