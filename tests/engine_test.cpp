@@ -688,6 +688,21 @@ TEST(Outlook, AMissingFolderAnswersForThePathsUnderItAndTheOutlookIsTheSame) {
   EXPECT_THAT(rows[10], ::testing::HasSubstr("e5 1000 "));  // e5's file is there: it starts now
 }
 
+// A job wider than the user's cap on a shared node never starts: status says so, also when the
+// node does not list the job (its run has ended, so its wants are gone).
+TEST(Outlook, AJobWiderThanTheNodeCapSaysNeverWhateverIsFree) {
+  Plan plan = plan_of(R"([{"id": "wide", "script": "s", "gpus": 4}, {"id": "one", "script": "s", "gpus": 1}])");
+  Policy p;
+  p.max_gpus = 2;
+  for (GpuMask free : {GpuMask{0}, GpuMask{0xff}}) {
+    Outlook o = make_outlook(plan, State{}, p, 1000, free, FileTable([](const std::string&) { return true; }));
+    EXPECT_EQ(why_text(plan, State{}, o, o.jobs[0]),
+              "never: needs 4 GPUs, more than the 2 you may hold at once on this node (the node config's max_gpus)");
+    EXPECT_FALSE(o.jobs[0].predicted_start);
+    EXPECT_THAT(why_text(plan, State{}, o, o.jobs[1]), ::testing::Not(::testing::HasSubstr("never")));
+  }
+}
+
 // Blocked chains written in any order: each job listed before the dep that blocks it.
 TEST(Outlook, BlockedChainsListedBackwardsSettleWhetherTheyRevive) {
   for (bool root_killed : {true, false}) {

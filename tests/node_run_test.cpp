@@ -706,6 +706,10 @@ TEST(NodeRun, ARunChargesItsUserThePastAttemptsInItsEventLog) {
   EXPECT_EQ(s.status, 0) << s.out << s.err;
   EXPECT_THAT(s.out, ::testing::HasSubstr("node directory " + node.dir + ":")) << s.out;
   EXPECT_THAT(s.out, ::testing::ContainsRegex("GPU-hours used [^\n]*: " + v.users[0].name + " 7\\.9")) << s.out;
+  // A node directory mistyped: named as simulate --node names it, exit 2.
+  Output typo = run_gpuq({"status", "--node", "--node-dir", node.dir + "x"}, f, node.env);
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_EQ(typo.err, "gpuq status --node: the node directory " + node.dir + "x: no such folder\n");
 }
 
 // A user removes their own node file while their run's jobs hold GPUs: the run's next look puts

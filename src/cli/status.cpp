@@ -392,6 +392,11 @@ int cmd_status_node(Flags& f) {
                        "and you may write there)\n", kDefaultNodeDir);
     return kExitBadInput;
   }
+  if (std::error_code ec; !std::filesystem::is_directory(dir, ec)) {  // as simulate --node says it
+    fmt::print(stderr, "gpuq status --node: the node directory {}: {}\n", dir,
+               std::filesystem::exists(dir, ec) ? "not a folder" : "no such folder");
+    return kExitBadInput;
+  }
   try {
     std::string err;
     std::optional<std::vector<int>> ids = parse_gpu_list(f.gpus.empty() ? "0-7" : f.gpus, &err);

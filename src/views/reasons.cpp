@@ -142,6 +142,11 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
                        o.run.plan_loaded_at ? local_time(*o.run.plan_loaded_at, o.now) : "?");
   if (st == Status::Pending && w.kind != Why::Kind::Held && w.kind != Why::Kind::Blocked)
     if (auto r = o.node_reasons.find(v.job); r != o.node_reasons.end()) return "on the shared node: " + node_why_text(r->second, o.now);
+  // Wider than the user's cap on a shared node: never, whatever is free (also when the node does
+  // not list the job: its run has ended, or it is not ready yet).
+  if (st == Status::Pending && (w.kind == Why::Kind::Gpus || w.kind == Why::Kind::Ready) && o.policy.max_gpus &&
+      j.gpus > *o.policy.max_gpus)
+    return "never: " + stuck_text(plan, o.policy, Stuck{v.job, w});
   std::string why;
   switch (w.kind) {
     case Why::Kind::Held: return fmt::format("held by hand; {} releases it", hint("retry", {j.id}));
