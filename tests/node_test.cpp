@@ -350,6 +350,28 @@ TEST(NodeText, ColumnsFitTheirWidestCellAndAJobPastItsEstimateIsOverdue) {
   EXPECT_THAT(text, ::testing::ContainsRegex("small +\\[6, 7\\] +running +since [^\n]*est. 1(\\.0)?h\n")) << text;
 }
 
+// A want predicted to start after another waiting want ends says that one has not started yet.
+TEST(NodeWhys, AWantAfterAnotherWaitingWantSaysItHasNotStartedYet) {
+  const GpuMask two = mask_of({0, 1});
+  std::vector<NodeUser> users = {user("ana", 10, {want("a2", 2, 1)}, {NodeHold{"h", {0}, 100, 1, kNow, 1}}),
+                                 user("bo", 0, {want("w1", 2, 1)})};
+  NodeWaits w = node_whys(users, two, kNow, {}, 0.5);
+  std::map<std::string, NodeWhy> by_id;
+  for (size_t k = 0; k < w.d.order.size(); ++k) {
+    const NodeSlot& s = w.d.order[k];
+    by_id[users[s.user].runs[s.run].wants[s.want].id] = w.why[k];
+  }
+  ASSERT_EQ(by_id["w1"].kind, NodeWhy::Kind::Later);
+  EXPECT_EQ(by_id["w1"].after_job, "h");  // running now
+  EXPECT_FALSE(by_id["w1"].after_waiting);
+  ASSERT_EQ(by_id["a2"].kind, NodeWhy::Kind::Later);
+  EXPECT_EQ(by_id["a2"].after_job, "w1");  // itself waiting
+  EXPECT_TRUE(by_id["a2"].after_waiting);
+  EXPECT_DOUBLE_EQ(by_id["a2"].start, kNow + 7200);
+  EXPECT_THAT(node_why_text(by_id["a2"], kNow), ::testing::HasSubstr(" after bo's w1 (not started yet), 2 in the node's fair order"));
+  EXPECT_THAT(node_why_text(by_id["w1"], kNow), ::testing::HasSubstr(" after ana's h, 1 in the node's fair order"));
+}
+
 TEST(NodePrediction, AHoldPastItsEstimateEndsNow) {
   std::vector<NodeUser> users = {user("ana", 0, {want("w", 8, 1)}, {NodeHold{"late", {0}, 100, 1, kNow - 7200, 1}})};
   std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);

@@ -360,6 +360,8 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
   std::vector<NodePredicted> out;
   double t = now;
   std::string after_user, after_job;
+  bool after_waiting = false;
+  std::set<std::tuple<size_t, size_t, std::string>> placed_ids;  // holds the prediction made (jobs not running yet)
   // Each round places at least one want or ends at least one hold, so it ends; the cap guards
   // against what cannot happen.
   for (size_t round = 0; round < 100000; ++round) {
@@ -369,7 +371,8 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
     for (NodeStart& s : d.starts) {
       const NodeWant& w = users[s.slot.user].runs[s.slot.run].wants[s.slot.want];
       NodePredicted p{origin[s.slot.user][s.slot.run][s.slot.want], t, t + w.est_hours * 3600, s.gpus, after_user,
-                      after_job};
+                      after_job, after_waiting};
+      placed_ids.insert({s.slot.user, s.slot.run, w.id});
       out.push_back(std::move(p));
       placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours}});
     }
@@ -392,14 +395,17 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
     // Every run's usage to `next`; then the holds that end there leave, the first named.
     after_user.clear();
     after_job.clear();
-    for (NodeUser& u : users)
-      for (NodeRun& r : u.runs) {
+    for (size_t ui = 0; ui < users.size(); ++ui)
+      for (size_t ri = 0; ri < users[ui].runs.size(); ++ri) {
+        NodeUser& u = users[ui];
+        NodeRun& r = u.runs[ri];
         account_usage(u, r, next, config.half_life_days);
         std::erase_if(r.holds, [&](const NodeHold& h) {
           if (end_of(h, t) > next) return false;
           if (after_job.empty()) {
             after_user = u.name;
             after_job = h.id;
+            after_waiting = placed_ids.count({ui, ri, h.id}) > 0;
           }
           return true;
         });
@@ -451,6 +457,7 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
       y.start = p->second.start;
       y.after_user = p->second.after_user;
       y.after_job = p->second.after_job;
+      y.after_waiting = p->second.after_waiting;
     } else {
       y.kind = y.at_cap ? NodeWhy::Kind::AtCap : NodeWhy::Kind::InLine;
     }

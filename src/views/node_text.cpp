@@ -22,7 +22,10 @@ std::string node_why_text(const NodeWhy& y, double now) {
     case NodeWhy::Kind::Later:
       return fmt::format("{}starts ~{}{}, {} in the node's fair order", cap.empty() ? "" : cap + "; ",
                          local_time(y.start, now),
-                         y.after_job.empty() ? "" : fmt::format(" after {}'s {}", y.after_user, y.after_job), y.place);
+                         y.after_job.empty() ? ""
+                                             : fmt::format(" after {}'s {}{}", y.after_user, y.after_job,
+                                                           y.after_waiting ? " (not started yet)" : ""),
+                         y.place);
     case NodeWhy::Kind::AtCap: return cap;
     case NodeWhy::Kind::InLine: break;
   }

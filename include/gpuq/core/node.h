@@ -141,6 +141,7 @@ struct NodePredicted {
   double start = 0, end = 0;
   std::vector<int> gpus;
   std::string after_user, after_job;
+  bool after_waiting = false;  ///< that job is not running yet: it is predicted to start before this one
 };
 
 /// The node's wants played forward on a virtual clock: each hold ends at its start plus its
@@ -170,6 +171,7 @@ struct NodeWhy {
   int cap = 0, held = 0;              ///< that user's cap and the GPUs their jobs hold
   double start = 0;                   ///< Later: when it starts (seconds since the epoch)
   std::string after_user, after_job;  ///< Later: the job whose end lets it start ("": none)
+  bool after_waiting = false;         ///< Later: that job waits too (it is predicted to start first)
 };
 
 /// The node-wide decision and, per want of its fair order (d.order), why it waits.
