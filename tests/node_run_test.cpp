@@ -471,7 +471,9 @@ TEST(NodeRun, ANodeConfigOthersMayWriteOrNotRootsIsRefusedAndAnUnknownUserNamed)
   std::string config = node.root.write("node/node.json", R"({"users": {"gqana": {"max_gpus": 2}, "gqanna": {}}})", 0644);
   auto status = [&] { return run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env).out; };
   std::string ok = status();
-  EXPECT_THAT(ok, ::testing::HasSubstr("node: " + config + ": \"users\".\"gqanna\": no user gqanna on this node")) << ok;
+  EXPECT_THAT(ok, ::testing::HasSubstr("node: " + config + ": \"users\".\"gqanna\": no user gqanna on this node; did "
+                                       "you mean \"gqana\"?"))
+      << ok;
   EXPECT_THAT(ok, ::testing::Not(::testing::HasSubstr("refused"))) << ok;
   // Anyone could raise their own cap in a file others may write.
   chmod(config.c_str(), 0666);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "gpuq/core/local_time.h"
+#include "gpuq/core/suggest.h"
 #include "gpuq/live/proc.h"
 
 namespace gpuq {
@@ -91,8 +92,18 @@ NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) 
     notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, why));
     return {};
   }
+  std::vector<std::string> known;  // the node's user names, for a typo's "did you mean"
   for (const auto& [name, limits] : c->users)
-    if (!uid_of(name)) notes.push_back(fmt::format("{}: \"users\".\"{}\": no user {} on this node", path, name, name));
+    if (!uid_of(name)) {
+      if (known.empty()) {
+        setpwent();
+        while (struct passwd* pw = getpwent()) known.emplace_back(pw->pw_name);
+        endpwent();
+      }
+      std::vector<std::string_view> names(known.begin(), known.end());
+      notes.push_back(fmt::format("{}: \"users\".\"{}\": no user {} on this node{}", path, name, name,
+                                  did_you_mean(name, names)));
+    }
   return *c;
 }
 
