@@ -100,6 +100,9 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
 /// Fills f.plan when --plan was not given: $GPUQ_PLAN, else plan.json in the current
 /// folder (saying on stderr which file was taken). False, with the problem printed, when there is no plan to take.
 bool resolve_plan(Flags& f);
+/// The plan resolve_plan would take, quietly: --plan, else $GPUQ_PLAN, else ./plan.json when it
+/// is a file; "" when there is none.
+std::string plan_in_reach(const Flags& f);
 
 /// What a command hint needs to act on f's plan (hint.h): "--plan PATH" (the path as given)
 /// unless it is the file gpuq takes without --plan ($GPUQ_PLAN, else ./plan.json), and

@@ -108,18 +108,19 @@ void add_quiet_minutes(CLI::App* sub, Flags& f) {
                       ->type_name("M"));
 }
 
+std::string plan_in_reach(const Flags& f) {
+  if (!f.plan.empty()) return f.plan;
+  if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) return env;
+  struct stat st;
+  if (::stat("plan.json", &st) == 0 && !S_ISDIR(st.st_mode)) return "plan.json";
+  return "";
+}
+
 bool resolve_plan(Flags& f) {
   if (!f.plan.empty()) return true;
-  if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) {
-    f.plan = env;
-    return true;
-  }
-  struct stat st;
-  if (::stat("plan.json", &st) == 0 && !S_ISDIR(st.st_mode)) {
-    f.plan = "plan.json";
-    fmt::print(stderr, "gpuq: no --plan given: using plan.json in the current folder\n");
-    return true;
-  }
+  f.plan = plan_in_reach(f);
+  if (f.plan == "plan.json") fmt::print(stderr, "gpuq: no --plan given: using plan.json in the current folder\n");
+  if (!f.plan.empty()) return true;
   fmt::print(stderr,
              "gpuq: no plan: give --plan PLAN.json, set GPUQ_PLAN, or run gpuq in the folder that holds plan.json\n");
   return false;
@@ -387,7 +388,7 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs) {
       if (u.name == me && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
-        for (const NodeHold& h : r.holds) own += count(mask_of(h.gpus) & mask_of(gpus));
+        for (const NodeHold& h : r.holds) own += count(mask_of(h.gpus) & node);
         continue;
       }
       if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left

@@ -381,11 +381,7 @@ std::optional<Loaded> plan_run_goes_on_with(const Flags& f) {
 int cmd_status_node(Flags& f) {
   // The node of the plan's run (--plan, $GPUQ_PLAN or ./plan.json, when there is one), unless named.
   Flags g = f;
-  if (g.plan.empty()) {
-    const char* env = std::getenv("GPUQ_PLAN");
-    std::error_code ec;
-    g.plan = env && *env ? env : std::filesystem::is_regular_file("plan.json", ec) ? "plan.json" : "";
-  }
+  g.plan = plan_in_reach(f);
   std::string dir = node_dir_for(f, g.plan.empty() ? std::nullopt : read_run_info(plan_paths(g)));
   if (dir.empty()) {
     fmt::print(stderr, "gpuq status --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it exists "

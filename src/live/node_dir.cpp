@@ -244,16 +244,19 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   NodeUser* me = nullptr;
   for (NodeUser& u : v.users)
     if (u.name == me_) me = &u;
-  if (past_) {  // the plan's event log, once: the usage is at least what its attempts charge
-    double logged = usage_of_attempts(*past_, now, config_.half_life_days);
+  // The user's usage raised to `usage` GPU-hours now where the file charges less (decayed); said
+  // with `source` (what charges it) when given.
+  auto at_least = [&](double usage, const char* source) {
     double filed = decayed_usage(me->usage_gpu_hours, me->usage_at, now, config_.half_life_days);
-    if (logged > filed + 0.005) {
-      say(fmt::format("{}'s usage in {}/{}.json is {:.2f} GPU-hours, less than this plan's event log charges "
-                      "({:.2f}): {:.2f} is counted",
-                      me_, dir_, me_, filed, logged, logged));
-      me->usage_gpu_hours = mine_->usage_gpu_hours = logged;
-      me->usage_at = mine_->usage_at = now;
-    }
+    if (!(usage > filed + 0.005)) return;
+    if (source)
+      say(fmt::format("{}'s usage in {}/{}.json is {:.2f} GPU-hours, less than {} ({:.2f}): {:.2f} is counted", me_,
+                      dir_, me_, filed, source, usage, usage));
+    me->usage_gpu_hours = usage;
+    me->usage_at = now;
+  };
+  if (past_) {  // the plan's event log, once: the usage is at least what its attempts charge
+    at_least(usage_of_attempts(*past_, now, config_.half_life_days), "this plan's event log charges");
     past_.reset();
   }
   auto it = std::find_if(me->runs.begin(), me->runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
@@ -263,11 +266,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     // decision keeps its GPUs and its user's cap. Other users' runs did not see them meanwhile.
     NodeRun back = written_->run;
     std::erase_if(back.holds, [](const NodeHold& h) { return !alive(h.pid, h.pid_start); });
-    double usage = decayed_usage(written_->usage, written_->usage_at, now, config_.half_life_days);
-    if (usage > decayed_usage(me->usage_gpu_hours, me->usage_at, now, config_.half_life_days)) {
-      me->usage_gpu_hours = usage;
-      me->usage_at = now;
-    }
+    at_least(decayed_usage(written_->usage, written_->usage_at, now, config_.half_life_days), nullptr);  // said below
     std::string held;
     for (const NodeHold& h : back.holds) held += fmt::format("{}{} on GPUs {}", held.empty() ? "" : ", ", h.id, py_list(h.gpus));
     say(fmt::format("{}/{}.json lost this run's entry since its write at {}: written again{}", dir_, me_,

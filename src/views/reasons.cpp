@@ -3,15 +3,14 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
 #include <algorithm>
+#include <set>
 
 #include "gpuq/core/hint.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
-#include "gpuq/views/node_text.h"
 #include "gpuq/core/watchdog.h"
+#include "gpuq/views/node_text.h"
 
 namespace gpuq {
 
