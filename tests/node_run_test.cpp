@@ -752,3 +752,39 @@ TEST(NodeRun, AnOwnFileRemovedMidRunIsWrittenAgainWithItsHoldsAndItsCapHolds) {
   job->signal(SIGKILL);
   job->wait(kPatience);
 }
+
+// Several jobs on one GPU across users, on a node of one GPU (80 GiB, 5 % headroom: 76 for
+// packed jobs): ana's whole job holds it; bo's 30 GiB job, started meanwhile, waits for it to
+// end, then shares the GPU with ana's next job of 30 GiB, each run starting only its own.
+// Before the node knew declared memory, bo's run packed his job beside ana's whole one: the
+// GPU looked empty to it (so did every GPU at a run's first look).
+TEST(NodeRun, PackedJobsOfTwoUsersShareAGpuAndNeverAWholeJobs) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string fa = node.folder("gqana", R"([
+    {"id": "whole", "script": "job.sh", "gpus": 1, "est_hours": 0.0008, "args": ["3"]},
+    {"id": "pa", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 0.0008, "args": ["3"],
+     "deps": ["whole"]}])", *ana);
+  std::string fb = node.folder(
+      "gqbo", R"([{"id": "pb", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 0.0008, "args": ["3"]}])",
+      *bo);
+  auto a = node.run_as("gqana", fa, {"--gpus", "0"});
+  ASSERT_TRUE(eventually([&] { return a->out().find("start whole") != std::string::npos; }, kPatience)) << a->out();
+  auto b = node.run_as("gqbo", fb, {"--gpus", "0"});
+  Output ra = a->wait(kPatience), rb = b->wait(kPatience);
+  ASSERT_EQ(ra.status, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  std::vector<Ran> as = records("gqana", fa), bs = records("gqbo", fb);
+  ASSERT_EQ(as.size(), 2u) << ra.out;
+  ASSERT_EQ(bs.size(), 1u) << rb.out;
+  const Ran& whole = as[0].id == "whole" ? as[0] : as[1];
+  const Ran& pa = as[0].id == "whole" ? as[1] : as[0];
+  const Ran& pb = bs[0];
+  for (const Ran* r : {&whole, &pa, &pb}) EXPECT_EQ(r->gpus, (std::vector<int>{0})) << r->id;
+  // bo's packed job did not share the GPU with ana's whole one.
+  EXPECT_GE(pb.start, whole.end) << ra.out << "\n" << rb.out;
+  // The two packed jobs ran side by side (each 3 s: a second of overlap at the least).
+  EXPECT_GT(std::min(pa.end, pb.end) - std::max(pa.start, pb.start), 1.0) << ra.out << "\n" << rb.out;
+}

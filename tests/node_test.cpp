@@ -424,3 +424,122 @@ TEST(NodeFile, AGpuClaimedTwiceIsRefusedTheSecondTime) {
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_NE(refused[0].find("GPU 1 twice"), std::string::npos);
 }
+
+// ---- Several jobs on one GPU, across users (a want's and a hold's mem_gib).
+
+namespace {
+
+// Every GPU of the node offers packed jobs `gib` (a GPU of 80 GiB less 5 %: 76).
+NodeRoom room_of(double gib) { return NodeRoom(kMaxGpuId + 1, gib); }
+
+NodeWant packed(std::string id, double gib, int gpus = 1, double est = 1) {
+  NodeWant w = want(std::move(id), gpus, est);
+  w.mem_gib = gib;
+  return w;
+}
+
+NodeHold packed_hold(std::string id, std::vector<int> gpus, double gib, double est = 1, long long pid = 100) {
+  return NodeHold{std::move(id), std::move(gpus), pid, 1, kNow, est, gib};
+}
+
+}  // namespace
+
+TEST(NodeMemory, PackedWantsOfAnotherUserJoinAPackedHoldWhileItsRoomLasts) {
+  // One GPU of 76 GiB; ana's job packs 30 on it: bo's 30 GiB job fits beside it (46 left), his
+  // second does not (16 left).
+  const GpuMask one = mask_of({0});
+  std::vector<NodeUser> users = {user("ana", 0, {}, {packed_hold("a", {0}, 30)}),
+                                 user("bo", 0, {packed("b1", 30), packed("b2", 30)})};
+  NodeDecision d = decide_node(users, one, one, kNow, {}, 0.5, nullptr, room_of(76));
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"bo:b1"}));
+  EXPECT_EQ(d.shared, one);
+  // A GPU the deciding run sees busy (its memory in use: ana's job's) takes it all the same.
+  d = decide_node(users, 0, one, kNow, {}, 0.5, nullptr, room_of(76));
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"bo:b1"}));
+  // Without room given (a run whose jobs do not pack decides), a packed hold takes its GPU whole.
+  d = decide_node(users, one, one, kNow, {}, 0.5, nullptr);
+  EXPECT_EQ(starts(d, users), std::vector<std::string>{});
+  EXPECT_EQ(d.shared, 0u);
+}
+
+TEST(NodeMemory, APackedWantNeverJoinsAWholeHoldNorAGpuBusyForNoPackedHold) {
+  const GpuMask two = mask_of({0, 1});
+  std::vector<NodeUser> users = {user("ana", 0, {}, {NodeHold{"whole", {0}, 100, 1, kNow, 1}}),
+                                 user("bo", 0, {packed("b", 10)})};
+  // GPU 1 busy for the deciding run (another process's memory): nothing to give.
+  NodeDecision d = decide_node(users, 0, two, kNow, {}, 0.5, nullptr, room_of(76));
+  EXPECT_EQ(starts(d, users), std::vector<std::string>{});
+  d = decide_node(users, mask_of({1}), two, kNow, {}, 0.5, nullptr, room_of(76));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{1}));
+}
+
+TEST(NodeMemory, AWholeWantIsNotGivenAGpuPackedHoldsShare) {
+  const GpuMask two = mask_of({0, 1});
+  std::vector<NodeUser> users = {user("ana", 0, {}, {packed_hold("p", {0}, 5)}),
+                                 user("bo", 0, {want("wide", 2), want("one", 1, 0.25)})};
+  // bo's 2-GPU job waits (GPU 0 is shared); his short one backfills beside it.
+  NodeDecision d = decide_node(users, two, two, kNow, {}, 0.5, nullptr, room_of(76));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"bo:one"}));
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{1}));
+}
+
+TEST(NodeMemory, PackedWantsFillTheFullestGpuFirstAcrossUsers) {
+  // ana packs 40 on GPU 0 and 10 on GPU 1: bo's 30 GiB job goes where less is left (GPU 0:
+  // 36 left), so that GPU 1 keeps room for a wider one.
+  const GpuMask two = mask_of({0, 1});
+  std::vector<NodeUser> users = {user("ana", 0, {}, {packed_hold("p0", {0}, 40), packed_hold("p1", {1}, 10, 1, 101)}),
+                                 user("bo", 0, {packed("b", 30)})};
+  NodeDecision d = decide_node(users, two, two, kNow, {}, 0.5, nullptr, room_of(76));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].gpus, (std::vector<int>{0}));
+}
+
+TEST(NodeMemory, APackedWantIsPredictedToStartWhenEnoughOfTheGpuIsLetGo) {
+  // On one GPU of 76: ana's 40 GiB job for an hour; bo's 30 fits now, his 40 after ana's ends.
+  const GpuMask one = mask_of({0});
+  std::vector<NodeUser> users = {user("ana", 10, {}, {packed_hold("a", {0}, 40, 1)}),
+                                 user("bo", 0, {packed("fits", 30, 1, 2), packed("later", 40, 1, 1)})};
+  std::vector<std::string> got = predicted(predict_node(users, one, kNow, {}, 0.5, nullptr, room_of(76)), users);
+  EXPECT_EQ(got, (std::vector<std::string>{"bo:fits@0-2", "bo:later@1-2 after ana:a"}));
+}
+
+TEST(NodeFile, PackedHoldsMayShareAGpuAWholeOneMayNot) {
+  NodeUser u = user("ana", 0, {packed("w", 12.5)},
+                    {packed_hold("p1", {1}, 20), packed_hold("p2", {1, 2}, 30, 1, 101),
+                     NodeHold{"whole", {2}, 102, 1, kNow, 1}});
+  std::vector<std::string> refused;
+  std::optional<NodeUser> back = read_node_user(write_node_user(u), "ana", kNode8, nullptr, &refused);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->runs[0].holds.size(), 2u);
+  EXPECT_EQ(back->runs[0].holds[1].mem_gib, 30);
+  EXPECT_EQ(back->runs[0].wants[0].mem_gib, 12.5);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], "ana's claim for whole (/home/ana/plan.json) refused: it claims GPU 2 twice");
+  // A whole job's entry has no "mem_gib": a file of an older gpuq reads the same.
+  EXPECT_EQ(write_node_user(user("bo", 0, {want("w", 1)})).find("mem_gib"), std::string::npos);
+}
+
+TEST(NodeFile, AMemGibThatIsNoGibIsRefused) {
+  std::string text = write_node_user(user("ana", 0, {packed("w", 8)}, {packed_hold("h", {1}, 8)}));
+  size_t at;
+  while ((at = text.find("\"mem_gib\": 8.0")) != std::string::npos) text.replace(at, 14, "\"mem_gib\": -3");
+  std::vector<std::string> refused;
+  std::optional<NodeUser> back = read_node_user(text, "ana", kNode8, nullptr, &refused);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->runs[0].holds.empty());
+  EXPECT_TRUE(back->runs[0].wants.empty());
+  EXPECT_EQ(refused, (std::vector<std::string>{
+                         "ana's claim for h (/home/ana/plan.json) refused: it claims \"mem_gib\" -3, which is no GiB",
+                         "ana's want w (/home/ana/plan.json) refused: 1 GPUs, est_hours 1, mem_gib -3"}));
+}
+
+TEST(NodeText, APackedJobShowsItsGibBesideItsGpus) {
+  std::vector<NodeUser> users = {user("ana", 0, {}, {packed_hold("small", {3}, 20)}),
+                                 user("bo", 0, {packed("tiny", 12.5)})};
+  std::string text = node_text("/var/lib/gpuq", users, {}, kNode8, kNow, {}, 0.5, room_of(76));
+  EXPECT_THAT(text, ::testing::ContainsRegex("ana +small +\\[3\\], 20 GiB +running"));
+  // bo's job joins ana's GPU (the fullest with room) at the next look.
+  EXPECT_THAT(text, ::testing::ContainsRegex("bo +tiny +1 GPU, 12.5 GiB +waiting +starts at its run's next look, on GPUs \\[3\\]"));
+}

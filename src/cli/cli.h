@@ -248,6 +248,10 @@ struct NodeLook {
   std::vector<std::string> notes;                // files refused, claims reaped (read_node_dir)
 };
 
+/// The GiB each GPU of `gpus` offers packed jobs on the node (core/node.h NodeRoom), from
+/// --gpu-mem-gib and --gpu-mem-headroom, as the runs' policies give it where no probe says more.
+NodeRoom node_room(const Flags& f, const std::vector<int>& gpus);
+
 /// The node directory of the plan's run (`info`: its PLAN.run.json), unless --node-dir or
 /// $GPUQ_NODE_DIR names one; else choose_node_dir's ("" when the run is alone).
 std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info);

@@ -352,6 +352,16 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+NodeRoom node_room(const Flags& f, const std::vector<int>& gpus) {
+  Policy p;
+  p.gpu_mem_gib = f.gpu_mem_gib;
+  p.gpu_mem_headroom = f.gpu_mem_headroom;
+  NodeRoom room(kMaxGpuId + 1, 0.0);
+  for (int g : gpus)
+    if (g >= 0 && g <= kMaxGpuId) room[static_cast<size_t>(g)] = p.gpu_room(g);
+  return room;
+}
+
 std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info) {
   bool named = !f.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
   return named || !info || info->node_dir.empty() ? choose_node_dir(f.node_dir) : info->node_dir;
@@ -408,7 +418,7 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   look.cap = v.config.limits_of(me).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
   if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all
-  look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine);
+  look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine, node_room(f, gpus));
   std::string who;
   for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
   auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };

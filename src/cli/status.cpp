@@ -399,7 +399,8 @@ int cmd_status_node(Flags& f) {
     if (!ids) throw std::runtime_error("--gpus: " + err);
     GpuMask node = mask_of(*ids);
     NodeView v = read_node_dir(dir, node);
-    fmt::print("{}", node_text(dir, v.users, v.notes, node, unix_now(), v.config, f.backfill_max_hours));
+    fmt::print("{}", node_text(dir, v.users, v.notes, node, unix_now(), v.config, f.backfill_max_hours,
+                               node_room(f, *ids)));
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpuq status --node: {}\n", e.what());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -105,11 +106,16 @@ std::string write_node_user(const NodeUser& user) {
   json runs = json::array();
   for (const NodeRun& r : user.runs) {
     json holds = json::array(), wants = json::array();
-    for (const NodeHold& h : r.holds)
+    // "mem_gib" only where a job packs: a whole job's entry reads as before.
+    for (const NodeHold& h : r.holds) {
       holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"pid", h.pid}, {"pid_start", h.pid_start},
                        {"start", h.start}, {"est_hours", h.est_hours}});
-    for (const NodeWant& w : r.wants)
+      if (h.mem_gib > 0) holds.back()["mem_gib"] = h.mem_gib;
+    }
+    for (const NodeWant& w : r.wants) {
       wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
+      if (w.mem_gib > 0) wants.back()["mem_gib"] = w.mem_gib;
+    }
     runs.push_back({{"plan", r.plan}, {"pid", r.pid}, {"pid_start", r.pid_start}, {"updated", r.updated},
                     {"accounted", r.accounted}, {"holds", holds}, {"wants", wants}});
   }
@@ -133,6 +139,15 @@ long long whole(const json& j, const char* key) {
   return v.get<long long>();
 }
 
+// The GiB a job packs with ("mem_gib": absent, or a number 0 or more; 0 is whole), or -1 when
+// it is something else.
+double packed_gib_of(const json& j) {
+  auto it = j.find("mem_gib");
+  if (it == j.end()) return 0;
+  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) return -1;
+  return it->get<double>();
+}
+
 std::string text(const json& j, const char* key) {
   const json& v = j.at(key);
   if (!v.is_string()) throw std::runtime_error(fmt::format("\"{}\" is not a string", key));
@@ -154,7 +169,7 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
     if (u.usage_gpu_hours < 0) throw std::runtime_error("\"usage_gpu_hours\" is negative");
     const json& runs = j.at("runs");
     if (!runs.is_array()) throw std::runtime_error("\"runs\" is not a list");
-    GpuMask claimed = 0;
+    GpuMask claimed = 0, packed = 0;  // GPUs whole holds claim; GPUs packed holds share
     for (const json& rj : runs) {
       if (!rj.is_object()) throw std::runtime_error("a run is not a JSON object");
       NodeRun r;
@@ -171,9 +186,11 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         h.pid_start = static_cast<unsigned long long>(whole(hj, "pid_start"));
         h.start = number(hj, "start");
         h.est_hours = number(hj, "est_hours");
+        h.mem_gib = packed_gib_of(hj);
         const json& g = hj.at("gpus");
         if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
         std::string bad;
+        if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
         GpuMask m = 0;
         for (const json& x : g) {
           if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
@@ -183,7 +200,8 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
             continue;
           }
           GpuMask bit = GpuMask{1} << id;
-          if ((m | claimed) & bit) bad = fmt::format("GPU {} twice", id);
+          // Packed holds may share a GPU; a whole hold shares it with none.
+          if ((m | claimed | (h.mem_gib > 0 ? 0 : packed)) & bit) bad = fmt::format("GPU {} twice", id);
           m |= bit;
           h.gpus.push_back(static_cast<int>(id));
         }
@@ -192,7 +210,7 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
           if (refused) refused->push_back(fmt::format("{}'s claim for {} ({}) refused: it claims {}", name, h.id, r.plan, bad));
           continue;
         }
-        claimed |= m;
+        (h.mem_gib > 0 ? packed : claimed) |= m;
         r.holds.push_back(std::move(h));
       }
       for (const json& wj : rj.at("wants")) {
@@ -201,10 +219,12 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         long long g = whole(wj, "gpus");
         w.priority = number(wj, "priority");
         w.est_hours = number(wj, "est_hours");
-        if (g < 1 || g > count(node) || w.est_hours < 0) {
+        w.mem_gib = packed_gib_of(wj);
+        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0) {
           if (refused)
-            refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}", name, w.id, r.plan, g,
-                                           w.est_hours));
+            refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, r.plan,
+                                           g, w.est_hours,
+                                           w.mem_gib < 0 ? ", mem_gib " + wj.at("mem_gib").dump() : ""));
           continue;
         }
         w.gpus = static_cast<int>(g);
@@ -281,15 +301,51 @@ int held_gpus(const NodeUser& u) {
   return n;
 }
 
+std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
+                                  const std::pair<std::string_view, std::string_view>* skip) {
+  std::vector<double> gib(kMaxGpuId + 1, 0.0);
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs) {
+      if (skip && u.name == skip->first && r.plan == skip->second) continue;
+      for (const NodeHold& h : r.holds)
+        if (h.mem_gib > 0)
+          for (int g : h.gpus)
+            if (g >= 0 && g <= kMaxGpuId) gib[static_cast<size_t>(g)] += h.mem_gib;
+    }
+  return gib;
+}
+
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
-                         const NodeConfig& config, double backfill_max_hours, const Placement* placement) {
+                         const NodeConfig& config, double backfill_max_hours, const Placement* placement,
+                         const NodeRoom& room) {
   NodeDecision d;
+  const bool pack = !room.empty();
+  GpuMask whole = 0;  // GPUs a hold takes whole (without room given, every hold does)
   std::vector<int> held(users.size()), cap(users.size(), -1);
   for (size_t u = 0; u < users.size(); ++u) {
     for (const NodeRun& r : users[u].runs)
-      for (const NodeHold& h : r.holds) d.held |= mask_of(h.gpus);
+      for (const NodeHold& h : r.holds) {
+        d.held |= mask_of(h.gpus);
+        if (!pack || !(h.mem_gib > 0)) whole |= mask_of(h.gpus);
+      }
     held[u] = held_gpus(users[u]);
     if (std::optional<int> m = config.limits_of(users[u].name).max_gpus) cap[u] = *m;
+  }
+  d.shared = d.held & ~whole;
+  // What a packed want may still declare on each GPU (PassInput::room): an empty free GPU's room,
+  // less what the packed holds sharing it declared; none on a whole hold's, nor on a GPU the
+  // deciding run sees busy with no packed hold to say why (another process's memory).
+  std::vector<double> room_left;
+  double room_empty = 0;
+  if (pack) {
+    std::vector<double> declared = packed_gib_on(users);
+    room_left.assign(kMaxGpuId + 1, -1.0);
+    for (GpuMask m = node; m; m &= m - 1) {
+      size_t g = static_cast<size_t>(std::countr_zero(m));
+      double full = g < room.size() ? room[g] : 0;
+      room_empty = std::max(room_empty, full);
+      if ((d.shared >> g & 1) || (free & ~d.held) >> g & 1) room_left[g] = full - declared[g];
+    }
   }
   d.order = fair_order(users, now, config);
   auto want_of = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
@@ -313,6 +369,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
       j.gpus = w.gpus;
       j.priority = 0;
       j.est_hours = w.est_hours;
+      if (pack && w.mem_gib > 0) j.gpu_mem_gib = w.mem_gib;
       plan.jobs.push_back(std::move(j));
       slot_of.push_back(k);
     }
@@ -320,11 +377,15 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     rank_jobs(plan);
     std::vector<size_t> all(plan.jobs.size());
     for (size_t k = 0; k < all.size(); ++k) all[k] = k;
-    ReadySet ready(plan, backfill_max_hours, all, false);
+    ReadySet ready(plan, backfill_max_hours, all, pack);
     PassInput in;
     in.free = free & node & ~d.held;
     in.node = node;
     in.placement = placement;
+    if (ready.any_packed()) {
+      in.room = room_left;
+      in.room_empty = room_empty;
+    }
     PassResult r = schedule_pass(plan, ready, in);
     std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
     std::vector<int> taking = held;
@@ -348,7 +409,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
 
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
-                                        const Placement* placement) {
+                                        const Placement* placement, const NodeRoom& room) {
   // The slot each want had in `users` as given, kept through the removals below.
   std::vector<std::vector<std::vector<NodeSlot>>> origin(users.size());
   for (size_t u = 0; u < users.size(); ++u) {
@@ -365,7 +426,7 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
   // Each round places at least one want or ends at least one hold, so it ends; the cap guards
   // against what cannot happen.
   for (size_t round = 0; round < 100000; ++round) {
-    NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement);
+    NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement, room);
     // The starts, as holds of their runs; their wants leave (the highest index first per run).
     std::vector<std::pair<NodeSlot, NodeHold>> placed;
     for (NodeStart& s : d.starts) {
@@ -374,7 +435,7 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
                       after_job, after_waiting};
       placed_ids.insert({s.slot.user, s.slot.run, w.id});
       out.push_back(std::move(p));
-      placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours}});
+      placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours, w.mem_gib}});
     }
     std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first.want > b.first.want; });
     for (auto& [slot, hold] : placed) {
@@ -424,8 +485,8 @@ GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std:
 }
 
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
-                    double backfill_max_hours) {
-  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr), {}};
+                    double backfill_max_hours, const NodeRoom& room) {
+  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr, room), {}};
   const NodeDecision& d = w.d;
   using Key = std::tuple<size_t, size_t, size_t>;
   std::map<Key, std::vector<int>> next;
@@ -433,7 +494,7 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
   std::set<Key> capped;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
   std::map<Key, NodePredicted> later;
-  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr))
+  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr, room))
     later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
@@ -467,9 +528,9 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
 
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan) {
+                                          std::string_view plan, const NodeRoom& room) {
   std::map<std::string, NodeWhy> out;
-  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours);
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
   for (size_t k = 0; k < w.d.order.size(); ++k) {
     const NodeSlot& s = w.d.order[k];
     const NodeRun& r = users[s.user].runs[s.run];

@@ -294,7 +294,9 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     first_ = false;
     return node_;
   }
-  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_);
+  const std::pair<std::string_view, std::string_view> own{me_, plan_};
+  others_packed_ = packed_gib_on(v.users, &own);
+  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);
   std::optional<int> cap = config_.limits_of(me_).max_gpus;
   for (const NodeSlot& s : d.capped) {
     const NodeUser& u = v.users[s.user];

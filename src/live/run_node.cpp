@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "run_tick.h"
 
@@ -17,19 +18,42 @@ constexpr size_t kMaxWants = 256;
 
 }  // namespace
 
-// Under the node lock: every run's holds and wants, and one decision for the node; the GPUs it
-// does not give this run's jobs are unavailable to the engine's pass. No lock, no GPU start.
-void RunLoop::node_enter(Tick& t) {
-  if (!node_) return;
+// This run's ready GPU jobs, as the node sees them (in the run's ready order).
+std::vector<NodeWant> RunLoop::node_wants() const {
   std::vector<NodeWant> wants;
   const Engine& engine = q_->engine();
   for (size_t i : engine.ready_jobs(kMaxWants)) {
     const Job& j = plan_.jobs[i];
-    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours});
+    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours, engine.packed_gib(i)});
   }
+  return wants;
+}
+
+// Under the node lock: every run's holds and wants, and one decision for the node; the GPUs it
+// does not give this run's jobs are unavailable to the engine's pass. No lock, no GPU start.
+void RunLoop::node_enter(Tick& t) {
+  if (!node_) return;
+  std::vector<NodeWant> wants = node_wants();
+  const Engine& engine = q_->engine();
   GpuMask node = mask_of(opt_.node_gpus);
   try {
-    t.busy |= node_->enter(t.now, wants, node & ~t.busy, [&](const std::string& line) { say(t.now, "node: " + line); });
+    if (engine.packs()) {
+      NodeRoom room(kMaxGpuId + 1, 0.0);
+      for (int g : opt_.node_gpus)
+        if (g >= 0 && g <= kMaxGpuId) room[static_cast<size_t>(g)] = engine.policy().gpu_room(g);
+      node_->set_room(std::move(room));
+    }
+    GpuMask closed = node_->enter(t.now, wants, node & ~t.busy, [&](const std::string& line) { say(t.now, "node: " + line); });
+    t.busy |= closed;
+    // Packed jobs (Tick::mem_other): none on a GPU the node gives this run no job on; on one it
+    // gives, the room is less by what the other runs' packed jobs there declared, at least.
+    if (!t.mem_other.empty()) {
+      const std::vector<double>& others = node_->others_packed();
+      for (size_t g = 0; g < t.mem_other.size(); ++g) {
+        if (closed >> g & 1) t.mem_other[g] = std::numeric_limits<double>::infinity();
+        else if (g < others.size()) t.mem_other[g] = std::max(t.mem_other[g], others[g]);
+      }
+    }
     t.node_in = true;
     if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
     node_problem_.clear();
@@ -54,15 +78,10 @@ void RunLoop::node_publish(Tick& t) {
     if (s.status != Status::Running || !s.gpus || s.gpus->empty()) continue;
     const Job* j = job_of(id);
     holds.push_back({id, *s.gpus, s.pid.value_or(0), s.pid_start.value_or(0), s.start.value_or(t.now),
-                     j ? j->est_hours : 0});
-  }
-  std::vector<NodeWant> wants;
-  for (size_t i : q_->engine().ready_jobs(kMaxWants)) {
-    const Job& j = plan_.jobs[i];
-    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours});
+                     j ? j->est_hours : 0, j ? q_->engine().packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0});
   }
   try {
-    node_->publish(t.now, std::move(holds), std::move(wants));
+    node_->publish(t.now, std::move(holds), node_wants());
   } catch (const NodeError& e) {
     std::erase_if(t.launched, [&](const std::pair<size_t, Launched>& p) {
       if (plan_.jobs[p.first].gpus == 0) return false;

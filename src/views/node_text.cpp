@@ -12,6 +12,13 @@
 
 namespace gpuq {
 
+namespace {
+
+// A packed job's GiB per GPU, after its GPUs ("" for a job that takes them whole).
+std::string packed_text(double mem_gib) { return mem_gib > 0 ? fmt::format(", {:g} GiB", mem_gib) : ""; }
+
+}  // namespace
+
 std::string node_why_text(const NodeWhy& y, double now) {
   std::string cap = y.at_cap ? fmt::format("at {}'s cap of {} GPU{} ({} held)", y.user, y.cap, y.cap == 1 ? "" : "s",
                                            y.held)
@@ -33,10 +40,11 @@ std::string node_why_text(const NodeWhy& y, double now) {
 }
 
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
-                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours) {
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
+                      const NodeRoom& room) {
   std::string out;
   for (const std::string& n : notes) out += "node: " + n + "\n";
-  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours);
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
   const NodeDecision& d = w.d;
   out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
                      count(node), d.order.size());
@@ -49,7 +57,7 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
     for (const NodeRun& r : u.runs)
       for (const NodeHold& h : r.holds) {
         bool overdue = h.est_hours > 0 && now - h.start > h.est_hours * 3600;
-        rows.push_back({u.name, h.id, py_list(h.gpus), "running",
+        rows.push_back({u.name, h.id, py_list(h.gpus) + packed_text(h.mem_gib), "running",
                         fmt::format("since {}, est. {}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
                                     overdue ? ", overdue" : "",
                                     r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)"
@@ -58,7 +66,8 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
-    rows.push_back({users[s.user].name, want.id, fmt::format("{} GPU{}", want.gpus, want.gpus == 1 ? "" : "s"),
+    rows.push_back({users[s.user].name, want.id,
+                    fmt::format("{} GPU{}{}", want.gpus, want.gpus == 1 ? "" : "s", packed_text(want.mem_gib)),
                     "waiting", node_why_text(w.why[k], now)});
   }
   size_t wu = 12, wj = 28, wg = 14;

@@ -24,6 +24,8 @@ struct NodeHold {
   unsigned long long pid_start = 0;   ///< /proc/PID/stat's start time of `pid` (0: not known)
   double start = 0;                   ///< seconds since the epoch
   double est_hours = 0;
+  double mem_gib = 0;                 ///< it packs: the GiB it declared on each of its GPUs (its
+                                      ///< gpu_mem_gib), which other packed jobs may share; 0: whole
 };
 
 /// A ready job of a run that waits for GPUs, in its run's ready order.
@@ -32,6 +34,7 @@ struct NodeWant {
   int gpus = 1;
   double priority = 50;
   double est_hours = 1;
+  double mem_gib = 0;                 ///< it packs: the GiB it declares per GPU; 0: it takes its GPUs whole
 };
 
 /// One `gpuq run` on the node: its plan, its process, what it holds and wants.
@@ -118,9 +121,12 @@ struct NodeStart {
 /// The node-wide decision: the GPUs every run's holds take, and the wants the scheduling pass
 /// (schedule.h: the same rules as a plan's, backfill included) starts, in fair order, on the
 /// GPUs of `free` no hold takes, no user past their cap: a want that would take its user past
-/// it is left out of the pass (so it neither starts nor holds GPUs back for itself).
+/// it is left out of the pass (so it neither starts nor holds GPUs back for itself). Several
+/// jobs on one GPU: a want that packs (mem_gib) may also start on a GPU only packed holds
+/// take, whoever's, where their declared GiB leave room for its own; never on a whole hold's.
 struct NodeDecision {
-  GpuMask held = 0;
+  GpuMask held = 0;                   ///< the GPUs some hold takes
+  GpuMask shared = 0;                 ///< of `held`, those only packed holds take
   std::vector<NodeStart> starts;
   std::vector<NodeSlot> order;
   std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached
@@ -129,10 +135,21 @@ struct NodeDecision {
 /// The GPUs the holds of user `u` take.
 int held_gpus(const NodeUser& u);
 
+/// The GiB each GPU offers packed jobs when empty, by GPU id (Policy::gpu_room: its memory less
+/// the headroom). Empty: wants that pack take their GPUs whole, and so do holds that pack.
+using NodeRoom = std::vector<double>;
+
+/// The GiB the packed holds declare on each GPU, by GPU id (kMaxGpuId + 1 of them); with `skip`
+/// (a user's name and plan), that run's holds are left out.
+std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
+                                  const std::pair<std::string_view, std::string_view>* skip = nullptr);
+
 /// One decision for the whole node. `free`: the GPUs free as the deciding run sees them
-/// (its node's, less its probe's busy ones); `node`: every GPU of the node.
+/// (its node's, less its probe's busy ones; a GPU packed holds share may be busy by its memory
+/// and still take a packed want); `node`: every GPU of the node.
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
-                         const NodeConfig& config, double backfill_max_hours, const Placement* placement);
+                         const NodeConfig& config, double backfill_max_hours, const Placement* placement,
+                         const NodeRoom& room = {});
 
 /// When a want is predicted to start: its slot (into the users given), start and end (seconds
 /// since the epoch), GPUs, and the hold whose end lets it start ("" when it starts now).
@@ -152,7 +169,7 @@ struct NodePredicted {
 /// later, in any plan, are not in it.
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
-                                        const Placement* placement);
+                                        const Placement* placement, const NodeRoom& room = {});
 
 /// Why a want waits on the node, as data (views/node_text.cpp says it in words).
 struct NodeWhy {
@@ -180,14 +197,14 @@ struct NodeWaits {
   std::vector<NodeWhy> why;
 };
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
-                    double backfill_max_hours);
+                    double backfill_max_hours, const NodeRoom& room = {});
 
 /// Why each waiting job of `user`'s run of `plan` (its absolute path) waits on the node, by job
 /// id: plain `status` gives it as the job's reason, and a Later one's start delays the plan's
 /// own prediction of it.
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan);
+                                          std::string_view plan, const NodeRoom& room = {});
 
 /// The GPUs the decision gives the wants of (user, plan), in that run's order of its wants.
 GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,

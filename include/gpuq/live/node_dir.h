@@ -86,6 +86,13 @@ class NodeShare {
   /// Lets the node lock go (without publishing).
   void leave();
 
+  /// Several jobs on one GPU: the GiB each GPU offers packed jobs (the run's Policy::gpu_room per
+  /// GPU id), for the decisions from now on. None given: wants that pack take GPUs whole.
+  void set_room(NodeRoom room) { room_ = std::move(room); }
+  /// The GiB other runs' packed holds declared on each GPU (by GPU id), as the last enter read
+  /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
+  const std::vector<double>& others_packed() const { return others_packed_; }
+
   const std::string& dir() const { return dir_; }
   /// Someone else's run waits for GPUs (the last enter saw it).
   bool others_wait() const { return others_wait_; }
@@ -112,6 +119,8 @@ class NodeShare {
     double usage = 0, usage_at = 0;  // and its user's usage then
   };
   std::optional<Written> written_;  // what enter puts back when the file lost the entry
+  NodeRoom room_;
+  std::vector<double> others_packed_;
 };
 
 }  // namespace gpuq

@@ -148,6 +148,7 @@ class RunLoop {
   void watch_eta(Tick& t);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void node_enter(Tick& t);
+  std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
   void decide(Tick& t);
   void start(Tick& t);

@@ -20,7 +20,8 @@ namespace gpuq {
 /// played forward start it (predict_node) and after whose job, and its place in line), then
 /// each user's decayed GPU-hours. `notes` (files refused, claims reaped) come first.
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
-                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours);
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
+                      const NodeRoom& room = {});
 
 /// Why a want waits on the node, in words ("at ana's cap of 4 GPUs (4 held)", "starts ~14:30
 /// after bo's train, 3 in the node's fair order"): status --node's "when", and plain status's
