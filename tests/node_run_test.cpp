@@ -588,6 +588,52 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
       << cs.err;
 }
 
+// simulate --node places the other users' waiting jobs where the node's fair order starts them
+// (beside the plan's first ready jobs): the plan's job that becomes ready later waits for theirs.
+// daemon holds GPUs 0-5 for an hour and waits for 2 GPUs for 2 hours; root's plan is "a" (1 GPU,
+// half an hour), then "b" (2 GPUs). root, who holds nothing, goes first: "a" on GPU 6; daemon's
+// 2-GPU job takes 6 and 7 when "a" ends; "b" starts when daemon's hold ends, on 0 and 1.
+TEST(NodeRun, SimulateNodePlacesTheOtherUsersWaitingJobsBeforeTheJobsThatAreNotReadyYet) {
+  NEEDS_ROOT();
+  Node node;
+  Background job({"sleep", "30"}, node.root.path());
+  NodeUser d = *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5}, job.pid(), job.pid()), "daemon",
+                               mask_of({0, 1, 2, 3, 4, 5, 6, 7}), nullptr, nullptr);
+  d.runs[0].wants.push_back(NodeWant{"queued", 2, 50, 2});
+  plant(node, "daemon", write_node_user(d));
+  std::string f = node.folder("root", R"([
+    {"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 0.5},
+    {"id": "b", "script": "job.sh", "gpus": 2, "est_hours": 1, "deps": ["a"]}])", 0);
+  Output sim = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, node.env);
+  EXPECT_EQ(sim.status, 0) << sim.err;
+  EXPECT_THAT(sim.err, ::testing::HasSubstr("6 GPUs held by other users' jobs; their 1 waiting job is placed where the "
+                                            "node's fair order starts it"))
+      << sim.err;
+  EXPECT_THAT(sim.out, ::testing::HasSubstr("  0.00h ->   0.50h gpus=[6]      a")) << sim.out;
+  EXPECT_THAT(sim.out, ::testing::HasSubstr("  1.00h ->   2.00h gpus=[0, 1]   b")) << sim.out;
+  // Plain status of root's run, wanting "a": "b" starts as daemon's hold ends, too.
+  NodeUser me{"root", 0, unix_now(), {}};
+  NodeRun r;
+  r.plan = f + "/plan.json";
+  r.pid = job.pid();
+  r.pid_start = process_start_time(job.pid()).value_or(0);
+  r.updated = unix_now();
+  r.wants.push_back(NodeWant{"a", 1, 50, 0.5});
+  me.runs.push_back(r);
+  plant(node, "root", write_node_user(me));
+  std::map<std::string, std::string> env = node.env;
+  env["TZ"] = "UTC";
+  Output st = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
+  EXPECT_THAT(st.out, ::testing::ContainsRegex("b +pending +([A-Z][a-z]+ )?" + hhmm_utc(d.runs[0].holds[0].start + 3600)))
+      << st.out;
+  // Without daemon's waiting job, "b" takes GPUs 6 and 7 as "a" ends.
+  d.runs[0].wants.clear();
+  plant(node, "daemon", write_node_user(d));
+  Output holds = run_gpuq({"simulate", "--plan", "plan.json", "--node", "--node-dir", node.dir}, f, node.env);
+  EXPECT_THAT(holds.out, ::testing::HasSubstr("  0.50h ->   1.50h gpus=[6, 7]   b")) << holds.out;
+  EXPECT_THAT(holds.err, ::testing::Not(::testing::HasSubstr("waiting job"))) << holds.err;
+}
+
 // A run whose job waits for GPUs another user's job holds watches that user's file: their run's
 // next write (a job of theirs ended) wakes it, rather than its next look at the node. That the
 // file exists does not wake it at once (only files jobs wait for do).

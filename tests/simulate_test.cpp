@@ -124,6 +124,32 @@ TEST(Simulate, OnASharedNodeTheUsersOtherHoldsCountAgainstTheCapOnlyWhileTheyLas
   EXPECT_TRUE(sim.stuck.empty());
 }
 
+// Another user's waiting job, predicted by the node to run on GPU 0 from 1 h to 2 h: the plan's
+// job that is ready at 1.5 h waits for it to end; the GPU is the plan's before it starts and
+// after it ends. Counted as the user's own (`yours`), it counts against the cap only then.
+TEST(Simulate, OnASharedNodeAnotherUsersPredictedJobHoldsItsGpusFromItsStartToItsEnd) {
+  Plan plan = plan_of(R"([
+    {"id": "first", "script": "x", "gpus": 1, "est_hours": 1.5},
+    {"id": "next", "script": "x", "gpus": 1, "est_hours": 1, "deps": ["first"]}
+  ])", {0});
+  SimOptions opt;
+  opt.node_gpus = {0};
+  LiveStart from;
+  from.lives.assign(plan.jobs.size(), Waiting{});
+  from.files_present.assign(plan.jobs.size(), 1);
+  from.held.push_back({mask_of({0}), 2.0, false, 1.0});
+  Simulation sim = simulate(plan, opt, &from);
+  std::map<std::string, double> start;
+  for (const SimRow& r : sim.rows) start[plan.jobs[r.job].id] = r.start;
+  EXPECT_EQ(start, (std::map<std::string, double>{{"first", 0.0}, {"next", 2.0}}));
+  // Held from now instead: the plan waits for all of it.
+  from.held[0].from = 0;
+  sim = simulate(plan, opt, &from);
+  start.clear();
+  for (const SimRow& r : sim.rows) start[plan.jobs[r.job].id] = r.start;
+  EXPECT_EQ(start, (std::map<std::string, double>{{"first", 2.0}, {"next", 3.5}}));
+}
+
 TEST(Simulate, UsesTheGpuIdsGiven) {
   Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 2}, {"id": "b", "script": "x", "gpus": 1}])",
                       {4, 5, 6, 7});

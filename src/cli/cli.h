@@ -239,7 +239,7 @@ void warn_unknown_entries(const Plan& plan, const PlanPaths& paths, const State&
 /// are busy until each is predicted to end, and this plan's ready jobs wait as the node-wide
 /// decision says (its fair order, the caps). Empty when the plan's run is alone.
 struct NodeLook {
-  std::vector<HeldGpus> held;  // the other runs' jobs: their GPUs, until (unix seconds)
+  std::vector<HeldGpus> held;  // the other runs' jobs: their GPUs, (from and) until (unix seconds)
   std::map<std::string, NodeWhy> waits;          // this plan's waiting jobs: why the node keeps each waiting
   std::string line;                              // for the text, above the outlook
   std::optional<int> cap;                        // the user's cap (Policy::max_gpus)
@@ -260,9 +260,12 @@ std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info);
 /// unless --node-dir or $GPUQ_NODE_DIR names one; none in Slurm mode. With `others`, each GPU
 /// another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
 /// `whole`: the plan is predicted from its beginning (simulate --node): a run of it that is going
-/// on is left out, and the line says so.
+/// on is left out, and the line says so; `plan_wants` (its jobs ready at its beginning) stand in
+/// the node's fair order for it. The other runs' waiting jobs hold the GPUs the node's prediction
+/// gives them (NodeLook::held, from their predicted starts).
 NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                   std::map<int, std::string>* others, bool whole = false);
+                   std::map<int, std::string>* others, bool whole = false,
+                   const std::vector<NodeWant>* plan_wants = nullptr);
 
 /// One heap of transparent huge pages for the short commands that read a big plan.
 void huge_page_heap();

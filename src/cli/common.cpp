@@ -368,7 +368,7 @@ std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info) {
 }
 
 NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                   std::map<int, std::string>* others, bool whole) {
+                   std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants) {
   NodeLook look;
   std::optional<RunInfo> info = read_run_info(paths);
   if (info && info->slurm) return look;  // Slurm places the jobs
@@ -418,7 +418,28 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   look.cap = v.config.limits_of(me).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
   if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all
-  look.waits = node_waits(v.users, node, now, v.config, f.backfill_max_hours, me, mine, node_room(f, gpus));
+  if (whole) {  // the plan from its beginning: its run as it would be now, its first ready jobs wanting
+    NodeUser* self = nullptr;
+    for (NodeUser& u : v.users)
+      if (u.name == me) self = &u;
+    if (!self) self = &v.users.emplace_back(NodeUser{me, 0, now, {}});
+    std::erase_if(self->runs, [&](const NodeRun& r) { return r.plan == mine; });
+    NodeRun r;
+    r.plan = mine;
+    if (plan_wants) r.wants = *plan_wants;
+    self->runs.push_back(std::move(r));
+  }
+  // Once for the node: why each of the plan's ready jobs waits, and when the others' waiting jobs
+  // are predicted to run: their GPUs are busy in the plan's prediction meanwhile.
+  NodeWaits w = node_whys(v.users, node, now, v.config, f.backfill_max_hours, node_room(f, gpus));
+  look.waits = waits_of(w, v.users, me, mine);
+  int waiting = 0;
+  for (const NodePredicted& p : w.predicted) {
+    const NodeUser& u = v.users[p.slot.user];
+    if (u.name == me && u.runs[p.slot.run].plan == mine) continue;
+    look.held.push_back({mask_of(p.gpus) & node, p.end, u.name == me, p.start});
+    ++waiting;
+  }
   std::string who;
   for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
   auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
@@ -428,6 +449,9 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
     held += fmt::format("; this plan's own run (holding {}) is left out: the plan is predicted from its beginning "
                         "(--from-state: from where its run is)",
                         gpus_text(own));
+  if (waiting)
+    held += fmt::format("; their {} waiting job{} placed where the node's fair order starts {}", waiting,
+                        waiting == 1 ? " is" : "s are", waiting == 1 ? "it" : "them");
   look.line += fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
                            who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
   return look;

@@ -100,11 +100,18 @@ int cmd_simulate(const Flags& given) {
   opt.placement = std::move(*placement);
   std::optional<LiveStart> from;
   // --node: on the shared node as it is now: other runs' jobs hold their GPUs until their
-  // predicted ends, and the user's cap is kept (status's node look). Their waiting jobs are not
-  // in it: the node's fair share may start some of them first.
+  // predicted ends, their waiting jobs from when the node's fair order starts them (beside this
+  // plan's first ready jobs), and the user's cap is kept (status's node look).
   NodeLook look;
   if (f.simulate_node) {
-    look = node_look(f, plan_paths(f), *gpus, unix_now(), nullptr, !f.from_state);
+    std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
+    for (uint32_t j : plan->by_rank) {
+      const Job& job = plan->jobs[j];
+      if (job.deps.empty() && job.gpus > 0)
+        first.push_back({job.id, job.gpus, job.priority, job.est_hours, opt.packed_gib(job)});
+      if (first.size() == 256) break;  // as many as a run publishes
+    }
+    look = node_look(f, plan_paths(f), *gpus, unix_now(), nullptr, !f.from_state, &first);
     if (look.dir.empty()) {
       fmt::print(stderr, "gpuq simulate --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it "
                          "exists and you may write there)\n",
@@ -119,8 +126,8 @@ int cmd_simulate(const Flags& given) {
     std::string said = look.line.empty() ? fmt::format("shared node {}: no other run\n", look.dir) : look.line;
     for (size_t at = 0, nl; (nl = said.find('\n', at)) != std::string::npos; at = nl + 1)
       fmt::print(stderr, "gpuq: {}\n", said.substr(at, nl - at));
-    fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' waiting jobs are not in it (the "
-                       "node's fair share may start some of them first)\n",
+    fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' jobs that are not ready yet are "
+                       "not in it (the node's fair share may start some of them first)\n",
                look.cap ? fmt::format(", at most {} GPU{} at once for you (the node config's cap)", *look.cap,
                                       *look.cap == 1 ? "" : "s")
                         : "");
@@ -199,7 +206,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
       ->excludes(sim->get_option("--gpus"));
   sim->add_flag("--node", f.simulate_node,
                 "on the shared node as it is now: other users' running jobs hold their GPUs until their "
-                "predicted ends, and your cap is kept (--node-dir)")
+                "predicted ends, their waiting jobs from their predicted starts, and your cap is kept (--node-dir)")
       ->excludes(nodes);
   sim->add_option("--node-dir", f.node_dir, "with --node: the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
       ->type_name("DIR")

@@ -493,9 +493,9 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
   std::set<Key> capped;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
-  std::map<Key, NodePredicted> later;
-  for (NodePredicted& p : predict_node(users, node, now, config, backfill_max_hours, nullptr, room))
-    later[{p.slot.user, p.slot.run, p.slot.want}] = std::move(p);
+  w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room);
+  std::map<Key, const NodePredicted*> later;
+  for (const NodePredicted& p : w.predicted) later[{p.slot.user, p.slot.run, p.slot.want}] = &p;
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const Key key{s.user, s.run, s.want};
@@ -515,10 +515,10 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
       y.kind = NodeWhy::Kind::Never;
     } else if (p != later.end()) {
       y.kind = NodeWhy::Kind::Later;
-      y.start = p->second.start;
-      y.after_user = p->second.after_user;
-      y.after_job = p->second.after_job;
-      y.after_waiting = p->second.after_waiting;
+      y.start = p->second->start;
+      y.after_user = p->second->after_user;
+      y.after_job = p->second->after_job;
+      y.after_waiting = p->second->after_waiting;
     } else {
       y.kind = y.at_cap ? NodeWhy::Kind::AtCap : NodeWhy::Kind::InLine;
     }
@@ -529,12 +529,16 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
                                           std::string_view plan, const NodeRoom& room) {
+  return waits_of(node_whys(users, node, now, config, backfill_max_hours, room), users, user, plan);
+}
+
+std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,
+                                        std::string_view plan) {
   std::map<std::string, NodeWhy> out;
-  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
   for (size_t k = 0; k < w.d.order.size(); ++k) {
     const NodeSlot& s = w.d.order[k];
     const NodeRun& r = users[s.user].runs[s.run];
-    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = std::move(w.why[k]);
+    if (users[s.user].name == user && r.plan == plan) out[r.wants[s.want].id] = w.why[k];
   }
   return out;
 }

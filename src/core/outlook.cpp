@@ -149,8 +149,9 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   st.mem_other = std::move(mem_other);
   GpuMask held_any = 0;
   for (const HeldGpus& h : node.held) {
-    st.held.push_back({h.gpus, std::max((h.until - now) / 3600, kSoon), h.yours});
-    held_any |= h.gpus;
+    double from = h.from > now ? (h.from - now) / 3600 : 0;
+    st.held.push_back({h.gpus, std::max((h.until - now) / 3600, std::max(from, kSoon)), h.yours, from});
+    if (from == 0) held_any |= h.gpus;
   }
   for (const auto& [j, at] : node.not_before)
     if (at > now) st.not_before.push_back({j, (at - now) / 3600});

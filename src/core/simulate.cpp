@@ -64,7 +64,7 @@ struct Prediction::World {
     GpuMask m = (from && busy_until > t + kEps ? from->busy : 0) | (dying_until > t + kEps ? dying : 0);
     if (from)
       for (const HeldGpus& h : from->held)
-        if (h.until > t + kEps) m |= h.gpus;
+        if (h.holds_at(t, kEps)) m |= h.gpus;
     return m;
   }
 
@@ -280,7 +280,7 @@ void Prediction::World::tick(bool explain) {
   tk.explain = explain;
   if (from)  // the user's other runs' jobs count against their cap while they hold GPUs
     for (const HeldGpus& h : from->held)
-      if (h.yours && h.until > t + kEps) tk.held_elsewhere += count(h.gpus);
+      if (h.yours && h.holds_at(t, kEps)) tk.held_elsewhere += count(h.gpus);
   eng.apply(tk);
   const PassResult& pass = eng.effects().pass;
   if (pass.stall_broken)
@@ -333,8 +333,10 @@ double Prediction::World::next_event() {
   if (std::optional<double> r = eng.next_retry()) nxt = std::min(nxt, std::max(*r, t));
   if (from && busy_until > t + kEps) nxt = std::min(nxt, busy_until);
   if (from)
-    for (const HeldGpus& h : from->held)
-      if (h.until > t + kEps) nxt = std::min(nxt, h.until);
+    for (const HeldGpus& h : from->held) {
+      if (h.from > t + kEps) nxt = std::min(nxt, h.from);
+      else if (h.until > t + kEps) nxt = std::min(nxt, h.until);
+    }
   while (!gates.empty() && !(gates.top() > t + kEps)) gates.pop();
   if (!gates.empty()) nxt = std::min(nxt, gates.top());
   if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);

@@ -191,10 +191,12 @@ struct NodeWhy {
   bool after_waiting = false;         ///< Later: that job waits too (it is predicted to start first)
 };
 
-/// The node-wide decision and, per want of its fair order (d.order), why it waits.
+/// The node-wide decision and, per want of its fair order (d.order), why it waits; and the
+/// node's wants played forward (predict_node).
 struct NodeWaits {
   NodeDecision d;
   std::vector<NodeWhy> why;
+  std::vector<NodePredicted> predicted;
 };
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
                     double backfill_max_hours, const NodeRoom& room = {});
@@ -205,6 +207,9 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
                                           std::string_view plan, const NodeRoom& room = {});
+/// The same, of node_whys' answer `w` over `users`.
+std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,
+                                        std::string_view plan);
 
 /// The GPUs the decision gives the wants of (user, plan), in that run's order of its wants.
 GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std::string_view user,

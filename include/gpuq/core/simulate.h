@@ -29,11 +29,17 @@ inline constexpr double kSoon = 1e-6;  // hours
 /// node and looks over every node at each event.
 inline constexpr int kMaxNodes = 4096;
 
-/// GPUs a job of another run on a shared node holds, until when (core/node.h; status's node look).
+/// GPUs a job of another run on a shared node holds, until when (core/node.h; status's node look);
+/// or, for a job of theirs that waits, will hold from its predicted start.
 struct HeldGpus {
   GpuMask gpus = 0;
   double until = 0;    ///< when its job is predicted to end (unix seconds, or hours from now in LiveStart)
   bool yours = false;  ///< a job of another run of the same user: it counts against their cap (Policy::max_gpus)
+  /// When its job is predicted to start (same units as `until`; 0: it runs now). A job of the
+  /// plan may start on those GPUs before then (the node's decision then is not known): the
+  /// prediction does not end it there.
+  double from = 0;
+  bool holds_at(double t, double eps) const { return from <= t + eps && until > t + eps; }
 };
 
 /// What a node shared with other runs adds to a live prediction (status's node look), in unix
@@ -59,7 +65,8 @@ struct LiveStart {
                                     ///< the group is gone (it wakes for that), not at its next poll
   bool others_running = false;      ///< an entry of the state that is no job of the plan runs
   /// On a shared node: the GPUs each job of the other runs holds, until it is predicted to end
-  /// (hours from now, no sooner than kSoon). They are busy till then.
+  /// (hours from now, no sooner than kSoon), and those their waiting jobs are predicted to hold
+  /// (from their start). They are busy meanwhile.
   std::vector<HeldGpus> held;
   /// (job, hours from now): on a shared node, when the node-wide prediction starts a ready job of
   /// the plan (its fair order, others' wants, the caps): it waits till then.
