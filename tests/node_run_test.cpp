@@ -293,6 +293,19 @@ std::string claim(const std::string& user, std::vector<int> gpus, long long pid,
   return write_node_user(u);
 }
 
+// `user`'s file with one live run (the process of `as`) of `plan`, holding nothing, wanting `wants`.
+NodeUser live_run(const std::string& user, const std::string& plan, const Background& as, std::vector<NodeWant> wants) {
+  NodeUser u{user, 0, unix_now(), {}};
+  NodeRun r;
+  r.plan = plan;
+  r.pid = as.pid();
+  r.pid_start = process_start_time(as.pid()).value_or(0);
+  r.updated = unix_now();
+  r.wants = std::move(wants);
+  u.runs.push_back(std::move(r));
+  return u;
+}
+
 // daemon's user file: its live run (`job`) holds GPUs 0-6 of 8 for a job of an hour.
 NodeUser holding_seven(const Background& job) {
   return *read_node_user(claim("daemon", {0, 1, 2, 3, 4, 5, 6}, job.pid(), job.pid()), "daemon",
@@ -532,14 +545,7 @@ TEST(NodeRun, PlainStatusOnASharedNodePredictsAfterOthersJobsAndNamesTheCap) {
   plant(node, "daemon", write_node_user(d));
   std::string f = node.folder("root", R"([{"id": "pair", "script": "job.sh", "gpus": 2, "est_hours": 0.5}])", 0);
   // root's run of that plan, as it publishes itself: live, wanting its ready job.
-  NodeUser me{"root", 0, unix_now(), {}};
-  NodeRun r;
-  r.plan = f + "/plan.json";
-  r.pid = job.pid();
-  r.pid_start = process_start_time(job.pid()).value_or(0);
-  r.updated = unix_now();
-  r.wants.push_back(NodeWant{"pair", 2, 50, 0.5});
-  me.runs.push_back(r);
+  NodeUser me = live_run("root", f + "/plan.json", job, {NodeWant{"pair", 2, 50, 0.5}});
   plant(node, "root", write_node_user(me));
   std::map<std::string, std::string> env = node.env;
   env["TZ"] = "UTC";
@@ -612,15 +618,7 @@ TEST(NodeRun, SimulateNodePlacesTheOtherUsersWaitingJobsBeforeTheJobsThatAreNotR
   EXPECT_THAT(sim.out, ::testing::HasSubstr("  0.00h ->   0.50h gpus=[6]      a")) << sim.out;
   EXPECT_THAT(sim.out, ::testing::HasSubstr("  1.00h ->   2.00h gpus=[0, 1]   b")) << sim.out;
   // Plain status of root's run, wanting "a": "b" starts as daemon's hold ends, too.
-  NodeUser me{"root", 0, unix_now(), {}};
-  NodeRun r;
-  r.plan = f + "/plan.json";
-  r.pid = job.pid();
-  r.pid_start = process_start_time(job.pid()).value_or(0);
-  r.updated = unix_now();
-  r.wants.push_back(NodeWant{"a", 1, 50, 0.5});
-  me.runs.push_back(r);
-  plant(node, "root", write_node_user(me));
+  plant(node, "root", write_node_user(live_run("root", f + "/plan.json", job, {NodeWant{"a", 1, 50, 0.5}})));
   std::map<std::string, std::string> env = node.env;
   env["TZ"] = "UTC";
   Output st = run_gpuq({"status", "--plan", "plan.json", "--node-dir", node.dir}, f, env);
