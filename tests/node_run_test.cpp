@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -831,4 +832,41 @@ TEST(NodeRun, PackedJobsOfTwoUsersShareAGpuAndNeverAWholeJobs) {
   EXPECT_GE(pb.start, whole.end) << ra.out << "\n" << rb.out;
   // The two packed jobs ran side by side (each 3 s: a second of overlap at the least).
   EXPECT_GT(std::min(pa.end, pb.end) - std::max(pa.start, pb.start), 1.0) << ra.out << "\n" << rb.out;
+}
+
+// On a shared node a user reads another's plan but does not act on it: kill, hold, retry,
+// requeue, add, pause say whose plan it is and change nothing (not even with --state-dir, which
+// would act on a state of their own and say the job is not running).
+TEST(NodeRun, AUserCannotKillHoldOrPauseAnotherUsersPlanAndIsToldWhose) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string fb = node.folder("gqbo", R"([{"id": "b1", "script": "job.sh", "gpus": 1}])", *bo);
+  std::string state = fb + "/plan.state.json";
+  node.root.write("gqbo/plan.state.json", R"({"b1": {"status": "pending"}})");
+  ASSERT_EQ(chown(state.c_str(), *bo, -1), 0);
+  auto text_of = [](const std::string& p) {
+    std::stringstream ss;
+    ss << std::ifstream(p).rdbuf();
+    return ss.str();
+  };
+  std::string before = text_of(state);
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"kill", "b1"}, {"hold", "b1"}, {"retry", "b1"},
+                                       {"pause"}, {"kill", "b1", "--state-dir", "/tmp"}}) {
+    std::vector<std::string> argv{"runuser", "-u", "gqana", "--", gpuq_binary()};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    argv.insert(argv.end(), {"--plan", fb + "/plan.json"});
+    Output o = run(argv, node.root.path());
+    EXPECT_EQ(o.status, 1) << cmd[0] << ": " << o.out << o.err;
+    EXPECT_THAT(o.err, ::testing::HasSubstr("the plan " + fb + "/plan.json is gqbo's (its state " + state +
+                                            " is theirs): only gqbo may " + cmd[0] + " its jobs"))
+        << o.err;
+  }
+  EXPECT_EQ(text_of(state), before);
+  EXPECT_FALSE(std::filesystem::exists(fb + "/plan.paused"));
+  // bo himself may.
+  Output own = run({"runuser", "-u", "gqbo", "--", gpuq_binary(), "hold", "b1", "--plan", fb + "/plan.json"},
+                   node.root.path());
+  EXPECT_EQ(own.status, 0) << own.out << own.err;
 }

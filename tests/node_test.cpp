@@ -543,3 +543,28 @@ TEST(NodeText, APackedJobShowsItsGibBesideItsGpus) {
   // bo's job joins ana's GPU (the fullest with room) at the next look.
   EXPECT_THAT(text, ::testing::ContainsRegex("bo +tiny +1 GPU, 12.5 GiB +waiting +starts at its run's next look, on GPUs \\[3\\]"));
 }
+
+TEST(NodeMemory, PackedJobsOnOneGpuCountItOnceAgainstTheCap) {
+  // ana may hold 1 GPU: her packed job holds GPU 0; her next packed job joins it, her whole one
+  // waits, and bo's packed job goes to GPU 0 too (the fullest) while GPU 1 stays whole.
+  NodeConfig c = config_of(R"({"users": {"ana": {"max_gpus": 1}}})");
+  const GpuMask two = mask_of({0, 1});
+  std::vector<NodeUser> users = {
+      user("ana", 0, {packed("more", 20), want("whole", 1)}, {packed_hold("p", {0}, 20), packed_hold("q", {0}, 10, 1, 101)}),
+      user("bo", 5, {packed("b", 10)})};
+  EXPECT_EQ(held_gpus(users[0]), 1);
+  NodeDecision d = decide_node(users, two, two, kNow, c, 0.5, nullptr, room_of(76));
+  EXPECT_EQ(starts(d, users), (std::vector<std::string>{"ana:more", "bo:b"}));
+  for (const NodeStart& s : d.starts) EXPECT_EQ(s.gpus, (std::vector<int>{0}));
+  ASSERT_EQ(d.capped.size(), 1u);
+  EXPECT_EQ(users[0].runs[0].wants[d.capped[0].want].id, "whole");
+}
+
+TEST(NodeMemory, AWantOfMoreGibThanAnyGpuTakesNeverStartsAndSaysWhy) {
+  std::vector<NodeUser> users = {user("ana", 0, {packed("big", 90), want("small", 1)})};
+  NodeWaits w = node_whys(users, kNode8, kNow, {}, 0.5, room_of(76));
+  ASSERT_EQ(w.why.size(), 2u);
+  EXPECT_EQ(w.why[0].kind, NodeWhy::Kind::Never);
+  EXPECT_EQ(node_why_text(w.why[0], kNow), "never: 90 GiB, more than a GPU takes (76.0)");
+  EXPECT_EQ(w.why[1].kind, NodeWhy::Kind::NextLook);  // it holds nothing back
+}

@@ -124,6 +124,28 @@ TEST(PackPass, AWaitingPackedJobSetsTheBackfillLimitAsAWholeOneDoes) {
   EXPECT_EQ(plan.jobs[*r.waiting_head].id, "s0");
 }
 
+TEST(PackPass, APackedJobOfMoreGibThanAnEmptyGpuTakesHoldsNoJobBack) {
+  // Every GPU holds packed jobs and has 30 GiB left. big (90 GiB) never fits an empty GPU of 76:
+  // the long 20 GiB job after it starts. At 70 GiB big would fit once a GPU empties: it is the
+  // head that waits, and the long job waits behind it (the backfill limit).
+  auto pass = [](const std::string& big_gib) {
+    Plan plan = plan_of(fmt::format(R"([
+      {{"id": "big", "script": "x", "gpu_mem_gib": {}, "priority": 1}},
+      {{"id": "long", "script": "x", "gpu_mem_gib": 20, "est_hours": 5, "priority": 2}}
+    ])", big_gib));
+    std::vector<double> room(kMaxGpuId + 1, -1);
+    for (int g = 0; g < 8; ++g) room[g] = 30;
+    PassInput in = packed_input(plan, room, 0);
+    PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+    std::vector<std::string> got;
+    for (const Start& st : r.starts) got.push_back(plan.jobs[st.job].id);
+    if (r.waiting_head) got.push_back("head " + plan.jobs[*r.waiting_head].id);
+    return got;
+  };
+  EXPECT_EQ(pass("90"), std::vector<std::string>{"long"});
+  EXPECT_EQ(pass("70"), std::vector<std::string>{"head big"});
+}
+
 TEST(PackEngine, SixtyFourJobsOfTwentyGibTakeThreePerGpuAndAForeignProcessKeepsThemOffItsGpu) {
   Plan plan = plan_of(sweep(64, 20));
   Policy p;
@@ -396,4 +418,27 @@ TEST(PackMemory, GpuTotalsAreNvmlsMibInGibByGpuIdAndNoneWithoutThem) {
   EXPECT_DOUBLE_EQ(t[0], 80);
   EXPECT_DOUBLE_EQ(t[3], 40);
   EXPECT_DOUBLE_EQ(t[1], 0) << "no total: Policy::gpu_room takes --gpu-mem-gib";
+}
+
+// A job that packs with more GiB than any GPU takes: validate refuses it; run says once that it
+// never starts and runs the rest; status says "never" with the same words.
+TEST(PackRun, AJobTooBigForAnyGpuIsSaidOnceByRunAndStatusSaysNever) {
+  PlanFolder pf(2);
+  pf.d.write("job.sh", "sleep 0.2\n", 0755);
+  pf.plan(R"([{"id": "ok", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 20, "est_hours": 0.001},
+              {"id": "big", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 90, "est_hours": 0.001}])");
+  const std::string words = "big needs 90 GiB on a GPU, more than any takes (80 GiB less --gpu-mem-headroom 5%: 76.0)";
+  Output v = pf.gpuq({"validate", "--gpus", "0,1"});
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  auto run = pf.background({"run", "--gpus", "0,1", "--poll", "0.2", "--node-dir", "off"});
+  ASSERT_TRUE(eventually([&] { return pf.status_of("ok") == "done"; }, kPatience)) << run->out();
+  ASSERT_TRUE(eventually([&] { return run->out().find("never starts here") != std::string::npos; }, kPatience));
+  std::string out = run->out();
+  EXPECT_THAT(out, ::testing::HasSubstr(words + ": it never starts here")) << out;
+  EXPECT_EQ(out.find("never starts here"), out.rfind("never starts here")) << "said once:\n" << out;
+  Output s = pf.gpuq({"status", "--gpus", "0,1"});
+  EXPECT_THAT(s.out, ::testing::ContainsRegex("big +pending +never +never: needs 90 GiB on a GPU, more than any takes"))
+      << s.out;
+  run->signal(SIGTERM);
+  run->wait(kPatience);
 }

@@ -252,6 +252,11 @@ struct NodeLook {
 /// --gpu-mem-gib and --gpu-mem-headroom, as the runs' policies give it where no probe says more.
 NodeRoom node_room(const Flags& f, const std::vector<int>& gpus);
 
+/// Where the plan's state beside it belongs to another user (and this one is not root): their
+/// jobs are theirs to stop, hold, retry or add to (`action`). The words, or "" when it is this
+/// user's plan (or has no state yet).
+std::string others_plan_problem(const std::string& plan, const std::string& action);
+
 /// The node directory of the plan's run (`info`: its PLAN.run.json), unless --node-dir or
 /// $GPUQ_NODE_DIR names one; else choose_node_dir's ("" when the run is alone).
 std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info);

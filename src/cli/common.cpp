@@ -8,6 +8,7 @@
 #include <set>
 #include <filesystem>
 #include <malloc.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -352,6 +353,16 @@ void huge_page_heap() {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
+std::string others_plan_problem(const std::string& plan, const std::string& action) {
+  struct stat st{};
+  std::string state = paths_for(plan, "").state;
+  if (geteuid() == 0 || stat(state.c_str(), &st) != 0 || st.st_uid == geteuid()) return "";
+  struct passwd* pw = getpwuid(st.st_uid);
+  std::string owner = pw ? pw->pw_name : fmt::format("uid {}", st.st_uid);
+  return fmt::format("the plan {} is {}'s (its state {} is theirs): only {} may {} its jobs; {} shows them", plan,
+                     owner, state, owner, action, hint("status"));
+}
+
 NodeRoom node_room(const Flags& f, const std::vector<int>& gpus) {
   Policy p;
   p.gpu_mem_gib = f.gpu_mem_gib;
@@ -394,11 +405,13 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
   std::string mine = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
   std::set<std::string> users;
-  int theirs = 0, yours = 0, own = 0;  // GPUs other users' jobs hold, this user's other runs', this plan's run's
+  // The GPUs other users' jobs hold, this user's other runs', this plan's run's (a GPU packed jobs
+  // share counts once).
+  GpuMask theirs_m = 0, yours_m = 0, own_m = 0;
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs) {
       if (u.name == me && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
-        for (const NodeHold& h : r.holds) own += count(mask_of(h.gpus) & node);
+        for (const NodeHold& h : r.holds) own_m |= mask_of(h.gpus) & node;
         continue;
       }
       if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
@@ -408,13 +421,14 @@ NodeLook node_look(const Flags& f, const PlanPaths& paths, const std::vector<int
         if (!g) continue;
         double end = h.start + std::max(0.0, h.est_hours) * 3600;
         look.held.push_back({g, end, u.name == me});
-        (u.name == me ? yours : theirs) += count(g);
+        (u.name == me ? yours_m : theirs_m) |= g;
         for (int id : h.gpus)
           if (others && (node >> id & 1))
             (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me ? "your" : u.name + "'s", h.id,
                                         local_time(std::max(end, now), now));
       }
     }
+  const int theirs = count(theirs_m), yours = count(yours_m & ~theirs_m), own = count(own_m);
   look.cap = v.config.limits_of(me).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
   if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all

@@ -32,6 +32,10 @@ int cmd_control(Flags& f, const std::string& action) {
   if (!loaded && !fs::exists(f.plan)) return kExitBadInput;
   std::optional<Loaded> kept;
   if (!loaded) kept = plan_run_goes_on_with(f);
+  if (std::string why = others_plan_problem(f.plan, action); !why.empty()) {
+    fmt::print(stderr, "gpuq {}: {}\n", action, why);
+    return kExitFailure;
+  }
   PlanPaths paths = plan_paths(f);
   std::string plan_name = f.plan;
   if (!loaded && kept) {

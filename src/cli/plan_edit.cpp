@@ -115,6 +115,10 @@ int cmd_add(Flags& f) {
     fmt::print(stderr, "gpuq add: {}\n", why);
     return kExitBadInput;
   }
+  if (std::string why = others_plan_problem(f.plan, "add"); !why.empty()) {
+    fmt::print(stderr, "gpuq add: {}\n", why);
+    return kExitFailure;
+  }
   if (!take_plan_settings_only(f, nullptr)) return kExitBadInput;  // a plan that is not JSON: said below
   auto gpus = node_gpus(f);
   if (!gpus) return kExitBadInput;
@@ -239,6 +243,10 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
         if (auto why = plan_file_problem(f.plan); !why.empty()) {
           fmt::print(stderr, "gpuq {}: {}\n", on ? "pause" : "resume", why);
           return kExitBadInput;
+        }
+        if (auto why = others_plan_problem(f.plan, on ? "pause" : "resume"); !why.empty()) {
+          fmt::print(stderr, "gpuq {}: {}\n", on ? "pause" : "resume", why);
+          return kExitFailure;
         }
         if (!take_plan_settings_only(f, on ? "pause" : "resume")) return kExitBadInput;  // its state_dir
         fmt::print("{}\n", set_paused(plan_paths(f), on, unix_now()));

@@ -401,6 +401,9 @@ int cmd_status_node(Flags& f) {
     NodeView v = read_node_dir(dir, node);
     fmt::print("{}", node_text(dir, v.users, v.notes, node, unix_now(), v.config, f.backfill_max_hours,
                                node_room(f, *ids)));
+    // Readable but not usable by this user: their runs would start nothing; say so here too.
+    if (std::string why = node_dir_problem(dir); !why.empty())
+      fmt::print("you: your runs cannot share this node: {}\n", why);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpuq status --node: {}\n", e.what());

@@ -80,12 +80,11 @@ int cmd_validate(Flags& f) {
   mem.gpu_mem_gib = f.gpu_mem_gib;
   mem.gpu_mem_headroom = f.gpu_mem_headroom;
   for (const Job& j : plan->jobs)
-    if (j.gpu_mem_gib && *j.gpu_mem_gib > mem.gpu_room(0))
+    if (mem.too_big(j))
       findings.push_back({true, j.id,
-                          fmt::format("gpu_mem_gib {:g} is more than a GPU takes ({:g} GiB less --gpu-mem-headroom "
-                                      "{:g}%: {:.1f}): it would never start (GPUs with more memory: give their GiB as "
-                                      "--gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
-                                      *j.gpu_mem_gib, mem.gpu_mem_gib, mem.gpu_mem_headroom, mem.gpu_room(0))});
+                          fmt::format("gpu_mem_gib {:g}: it {}: it would never start (GPUs with more memory: give "
+                                      "their GiB as --gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
+                                      *j.gpu_mem_gib, too_big_text(mem, j))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {

@@ -294,12 +294,18 @@ std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now,
   return order;
 }
 
-int held_gpus(const NodeUser& u) {
-  int n = 0;
+namespace {
+
+GpuMask held_mask(const NodeUser& u) {
+  GpuMask m = 0;
   for (const NodeRun& r : u.runs)
-    for (const NodeHold& h : r.holds) n += static_cast<int>(h.gpus.size());
-  return n;
+    for (const NodeHold& h : r.holds) m |= mask_of(h.gpus);
+  return m;
 }
+
+}  // namespace
+
+int held_gpus(const NodeUser& u) { return count(held_mask(u)); }
 
 std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
                                   const std::pair<std::string_view, std::string_view>* skip) {
@@ -321,14 +327,15 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   NodeDecision d;
   const bool pack = !room.empty();
   GpuMask whole = 0;  // GPUs a hold takes whole (without room given, every hold does)
-  std::vector<int> held(users.size()), cap(users.size(), -1);
+  std::vector<GpuMask> held(users.size());
+  std::vector<int> cap(users.size(), -1);
   for (size_t u = 0; u < users.size(); ++u) {
     for (const NodeRun& r : users[u].runs)
       for (const NodeHold& h : r.holds) {
         d.held |= mask_of(h.gpus);
         if (!pack || !(h.mem_gib > 0)) whole |= mask_of(h.gpus);
       }
-    held[u] = held_gpus(users[u]);
+    held[u] = held_mask(users[u]);
     if (std::optional<int> m = config.limits_of(users[u].name).max_gpus) cap[u] = *m;
   }
   d.shared = d.held & ~whole;
@@ -349,11 +356,14 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   }
   d.order = fair_order(users, now, config);
   auto want_of = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
-  // A want that alone takes its user past the cap never enters the pass.
+  // A want that alone takes its user past the cap never enters the pass (one that packs may join
+  // its user's GPUs: the pass's answer is checked below).
   std::vector<char> out(d.order.size(), 0);
   for (size_t k = 0; k < d.order.size(); ++k) {
     size_t u = d.order[k].user;
-    if (cap[u] >= 0 && held[u] + want_of(d.order[k]).gpus > cap[u]) out[k] = 1;
+    const NodeWant& w = want_of(d.order[k]);
+    int more = pack && w.mem_gib > 0 && w.gpus <= cap[u] ? 0 : w.gpus;
+    if (cap[u] >= 0 && count(held[u]) + more > cap[u]) out[k] = 1;
   }
   // The pass over the wants left, in fair order (one priority: ready order is position); when
   // its starts take a user past the cap, the lowest-placed start that does is left out and the
@@ -388,12 +398,12 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     }
     PassResult r = schedule_pass(plan, ready, in);
     std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
-    std::vector<int> taking = held;
+    std::vector<GpuMask> taking = held;  // GPUs, not jobs: packed jobs on one GPU count it once
     std::optional<size_t> past;
     for (const Start& s : r.starts) {
       size_t u = d.order[slot_of[s.job]].user;
-      taking[u] += static_cast<int>(s.gpus.size());
-      if (cap[u] >= 0 && taking[u] > cap[u]) past = slot_of[s.job];
+      taking[u] |= mask_of(s.gpus);
+      if (cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
     }
     if (past) {
       out[*past] = 1;
@@ -403,7 +413,10 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     break;
   }
   for (size_t k = 0; k < d.order.size(); ++k)
-    if (out[k]) d.capped.push_back(d.order[k]);
+    if (out[k]) {
+      d.capped.push_back(d.order[k]);
+      if (config.limits_of(users[d.order[k].user].name).over_cap(want_of(d.order[k]).gpus)) d.never.push_back(d.order[k]);
+    }
   return d;
 }
 
@@ -486,16 +499,20 @@ GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std:
 
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
                     double backfill_max_hours, const NodeRoom& room) {
-  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr, room), {}};
+  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr, room), {}, {}};
   const NodeDecision& d = w.d;
   using Key = std::tuple<size_t, size_t, size_t>;
   std::map<Key, std::vector<int>> next;
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
-  std::set<Key> capped;
+  std::set<Key> capped, never;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
+  for (const NodeSlot& s : d.never) never.insert({s.user, s.run, s.want});
   w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room);
   std::map<Key, const NodePredicted*> later;
   for (const NodePredicted& p : w.predicted) later[{p.slot.user, p.slot.run, p.slot.want}] = &p;
+  double most = 0;  // the most GiB a packed job may declare on one GPU
+  for (GpuMask m = node; m; m &= m - 1)
+    if (size_t g = static_cast<size_t>(std::countr_zero(m)); g < room.size()) most = std::max(most, room[g]);
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const Key key{s.user, s.run, s.want};
@@ -511,8 +528,12 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
     if (it != next.end()) {
       y.kind = NodeWhy::Kind::NextLook;
       y.gpus = it->second;
-    } else if (y.at_cap && want.gpus > y.cap) {
+    } else if (never.count(key)) {
       y.kind = NodeWhy::Kind::Never;
+    } else if (!room.empty() && want.mem_gib > most) {
+      y.kind = NodeWhy::Kind::Never;
+      y.gib = want.mem_gib;
+      y.room = most;
     } else if (p != later.end()) {
       y.kind = NodeWhy::Kind::Later;
       y.start = p->second->start;

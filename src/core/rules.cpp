@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace gpuq {
 
 std::optional<Outcome> outcome_of(const JobState& s) {
@@ -40,6 +42,12 @@ std::map<int, long long> used_by_others(const std::map<int, long long>& used_mib
 
 std::string busy_by_other_text(int gpu, long long mib) {
   return "GPU " + std::to_string(gpu) + " busy: " + std::to_string(mib) + " MiB in use by another process";
+}
+
+std::string too_big_text(const Policy& p, const Job& j) {
+  double most = p.most_room();
+  return fmt::format("needs {:g} GiB on a GPU, more than any takes ({:g} GiB less --gpu-mem-headroom {:g}%: {:.1f})",
+                     j.gpu_mem_gib.value_or(0), most / (1 - p.gpu_mem_headroom / 100), p.gpu_mem_headroom, most);
 }
 
 }  // namespace gpuq

@@ -301,7 +301,8 @@ struct PassRunner {
         best = k;
         return;
       }
-      if (may_fail) {
+      // One of more GiB than an empty GPU takes never starts: it holds no job back.
+      if (may_fail && need(rs.job_at(k)) <= in.room_empty) {
         fail = k;
         return;
       }

@@ -297,14 +297,13 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   const std::pair<std::string_view, std::string_view> own{me_, plan_};
   others_packed_ = packed_gib_on(v.users, &own);
   NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);
-  std::optional<int> cap = config_.limits_of(me_).max_gpus;
-  for (const NodeSlot& s : d.capped) {
+  for (const NodeSlot& s : d.never) {
     const NodeUser& u = v.users[s.user];
     const NodeWant& w = u.runs[s.run].wants[s.want];
-    if (u.name != me_ || u.runs[s.run].plan != plan_ || !cap || w.gpus <= *cap) continue;
+    if (u.name != me_ || u.runs[s.run].plan != plan_) continue;
     std::string line = fmt::format("{} needs {} GPUs, more than the node config's cap for {} ({}): it cannot start "
                                    "on this node",
-                                   w.id, w.gpus, me_, *cap);
+                                   w.id, w.gpus, me_, config_.limits_of(me_).max_gpus.value_or(0));
     if (said_.insert(line).second) say(line);
   }
   return node_ & ~gpus_for(d, v.users, me_, plan_);

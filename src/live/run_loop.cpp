@@ -215,6 +215,16 @@ void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& ru
     return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
   });
   if (engine.packs()) t.mem_other = std::move(use.other);
+  // A job that packs with more GiB than any GPU takes never starts: said once, when the plan or
+  // the GPUs' memory is new (validate refuses it; run goes on with the rest).
+  if (engine.packs() && too_big_seen_ != std::pair{plan_.serial, engine.policy().most_room()}) {
+    too_big_seen_ = {plan_.serial, engine.policy().most_room()};
+    for (const Job& j : plan_.jobs)
+      if (engine.policy().too_big(j) && too_big_said_.insert(j.id).second)
+        say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; GPUs with more memory: "
+                               "--gpu-mem-gib)",
+                               j.id, too_big_text(engine.policy(), j)));
+  }
   for (const MemoryUse::Over& o : use.over)
     if (over_said_.insert({o.id, o.gpu}).second)
       say(t.now, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "

@@ -25,7 +25,9 @@ std::string node_why_text(const NodeWhy& y, double now) {
                              : "";
   switch (y.kind) {
     case NodeWhy::Kind::NextLook: return fmt::format("starts at its run's next look, on GPUs {}", py_list(y.gpus));
-    case NodeWhy::Kind::Never: return fmt::format("never: more GPUs than {}'s cap of {}", y.user, y.cap);
+    case NodeWhy::Kind::Never:
+      if (y.gib > 0) return fmt::format("never: {:g} GiB, more than a GPU takes ({:.1f})", y.gib, y.room);
+      return fmt::format("never: more GPUs than {}'s cap of {}", y.user, y.cap);
     case NodeWhy::Kind::Later:
       return fmt::format("{}starts ~{}{}, {} in the node's fair order", cap.empty() ? "" : cap + "; ",
                          local_time(y.start, now),

@@ -143,8 +143,8 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
     if (auto r = o.node_reasons.find(v.job); r != o.node_reasons.end()) return "on the shared node: " + node_why_text(r->second, o.now);
   // Wider than the user's cap on a shared node: never, whatever is free (also when the node does
   // not list the job: its run has ended, or it is not ready yet).
-  if (st == Status::Pending && (w.kind == Why::Kind::Gpus || w.kind == Why::Kind::Ready) && o.policy.max_gpus &&
-      j.gpus > *o.policy.max_gpus)
+  if (st == Status::Pending && (w.kind == Why::Kind::Gpus || w.kind == Why::Kind::Ready) &&
+      (o.policy.over_cap(j) || o.policy.too_big(j)))
     return "never: " + stuck_text(plan, o.policy, Stuck{v.job, w});
   std::string why;
   switch (w.kind) {
@@ -233,16 +233,10 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
   GpuMask closed = 0;
   for (const auto& [r, members] : w.closing) closed |= plan.reservations[r].gpus;
   std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus, count(node & ~closed), count(node));
-  if (p.max_gpus && job.gpus > *p.max_gpus)
+  if (p.over_cap(job))
     return fmt::format("needs {} GPUs, more than the {} you may hold at once on this node (the node config's max_gpus)",
                        job.gpus, *p.max_gpus);
-  if (p.packed_gib(job) > 0) {
-    double most = 0;
-    for (int g : p.node_gpus) most = std::max(most, p.gpu_room(g));
-    if (*job.gpu_mem_gib > most)
-      return fmt::format("needs {:g} GiB on a GPU, more than any takes ({:g} GiB less --gpu-mem-headroom {:g}%: {:.1f})",
-                         *job.gpu_mem_gib, p.gpu_mem_gib, p.gpu_mem_headroom, most);
-  }
+  if (p.too_big(job)) return too_big_text(p, job);
   if (p.nodes > 1) why = fmt::format("needs {} GPUs, and a job runs on one node of {} GPUs", job.gpus, count(node));
   for (const auto& [r, members] : w.closing)
     why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1, py_list(plan.reservations[r].gpu_list),

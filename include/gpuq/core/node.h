@@ -63,6 +63,8 @@ struct NodeUser {
 struct NodeLimits {
   std::optional<int> max_gpus;        ///< none: as many as the node has
   double share = 1;
+  /// A job of `gpus` GPUs is wider than the cap: it never starts on this node.
+  bool over_cap(int gpus) const { return max_gpus && gpus > *max_gpus; }
 };
 
 /// The node's fair-share figures: the node config, `node.json` in the node directory or
@@ -130,6 +132,7 @@ struct NodeDecision {
   std::vector<NodeStart> starts;
   std::vector<NodeSlot> order;
   std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached
+  std::vector<NodeSlot> never;        ///< of `capped`, those wider than the cap: they never start
 };
 
 /// The GPUs the holds of user `u` take.
@@ -175,7 +178,8 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
 struct NodeWhy {
   enum class Kind {
     NextLook,  ///< the decision gives it `gpus`: its run's next look starts it
-    Never,     ///< it takes more GPUs than its user's cap (`cap`)
+    Never,     ///< it takes more GPUs than its user's cap (`cap`), or packs with more GiB (`gib`)
+               ///< than any GPU takes (`room`)
     Later,     ///< the node's wants played forward (predict_node) start it at `start`
     AtCap,     ///< its user holds their cap, and no start is known
     InLine,    ///< it waits its turn, and no start is known
@@ -189,6 +193,7 @@ struct NodeWhy {
   double start = 0;                   ///< Later: when it starts (seconds since the epoch)
   std::string after_user, after_job;  ///< Later: the job whose end lets it start ("": none)
   bool after_waiting = false;         ///< Later: that job waits too (it is predicted to start first)
+  double gib = 0, room = 0;           ///< Never for its memory: its GiB, the most a GPU takes
 };
 
 /// The node-wide decision and, per want of its fair order (d.order), why it waits; and the

@@ -49,6 +49,8 @@ struct Policy {
   /// the pass (it neither starts nor holds GPUs back), as the node-wide decision leaves it out.
   /// None: no cap (alone on the node; `run` itself, which the node-wide decision caps).
   std::optional<int> max_gpus;
+  /// The job needs more GPUs than the cap: it never starts on this node.
+  bool over_cap(const Job& j) const { return max_gpus && j.gpus > *max_gpus; }
   // Several jobs on one GPU (a job's gpu_mem_gib): packed jobs share a GPU while their declared
   // GiB, with what else uses its memory, fit in its memory less the headroom.
   double gpu_mem_gib = 80;            ///< --gpu-mem-gib: each GPU's memory where gpu_mem_total gives none
@@ -63,6 +65,14 @@ struct Policy {
                        ? gpu_mem_total[g] : gpu_mem_gib;
     return total * (1 - gpu_mem_headroom / 100);
   }
+  /// The most GiB a packed job may declare on one GPU of node_gpus (0 when there is none).
+  double most_room() const {
+    double most = 0;
+    for (int g : node_gpus) most = std::max(most, gpu_room(g));
+    return most;
+  }
+  /// The job packs with more GiB than any GPU of the node takes: it never starts here.
+  bool too_big(const Job& j) const { return packed_gib(j) > most_room(); }
   bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
 
@@ -84,6 +94,10 @@ std::map<int, long long> used_by_others(const std::map<int, long long>& used_mib
 
 /// "GPU 1 busy: 20000 MiB in use by another process".
 std::string busy_by_other_text(int gpu, long long mib);
+
+/// Why a job Policy::too_big never starts: "needs 90 GiB on a GPU, more than any takes (80 GiB
+/// less --gpu-mem-headroom 5%: 76.0)".
+std::string too_big_text(const Policy& p, const Job& j);
 
 /// The file checks of `file:` deps: a port. `run` and `status` look at the file
 /// system; tests and `simulate` pass a table.

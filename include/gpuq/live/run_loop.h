@@ -173,6 +173,8 @@ class RunLoop {
   bool kept_ = false;                   // q_ is what the last tick saved: kept while the store is unchanged
   std::string last_probe_problem_;
   std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
+  std::pair<uint64_t, double> too_big_seen_{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
+  std::set<std::string> too_big_said_;               // jobs said to pack with more GiB than any GPU takes
   std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
   std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;
