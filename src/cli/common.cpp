@@ -367,10 +367,8 @@ NodeRoom node_room(const Flags& f, const std::vector<int>& gpus) {
   Policy p;
   p.gpu_mem_gib = f.gpu_mem_gib;
   p.gpu_mem_headroom = f.gpu_mem_headroom;
-  NodeRoom room(kMaxGpuId + 1, 0.0);
-  for (int g : gpus)
-    if (g >= 0 && g <= kMaxGpuId) room[static_cast<size_t>(g)] = p.gpu_room(g);
-  return room;
+  p.node_gpus = gpus;
+  return p.gpu_rooms();
 }
 
 std::string node_dir_for(const Flags& f, const std::optional<RunInfo>& info) {

@@ -109,7 +109,7 @@ int cmd_simulate(const Flags& given) {
       const Job& job = plan->jobs[j];
       if (job.deps.empty() && job.gpus > 0)
         first.push_back({job.id, job.gpus, job.priority, job.est_hours, opt.packed_gib(job)});
-      if (first.size() == 256) break;  // as many as a run publishes
+      if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
     }
     look = node_look(f, plan_paths(f), *gpus, unix_now(), nullptr, !f.from_state, &first);
     if (look.dir.empty()) {

@@ -82,9 +82,9 @@ int cmd_validate(Flags& f) {
   for (const Job& j : plan->jobs)
     if (mem.too_big(j))
       findings.push_back({true, j.id,
-                          fmt::format("gpu_mem_gib {:g}: it {}: it would never start (GPUs with more memory: give "
-                                      "their GiB as --gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
-                                      *j.gpu_mem_gib, too_big_text(mem, j))});
+                          fmt::format("gpu_mem_gib: it {}: it would never start (GPUs with more memory: give their "
+                                      "GiB as --gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
+                                      too_big_text(mem, j))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {

@@ -343,14 +343,13 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   // less what the packed holds sharing it declared; none on a whole hold's, nor on a GPU the
   // deciding run sees busy with no packed hold to say why (another process's memory).
   std::vector<double> room_left;
-  double room_empty = 0;
   if (pack) {
     std::vector<double> declared = packed_gib_on(users);
     room_left.assign(kMaxGpuId + 1, -1.0);
     for (GpuMask m = node; m; m &= m - 1) {
       size_t g = static_cast<size_t>(std::countr_zero(m));
       double full = g < room.size() ? room[g] : 0;
-      room_empty = std::max(room_empty, full);
+      d.most_room = std::max(d.most_room, full);
       if ((d.shared >> g & 1) || (free & ~d.held) >> g & 1) room_left[g] = full - declared[g];
     }
   }
@@ -394,7 +393,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     in.placement = placement;
     if (ready.any_packed()) {
       in.room = room_left;
-      in.room_empty = room_empty;
+      in.room_empty = d.most_room;
     }
     PassResult r = schedule_pass(plan, ready, in);
     std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
@@ -510,9 +509,6 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
   w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room);
   std::map<Key, const NodePredicted*> later;
   for (const NodePredicted& p : w.predicted) later[{p.slot.user, p.slot.run, p.slot.want}] = &p;
-  double most = 0;  // the most GiB a packed job may declare on one GPU
-  for (GpuMask m = node; m; m &= m - 1)
-    if (size_t g = static_cast<size_t>(std::countr_zero(m)); g < room.size()) most = std::max(most, room[g]);
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const Key key{s.user, s.run, s.want};
@@ -530,10 +526,10 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
       y.gpus = it->second;
     } else if (never.count(key)) {
       y.kind = NodeWhy::Kind::Never;
-    } else if (!room.empty() && want.mem_gib > most) {
+    } else if (!room.empty() && want.mem_gib > d.most_room) {
       y.kind = NodeWhy::Kind::Never;
       y.gib = want.mem_gib;
-      y.room = most;
+      y.room = d.most_room;
     } else if (p != later.end()) {
       y.kind = NodeWhy::Kind::Later;
       y.start = p->second->start;

@@ -13,8 +13,6 @@ namespace {
 
 // How often a run whose jobs wait for GPUs looks at the node again (others' jobs end unseen).
 constexpr double kNodeLook = 1;
-// The most ready jobs a run publishes.
-constexpr size_t kMaxWants = 256;
 
 }  // namespace
 
@@ -22,7 +20,7 @@ constexpr size_t kMaxWants = 256;
 std::vector<NodeWant> RunLoop::node_wants() const {
   std::vector<NodeWant> wants;
   const Engine& engine = q_->engine();
-  for (size_t i : engine.ready_jobs(kMaxWants)) {
+  for (size_t i : engine.ready_jobs(kNodeMaxWants)) {
     const Job& j = plan_.jobs[i];
     if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours, engine.packed_gib(i)});
   }
@@ -37,12 +35,7 @@ void RunLoop::node_enter(Tick& t) {
   const Engine& engine = q_->engine();
   GpuMask node = mask_of(opt_.node_gpus);
   try {
-    if (engine.packs()) {
-      NodeRoom room(kMaxGpuId + 1, 0.0);
-      for (int g : opt_.node_gpus)
-        if (g >= 0 && g <= kMaxGpuId) room[static_cast<size_t>(g)] = engine.policy().gpu_room(g);
-      node_->set_room(std::move(room));
-    }
+    if (engine.packs()) node_->set_room(engine.policy().gpu_rooms());
     GpuMask closed = node_->enter(t.now, wants, node & ~t.busy, [&](const std::string& line) { say(t.now, "node: " + line); });
     t.busy |= closed;
     // Packed jobs (Tick::mem_other): none on a GPU the node gives this run no job on; on one it

@@ -37,6 +37,9 @@ struct NodeWant {
   double mem_gib = 0;                 ///< it packs: the GiB it declares per GPU; 0: it takes its GPUs whole
 };
 
+/// The most wants a run publishes (its first ready jobs, in ready order).
+inline constexpr size_t kNodeMaxWants = 256;
+
 /// One `gpuq run` on the node: its plan, its process, what it holds and wants.
 struct NodeRun {
   std::string plan;                   ///< the plan's absolute path (a run of the same plan replaces it)
@@ -129,6 +132,7 @@ struct NodeStart {
 struct NodeDecision {
   GpuMask held = 0;                   ///< the GPUs some hold takes
   GpuMask shared = 0;                 ///< of `held`, those only packed holds take
+  double most_room = 0;               ///< the most GiB a packed want may declare on an empty GPU (room given)
   std::vector<NodeStart> starts;
   std::vector<NodeSlot> order;
   std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached

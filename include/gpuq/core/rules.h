@@ -65,6 +65,13 @@ struct Policy {
                        ? gpu_mem_total[g] : gpu_mem_gib;
     return total * (1 - gpu_mem_headroom / 100);
   }
+  /// gpu_room of each GPU of node_gpus, by GPU id (kMaxGpuId + 1 of them; 0 for the others).
+  std::vector<double> gpu_rooms() const {
+    std::vector<double> room(kMaxGpuId + 1, 0.0);
+    for (int g : node_gpus)
+      if (g >= 0 && g <= kMaxGpuId) room[static_cast<size_t>(g)] = gpu_room(g);
+    return room;
+  }
   /// The most GiB a packed job may declare on one GPU of node_gpus (0 when there is none).
   double most_room() const {
     double most = 0;
