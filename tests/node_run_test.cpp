@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -264,9 +265,10 @@ void plant(const Node& node, const std::string& user, const std::string& text) {
   ASSERT_EQ(chown(p.c_str(), *uid_of(user), -1), 0);
 }
 
-// HH:MM of unix time `t`, in UTC (the tests' TZ).
+// HH:MM of unix time `t`, in UTC (the tests' TZ), of `t` to the nearest second as local_time
+// takes it (truncated, 12:13:59.6 read as 13:13 where status said 13:14: a CI failure).
 std::string hhmm_utc(double t) {
-  std::time_t at = static_cast<std::time_t>(t);
+  std::time_t at = static_cast<std::time_t>(std::llround(t));
   std::tm tm{};
   gmtime_r(&at, &tm);
   char hhmm[16];
