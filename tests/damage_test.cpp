@@ -225,7 +225,7 @@ TEST(DiskFull, FailedSaveKeepsThePreviousStateAndIsRetriedNextTick) {
   std::string before = state_text();
   // quick ends; its save fails for want of space.
   std::ofstream(scripts.path() + "/quick.go").close();
-  ASSERT_TRUE(eventually([&] { return run->out().find("cannot save the state") != std::string::npos; }, kPatience))
+  ASSERT_TRUE(eventually([&] { return run->out().find("no job starts until the state can be saved") != std::string::npos; }, kPatience))
       << run->out();
   EXPECT_THAT(run->out(), HasSubstr("No space left on device"));
   EXPECT_EQ(state_text(), before);  // the previous state is intact

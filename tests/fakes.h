@@ -24,8 +24,16 @@ using Journal = std::vector<std::string>;
 class FakeClock : public Clock {
  public:
   double t = 1'000'000;
+  /// The monotonic clock, where a test has one (clock_step.h): advance() moves it with the wall,
+  /// step() moves the wall alone.
+  std::optional<double> mono;
   double now() override { return t; }
-  void advance(double s) { t += s; }
+  std::optional<double> monotonic() override { return mono; }
+  void advance(double s) {
+    t += s;
+    if (mono) *mono += s;
+  }
+  void step(double s) { t += s; }
 };
 
 /// Jobs that run only when the test says how they end. Pids are 1000, 1001, ... in
@@ -48,6 +56,7 @@ class FakeLauncher : public Launcher {
   std::vector<std::pair<long long, std::string>> warnings;  ///< every warn_signal sent: group, "USR1@90"
   std::vector<std::pair<std::string, std::string>> log_notes;  ///< every line noted in a job's log: id, line
   std::optional<std::string> fail_next;              ///< the next launch throws this
+  std::optional<CannotStartNow> short_of;            ///< each launch throws this (a full disk, no process), until reset
   std::map<std::string, std::string> cannot_start;   ///< id -> why: each launch of that job throws CannotStart
   std::map<long long, Proc> procs;
   std::set<long long> held, released, abandoned;
@@ -88,6 +97,7 @@ class FakeLauncher : public Launcher {
       throw std::runtime_error(why);
     }
     if (auto it = cannot_start.find(spec.id); it != cannot_start.end()) throw CannotStart(it->second);
+    if (short_of) throw *short_of;
     long long pid = next_pid_++;
     procs[pid].id = spec.id;
     held.insert(pid);
@@ -171,6 +181,7 @@ class FakeStore : public Store {
   explicit FakeStore(FakeDisk& disk, Journal* journal = nullptr) : disk_(disk), journal_(journal) {}
 
   std::optional<std::string> fail_next_write;  ///< the next write throws StoreError (Io) with this
+  std::optional<StoreError> fail_next_error;   ///< the next write throws this (a file and an errno)
   std::optional<StoreError> fail_reads;        ///< every read throws this, until reset
   int reads = 0, writes = 0, syncs = 0;
 
@@ -196,6 +207,11 @@ class FakeStore : public Store {
       std::string why = *fail_next_write;
       fail_next_write.reset();
       throw StoreError(why);
+    }
+    if (fail_next_error) {
+      StoreError e = *fail_next_error;
+      fail_next_error.reset();
+      throw e;
     }
     ++writes;
     disk_.state = s;

@@ -27,7 +27,8 @@ TEST(Tick, AStartedJobIsSavedBeforeItIsReleasedAndItsLineIsPrinted) {
   EXPECT_EQ(r.next, TickResult::Next::Wait);
   EXPECT_EQ(r.wake_in, 3600);
   // Exactly once: the job runs only once the state that records it is saved.
-  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "launch a", "save", "release a", "sync", "unlock"));
+  // The record is durable (the folder synced too) before the job passes its start line.
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "launch a", "save", "sync", "release a", "unlock"));
   ASSERT_EQ(q.launcher.launches.size(), 1u);
   EXPECT_EQ(q.launcher.launches[0].id, "a");
   EXPECT_EQ(q.launcher.launches[0].script, "a.sh");
@@ -148,31 +149,61 @@ TEST(Tick, AKilledJobWhoseGroupIsGoneFreesItsGpuWithoutSigkill) {
   EXPECT_FALSE(q.entry("a").kill_sent);
 }
 
-TEST(Tick, AFailedSaveAbandonsTheLaunchedJobsAndAGoodSaveStartsThemAgain) {
+TEST(Tick, AFailedSaveAbandonsTheLaunchedJobsAndNothingStartsUntilASaveSucceeds) {
   Loop q(kOne);
   const std::string why = "cannot write plan.state.json.tmp.7: No space left on device";
-  q.store.fail_next_write = why;
+  q.store.fail_next_error = StoreError(why, "plan.state.json.tmp.7", ENOSPC);
   TickResult r = q.tick();
   EXPECT_THAT(q.journal, ElementsAre("lock", "read", "launch a", "save", "abandon a", "unlock"));
-  EXPECT_THAT(q.out, ElementsAre(q.line("cannot save the state (" + why +
-                                        "); the previous state is intact, running jobs are untouched, and the save "
-                                        "is tried again at the next tick")));
-  EXPECT_EQ(r.wake_in, 5);
+  EXPECT_THAT(q.out, ElementsAre(q.line("the disk holding plan.state.json is full (No space left on device): no job "
+                                        "starts until the state can be saved; 0 running job(s) go on (the previous "
+                                        "state is intact; " +
+                                        why + ")")));
+  EXPECT_EQ(r.wake_in, 2);
   EXPECT_EQ(r.next, TickResult::Next::Wait);
   EXPECT_EQ(q.disk.state.find("a"), nullptr);
 
-  q.store.fail_next_write = why;  // the same problem again is not said again
-  q.clock.advance(5);
+  // The same problem again is not said again; while it lasts, the tick saves first, alone, and
+  // launches nothing.
+  q.store.fail_next_error = StoreError(why, "plan.state.json.tmp.7", ENOSPC);
+  q.clock.advance(2);
   q.tick();
-  EXPECT_THAT(q.out, IsEmpty());
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "save", "unlock"));
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again: jobs start again")));  // the second save
 
-  q.clock.advance(5);
+  q.clock.advance(2);
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again"), q.line("start a on GPUs [0] (pid 1002)")));
-  EXPECT_EQ(q.entry("a").pid, 1002);
-  EXPECT_EQ(q.launcher.released, (std::set<long long>{1002}));
-  EXPECT_EQ(q.launcher.abandoned, (std::set<long long>{1000, 1001}));
+  EXPECT_THAT(q.out, ElementsAre(q.line("start a on GPUs [0] (pid 1001)")));
+  EXPECT_EQ(q.entry("a").pid, 1001);
+  EXPECT_EQ(q.launcher.released, (std::set<long long>{1001}));
+  EXPECT_EQ(q.launcher.abandoned, (std::set<long long>{1000}));
   EXPECT_THAT(q.launcher.held, IsEmpty());
+}
+
+TEST(Tick, ALaunchShortOfDiskOrProcessesWaitsUnfailedAndStartsWhenItPasses) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "a.sh", "gpus": 1}])");
+  q.launcher.short_of = CannotStartNow("posix_spawn(gpuq-job a.sh) failed: Resource temporarily unavailable", "",
+                                       EAGAIN);
+  TickResult r = q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("no process can be made (Resource temporarily unavailable): no job starts "
+                                        "until it passes; 0 running job(s) go on (cannot start a: posix_spawn(gpuq-job "
+                                        "a.sh) failed: Resource temporarily unavailable)")));
+  EXPECT_EQ(q.launcher.launches.size(), 1u) << "the rest wait too: they would fail alike";
+  EXPECT_EQ(r.wake_in, 2);
+  EXPECT_EQ(q.status("a"), Status::Pending);
+  EXPECT_EQ(q.status("b"), Status::Pending);
+  ASSERT_NE(q.disk.state.find("a"), nullptr);
+  EXPECT_EQ(q.entry("a").attempts_or0(), 0) << "no retry is spent";
+  q.clock.advance(2);
+  q.tick();
+  EXPECT_THAT(q.out, IsEmpty()) << "said once";
+  q.launcher.short_of.reset();
+  q.clock.advance(2);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("jobs start again: no process can be made (Resource temporarily "
+                                        "unavailable) is past"),
+                                 q.line("start a on GPUs [0] (pid 1000)"), q.line("start b on GPUs [1] (pid 1001)")));
+  EXPECT_EQ(q.entry("a").attempts_or0(), 0);
 }
 
 TEST(Tick, ALaunchThatFailsFailsItsJob) {
@@ -325,13 +356,14 @@ TEST(Tick, AnUnreachableStateIsTriedAgainShortly) {
   q.store.fail_reads = StoreError("cannot open plan.state.json: Permission denied");
   TickResult r = q.tick();
   EXPECT_EQ(r.next, TickResult::Next::Wait);
-  EXPECT_EQ(r.wake_in, 5);
-  EXPECT_THAT(q.out, ElementsAre(q.line("cannot reach the state (cannot open plan.state.json: Permission denied); "
-                                        "running jobs are untouched, trying again shortly")));
+  EXPECT_EQ(r.wake_in, 2);
+  EXPECT_THAT(q.out, ElementsAre(q.line("cannot reach the state (cannot open plan.state.json: Permission denied): no "
+                                        "job starts until it can; running jobs go on, and it is tried again shortly")));
   EXPECT_THAT(q.launcher.launches, IsEmpty());
   q.store.fail_reads.reset();
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again"), q.line("start a on GPUs [0] (pid 1000)")));
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again: jobs start again"),
+                                 q.line("start a on GPUs [0] (pid 1000)")));
 }
 
 TEST(Tick, RunEndsWhenAllJobsAreFinished) {

@@ -77,11 +77,15 @@ std::vector<Event> read_events(const std::string& path, std::vector<std::string>
 void append_events(const std::string& path, const std::vector<Event>& events) {
   if (events.empty()) return;
   int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // read: its last byte
-  if (fd < 0) throw StoreError(fmt::format("cannot open the event log {}: {}", path, std::strerror(errno)));
+  if (fd < 0) {
+    int e = errno;
+    throw StoreError(fmt::format("cannot open the event log {}: {}", path, std::strerror(e)), path, e);
+  }
   std::string text;
   // A line cut short by a crash stays a line of its own (readers skip it).
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+  bool sized = ::fstat(fd, &st) == 0;
+  if (sized && st.st_size > 0) {
     char last = '\n';
     if (::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') text += '\n';
   }
@@ -92,13 +96,18 @@ void append_events(const std::string& path, const std::vector<Event>& events) {
   try {
     write_all(fd, text, path);
   } catch (...) {
+    // Cut back to what it held (a full disk took part of it): no event is in the log twice when
+    // the append is made again, and no cut line is left for a reader.
+    if (sized && ::ftruncate(fd, st.st_size) != 0) {
+      // the cut line stays; readers skip a line cut short
+    }
     ::close(fd);
     throw;
   }
   int synced = ::fsync(fd);
   int err = errno;
   ::close(fd);
-  if (synced != 0) throw StoreError(fmt::format("cannot fsync the event log {}: {}", path, std::strerror(err)));
+  if (synced != 0) throw StoreError(fmt::format("cannot fsync the event log {}: {}", path, std::strerror(err)), path, err);
 }
 
 Journal::Journal(std::string path, double max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}

@@ -41,17 +41,33 @@ std::string comma_spaced(const std::string& list) {
   return out;
 }
 
-// Causes that may pass by themselves (memory, process or file limits, a full disk); the
-// others (a symbolic link, permissions, a read-only file system) stay until someone acts.
-bool may_pass(int e) {
-  return e == EAGAIN || e == ENOMEM || e == EMFILE || e == ENFILE || e == EINTR || e == ENOSPC || e == EDQUOT ||
-         e == EBUSY;
+// Causes that pass (store.h's fault_passes) leave the job waiting; the others (a symbolic
+// link, permissions) stay until someone acts, and fail it.
+[[noreturn]] void launch_fail(const std::string& what, const std::string& file = "") {
+  int e = errno;
+  std::string text = what + ": " + std::strerror(e);
+  if (fault_passes(e)) throw CannotStartNow(text, file, e);
+  throw CannotStart(text);
 }
 
-[[noreturn]] void fail(const std::string& what) {
-  std::string text = what + ": " + std::strerror(errno);
-  if (may_pass(errno)) throw std::runtime_error(text);
-  throw CannotStart(text);
+/// The exit code's room (PlanPaths::exit_room): a file of kExitRoomBytes spaces, so that the
+/// wrapper's code later overwrites blocks the file system has already given (no space is
+/// asked for then; the rename that puts it in place asks for none either). Returns its fd.
+constexpr size_t kExitRoomBytes = 32;
+int make_exit_room(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) launch_fail("cannot make the exit record " + path, path);
+  std::string blank(kExitRoomBytes - 1, ' ');
+  blank += '\n';
+  ssize_t n = ::write(fd, blank.data(), blank.size());
+  if (n != static_cast<ssize_t>(blank.size())) {
+    int e = n < 0 ? errno : ENOSPC;
+    ::close(fd);
+    ::unlink(path.c_str());
+    errno = e;
+    launch_fail("cannot make the exit record " + path, path);
+  }
+  return fd;
 }
 
 /// A job spawned and held at its start line.
@@ -84,7 +100,7 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
   std::filesystem::create_directories(paths.logs, ec);
   if (ec) {
     std::string text = fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message());
-    if (may_pass(ec.value())) throw std::runtime_error(text);
+    if (fault_passes(ec.value())) throw CannotStartNow(text, paths.logs, ec.value());
     throw CannotStart(text);
   }
   // bash would exit 127 at once, and every retry too.
@@ -102,29 +118,50 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
     return e ? p : a.string();
   };
   std::string exitf = absolute(paths.exit(spec.id)), logf = paths.log(spec.id),
-              abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id));
+              abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id)),
+              roomf = absolute(paths.exit_room(spec.id));
   ::unlink(exitf.c_str());
   ::unlink(abortf.c_str());
   ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
+  // Every file the job needs, before it is spawned: one that cannot be made (a full disk, no file
+  // descriptor left) leaves the job waiting, never started and never failed for it.
+  int room = make_exit_room(roomf);
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (log < 0 && errno == ELOOP)
-    throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
-  if (log < 0) fail("cannot open the log " + logf);
+  if (log < 0) {
+    int e = errno;
+    ::close(room);
+    errno = e;
+    if (e == ELOOP)
+      throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
+    launch_fail("cannot open the log " + logf, logf);
+  }
   {
+    // The attempt's header: a log that cannot take it (its disk full) would lose the job's output too.
     std::string line = attempt_header(std::to_string(spec.attempt), py_list(spec.gpus), std::time(nullptr));
-    ssize_t n = ::write(log, line.data(), line.size());
-    (void)n;  // a log that takes no line still takes the job's output, or fails it below
+    if (::write(log, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      int e = errno ? errno : ENOSPC;
+      ::close(log);
+      ::close(room);
+      errno = e;
+      launch_fail("cannot write to the log " + logf, logf);
+    }
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) {
+    int e = errno;
     ::close(log);
-    fail("open(/dev/null)");
+    ::close(room);
+    errno = e;
+    launch_fail("open(/dev/null)");
   }
   int go[2];
   if (::pipe2(go, O_CLOEXEC) != 0) {
+    int e = errno;
     ::close(log);
     ::close(devnull);
-    fail("pipe2 (the start line of " + spec.id + ")");
+    ::close(room);
+    errno = e;
+    launch_fail("pipe2 (the start line of " + spec.id + ")");
   }
 
   std::vector<std::string> env = job_environment(spec, progressf);
@@ -134,16 +171,18 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
   std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
   args.insert(args.end(), spec.args.begin(), spec.args.end());
 
+  env.push_back(fmt::format("{}={}", kExitRoomEnv, roomf));
   pid_t pid = 0;
-  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0]}, POSIX_SPAWN_SETSID, args, &env,
-                         workdir.empty() ? nullptr : workdir.c_str());
+  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0], room}, POSIX_SPAWN_SETSID, args,
+                         &env, workdir.empty() ? nullptr : workdir.c_str());
   ::close(log);
   ::close(devnull);
   ::close(go[0]);
+  ::close(room);
   if (rc != 0) {
     ::close(go[1]);
     errno = rc;
-    fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
+    launch_fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
   }
   return {pid, process_start_time(pid), go[1]};
 }
@@ -253,6 +292,16 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
     return o;
   }
   if (alive) return o;
+  // Its code written in its room, and the rename into place failed (or came after this look).
+  try {
+    if (std::optional<std::string> room = read_file(paths_.exit_room(id), true))
+      if (std::optional<long long> code = parse_exit_file(*room, paths_.exit_room(id), &o.note)) {
+        o.kind = Observed::Kind::Exited;
+        o.exit = *code;
+        return o;
+      }
+  } catch (const StoreError&) {
+  }
   struct stat st;
   o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
   o.exit = kLostExit;
@@ -373,6 +422,13 @@ int job_wrapper(int argc, char** argv) {
   }
   const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
   outlive_warnings();
+  // The exit code's room, on fd 4 (made by the launcher before the spawn); none under Slurm.
+  std::string room;
+  if (const char* r = std::getenv(kExitRoomEnv)) {
+    room = r;
+    ::unsetenv(kExitRoomEnv);
+    if (::fcntl(4, F_SETFD, FD_CLOEXEC) != 0) room.clear();
+  }
   // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
   // ABORTEDFILE "-": no start line (a batch queue's hold is the line: run --slurm).
   bool start_line = std::string(abortf) != "-";
@@ -426,6 +482,19 @@ int job_wrapper(int argc, char** argv) {
       code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
     }
   }
+  std::string text = std::to_string(code) + "\n";
+  if (!room.empty()) {
+    // In place, in blocks already given, then renamed: a full disk cannot lose the code. Where the
+    // rename fails, the room holds it (PosixLauncher::observe reads it there).
+    bool ok = ::pwrite(4, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
+    ok = ok && ::ftruncate(4, static_cast<off_t>(text.size())) == 0;
+    ::close(4);
+    if (!ok || ::rename(room.c_str(), exitf) != 0) {
+      std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
+      return 1;
+    }
+    return 0;
+  }
   // Write-then-rename: a reader never sees a half-written exit file (fix 3).
   std::string tmp = std::string(exitf) + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -433,7 +502,6 @@ int job_wrapper(int argc, char** argv) {
     std::fprintf(stderr, "gpuq: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
     return 1;
   }
-  std::string text = std::to_string(code) + "\n";
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ok = (::close(fd) == 0) && ok;
   if (!ok || ::rename(tmp.c_str(), exitf) != 0) {

@@ -38,28 +38,32 @@ std::optional<PlanStamp> stamp_plan(const std::string& path) {
 
 namespace {
 
-// Writes `text` to a temporary file beside `path` and renames it over `path`.
-bool replace_file(const std::string& path, const std::string& text) {
+// Writes `text` to a temporary file beside `path` and renames it over `path`; on failure the
+// temporary file is removed and `problem` (when given) says which call failed and why.
+bool replace_file(const std::string& path, const std::string& text, std::string* problem = nullptr) {
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  bool ok = true;
-  try {
-    write_all(fd, text, tmp);
-  } catch (const StoreError&) {
-    ok = false;
-  }
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  auto failed = [&](const std::string& what) {
+    if (problem) *problem = what;
     ::unlink(tmp.c_str());
     return false;
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return failed(fault_words(tmp, errno));
+  try {
+    write_all(fd, text, tmp);
+  } catch (const StoreError& e) {
+    ::close(fd);
+    return failed(e.err ? fault_words(e.file, e.err) : std::string(e.what()));
   }
+  if (::close(fd) != 0) return failed(fault_words(tmp, errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return failed(fault_words(path, errno));
+  if (problem) problem->clear();
   return true;
 }
 
 }  // namespace
 
-bool write_run_info(const PlanPaths& paths, const RunInfo& info) {
+bool write_run_info(const PlanPaths& paths, const RunInfo& info, std::string* problem) {
   nlohmann::ordered_json j;
   j["pid"] = info.pid;
   j["host"] = info.host;
@@ -78,7 +82,7 @@ bool write_run_info(const PlanPaths& paths, const RunInfo& info) {
     if (info.settings.given[setting_index(spec)])
       settings[std::string(spec.name)] = nlohmann::ordered_json(setting_json(spec, info.settings.values));
   if (!settings.empty()) j["settings"] = std::move(settings);
-  return replace_file(paths.run_info, j.dump(1) + "\n");
+  return replace_file(paths.run_info, j.dump(1) + "\n", problem);
 }
 
 std::optional<RunInfo> read_run_info(const PlanPaths& paths) {

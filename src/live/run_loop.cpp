@@ -8,6 +8,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "gpuq/core/clock_step.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
@@ -19,6 +20,8 @@ namespace gpuq {
 
 // How soon the next tick comes when the GPU reading predates a job's end (seconds).
 constexpr double kStaleReadingWake = 1.5;
+// How soon a run held by a fault (a full disk, no process left: start, save) looks again (seconds).
+constexpr double kFaultRetry = 2.0;
 
 RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, Say err)
     : plan_(std::move(plan)), opt_(opt), os_(ports), out_(std::move(out)), err_(std::move(err)) {
@@ -28,15 +31,21 @@ RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, 
   loaded_at_ = os_.clock.now();
 }
 
-void RunLoop::say(double now, const std::string& line) const { out_(fmt::format("{} {}", clock_stamp(now), line)); }
+// While the state cannot be saved, each tick starts again from the one on disk and sees the same
+// ends again: each line is said once until a save succeeds.
+void RunLoop::say(double now, const std::string& line) const {
+  if (!last_save_problem_.empty() && !said_unsaved_.insert(line).second) return;
+  out_(fmt::format("{} {}", clock_stamp(now), line));
+}
 
 TickResult RunLoop::tick() {
   phase("tick: wait");
   Tick t;
   t.wake_in = opt_.poll;
+  ClockSeen seen = look_at_clock(t);  // before the lock: a wait for it is no stop of this run
   try {
     Store::Locked lock(os_.store);
-    load_state(t);
+    load_state(t, seen);
     catch_up_events(t);
     reload_plan(t);
     take_snapshots(t);
@@ -49,6 +58,7 @@ TickResult RunLoop::tick() {
     watch_quiet(t);
     note_progress(t);
     phase("tick: refresh, probe");
+    if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
     node_enter(t);
     decide(t);
     phase("tick: decide");
@@ -72,23 +82,35 @@ TickResult RunLoop::tick() {
     }
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
+    note_due(t);
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
   } catch (const StoreError& e) {
-    return store_failed(t, e);
+    TickResult r = store_failed(t, e);
+    t.wake_in = r.wake_in;
+    note_due(t);
+    return r;
   }
+}
+
+// When the next tick is due at the latest (from this one's start): its wait, or the tick itself
+// when it took longer.
+void RunLoop::note_due(const Tick& t) {
+  if (std::optional<double> mono = os_.clock.monotonic()) due_in_ = std::max(t.wake_in, *mono - tick_began_);
 }
 
 // The state and the engine over it as this loop last saved them, unless someone has replaced
 // the file since (control commands and the original write a new file and rename it over):
 // then the state read, and the engine loaded from it.
-void RunLoop::load_state(Tick& t) {
+void RunLoop::load_state(Tick& t, const ClockSeen& seen) {
   bool had = kept_ && q_;
-  bool same = had && os_.store.unchanged_since_write();
+  bool same = had && os_.store.unchanged_since_write() && !seen.step && !seen.late;
   kept_ = false;
   t.now = os_.clock.now();
   if (!same) {
     State read = os_.store.read();
     t.now = os_.clock.now();
+    if (seen.step) move_times(read, seen.step, seen.old_now);
+    if (seen.late) forgive_unwatched(read, seen.late, t.now);
     if (had) say_changes(t, q_->state(), read);
     Policy policy = opt_;
     q_.emplace(plan_, policy, std::move(read), t.now, "run", index_);
@@ -97,6 +119,40 @@ void RunLoop::load_state(Tick& t) {
   if (first_tick_) say_adopted(t);
   first_tick_ = false;
   phase(same ? "tick: state (kept)" : "tick: state (read)");
+}
+
+// The wall clock against the monotonic one since the last tick (clock_step.h): a step is said,
+// and the times this loop keeps move with it (the state's move in load_state); a tick far later
+// than due (run was stopped) is said, and the watchdog forgives the time nobody looked.
+ClockSeen RunLoop::look_at_clock(Tick& t) {
+  ClockSeen seen;
+  std::optional<double> mono = os_.clock.monotonic();
+  if (!mono) return seen;
+  ClockReading now{os_.clock.now(), *mono};
+  if (last_look_) seen = see_clock(*last_look_, now, due_in_);
+  last_look_ = now;
+  tick_began_ = *mono;
+  if (seen.step) {
+    auto move = [&](double& v) {
+      if (v <= seen.old_now) v += seen.step;
+    };
+    move(loaded_at_);
+    move(eta_predicted_at_);
+    move(recorded_at_);
+    if (eta_told_) move(*eta_told_);
+    if (recorded_finish_) move(*recorded_finish_);
+    for (auto& [j, end] : eta_ends_) move(end);
+    say(now.wall, fmt::format("the wall clock jumped {} (against the monotonic clock): the times of running and "
+                              "waiting jobs move with it, so that no time limit, watchdog or retry comes early or "
+                              "late; the times written stay wall-clock",
+                              step_text(seen.step)));
+  }
+  if (seen.late)
+    say(now.wall, fmt::format("this run did not look for {} (it was stopped, or the machine was busy): the jobs "
+                              "ran meanwhile; the hang watchdog does not count that time as silence",
+                              duration_text(seen.late)));
+  (void)t;
+  return seen;
 }
 
 std::optional<size_t> RunLoop::index_of(const std::string& id) const {
@@ -324,6 +380,10 @@ void RunLoop::decide(Tick& t) {
 // The engine's launches, held at their start lines; a launch that fails fails its job (the
 // engine's LaunchFailed). A full batch queue (QueueFull) leaves this one and the rest waiting.
 void RunLoop::start(Tick& t) {
+  if (!last_save_problem_.empty()) {
+    for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
+    return;
+  }
   for (size_t k = 0; k < t.launches.size(); ++k) {
     size_t i = t.launches[k].job;
     const Job& j = plan_.jobs[i];
@@ -358,30 +418,68 @@ void RunLoop::start(Tick& t) {
       os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
       say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then {})",
                              j.id, e.what(), hint("retry", {j.id})));
+    } catch (const CannotStartNow& e) {
+      // The node ran out of something (disk, processes, file descriptors): this job and the rest
+      // wait, neither started nor failed, and are launched again once the cause has passed.
+      for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
+      launch_held(t, fault_words(e.file, e.err), fmt::format("cannot start {}: {}", j.id, e.what()));
+      return;
     } catch (const std::exception& e) {
       q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false}, t.now);
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
   }
+  if (!t.launches.empty() && !launch_problem_.empty()) {
+    say(t.now, fmt::format("jobs start again: {} is past", launch_problem_));
+    launch_problem_.clear();
+  }
+}
+
+// Nothing starts while `problem` lasts: said once (with `detail`, the call and file that failed),
+// and looked at again every few seconds.
+void RunLoop::launch_held(Tick& t, const std::string& problem, const std::string& detail) {
+  if (launch_problem_ != problem)
+    say(t.now, fmt::format("{}: no job starts until it passes; {} running job(s) go on ({})", problem,
+                           running_count(), detail));
+  launch_problem_ = problem;
+  t.wake_in = std::min(t.wake_in, kFaultRetry);
+}
+
+size_t RunLoop::running_count() const {
+  size_t n = 0;
+  for (const auto& [id, s] : q_->state().entries())
+    if (s.status == Status::Running && plan_.find(id)) ++n;
+  return n;
 }
 
 // The jobs just launched never run unless this save succeeds; after a failed one they are
 // started again once a save succeeds.
+// A launched job passes its start line only once this save, and the folder's record of it, are
+// on disk (fsynced): a start is never lost, so a restart adopts the job rather than run it
+// again. A failed save abandons them (they never run), and nothing else starts until a save
+// succeeds (decide's look first saves alone).
 void RunLoop::save(Tick& t) {
   try {
     os_.store.write(q_->state(), !t.launched.empty());
+    if (!t.launched.empty()) os_.store.sync();  // the rename too, before any start line opens
     t.saved = true;
-    if (!last_save_problem_.empty()) say(t.now, "the state is saved again");
-    last_save_problem_.clear();
+    if (!last_save_problem_.empty()) {
+      last_save_problem_.clear();
+      said_unsaved_.clear();
+      say(t.now, "the state is saved again: jobs start again");
+    }
   } catch (const StoreError& e) {
     for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+    size_t abandoned = t.launched.size();
     t.launched.clear();
-    if (last_save_problem_ != e.what())
-      say(t.now, fmt::format("cannot save the state ({}); the previous state is intact, running jobs are "
-                             "untouched, and the save is tried again at the next tick",
-                             e.what()));
-    last_save_problem_ = e.what();
-    t.wake_in = std::min(t.wake_in, 5.0);
+    t.saved = false;
+    std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
+    if (last_save_problem_ != problem)
+      say(t.now, fmt::format("{}: no job starts until the state can be saved; {} running job(s) go on (the previous "
+                             "state is intact; {})",
+                             problem, running_count() - abandoned, e.what()));
+    last_save_problem_ = problem;
+    t.wake_in = std::min(t.wake_in, kFaultRetry);
   }
 }
 
@@ -392,8 +490,6 @@ void RunLoop::release_started(Tick& t) {
     os_.launcher.release(all);
     queue_full_said_.clear();
   }
-  // The new state is in place (a crash of run cannot lose it); make the rename survive a power cut too.
-  if (!t.launched.empty()) os_.store.sync();
   for (auto& [i, l] : t.launched) {
     if (l.queue_id) {
       int n = plan_.jobs[i].gpus;
@@ -515,12 +611,13 @@ void RunLoop::record_events(Tick& t) {
       last_journal_problem_.clear();
       if (hooks_) hooks_->fire(events, journal_->count());
     } catch (const StoreError& e) {
-      if (last_journal_problem_ != e.what())
-        say(t.now, fmt::format("cannot append to the event log ({}); the events are logged at the next tick that "
-                               "can",
-                               e.what()));
-      last_journal_problem_ = e.what();
-      t.wake_in = std::min(t.wake_in, 5.0);
+      std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
+      if (last_journal_problem_ != problem)
+        say(t.now, fmt::format("{}: the events are kept and logged at the first tick that can append them; jobs "
+                               "start and end as before (the state records them; {})",
+                               problem, e.what()));
+      last_journal_problem_ = problem;
+      t.wake_in = std::min(t.wake_in, kFaultRetry);
     }
   }
   // Hooks running or waiting their turn: look again soon, to say their failures and start the rest.
@@ -535,21 +632,26 @@ TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
     return {TickResult::Next::Fatal, 0};
   }
   // The lock or state could not be reached (read-only, no space, permissions): try again later.
-  if (last_save_problem_ != e.what())
-    say(os_.clock.now(), fmt::format("cannot reach the state ({}); running jobs are untouched, trying again shortly",
+  std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
+  if (last_save_problem_ != problem)
+    say(os_.clock.now(), fmt::format("cannot reach the state ({}): no job starts until it can; running jobs go on, "
+                                     "and it is tried again shortly",
                                      e.what()));
-  last_save_problem_ = e.what();
-  return {TickResult::Next::Wait, std::min(t.wake_in, 5.0)};
+  last_save_problem_ = problem;
+  return {TickResult::Next::Wait, std::min(t.wake_in, kFaultRetry)};
 }
 
 int RunLoop::run() {
   while (true) {
-    double before = os_.clock.now();
+    // On the monotonic clock where there is one: a step of the wall clock during the tick
+    // must not stretch or cut the wait.
+    auto elapsed = [&] { return os_.clock.monotonic().value_or(os_.clock.now()); };
+    double before = elapsed();
     TickResult r = tick();
     if (after_tick_) after_tick_(os_.clock.now());
     // wake_in counts from the tick's start: a tick that started many jobs took a while,
     // and a deadline must not come that much later.
-    r.wake_in -= os_.clock.now() - before;
+    r.wake_in -= elapsed() - before;
     if (r.next == TickResult::Next::Fatal) return 1;
     if (r.next == TickResult::Next::Finished) {
       if (hooks_) {

@@ -159,9 +159,20 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     });
   if (!info) return loop.run();
   write_run_info(paths, *info);
+  // PLAN.run.json is how `status` knows this run is alive: a write that fails is said once
+  // (the file and the error), and again when it is written again; jobs go on either way.
+  std::string run_file_problem;
   loop.after_tick([&](double now) {
     info->tick = now;
-    write_run_info(paths, *info);
+    std::string problem;
+    write_run_info(paths, *info, &problem);
+    if (problem != run_file_problem)
+      say(fmt::format("{} {}", clock_stamp(now),
+                      problem.empty() ? std::string("the run file is written again")
+                                      : fmt::format("{}: the run file is not updated (status may take this run for "
+                                                    "one that stopped ticking); jobs go on",
+                                                    problem)));
+    run_file_problem = problem;
   });
   int status = loop.run();
   info->ended = clock.now();

@@ -2,6 +2,9 @@
 // take one per load, check it out at a launch, remove the checkouts no job needs any more.
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <filesystem>
 
 #include "gpuq/core/snapshot.h"
@@ -52,6 +55,22 @@ void RunLoop::take_snapshots(Tick& t) {
 // The job runs in the checkout of its snapshot (made at the first launch of each snapshot),
 // in the workdir's folder there, told the real workdir in GPUQ_WORKDIR. A job without a
 // snapshot (its load could not take one) gets one now; one that cannot be taken fails it.
+namespace {
+
+// A snapshot that git could not make or check out for want of room or of a writable folder waits,
+// as a launch short of them does (CannotStartNow): git names the cause only in its words.
+[[noreturn]] void snapshot_failed(const std::string& what, const std::string& where, bool for_good) {
+  int err = what.find(std::strerror(ENOSPC)) != std::string::npos   ? ENOSPC
+            : what.find(std::strerror(EDQUOT)) != std::string::npos ? EDQUOT
+            : what.find(std::strerror(EROFS)) != std::string::npos  ? EROFS
+                                                                    : 0;
+  if (err) throw CannotStartNow(what, where, err);
+  if (for_good) throw CannotStart(what);
+  throw std::runtime_error(what);
+}
+
+}  // namespace
+
 void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
   JobState& e = q_->entry(i);
   std::optional<SnapshotRef> snap = snapshot_of(e);
@@ -59,7 +78,8 @@ void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
     try {
       snap = snaps_->take(snap_workdir_, t.now);
     } catch (const SnapshotError& x) {
-      throw CannotStart(fmt::format("it asks for \"snapshot\": \"git\", and none can be taken: {}", x.what()));
+      snapshot_failed(fmt::format("it asks for \"snapshot\": \"git\", and none can be taken: {}", x.what()),
+                      snap_workdir_, true);
     }
     set_snapshot(e, *snap);
   }
@@ -67,7 +87,8 @@ void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
   try {
     dir = ensure_checkout(*snaps_, snap_root_, *snap);
   } catch (const SnapshotError& x) {
-    throw std::runtime_error(fmt::format("cannot check out its snapshot {}: {}", short_commit(snap->commit), x.what()));
+    snapshot_failed(fmt::format("cannot check out its snapshot {}: {}", short_commit(snap->commit), x.what()),
+                    snap_root_, false);
   }
   spec.cwd = folder_in_checkout(dir, snap->repo, snap_workdir_);
   std::error_code ec;

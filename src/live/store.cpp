@@ -38,11 +38,35 @@ std::string with_suffix(const fs::path& p, const std::string& suffix) {
                          ? "; keep the state, locks and logs in a folder you can write with --state-dir DIR (or "
                            "GPUQ_STATE_DIR)"
                          : "";
-  throw StoreError(fmt::format("{} {}: {}{}", what, path, std::strerror(e), hint));
+  throw StoreError(fmt::format("{} {}: {}{}", what, path, std::strerror(e), hint), path, e);
 }
 
 
 }  // namespace
+
+std::string fault_words(const std::string& file, int err) {
+  std::string f = file;
+  size_t tmp = f.rfind(".tmp.");
+  if (tmp != std::string::npos && tmp + 5 < f.size() &&
+      f.find_first_not_of("0123456789", tmp + 5) == std::string::npos)
+    f.resize(tmp);
+  std::string why = std::strerror(err);
+  switch (err) {
+    case ENOSPC: return fmt::format("the disk holding {} is full ({})", f, why);
+    case EDQUOT: return fmt::format("the disk quota of {} is used up ({})", f, why);
+    case EROFS: return fmt::format("the folder of {} is read-only ({})", f, why);
+    case EMFILE:
+    case ENFILE: return fmt::format("no file descriptor is left to open {} ({})", f, why);
+    case EAGAIN: return fmt::format("no process can be made ({})", why);
+    case ENOMEM: return fmt::format("no memory is left ({})", why);
+    default: return fmt::format("cannot write {} ({})", f, why);
+  }
+}
+
+bool fault_passes(int e) {
+  return e == EAGAIN || e == ENOMEM || e == EMFILE || e == ENFILE || e == EINTR || e == ENOSPC || e == EDQUOT ||
+         e == EBUSY || e == EROFS;
+}
 
 void write_all(int fd, const std::string& data, const std::string& path) {
   size_t off = 0;

@@ -29,6 +29,9 @@ class Clock {
   virtual ~Clock() = default;
   /// Seconds since the epoch, as a float (what the state file records).
   virtual double now() = 0;
+  /// Seconds of a clock that never steps (CLOCK_MONOTONIC), to tell a step of the wall clock
+  /// from time passing (clock_step.h); nullopt where there is none (then no step is looked for).
+  virtual std::optional<double> monotonic() { return std::nullopt; }
 };
 
 /// A job's progress as its launcher read it: a fraction (0-1), and when its source last changed.
@@ -53,6 +56,9 @@ struct LaunchSpec {
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash
 /// (warn_signal "B:", sent to the wrapper alone). The wrapper takes it out of the job's environment.
 inline constexpr const char* kWarnShellEnv = "GPUQ_WARN_SHELL_ONLY";
+/// In a job wrapper's environment: the path of its exit code's room, open on its fd 4
+/// (PlanPaths::exit_room). The wrapper takes it out of the job's environment.
+inline constexpr const char* kExitRoomEnv = "GPUQ_EXIT_ROOM";
 
 /// A job as a batch queue shows it (Slurm's squeue or sacct).
 struct QueueJob {
@@ -108,11 +114,21 @@ enum class Identity {
 };
 
 /// A launch failure that a retry cannot fix: the job's log cannot be opened (a symbolic
-/// link, a read-only folder), its script is missing or unreadable. Other failures
-/// (no memory, too many processes) are std::runtime_error: an automatic retry may help.
+/// link, permissions), its script is missing or unreadable. Failures that pass (no memory,
+/// too many processes, a full disk) are CannotStartNow: the job waits for them.
 struct CannotStart : std::runtime_error {
   explicit CannotStart(const std::string& what, long long exit_code = -1) : std::runtime_error(what), exit(exit_code) {}
   long long exit;  ///< the exit code the state records: 127 for a missing script (bash's), else kLostExit
+};
+
+/// A launch that cannot be made now, for a cause that passes (store.h's fault_passes: a full disk,
+/// a read-only folder, no process or file descriptor left): the job waits, neither started nor
+/// failed, and is launched again once the cause has passed.
+struct CannotStartNow : std::runtime_error {
+  CannotStartNow(const std::string& what, std::string path, int error)
+      : std::runtime_error(what), file(std::move(path)), err(error) {}
+  std::string file;  ///< the file it could not make or open ("" for a process)
+  int err;           ///< the errno
 };
 
 /// Starts jobs, watches them and signals them.

@@ -26,6 +26,7 @@ double monotonic_now();
 class SystemClock : public Clock {
  public:
   double now() override { return unix_now(); }
+  std::optional<double> monotonic() override { return monotonic_now(); }
 };
 
 /// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since

@@ -47,7 +47,8 @@ struct RunInfo {
 
 /// Writes PLAN.run.json (a temporary file renamed over it; not fsynced: it is news, not
 /// state). False when it cannot be written (the run goes on; status then knows less).
-bool write_run_info(const PlanPaths& paths, const RunInfo& info);
+/// With `problem`, what failed is put there ("" when it was written).
+bool write_run_info(const PlanPaths& paths, const RunInfo& info, std::string* problem = nullptr);
 
 /// PLAN.run.json, or nullopt when it is missing or not readable as one.
 std::optional<RunInfo> read_run_info(const PlanPaths& paths);

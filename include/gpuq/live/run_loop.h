@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/clock_step.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/queue_state.h"
 #include "gpuq/core/watchdog.h"
@@ -121,7 +122,9 @@ class RunLoop {
 
  private:
   struct Tick;
-  void load_state(Tick& t);
+  void load_state(Tick& t, const ClockSeen& seen);
+  ClockSeen look_at_clock(Tick& t);
+  void note_due(const Tick& t);
   std::optional<size_t> index_of(const std::string& id) const;
   bool stop(Tick& t, JobState& s);
   void reload_plan(Tick& t);
@@ -152,6 +155,8 @@ class RunLoop {
   void node_publish(Tick& t);
   void decide(Tick& t);
   void start(Tick& t);
+  void launch_held(Tick& t, const std::string& problem, const std::string& detail);
+  size_t running_count() const;
   void save(Tick& t);
   void release_started(Tick& t);
   void watch(Tick& t);
@@ -177,7 +182,12 @@ class RunLoop {
   std::set<std::string> too_big_said_;               // jobs said to pack with more GiB than any GPU takes
   std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
   std::string last_source_note_;           // the probe's source, as last said
-  std::string last_save_problem_;
+  std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
+  std::optional<ClockReading> last_look_;  // both clocks at the last tick's start (clock_step.h)
+  double tick_began_ = 0;                  // the monotonic clock then
+  double due_in_ = 0;                      // the next tick was due this long after it, at the latest
+  std::string launch_problem_;      // the fault that kept the last launch from being made ("": none)
+  mutable std::set<std::string> said_unsaved_;  // lines said since the last save failed (said once)
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line

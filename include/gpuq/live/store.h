@@ -34,6 +34,9 @@ struct PlanPaths {
   std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
   std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
   std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
+  /// The exit code's room, made before the job may start (launcher.h): its wrapper writes the
+  /// code into it in place and renames it to exit(id), so that a full disk cannot lose an end.
+  std::string exit_room(const std::string& id) const { return exit(id) + ".new"; }
   /// GPUQ_PROGRESS: where the job may write how far it is ("0.42", "420/1000").
   std::string progress(const std::string& id) const { return logs + "/" + id + ".progress"; }
 };
@@ -53,8 +56,22 @@ struct StoreError : std::runtime_error {
   /// Content: a file holds something gpuq cannot use: retrying will not help.
   enum class Kind { Io, Content };
   explicit StoreError(const std::string& what, Kind k = Kind::Io) : std::runtime_error(what), kind(k) {}
+  StoreError(const std::string& what, std::string path, int error)
+      : std::runtime_error(what), kind(Kind::Io), file(std::move(path)), err(error) {}
   Kind kind;
+  std::string file;  ///< the file the failed call was on ("" where none is known)
+  int err = 0;       ///< its errno (0 where none is known)
 };
+
+/// What a failed write says of the node, for the lines of `run`: "the disk holding FILE is full
+/// (No space left on device)", "FILE's folder is read-only (...)", "no file descriptor is left
+/// (...)", or "cannot write FILE (...)". A temporary file's name (".tmp.PID") is named by the
+/// file it stands for.
+std::string fault_words(const std::string& file, int err);
+
+/// True for the causes that pass once someone frees what ran out or puts the folder back: a full
+/// disk or quota, a read-only file system, no process, memory or file descriptor left.
+bool fault_passes(int err);
 
 /// An exclusive flock on PLAN.lock, held for one read-modify-write of the state.
 /// The lock file is opened without following symlinks and never truncated.
