@@ -1,0 +1,453 @@
+// The node misbehaving under a real `gpuq run`, each fault made for real: a tmpfs that fills
+// (the plan's folder, its logs/ alone, its event log alone), no process left (prlimit on the
+// run, as a Unix user of its own: root is never held by RLIMIT_NPROC), no file descriptor left
+// (prlimit), the wall clock stepped an hour either way (Debian's libfaketime, the monotonic clock
+// left true), `run` stopped with SIGSTOP, and the plan's folder turned read-only (a read-only
+// bind mount over it). Each test checks the same four things: no job ran twice and none was
+// lost (markers written outside the faulty folder), the state file parsed at every instant it
+// was looked at while the fault lasted, and a line of the run named the fault and the file.
+//
+// These need root (tests and CI run as root): a fault that cannot be made fails the test.
+#include <pwd.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace gpuq::test;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kJobs = 40;
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+// A tmpfs of `size` at `dir` (made), unmounted with the object.
+struct Tmpfs {
+  std::string dir;
+  bool ok = false;
+  Tmpfs(std::string at, const std::string& size) : dir(std::move(at)) {
+    fs::create_directories(dir);
+    ok = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0777").c_str()) == 0;
+  }
+  ~Tmpfs() {
+    if (ok) ::umount2(dir.c_str(), MNT_DETACH);
+  }
+  // Writes filler until the disk is full (to the last byte: small writes at the end).
+  void fill() const {
+    int fd = ::open((dir + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << dir;
+    std::string block(65536, 'x');
+    for (size_t size : {size_t{65536}, size_t{4096}, size_t{1}})
+      while (::write(fd, block.data(), size) == static_cast<ssize_t>(size)) {
+      }
+    ::close(fd);
+  }
+  void unfill() const { fs::remove(dir + "/filler"); }
+};
+
+#define NEED(cond, what) \
+  if (!(cond)) FAIL() << what << ": the fault tests make real faults and need root (CI runs as root)"
+
+// The state file as it is now: true when it is absent or parses whole.
+bool state_parses(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return true;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return !nlohmann::json::parse(ss.str(), nullptr, false).is_discarded();
+}
+
+// Reads the state file every few milliseconds while it lives; counts the looks that did not parse.
+struct StateWatch {
+  std::string path;
+  std::atomic<bool> stop{false};
+  std::atomic<int> looks{0}, bad{0};
+  std::thread t;
+  explicit StateWatch(std::string p) : path(std::move(p)) {
+    t = std::thread([this] {
+      while (!stop) {
+        ++looks;
+        if (!state_parses(path)) ++bad;
+        sleep_s(0.005);
+      }
+    });
+  }
+  ~StateWatch() {
+    stop = true;
+    t.join();
+  }
+};
+
+// A plan of kJobs one-GPU jobs in `dir`: each appends its id to markers/ID (outside the faulty
+// folder: what ran, and how often), then sleeps.
+struct FaultPlan {
+  TempDir root;  // outside every faulty folder
+  std::string dir, markers;
+  std::map<std::string, std::string> env;
+  explicit FaultPlan(const std::string& sub = "plan") {
+    ::chmod(root.path().c_str(), 0755);
+    dir = root.path() + "/" + sub;
+    markers = root.path() + "/markers";
+    fs::create_directories(dir);
+    fs::create_directories(markers);
+    ::chmod(markers.c_str(), 0777);
+    env = fake_nvidia_smi(root, idle_gpus(8));
+    ::chmod((root.path() + "/smi.txt").c_str(), 0644);
+  }
+  // nvidia-smi says every GPU is busy computing (90 %), with no memory in use.
+  void set_busy() const {
+    std::string smi;
+    for (int g = 0; g < 8; ++g) smi += std::to_string(g) + ", 0, 90\n";
+    root.write("smi.txt", smi);
+  }
+  // Writes the plan and its script into dir (after any mount over it).
+  void write(int jobs = kJobs, const std::string& sleep = "0.4") const {
+    nlohmann::json plan = nlohmann::json::array();
+    for (int i = 0; i < jobs; ++i) plan.push_back({{"id", "j" + std::to_string(i)}, {"script", "job.sh"}, {"gpus", 1}});
+    std::ofstream(dir + "/plan.json") << plan.dump();
+    std::ofstream(dir + "/job.sh") << "echo \"$GPUQ_JOB_ID\" >> " << markers << "/$GPUQ_JOB_ID\nsleep " << sleep << "\n";
+  }
+  std::vector<std::string> run_argv() const {
+    return {gpuq_binary(), "run", "--plan", "plan.json", "--poll", "0.1", "--retry-after", "0"};
+  }
+  std::unique_ptr<Background> start(std::vector<std::string> argv = {}) const {
+    if (argv.empty()) argv = run_argv();
+    return std::make_unique<Background>(argv, dir, env);
+  }
+  // Each job ran exactly once; the failures name the jobs that did not.
+  void ran_once_each(int jobs = kJobs) const {
+    for (int i = 0; i < jobs; ++i) {
+      std::string id = "j" + std::to_string(i);
+      EXPECT_EQ(lines_of(markers + "/" + id).size(), 1u) << id << " ran this many times (0: lost)";
+    }
+  }
+  // Every job of the plan is done in the state.
+  void all_done(int jobs = kJobs) const {
+    std::ifstream f(dir + "/plan.state.json");
+    nlohmann::json s = nlohmann::json::parse(f, nullptr, false);
+    ASSERT_FALSE(s.is_discarded());
+    for (int i = 0; i < jobs; ++i) {
+      std::string id = "j" + std::to_string(i);
+      EXPECT_EQ(s.value(id, nlohmann::json::object()).value("status", ""), "done") << id;
+    }
+  }
+};
+
+std::string fmt_two(double a, double b) {
+  std::ostringstream o;
+  o << "fill after " << a << " s, kill -9 " << b << " s later";
+  return o.str();
+}
+
+// Where the full disk is.
+enum class Full { PlanFolder, Logs, EventLog };
+
+// The issue's scenario, once: the run started, the disk filled at a seeded moment, the run
+// killed with SIGKILL at another while the disk is full, the filler removed, the run started
+// again to the end.
+void full_disk_round(Full where, double fill_s, double kill_s, int round) {
+  SCOPED_TRACE("round " + std::to_string(round));
+  FaultPlan p;
+  std::unique_ptr<Tmpfs> plan_fs, logs_fs, events_fs;
+  const Tmpfs* full = nullptr;
+  std::string named;  // the file the run must name
+  if (where == Full::PlanFolder) {
+    plan_fs = std::make_unique<Tmpfs>(p.dir, "3m");
+    full = plan_fs.get();
+    named = "plan.state.json";
+  } else if (where == Full::Logs) {
+    logs_fs = std::make_unique<Tmpfs>(p.dir + "/logs", "1m");
+    full = logs_fs.get();
+    named = p.dir + "/logs/";
+  } else {
+    // The event log alone: its file bind-mounted from a small disk of its own.
+    events_fs = std::make_unique<Tmpfs>(p.root.path() + "/events", "256k");
+    full = events_fs.get();
+    std::ofstream(events_fs->dir + "/plan.events.jsonl").close();
+    std::ofstream(p.dir + "/plan.events.jsonl").close();
+    bool bound = ::mount((events_fs->dir + "/plan.events.jsonl").c_str(), (p.dir + "/plan.events.jsonl").c_str(),
+                         nullptr, MS_BIND, nullptr) == 0;
+    NEED(bound, "bind-mounting the event log");
+    named = "plan.events.jsonl";
+  }
+  NEED(full->ok, "mounting a tmpfs");
+  p.write();
+  SCOPED_TRACE(fmt_two(fill_s, kill_s));
+  std::unique_ptr<Background> first = p.start();
+  sleep_s(fill_s);
+  {
+    StateWatch watch(p.dir + "/plan.state.json");
+    full->fill();
+    sleep_s(kill_s);
+    first->signal(SIGKILL);
+    first->wait(kPatience);
+    EXPECT_EQ(watch.bad, 0) << "of " << watch.looks << " looks at the state while the disk was full";
+  }
+  std::string said = first->out();
+  full->unfill();
+  Output second = p.start()->wait(kPatience);
+  if (where == Full::EventLog) ::umount2((p.dir + "/plan.events.jsonl").c_str(), MNT_DETACH);
+  EXPECT_EQ(second.status, 0) << second.out << second.err;
+  EXPECT_THAT(second.out, HasSubstr("all jobs finished: 40 done")) << second.out;
+  p.ran_once_each();
+  p.all_done();
+  // Named while it lasted, where it lasted long enough for a write to meet it (a tick every
+  // 0.1 s, events at each job's start and end) and some job had not ended before the fill.
+  if (kill_s >= 2 && count_of(said, "done j") < static_cast<size_t>(kJobs)) {
+    EXPECT_THAT(said, HasSubstr(" is full (No space left on device)")) << said;
+    EXPECT_THAT(said, HasSubstr(named)) << said;
+  }
+}
+
+void full_disk_rounds(Full where, uint64_t fallback_seed) {
+  uint64_t seed = test_seed(fallback_seed);
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> fill_at(0.3, 1.5), kill_after(0.5, 3.5);
+  std::vector<std::pair<double, double>> moments;
+  for (int round = 0; round < 10; ++round) {
+    double f = fill_at(rng);
+    moments.emplace_back(f, kill_after(rng));
+  }
+  // Five rounds at a time, each on disks of its own: the rounds wait far more than they compute.
+  for (int wave = 0; wave < 10; wave += 5) {
+    std::vector<std::thread> rounds;
+    for (int round = wave; round < wave + 5; ++round)
+      rounds.emplace_back([&, round] { full_disk_round(where, moments[round].first, moments[round].second, round); });
+    for (std::thread& t : rounds) t.join();
+  }
+}
+
+}  // namespace
+
+TEST(Faults, AFullPlanFolderRunsNoJobTwiceAcrossAKill) { full_disk_rounds(Full::PlanFolder, 41); }
+
+TEST(Faults, AFullLogsFolderRunsNoJobTwiceAcrossAKill) { full_disk_rounds(Full::Logs, 4141); }
+
+TEST(Faults, AFullEventLogRunsNoJobTwiceAcrossAKill) { full_disk_rounds(Full::EventLog, 414141); }
+
+namespace {
+
+std::optional<std::pair<uid_t, gid_t>> fault_user() {
+  const char* name = "gpuqfault";
+  if (!getpwnam(name)) run({"useradd", "-M", "-N", "-s", "/bin/sh", name});
+  struct passwd* pw = getpwnam(name);
+  if (!pw) return std::nullopt;
+  return std::pair{pw->pw_uid, pw->pw_gid};
+}
+
+// A fault that lasts `hold` seconds once the run has started a few jobs: `make` begins it,
+// `end` ends it. Returns what the run printed; checks the four things.
+void fault_during_run(FaultPlan& p, std::vector<std::string> argv, const std::function<void(int pid)>& make,
+                      const std::function<void(int pid)>& end, double hold, const std::vector<std::string>& named) {
+  std::unique_ptr<Background> run = p.start(std::move(argv));
+  ASSERT_TRUE(eventually([&] { return count_of(run->out(), "start j") >= 8; })) << run->out() << run->err();
+  {
+    StateWatch watch(p.dir + "/plan.state.json");
+    make(run->pid());
+    sleep_s(hold);
+    end(run->pid());
+    EXPECT_EQ(watch.bad, 0) << "of " << watch.looks << " looks at the state during the fault";
+  }
+  Output o = run->wait(kPatience);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished: 40 done")) << o.out << o.err;
+  for (const std::string& n : named) EXPECT_THAT(o.out, HasSubstr(n)) << o.out;
+  p.ran_once_each();
+  p.all_done();
+}
+
+// prlimit on `pid`, run as `as` (setpriv's words for the process's own user; none: as root). A
+// process of another user takes a new limit only from its own user, or from one with
+// CAP_SYS_RESOURCE (which a container may not give root).
+void prlimit(int pid, const std::string& what, const std::vector<std::string>& as = {}) {
+  std::vector<std::string> argv = as;
+  for (const std::string& a : {std::string("prlimit"), std::string("--pid"), std::to_string(pid), what}) argv.push_back(a);
+  Output o = run(argv);
+  ASSERT_EQ(o.status, 0) << o.err;
+}
+
+// The soft and hard values of a limit of process `pid` as /proc/PID/limits gives them ("Max processes").
+std::pair<std::string, std::string> limit_of(int pid, const std::string& name) {
+  for (const std::string& l : lines_of("/proc/" + std::to_string(pid) + "/limits"))
+    if (l.rfind(name, 0) == 0) {
+      std::istringstream in(l.substr(name.size()));
+      std::string soft, hard;
+      in >> soft >> hard;
+      return {soft, hard};
+    }
+  ADD_FAILURE() << "no " << name << " in /proc/" << pid << "/limits";
+  return {};
+}
+
+}  // namespace
+
+// No process can be made (the user's RLIMIT_NPROC reached): the jobs wait, none fails for it,
+// and they start when processes can be made again.
+TEST(Faults, NoProcessLeftMakesJobsWaitNotFail) {
+  NEED(geteuid() == 0, "running as root");
+  auto user = fault_user();
+  NEED(user, "useradd gpuqfault");
+  FaultPlan p;
+  p.write();
+  for (const auto& e : fs::recursive_directory_iterator(p.root.path()))
+    EXPECT_EQ(::chown(e.path().c_str(), user->first, user->second), 0);
+  ASSERT_EQ(::chown(p.root.path().c_str(), user->first, user->second), 0);
+  const std::vector<std::string> as{"setpriv", "--reuid=" + std::to_string(user->first),
+                                    "--regid=" + std::to_string(user->second), "--clear-groups", "--"};
+  std::vector<std::string> argv = as;
+  for (const std::string& a : p.run_argv()) argv.push_back(a);
+  argv.push_back("--max-retries");
+  argv.push_back("0");  // a failed job would show at once, not hide in a retry
+  // The soft limit only: raising a hard limit again takes CAP_SYS_RESOURCE, which a container may lack.
+  std::string soft;
+  fault_during_run(
+      p, argv,
+      [&](int pid) {
+        soft = limit_of(pid, "Max processes").first;
+        prlimit(pid, "--nproc=1:", as);
+      },
+      [&](int pid) { prlimit(pid, "--nproc=" + soft + ":", as); }, 2.0,
+      {"no process can be made (Resource temporarily unavailable): no job starts until it passes",
+       "jobs start again"});
+}
+
+// No file descriptor left (RLIMIT_NOFILE at what the run has open): the same.
+TEST(Faults, NoFileDescriptorLeftMakesJobsWaitNotFail) {
+  NEED(geteuid() == 0, "running as root");
+  FaultPlan p;
+  p.write();
+  std::vector<std::string> argv = p.run_argv();
+  argv.push_back("--max-retries");
+  argv.push_back("0");
+  std::string soft;
+  fault_during_run(
+      p, argv,
+      [&](int pid) {
+        size_t open = 0;
+        for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) (void)e, ++open;
+        soft = limit_of(pid, "Max open files").first;
+        prlimit(pid, "--nofile=" + std::to_string(open + 2) + ":");  // the lock and a read, not a launch
+      },
+      [&](int pid) { prlimit(pid, "--nofile=" + soft + ":"); }, 2.0, {"Too many open files"});
+}
+
+// The plan's folder turns read-only (a read-only bind mount over it) for a while: as a full disk.
+TEST(Faults, AReadOnlyFolderRunsNoJobTwice) {
+  NEED(geteuid() == 0, "running as root");
+  FaultPlan p;
+  p.write();
+  // The plan named by its absolute path: the run's own folder (its cwd) is under the bind.
+  std::vector<std::string> argv = p.run_argv();
+  argv[3] = p.dir + "/plan.json";
+  fault_during_run(
+      p, argv,
+      [&](int) {
+        NEED(::mount(p.dir.c_str(), p.dir.c_str(), nullptr, MS_BIND, nullptr) == 0, "bind-mounting the folder");
+        NEED(::mount(nullptr, p.dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0,
+             "remounting it read-only");
+      },
+      [&](int) { ::umount2(p.dir.c_str(), MNT_DETACH); }, 2.0,
+      {"plan.state.json is read-only (Read-only file system): no job starts until the state can be saved",
+       "the state is saved again"});
+}
+
+namespace {
+
+constexpr const char* kFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+// A plan whose wall clock steps by `step` seconds under a real run (libfaketime, the monotonic
+// clock left true): a long job with a time limit and a hang watchdog it is far from, and a job
+// that fails once and is retried after --retry-after 4. Neither is stopped, and the retry comes
+// on time, whichever way the clock stepped; the times written stay wall-clock (the new clock).
+void clock_step(const std::string& step) {
+  NEED(access(kFaketime, R_OK) == 0, std::string(kFaketime) + " (Debian's faketime package, tools/deps.sh)");
+  FaultPlan p;
+  std::string m = p.markers;
+  std::ofstream(p.dir + "/plan.json") << R"({"jobs": [
+    {"id": "long", "script": "long.sh", "gpus": 1, "time_limit_hours": 0.01, "quiet_minutes": 0.5,
+     "on_quiet": "kill", "est_hours": 0.004},
+    {"id": "flaky", "script": "flaky.sh", "gpus": 1, "est_hours": 0.001}]})";
+  std::ofstream(p.dir + "/long.sh") << "echo long >> " << m << "/long\nsleep 12\n";
+  std::ofstream(p.dir + "/flaky.sh") << "echo flaky >> " << m << "/flaky\ncut -d' ' -f1 /proc/uptime >> " << m
+                                     << "/flaky.up\n[ $(wc -l < " << m << "/flaky) -ge 2 ]\n";
+  std::string offset = p.root.path() + "/offset";
+  std::ofstream(offset) << "+0\n";
+  std::map<std::string, std::string> env = p.env;
+  env["LD_PRELOAD"] = kFaketime;
+  env["FAKETIME_TIMESTAMP_FILE"] = offset;
+  env["FAKETIME_NO_CACHE"] = "1";
+  env["DONT_FAKE_MONOTONIC"] = "1";
+  env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0";  // a sanitized gpuq beside a preload
+  Background run({gpuq_binary(), "run", "--plan", "plan.json", "--retry-after", "4", "--max-retries", "1"}, p.dir,
+                 env);
+  ASSERT_TRUE(eventually([&] { return run.out().find("failed flaky") != std::string::npos; })) << run.out();
+  sleep_s(1);
+  std::ofstream(offset) << step << "\n";
+  Output o = run.wait(60);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished: 2 done")) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("the wall clock jumped " + std::string(step[0] == '-' ? "-" : "+") + "1.0h (against "
+                               "the monotonic clock)"))
+      << o.out;
+  EXPECT_EQ(lines_of(m + "/long").size(), 1u);
+  std::vector<std::string> up = lines_of(m + "/flaky.up");
+  ASSERT_EQ(up.size(), 2u) << o.out;
+  double delay = std::stod(up[1]) - std::stod(up[0]);
+  EXPECT_GE(delay, 3.5) << "the retry came early";
+  EXPECT_LE(delay, 15) << "the retry came late";
+  // The start written is on the stepped clock.
+  std::ifstream f(p.dir + "/plan.state.json");
+  nlohmann::json s = nlohmann::json::parse(f);
+  double start = s["long"]["start"].get<double>(), real = static_cast<double>(std::time(nullptr));
+  if (step[0] == '-')
+    EXPECT_LT(start, real - 3000);
+  else
+    EXPECT_GT(start, real + 3000);
+}
+
+}  // namespace
+
+TEST(Faults, TheWallClockSteppingAnHourForwardKillsAndRetriesNothingEarly) { clock_step("+3600"); }
+
+TEST(Faults, TheWallClockSteppingAnHourBackKillsAndRetriesNothingLate) { clock_step("-3600"); }
+
+// `run` stopped (SIGSTOP) for longer than a job's quiet limit, then continued: the time nobody
+// looked is not counted as the job's silence (its GPU busy, its log silent); nothing starts twice.
+TEST(Faults, ARunStoppedAndContinuedCountsNoTimeItDidNotLookAt) {
+  FaultPlan p;
+  p.set_busy();
+  std::ofstream(p.dir + "/plan.json") << R"({"jobs": [
+    {"id": "train", "script": "train.sh", "gpus": 1, "quiet_minutes": 0.15, "on_quiet": "kill", "est_hours": 0.005},
+    {"id": "after", "script": "after.sh", "gpus": 1, "deps": ["train"], "est_hours": 0.001}]})";
+  std::ofstream(p.dir + "/train.sh") << "echo train >> " << p.markers << "/train\nsleep 16\n";
+  std::ofstream(p.dir + "/after.sh") << "echo after >> " << p.markers << "/after\n";
+  Background run({gpuq_binary(), "run", "--plan", "plan.json", "--poll", "1"}, p.dir, p.env);
+  ASSERT_TRUE(eventually([&] { return run.out().find("start train") != std::string::npos; })) << run.out();
+  sleep_s(1);
+  run.signal(SIGSTOP);
+  sleep_s(12);  // past the quiet limit (9 s): the job's log silent all along, its GPU busy
+  run.signal(SIGCONT);
+  Output o = run.wait(60);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished: 2 done")) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("this run did not look for")) << o.out;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("hung"))) << o.out;
+  EXPECT_EQ(lines_of(p.markers + "/train").size(), 1u);
+  EXPECT_EQ(lines_of(p.markers + "/after").size(), 1u);
+}
