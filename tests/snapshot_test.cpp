@@ -459,3 +459,40 @@ TEST(SnapshotRun, APlanWithoutTheSettingRunsInTheWorkdirAsBefore) {
   EXPECT_EQ(git_in(q.d.path(), {"for-each-ref", "refs/gpuq"}), "");
   EXPECT_THAT(q.state()["a"].dump(), Not(HasSubstr("snapshot")));
 }
+
+// A plan kept in its own repository, whose .gitignore keeps gpuq's files out of git as anyone
+// would write it: snapshots are taken at the start and mid-run (once logs/ exists, by `add`),
+// and every job runs from its snapshot (git 2.39 refused the add of an ignored path by name).
+TEST(SnapshotRun, APlanInARepositoryWhoseGitignoreIgnoresGpuqsFilesRunsEndToEnd) {
+  PlanFolder q(1);
+  const std::string& r = q.d.path();
+  q.d.write(".gitignore", "logs/\n*.state.json\n*.state.json.bak\n*.events.jsonl\n*.lock\n*.run.json\n"
+                          "*.run.plan.json\n__pycache__/\n*.ckpt\n");
+  q.d.write("train.py", "print('v1')\n");
+  q.d.write("job.sh", "cat train.py >> \"$GPUQ_WORKDIR/ran-$GPUQ_JOB_ID.txt\"\n");
+  q.plan(R"({"settings": {"snapshot": "git"}, "jobs": [{"id": "a", "script": "job.sh", "gpus": 0}]})");
+  git_in(r, {"init", "-q"});
+  git_in(r, {"add", "-A"});
+  git_in(r, {"commit", "-qm", "first"});
+  Output v = q.gpuq({"validate"});
+  EXPECT_EQ(v.status, 0) << v.out << v.err;
+  Output first = q.gpuq({"run", "--gpus", "0", "--max-retries", "0"});
+  EXPECT_EQ(first.status, 0) << first.out << first.err;
+  EXPECT_THAT(first.out, HasSubstr("all jobs finished: 1 done"));
+  ASSERT_TRUE(fs::is_directory(r + "/logs"));
+  q.d.write("train.py", "print('v2')\n");
+  Output add = q.gpuq({"add", "--id", "b", "--gpus", "0", "--", "job.sh"});
+  EXPECT_EQ(add.status, 0) << add.out << add.err;
+  Output second = q.gpuq({"run", "--gpus", "0", "--max-retries", "0"});
+  EXPECT_EQ(second.status, 0) << second.out << second.err;
+  EXPECT_THAT(second.out, HasSubstr("all jobs finished: 2 done"));
+  EXPECT_EQ(q.d.read("ran-a.txt"), "print('v1')\n");
+  EXPECT_EQ(q.d.read("ran-b.txt"), "print('v2')\n");
+  // gpuq's own files are in no snapshot, ignored or not (PLAN.snapshots/ is not ignored here).
+  json s = json::parse(q.d.read("plan.state.json"));
+  std::string files = files_of(r, s["b"]["snapshot"].get<std::string>());
+  EXPECT_THAT(files, Not(HasSubstr("logs/")));
+  EXPECT_THAT(files, Not(HasSubstr("plan.state.json")));
+  EXPECT_THAT(files, Not(HasSubstr("plan.snapshots")));
+  EXPECT_THAT(files, HasSubstr("train.py"));
+}

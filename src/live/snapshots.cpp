@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <set>
 #include <filesystem>
 #include <vector>
 
@@ -44,10 +45,27 @@ std::string first_line(const std::string& text) {
   return t;
 }
 
-// The output of a git command that must succeed, its first line; SnapshotError naming `what` otherwise.
+// What git said of a failure, whole: its lines joined (the path it names is often on the second),
+// less its "hint:" lines, which tell git's own way out.
+std::string git_words(const std::string& text) {
+  std::string out, line;
+  for (size_t at = 0; at <= text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    line = first_line(text.substr(at, nl - at));
+    at = nl + 1;
+    size_t lead = line.find_first_not_of(" \t");
+    if (lead == std::string::npos || line.rfind("hint:", 0) == 0) continue;
+    out += (out.empty() ? "" : " ") + line.substr(lead);
+  }
+  return out;
+}
+
+// The output of a git command that must succeed, its first line; SnapshotError naming `what` and
+// all git said otherwise.
 std::string must(const CommandResult& r, const std::string& what) {
   if (r.status != 0) {
-    std::string why = first_line(r.err.empty() ? r.out : r.err);
+    std::string why = git_words(r.err.empty() ? r.out : r.err);
     throw SnapshotError(fmt::format("{}: {}", what, why.empty() ? fmt::format("git exited {}", r.status) : why));
   }
   return first_line(r.out);
@@ -89,12 +107,41 @@ std::string GitSnapshots::tree_now(const std::string& top) {
   Env env{{"GIT_INDEX_FILE", index.path}};
   std::vector<std::string> args{"add", "-A", "--", "."};
   fs::path real_top = fs::weakly_canonical(top, ec);
+  // gpuq's own files, left out by exclude pathspecs, but only those the repository does not ignore
+  // already: git (2.39) refuses an `add` whose pathspec names an ignored path that exists, and
+  // `add -A` leaves an ignored one out anyway. A `.gitignore` listing logs/ or *.state.json is
+  // what anyone keeping gpuq's files out of git writes.
+  std::vector<std::pair<std::string, bool>> own;  // path from the top, a pattern (PLAN.events.jsonl.N)
+  std::vector<std::string> check{"check-ignore", "--"};
   for (const std::string& p : left_out_) {
     bool pattern = p.ends_with("*");  // the event log's older parts: PLAN.events.jsonl.N
     std::string path = pattern ? p.substr(0, p.size() - 1) : p;
     fs::path rel = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_relative(real_top);
     if (rel.empty() || rel.string().starts_with("..") || rel == ".") continue;  // outside the repository
-    args.push_back((pattern ? ":(exclude)" : ":(exclude,literal)") + rel.string() + (pattern ? "*" : ""));
+    own.emplace_back(rel.string(), pattern);
+    if (!pattern) check.push_back(rel.string());
+    else  // its parts as they are: one ignored stands for all (they share a name)
+      for (const auto& e : fs::directory_iterator((real_top / rel).parent_path(), ec))
+        if (e.path().filename().string().rfind(rel.filename().string(), 0) == 0)
+          check.push_back((rel.parent_path() / e.path().filename()).string());
+  }
+  std::set<std::string> ignored;
+  if (!own.empty()) {
+    CommandResult r = git(top, check, env);  // exit 1: none of them is ignored
+    if (r.status != 0 && r.status != 1)
+      throw SnapshotError(fmt::format("git check-ignore in {}: {}", top, git_words(r.err)));
+    for (size_t at = 0; at < r.out.size();) {
+      size_t nl = r.out.find('\n', at);
+      if (nl == std::string::npos) nl = r.out.size();
+      ignored.insert(r.out.substr(at, nl - at));
+      at = nl + 1;
+    }
+  }
+  for (const auto& [rel, pattern] : own) {
+    bool skip = ignored.count(rel) > 0;
+    if (pattern)
+      for (const std::string& i : ignored) skip = skip || i.rfind(rel, 0) == 0;
+    if (!skip) args.push_back((pattern ? ":(exclude)" : ":(exclude,literal)") + rel + (pattern ? "*" : ""));
   }
   must(git(top, args, env), fmt::format("git add -A in {}", top));
   return must(git(top, {"write-tree"}, env), "git write-tree");
