@@ -212,3 +212,19 @@ TEST(Requeue, OnlyARunningJobCanBeRequeued) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.lines, ElementsAre("not requeued: b is not running (it is held); `gpuq retry b` makes it pending"));
 }
+
+// Settings written beside "jobs" were ignored with a warning: the run then used max_retries 2,
+// every GPU and no snapshots, silently. Each is an error that says where it goes.
+TEST(UserMistakes, ASettingAtTheTopLevelIsAnErrorThatSaysWhereItGoes) {
+  std::vector<std::string> errors = gpuq::test::errors_of(
+      R"({"snapshot": "git", "max_retries": 0, "gpus": "0-3", "jobs": [{"id": "a", "script": "a.sh", "gpus": 1}]})");
+  EXPECT_THAT(errors, ::testing::ElementsAre(
+                          ::testing::HasSubstr("top level: \"snapshot\" is a setting, which gpuq reads in \"settings\"; "
+                                               "did you mean \"settings\": {\"snapshot\": \"git\"}?"),
+                          ::testing::HasSubstr("did you mean \"settings\": {\"max_retries\": 0}?"),
+                          ::testing::HasSubstr("did you mean \"settings\": {\"gpus\": \"0-3\"}?")));
+  // In "settings" they are read, and a field that is no setting is still only a warning.
+  EXPECT_THAT(gpuq::test::errors_of(R"({"settings": {"max_retries": 0}, "note": "x",
+                                        "jobs": [{"id": "a", "script": "a.sh", "gpus": 1}]})"),
+              ::testing::IsEmpty());
+}

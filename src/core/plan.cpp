@@ -1,4 +1,5 @@
 #include "gpuq/core/plan.h"
+#include "gpuq/core/settings.h"
 
 #include "plan_read.h"
 #include "plan_settings.h"
@@ -137,7 +138,7 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
   }
   std::optional<element> jobs, res, settings, workdir;
   std::vector<simdjson::dom::array> job_lists;
-  std::vector<std::string_view> unknown;
+  std::vector<std::pair<std::string_view, element>> unknown;
   for (auto [key, value] : simdjson::dom::object(root)) {
     if (key == "jobs") {
       jobs = value;
@@ -153,13 +154,21 @@ bool read_top(Build& b, element root, std::optional<simdjson::dom::array>& reser
       else
         b.plan.workdir = std::string(std::string_view(value));
     } else {
-      unknown.push_back(key);
+      unknown.emplace_back(key, value);
     }
   }
   read_plan_settings(b.file, settings, b.plan, b.out.errors);
   node = choose(b.plan.settings);
   for (simdjson::dom::array list : job_lists) read_jobs(b, list);
-  for (std::string_view key : unknown) {
+  for (auto [key, value] : unknown) {
+    // A setting written beside "jobs" rather than in "settings": ignored, it would leave the
+    // plan running with the default silently (max_retries 2 for 0, every GPU for "0-3").
+    if (find_setting(key)) {
+      b.add("top level", fmt::format("\"{}\" is a setting, which gpuq reads in \"settings\"; did you mean "
+                                     "\"settings\": {{\"{}\": {}}}?",
+                                     key, key, show(value)));
+      continue;
+    }
     auto near = nearest_name(key, {"jobs", "reservations", "workdir", "settings"});
     auto taken = [&](std::string_view name) {
       return name == "jobs" ? jobs.has_value() : name == "reservations" ? res.has_value()
