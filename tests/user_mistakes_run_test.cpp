@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -417,4 +419,37 @@ TEST(Help, TheOriginalsCommandsTakeAllItsFlagsAndHideTheOnesTheyIgnore) {
   Output run_help = run_gpuq({"run", "--help"}, p.d.path(), p.env);
   for (const char* used : {"--poll", "--max-retries", "--backfill-max-hours", "--max-used-mib", "--gpus"})
     EXPECT_THAT(run_help.out, HasSubstr(used)) << "run --help leaves out " << used;
+}
+
+// A file: dep with a typo: its producer ends without making the file, nothing else is left, and
+// run ends (exit 3) saying so, with the path the producer did write; it used to wait in silence.
+TEST(NeverStarts, ARunWhoseLastJobCanNeverStartEndsWithExit3AndSaysWhy) {
+  Plan q;
+  q.d.write("train.sh", "mkdir -p ckpt/train && echo w > ckpt/train/final.pt\n");
+  q.d.write("eval.sh", "true\n");
+  q.plan(R"({"jobs": [{"id": "train", "script": "train.sh", "gpus": 1},
+    {"id": "eval", "script": "eval.sh", "gpus": 1, "deps": ["file:ckpt/trian/final.pt"], "produced_by": "train"},
+    {"id": "report", "script": "eval.sh", "gpus": 0, "deps": ["eval"]}]})");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "0.2"}, q.d.path(), q.env);
+  Output o = run->wait(60);
+  EXPECT_EQ(o.status, 3) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("eval can never start: waits for a file: dep that does not exist, and train (its "
+                               "producer) will not run again (train ended without making ckpt/trian/final.pt; did "
+                               "you mean ckpt/train/final.pt?)"));
+  EXPECT_THAT(o.out, HasSubstr("report can never start"));
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished: 1 done, 2 can never start (eval, report)"));
+}
+
+// A file no job of the plan makes may come from outside gpuq: run waits for it, as ever.
+TEST(NeverStarts, AFileNoJobMakesKeepsTheRunWaitingUntilItComes) {
+  Plan q;
+  q.d.write("a.sh", "true\n");
+  q.plan(R"([{"id": "a", "script": "a.sh", "gpus": 1, "deps": ["file:data/ready"]}])");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "0.2"}, q.d.path(), q.env);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(run->running()) << run->out();
+  q.d.write("data/ready", "");
+  Output o = run->wait(kPatience);
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("all jobs finished: 1 done"));
 }

@@ -74,7 +74,7 @@ TickResult RunLoop::tick() {
     phase("tick: watches");
     watch_eta(t);
     phase("tick: eta");
-    bool done = all_finished(t);
+    bool done = all_finished(t) || never_finishes(t);
     if (done) {
       summary_ = outcomes(q_->state());
       all_done_ = true;

@@ -2,6 +2,13 @@
 // past --kill-grace and the hang watchdog; then whether all is finished, and the last lines.
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <set>
+
+#include "gpuq/core/outlook.h"
+#include "gpuq/core/suggest.h"
+#include "gpuq/views/reasons.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -199,6 +206,7 @@ std::string RunLoop::outcomes(const State& state) const {
                        stale.size() == 1 ? "it" : "them");
   if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
   if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
+  if (never_count_) out += fmt::format(", {} can never start ({})", never_count_, never_ids_);
   return out;
 }
 
@@ -217,6 +225,96 @@ bool RunLoop::all_finished(const Tick& t) const {
     if (k == LifeKind::Waiting || k == LifeKind::Held || k == LifeKind::Queued || k == LifeKind::Running) return false;
     if (e.retry_at(i)) return false;
   }
+  return true;
+}
+
+namespace {
+
+// A file a job waits for, missing, and the path nearest to it that exists, where one is near:
+// the deepest folder of it that exists, then in each folder below the entry nearest in name
+// ("ckpt/trian/final.pt" -> "ckpt/train/final.pt", written by its producer). "" when none.
+std::string nearest_path(const std::string& written, const std::string& expanded) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path want(expanded), have;
+  std::vector<std::string> rest;
+  for (const fs::path& part : want) rest.push_back(part.string());
+  size_t k = 0;
+  for (; k < rest.size(); ++k) {
+    fs::path next = have / rest[k];
+    if (!fs::exists(next, ec)) break;
+    have = next;
+  }
+  if (k == rest.size() || have.empty()) return "";
+  for (; k < rest.size(); ++k) {
+    if (fs::exists(have / rest[k], ec)) {
+      have /= rest[k];
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(have, ec)) names.push_back(e.path().filename().string());
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::optional<std::string> near = nearest_name(rest[k], views);
+    if (!near) return "";
+    have /= *near;
+  }
+  if (!fs::exists(have, ec)) return "";
+  // As the plan wrote it: the same tail, relative where the plan's path is.
+  std::string found = have.string();
+  size_t keep = written.size() <= expanded.size() ? expanded.size() - written.size() : 0;
+  return written != expanded && found.size() > keep && found.compare(0, keep, expanded, 0, keep) == 0
+             ? found.substr(keep)
+             : found;
+}
+
+}  // namespace
+
+// Nothing runs, nothing is due, and every job left waits for what never comes (a job wider than
+// the node or the user's cap, GPU memory no GPU has, a file its producer ended without making):
+// run ends (exit 3), naming each and why, rather than wait in silence for ever. A job that waits
+// for a file no job of the plan makes (made outside gpuq) keeps the run waiting, as ever.
+bool RunLoop::never_finishes(Tick& t) {
+  if (!t.saved || !t.launched.empty() || t.paused || !last_save_problem_.empty()) return false;
+  for (const auto& [id, s] : q_->state().entries())
+    if ((s.removed && s.status == Status::Running) || s.kill_sent) return false;
+  const Engine& e = q_->engine();
+  std::vector<size_t> waiting;
+  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
+    LifeKind k = kind_of(e.life(i));
+    if (k == LifeKind::Held || k == LifeKind::Queued || k == LifeKind::Running || e.retry_at(i)) return false;
+    if (k == LifeKind::Waiting) waiting.push_back(i);
+  }
+  if (waiting.empty()) return false;
+  // Looked at once per state: an idle run ticks at each poll with nothing new.
+  size_t sig = state_signature(q_->state()) ^ (plan_.serial * 0x9e3779b97f4a7c15ULL);
+  if (never_sig_ && *never_sig_ == sig) return false;
+  never_sig_ = sig;
+  Policy p = e.policy();
+  GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
+  Outlook o = make_outlook(plan_, q_->state(), p, t.now, free, os_.files);
+  std::set<size_t> never(o.never.begin(), o.never.end());
+  for (size_t i : waiting)
+    if (!never.count(i)) return false;
+  std::vector<std::string> lines;
+  for (const Stuck& st : o.sim.stuck) {
+    if (st.why.kind == Why::Kind::Deps && st.why.source == Why::Source::NoProducer) return false;  // made outside gpuq?
+    std::string line = fmt::format("{} can never start: {}", plan_.jobs[st.job].id, stuck_text(plan_, p, st));
+    if (st.why.kind == Why::Kind::Deps && st.why.source == Why::Source::ProducerGone)
+      for (const Dep& d : plan_.jobs[st.job].deps)
+        if (d.kind == Dep::Kind::File && !os_.files.exists(os_.files.expand(d.target))) {
+          line += fmt::format(" ({} ended without making {}", plan_.jobs[*plan_.jobs[st.job].produced_by].id, d.target);
+          std::string near = nearest_path(d.target, os_.files.expand(d.target));
+          line += near.empty() ? ")" : fmt::format("; did you mean {}?)", near);
+        }
+    lines.push_back(std::move(line));
+  }
+  for (const Stuck& st : o.sim.blocked)
+    lines.push_back(fmt::format("{} can never start: {}", plan_.jobs[st.job].id, stuck_text(plan_, p, st)));
+  for (const std::string& l : lines) say(t.now, l);
+  std::vector<std::string> ids;
+  for (size_t i : waiting) ids.push_back(plan_.jobs[i].id);
+  never_ids_ = id_list(ids);
+  never_count_ = ids.size();
   return true;
 }
 

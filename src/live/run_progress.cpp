@@ -35,17 +35,13 @@ void RunLoop::note_progress(Tick& t) {
   }
 }
 
-namespace {
-
-// What makes the prediction worth making again: the jobs' statuses and starts.
+// What makes the prediction worth making again: the jobs' statuses and starts (run_tick.h).
 size_t state_signature(const State& state) {
   size_t sig = state.entries().size();
   for (const auto& [id, s] : state.entries())
     sig = sig * 1000003u ^ (static_cast<size_t>(s.status) * 7919u + std::hash<double>()(s.start.value_or(0)));
   return sig;
 }
-
-}  // namespace
 
 namespace {
 

@@ -28,6 +28,9 @@ struct RunLoop::Tick {
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
 };
 
+/// A hash of the jobs' statuses and starts: what makes a prediction worth making again.
+size_t state_signature(const State& state);
+
 /// "a, b, c" (the first 10, then the count of the rest).
 std::string id_list(const std::vector<std::string>& ids);
 

@@ -164,6 +164,7 @@ class RunLoop {
   void record_events(Tick& t);
   bool look_at_start_lines(bool fresh);
   bool all_finished(const Tick& t) const;
+  bool never_finishes(Tick& t);
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
   void say(double now, const std::string& line) const;
@@ -191,6 +192,9 @@ class RunLoop {
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line
+  std::optional<size_t> never_sig_;  // the state never_finishes last looked at
+  size_t never_count_ = 0;           // the jobs it found can never start, and their ids
+  std::string never_ids_;
   bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
   NodeShare* node_ = nullptr;              // share_node
   std::string node_problem_;               // the last node-dir problem said
