@@ -453,3 +453,29 @@ TEST(NeverStarts, AFileNoJobMakesKeepsTheRunWaitingUntilItComes) {
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_THAT(o.out, HasSubstr("all jobs finished: 1 done"));
 }
+
+namespace {
+// Voluntary context switches of every thread of process `pid` so far: how often it woke.
+long long wakeups_of(int pid) {
+  long long n = 0;
+  for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task"))
+    for (const std::string& l : lines_of(t.path().string() + "/status"))
+      if (l.rfind("voluntary_ctxt_switches:", 0) == 0) n += std::stoll(l.substr(24));
+  return n;
+}
+}  // namespace
+
+// An idle run (one job sleeping, nothing to decide) wakes only for a reason: a job, the plan, a
+// deadline, its poll. Its GPU probe's thread woke every 200 ms (15 times in 3 s).
+TEST(IdleRun, WakesOnlyForAReason) {
+  Plan q;
+  q.d.write("long.sh", "sleep 30\n");
+  q.plan(R"([{"id": "a", "script": "long.sh", "gpus": 1}])");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "20"}, q.d.path(), q.env);
+  ASSERT_TRUE(eventually([&] { return run->out().find("start a") != std::string::npos; })) << run->out();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the start's own work done
+  long long before = wakeups_of(run->pid());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  long long woke = wakeups_of(run->pid()) - before;
+  EXPECT_LE(woke, 4) << "wakeups in 3 s of an idle run";
+}

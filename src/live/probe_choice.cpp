@@ -128,9 +128,10 @@ struct BackgroundProbe::Shared {
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock lock(mu);
     while (true) {
-      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop || asked; });
+      // Woken only for a reason: read() asks, or the destructor stops it (both under `mu`, with
+      // notify_all). A timeout here woke an idle run five times a second (issue 43).
+      cv.wait(lock, [&] { return stop || asked; });
       if (stop) return;
-      if (!asked) continue;
       double wait = last_start + min_period_s - monotonic_now();
       if (wait > 0) {
         cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return stop; });
