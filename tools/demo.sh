@@ -9,7 +9,8 @@ build/gpuq simulate --plan examples/plan.json
 echo
 echo "== gpuq run --plan plan.json   (in examples/demo, from a fresh state)"
 cd examples/demo
-rm -rf logs out plan.state.json plan.state.json.bak plan.lock
+rm -rf logs out plan.state.json plan.state.json.bak plan.lock plan.run.lock plan.run.json plan.run.plan.json \
+  plan.events.jsonl plan.events.jsonl.* plan.predictions.jsonl plan.hooks.json plan.snapshots
 ../../build/gpuq run --plan plan.json
 echo
 echo "== gpuq status --plan plan.json --all"
