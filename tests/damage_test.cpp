@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -253,7 +254,11 @@ TEST(DiskFull, ReadOnlyFolderIsReportedAndTheQueueCarriesOnWhenWritable) {
   auto run = start_gpuq({"run", "--plan", "plan.json", "--poll", "1"}, disk.top,
                         {{"GPUQ_NVIDIA_SMI", scripts.path() + "/nvidia-smi"}});
   ASSERT_TRUE(eventually([&] { return fs::exists(disk.top + "/plan.state.json"); }, kPatience));
-  ASSERT_EQ(::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0);
+  // EBUSY while run has a file of the folder open for writing (a save, the event log, the run
+  // file between two ticks): tried again until it is between writes.
+  ASSERT_TRUE(eventually([&] { return ::mount(nullptr, disk.top.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0; },
+                         kPatience))
+      << std::strerror(errno);
   std::ofstream(scripts.path() + "/go").close();
   ASSERT_TRUE(eventually([&] { return run->out().find("Read-only file system") != std::string::npos; }, kPatience))
       << run->out();
