@@ -90,6 +90,19 @@ class Background {
 /// busy cores. Waits return as soon as the thing happens; only a failing test waits this long.
 constexpr double kPatience = 180;
 
+/// Built with AddressSanitizer (GCC's and clang's macros): gpuq takes several times the CPU.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 /// The suite's one wait: polls `cond` every 20 ms until it holds or `timeout_s` seconds of the
 /// clock have passed (not loop turns: a slow `cond` does not stretch it); returns its last value.
 bool eventually(const std::function<bool()>& cond, double timeout_s = kPatience);
