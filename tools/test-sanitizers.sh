@@ -15,4 +15,5 @@ cmake -S . -B build-asan -DGPUQ_SANITIZE=ON -DGPUQ_TEST_SLURM=$slurm -DCMAKE_BUI
 cmake --build build-asan -j"${JOBS:-2}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/lsan.supp:print_suppressions=0}
 ctest --test-dir build-asan --output-on-failure -j"${JOBS:-2}" --timeout 600

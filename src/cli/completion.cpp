@@ -8,7 +8,7 @@
 
 #include "gpuq/core/job_choices.h"
 #include "gpuq/core/plan.h"
-#include "gpuq/live/store.h"
+#include "gpuq/live/commands.h"
 
 #include "cli.h"
 
@@ -293,7 +293,7 @@ int cmd_complete_ids(const std::string& command, const std::string& plan_file, c
     take_settings(g, load.plan->settings);
     State state;
     try {
-      state = read_state(paths_for(plan_file, g.state_dir));
+      state = plan_state(g);
     } catch (const std::exception&) {
       // A damaged state: offer the ids all the same, in plan order.
     }

@@ -14,9 +14,8 @@
 #include "gpuq/core/events.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/progress.h"
-#include "gpuq/live/journal.h"
-#include "gpuq/live/proc.h"
-#include "gpuq/live/store.h"
+#include "gpuq/live/commands.h"
+#include "gpuq/views/history_text.h"
 
 #include "gpuq/core/snapshot.h"
 
@@ -29,14 +28,11 @@ namespace {
 
 std::vector<Attempt> logged_attempts(const Flags& f, bool quiet_warnings = false) {
   std::vector<std::string> warnings;
-  std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), &warnings);
+  std::vector<Attempt> attempts = gpuq::logged_attempts(f, &warnings);
   if (!quiet_warnings)
     for (const std::string& w : warnings) fmt::print(stderr, "gpuq: event log: {}\n", w);
-  return attempts_of(events);
+  return attempts;
 }
-
-// "12 min", "2.0 h", "40 s": an error's size.
-std::string size_words(double seconds) { return shift_text(std::fabs(seconds)).substr(1); }
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> lines;
@@ -47,72 +43,17 @@ std::vector<std::string> read_lines(const std::string& path) {
 
 // --accuracy: the predictions run recorded (PLAN.predictions.jsonl) against what happened.
 int print_accuracy(const Flags& f, const std::vector<Attempt>& attempts, double now) {
-  std::string path = predictions_path_for(plan_paths(f).state);
+  std::string path = predictions_log_of(f);
   std::vector<PredictionRecord> records;
   for (const std::string& line : read_lines(path))
     if (auto r = parse_prediction_line(line)) records.push_back(std::move(*r));
   Accuracy a = score_predictions(records, attempts);
-  if (f.json) {
-    nlohmann::ordered_json out;
-    out["finished"] = a.finished ? nlohmann::ordered_json(*a.finished) : nlohmann::ordered_json();
-    nlohmann::ordered_json finish = nlohmann::ordered_json::array();
-    for (const auto& p : a.finish) {
-      nlohmann::ordered_json j{{"t", p.t}};
-      for (const auto& [src, v] : p.finish) j[src] = v;
-      finish.push_back(std::move(j));
-    }
-    out["finish"] = std::move(finish);
-    nlohmann::ordered_json hs = nlohmann::ordered_json::array();
-    for (const auto& h : a.horizons) {
-      nlohmann::ordered_json j{{"horizon", h.name}};
-      for (const auto& [src, e] : h.error) j[src] = {{"median_abs_error_s", e.first}, {"predictions", e.second}};
-      hs.push_back(std::move(j));
-    }
-    out["starts"] = std::move(hs);
-    fmt::print("{}\n", out.dump(1));
-    return 0;
-  }
-  if (records.empty()) {
+  if (!f.json && records.empty()) {
     fmt::print("no predictions in {} yet (gpuq run records them)\n", path);
     return 0;
   }
-  if (a.finished)
-    fmt::print("the plan finished at {}\n", local_time(*a.finished, now));
-  else
-    fmt::print("the plan has not finished: its predicted finishes are not scored yet\n");
-  fmt::print("its predicted finish as run saw it{}:\n", a.finished ? " (and how far off)" : "");
-  auto cell = [&](const std::map<std::string, double>& m, const char* src) -> std::string {
-    auto it = m.find(src);
-    if (it == m.end() && std::string_view(src) == "progress") it = m.find("estimate");  // none reported any
-    if (it == m.end()) return "-";
-    std::string s = local_time(it->second, now);
-    if (a.finished) s += " (" + shift_text(it->second - *a.finished) + ")";
-    return s;
-  };
-  fmt::print("  {:<18} {:<30} {:<30} {}\n", "at", "estimate", "learned", "progress");
-  // The moments it moved (by a minute or more), at most 30 of them.
-  std::vector<const Accuracy::FinishAt*> shown;
-  std::optional<double> last;
-  for (const auto& p : a.finish) {
-    double v = p.finish.count("progress") ? p.finish.at("progress") : p.finish.begin()->second;
-    if (p.finish.empty() || (last && std::fabs(v - *last) < 60)) continue;
-    last = v;
-    shown.push_back(&p);
-  }
-  size_t step = std::max<size_t>(1, (shown.size() + 29) / 30);
-  for (size_t k = 0; k < shown.size(); k += step)
-    fmt::print("  {:<18} {:<30} {:<30} {}\n", local_time(shown[k]->t, now), cell(shown[k]->finish, "estimate"),
-               cell(shown[k]->finish, "learned"), cell(shown[k]->finish, "progress"));
-  fmt::print("median absolute error of predicted starts (predictions scored):\n");
-  fmt::print("  {:<20} {:<18} {:<18} {}\n", "horizon", "estimate", "learned", "progress");
-  for (const auto& h : a.horizons) {
-    auto e = [&](const char* src) -> std::string {
-      auto it = h.error.find(src);
-      if (it == h.error.end()) return "-";
-      return fmt::format("{} ({})", size_words(it->second.first), it->second.second);
-    };
-    fmt::print("  {:<20} {:<18} {:<18} {}\n", h.name, e("estimate"), e("learned"), e("progress"));
-  }
+  std::string out = f.json ? accuracy_json(a) : accuracy_text(a, now);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
@@ -140,80 +81,10 @@ std::optional<double> parse_since(const std::string& text, double now) {
   return std::nullopt;
 }
 
-// A run time as people read it: 42.1s, 12m05s, 3.52h.
-std::string took(std::optional<double> s) {
-  if (!s) return "-";
-  if (*s < 60) return fmt::format("{:.1f}s", *s);
-  if (*s < 3600) return fmt::format("{}m{:02}s", static_cast<long long>(*s) / 60, static_cast<long long>(*s) % 60);
-  return fmt::format("{:.2f}h", *s / 3600);
-}
-
-// A moment with its seconds (attempts can be seconds apart), and the date when not this week.
-std::string moment(std::optional<double> t, double now) {
-  if (!t) return "-";
-  std::time_t tt = static_cast<std::time_t>(*t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, std::fabs(now - *t) < 6 * 86400 ? "%a %H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-std::string list(const std::optional<std::vector<int>>& gpus) {
-  if (!gpus) return "-";
-  std::string s = "[";
-  for (size_t i = 0; i < gpus->size(); ++i) s += (i ? "," : "") + std::to_string((*gpus)[i]);
-  return s + "]";
-}
-
 int print_estimates(const Flags& f, const Plan& plan, const std::vector<Attempt>& attempts) {
   std::vector<Learned> learned = learn_estimates(attempts, plan);
-  if (f.json) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const Learned& l : learned)
-      out.push_back({{"prefix", l.prefix}, {"runs", l.runs}, {"median_ratio", l.median}, {"lowest", l.low},
-                     {"highest", l.high},
-                     {"median_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_gib) : nlohmann::ordered_json()},
-                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()}});
-    fmt::print("{}\n", out.dump(1));
-    return 0;
-  }
-  if (learned.empty()) {
-    fmt::print("no done run of a job with an estimate in the event log yet\n");
-    return 0;
-  }
-  fmt::print("run time / est_hours, from the done runs in the event log:\n");
-  fmt::print("{:<16} {:>5} {:>8} {:>15}  {}\n", "prefix", "runs", "median", "range", "--learned-estimates");
-  for (const Learned& l : learned)
-    fmt::print("{:<16} {:>5} {:>7.2f}x {:>6.2f}x-{:.2f}x  {}\n", l.prefix, l.runs, l.median, l.low, l.high,
-               l.runs >= 3 ? fmt::format("pending {}* jobs x{:.2f}", l.prefix, l.median) : "not used (under 3 runs)");
-  bool peaks = std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.peak_runs > 0; });
-  if (peaks) {
-    fmt::print("\nGPU memory peak on one GPU (NVML), from the same runs:\n");
-    fmt::print("{:<16} {:>5} {:>10} {:>10}\n", "prefix", "runs", "median", "highest");
-    for (const Learned& l : learned)
-      if (l.peak_runs)
-        fmt::print("{:<16} {:>5} {:>6.1f} GiB {:>6.1f} GiB\n", l.prefix, l.peak_runs, l.peak_gib, l.peak_max_gib);
-  }
-  // The runs furthest from their estimate, either way.
-  struct Off {
-    std::string id;
-    long long attempt;
-    double ran, est, ratio;
-  };
-  std::vector<Off> off;
-  for (const Attempt& a : attempts) {
-    const Job* j = plan.find(a.id);
-    if (a.outcome != "done" || !a.start || !a.end || !j || !(j->est_hours > 0)) continue;
-    double ran = (*a.end - *a.start) / 3600;
-    if (ran > 0) off.push_back({a.id, a.attempt, ran, j->est_hours, ran / j->est_hours});
-  }
-  std::sort(off.begin(), off.end(),
-            [](const Off& x, const Off& y) { return std::fabs(std::log(x.ratio)) > std::fabs(std::log(y.ratio)); });
-  if (!off.empty()) fmt::print("\nfurthest from their estimate:\n");
-  for (size_t i = 0; i < off.size() && i < 5; ++i)
-    fmt::print("  {} (attempt {}): ran {:.2f}h, est_hours {:g}: {:.2f}x\n", off[i].id, off[i].attempt, off[i].ran,
-               off[i].est, off[i].ratio);
+  std::string out = f.json ? estimates_json(learned) : estimates_text(plan, learned, attempts);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
@@ -245,7 +116,7 @@ int cmd_history(Flags& f) {
   });
   if (f.estimates) return print_estimates(f, plan, attempts);
   if (f.accuracy) return print_accuracy(f, attempts, now);
-  State state = read_state(plan_paths(f));
+  State state = plan_state(f);
   auto outcome = [&](const Attempt& a) -> std::string {
     std::string o = a.outcome.value_or("");
     if (o.empty()) {
@@ -254,47 +125,13 @@ int cmd_history(Flags& f) {
     }
     return o;
   };
-  if (f.json) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const Attempt& a : attempts) {
-      nlohmann::ordered_json j{{"id", a.id}, {"attempt", a.attempt}};
-      j["gpus"] = a.gpus ? nlohmann::ordered_json(*a.gpus) : nlohmann::ordered_json();
-      j["start"] = a.start ? nlohmann::ordered_json(*a.start) : nlohmann::ordered_json();
-      j["end"] = a.end ? nlohmann::ordered_json(*a.end) : nlohmann::ordered_json();
-      j["seconds"] = a.start && a.end ? nlohmann::ordered_json(*a.end - *a.start) : nlohmann::ordered_json();
-      j["outcome"] = outcome(a);
-      j["exit"] = a.exit ? nlohmann::ordered_json(*a.exit) : nlohmann::ordered_json();
-      j["causes"] = a.causes;
-      j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
-      if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
-        j["snapshot"] = {{"commit", *a.snapshot},
-                         {"dirty", a.snapshot_dirty.value_or(false)},
-                         {"repo", a.repo ? nlohmann::ordered_json(*a.repo) : nlohmann::ordered_json()},
-                         {"ref", "refs/gpuq/snapshots/" + *a.snapshot}};
-      out.push_back(std::move(j));
-    }
-    fmt::print("{}\n", out.dump(1));
-    return 0;
-  }
-  if (attempts.empty()) {
-    fmt::print("nothing in the event log {}{}\n", events_path_for(plan_paths(f).state),
+  if (!f.json && attempts.empty()) {
+    fmt::print("nothing in the event log {}{}\n", events_log_of(f),
                f.jobs.empty() && !since ? " yet (gpuq run writes it)" : " that matches");
     return 0;
   }
-  size_t w = 3;
-  for (const Attempt& a : attempts) w = std::max(w, a.id.size());
-  fmt::print("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", "job", w, "attempt", "GPUs", "start", "end", "ran",
-             "outcome");
-  for (const Attempt& a : attempts) {
-    std::string o = outcome(a);
-    if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
-    if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
-    if (a.snapshot)
-      o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");
-    fmt::print("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),
-               moment(a.start, now), moment(a.end, now),
-               took(a.start && a.end ? std::optional<double>(*a.end - *a.start) : std::nullopt), o);
-  }
+  std::string out = f.json ? attempts_json(attempts, outcome) : attempts_text(attempts, outcome, now);
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
@@ -304,10 +141,12 @@ void add_learned_estimates(CLI::App* sub, Flags& f) {
                 "before, where it has 3 or more done runs in the event log (gpuq history --estimates)");
 }
 
-void learn_into(const Flags& f, Plan& plan, const State& state) {
+Plan learn_into(const Flags& f, const Plan& given, const State& state) {
+  Plan plan = given;
   std::vector<Learned> learned = learn_estimates(logged_attempts(f), plan);
   std::vector<Learned> used = apply_learned(plan, state, learned);
   fmt::print(stderr, "gpuq: --learned-estimates: {}\n", learned_text(learned, used));
+  return plan;
 }
 
 void add_history_command(CLI::App& app, Flags& f, Action& action) {

@@ -6,10 +6,9 @@
 #include <filesystem>
 #include <cstdlib>
 
-#include "gpuq/live/follow.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
-#include "gpuq/live/store.h"
+#include "gpuq/live/commands.h"
 
 #include "cli.h"
 #include "gpuq/core/job_words.h"

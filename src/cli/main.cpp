@@ -7,8 +7,7 @@
 #include <functional>
 
 #include "cli.h"
-#include "gpuq/live/launcher.h"
-#include "gpuq/live/phase.h"
+#include "gpuq/live/commands.h"
 #include "gpuq/core/hint.h"
 #include "gpuq/core/suggest.h"
 
@@ -100,7 +99,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& help_examples(
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], kJobWrapperArg) == 0) return job_wrapper(argc, argv);
+  if (std::optional<int> wrapper = as_job_wrapper(argc, argv)) return *wrapper;
   CLI::App app{
       "gpuq: a dependency and priority GPU job queue for one multi-GPU node.\n"
       "Runs a plan (a JSON list of jobs) on the node's GPUs: highest priority first, short jobs\n"
@@ -158,9 +157,6 @@ int main(int argc, char** argv) {
     int status = action ? action() : 0;
     phase("free");
     return status;
-  } catch (const StoreError& e) {
-    fmt::print(stderr, "gpuq: {}\n", e.what());
-    return kExitFailure;
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpuq: {}\n", e.what());
     return kExitFailure;

@@ -4,20 +4,14 @@
 
 #include <cstdio>
 
-#include "gpuq/live/local_files.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/plan.h"
-#include "gpuq/live/probe.h"
-#include "gpuq/live/queue.h"
-#include "gpuq/live/slurm.h"
 #include "gpuq/core/simulate.h"
-#include "gpuq/live/store.h"
+#include "gpuq/live/look.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/reasons.h"
 #include "gpuq/views/svg.h"
 #include "gpuq/views/text.h"
-
-#include "gpuq/live/node_dir.h"
 
 #include "cli.h"
 
@@ -25,19 +19,52 @@ namespace gpuq::cli {
 
 namespace {
 
-/// simulate --nodes: the plan as a cluster's Slurm takes it (as `run --slurm` does), or
-/// nullopt with the reason printed. A reservation of GPU ids means nothing across nodes.
+/// simulate --nodes: the plan as a cluster's batch queue takes it (as `run` through it does), or
+/// nullopt with the reason printed.
 std::optional<Plan> cluster_plan(const Flags& f, const Plan& plan) {
-  if (std::string why = slurm_plan_problem(plan, std::nullopt); !why.empty()) {
+  std::unique_ptr<Backend> cluster = cluster_backend(f);
+  if (std::string why = cluster->plan_problem(plan, false); !why.empty()) {
     fmt::print(stderr, "gpuq: simulate --nodes: the plan {}: {}\n", f.plan, why);
     return std::nullopt;
   }
-  for (const Reservation& r : plan.reservations)
-    fmt::print(stderr,
-               "gpuq: simulate --nodes: the jobs of Slurm's reservation {} are predicted on any node, as if it "
-               "held every node (gpuq does not know which nodes it holds)\n",
-               r.queue_reservation);
-  return slurm_copy(plan);
+  for (const std::string& note : cluster->prediction_notes(plan)) fmt::print(stderr, "gpuq: simulate --nodes: {}\n", note);
+  return cluster->plan_for(plan);
+}
+
+// --node: on the shared node as it is now; the look found the node directory, or why not (exit 2).
+bool say_node(const Look& l) {
+  if (l.node.dir.empty()) {
+    fmt::print(stderr, "gpuq simulate --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or /var/lib/gpuq "
+                       "when it exists and you may write there)\n");
+    return false;
+  }
+  if (!l.node.problem.empty()) {
+    fmt::print(stderr, "gpuq simulate --node: the node directory {}: {}\n", l.node.dir, l.node.problem);
+    return false;
+  }
+  std::string said = l.node.line.empty() ? fmt::format("shared node {}: no other run\n", l.node.dir) : l.node.line;
+  for (size_t at = 0, nl; (nl = said.find('\n', at)) != std::string::npos; at = nl + 1)
+    fmt::print(stderr, "gpuq: {}\n", said.substr(at, nl - at));
+  fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' jobs that are not ready yet are not in "
+                     "it (the node's fair share may start some of them first)\n",
+             l.node.cap ? fmt::format(", at most {} GPU{} at once for you (the node config's cap)", *l.node.cap,
+                                      *l.node.cap == 1 ? "" : "s")
+                        : "");
+  return true;
+}
+
+// What the look gathers for a prediction: the state and its run's settings only --from-state,
+// the shared node only --node (from the plan's beginning unless --from-state), no GPU reading.
+LookAsk simulate_ask(const Flags& f) {
+  LookAsk ask;
+  ask.run_plan_when_broken = false;
+  ask.state = ask.refresh = f.from_state;
+  ask.probe = false;
+  ask.pairs_default = "original";  // the original's pairs unless --pairs says otherwise: its output stays the original's
+  ask.node = f.simulate_node;
+  ask.whole = !f.from_state;
+  ask.run = ask.snapshots = false;
+  return ask;
 }
 
 double makespan(const Simulation& sim) {
@@ -59,9 +86,51 @@ std::string cluster_note(const Plan& plan, const SimOptions& opt, const Simulati
   return head + fmt::format("; on one such node it is {:.1f}h ({:.2f}x as long)\n", single, single / many);
 }
 
+// Prints the prediction: the timeline (the original's), or JSON, or the jobs that never start.
+int print_simulation(const Flags& f, const Plan& plan, const std::vector<int>& gpus, const SimOptions& opt,
+                     LiveStart* from) {
+  Simulation sim = simulate(plan, opt, from);
+  for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
+  for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan.jobs[b.job].id, stuck_text(plan, opt, b));
+  if (!f.svg.empty()) {
+    std::vector<Bar> bars;
+    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus, r.node});
+    if (!write_output(f.svg, gantt_svg(plan, bars, gpus, from ? std::optional<double>(0.0) : std::nullopt,
+                                       "gpuq simulate: " + f.plan, opt.nodes)))
+      return kExitFailure;
+  }
+  if (f.json) {
+    std::string out = simulation_json(plan, f.plan, sim, opt);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return sim.stuck.empty() || from ? 0 : kExitFailure;
+  }
+  if (from && !sim.stuck.empty()) {
+    fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
+    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan.jobs[s.job].id, stuck_text(plan, opt, s));
+    sim.stuck.clear();
+  }
+  if (!sim.stuck.empty()) {
+    fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(plan, opt, sim));
+    return kExitFailure;
+  }
+  std::string out = format_timeline(plan, sim, opt, f.all);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  std::string note = timeline_note(plan, sim, f.all);
+  if (packs(plan, opt)) {  // what packing buys: the same prediction on whole GPUs
+    SimOptions whole = opt;
+    whole.pack = false;
+    note += packing_note(plan, opt, sim, simulate(plan, whole, from));
+  }
+  if (opt.nodes > 1) note += cluster_note(plan, opt, sim);
+  std::fputs(note.c_str(), stderr);
+  keep_until_exit(std::move(sim));
+  return 0;
+}
+
 }  // namespace
 
-int cmd_simulate(const Flags& given) {
+int cmd_simulate(const Flags& given) try {
   huge_page_heap();
   Flags f = given;
   if (f.gpus_per_node) {
@@ -70,23 +139,15 @@ int cmd_simulate(const Flags& given) {
     f.from[setting_index(*find_setting("gpus"))] = SettingSource::Flag;
   }
   f.reads_run_settings = f.from_state;  // predicting a running queue: with its run's settings
-  auto loaded = load_command(f);
-  if (!loaded) return kExitBadInput;
-  const std::vector<int>* gpus = &loaded->gpus;
-  const Plan* plan = &loaded->plan;
+  LookAsk ask = simulate_ask(f);
+  Look l = look_at(f, ask);
+  if (!say_load(f, l.report) || (f.simulate_node && !say_node(l))) return kExitBadInput;
   std::optional<Plan> cluster;
-  if (f.nodes) {
-    cluster = cluster_plan(f, *plan);
-    if (!cluster) return kExitBadInput;
-    plan = &*cluster;
-  }
-  if (f.learned_estimates) {
-    State state;
-    if (f.from_state) state = read_state(plan_paths(f));
-    learn_into(f, loaded->plan, state);
-  }
+  if (f.nodes && !(cluster = cluster_plan(f, *l.plan))) return kExitBadInput;
+  Plan& plan = cluster ? *cluster : *l.plan;
+  if (f.learned_estimates) plan = learn_into(f, plan, l.state);
   SimOptions opt;
-  opt.node_gpus = *gpus;
+  opt.node_gpus = l.gpus;
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.time_limit_factor = f.time_limit_factor;
   opt.max_retries = f.max_retries;  // the retries of a job predicted to time out (retry_on_timeout)
@@ -94,95 +155,19 @@ int cmd_simulate(const Flags& given) {
   opt.gpu_mem_gib = f.gpu_mem_gib;
   opt.gpu_mem_headroom = f.gpu_mem_headroom;
   opt.nodes = static_cast<int>(f.nodes.value_or(1));
-  // The original's pairs unless --pairs says otherwise: its output stays the original's.
-  std::optional<Placement> placement = placement_of(f, "original", run_options(f, *gpus));
-  if (!placement) return kExitBadInput;
-  opt.placement = std::move(*placement);
+  opt.placement = l.opt.placement;
+  opt.max_gpus = l.node.cap;
   std::optional<LiveStart> from;
-  // --node: on the shared node as it is now: other runs' jobs hold their GPUs until their
-  // predicted ends, their waiting jobs from when the node's fair order starts them (beside this
-  // plan's first ready jobs), and the user's cap is kept (status's node look).
-  NodeLook look;
-  if (f.simulate_node) {
-    std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
-    for (uint32_t j : plan->by_rank) {
-      const Job& job = plan->jobs[j];
-      if (job.deps.empty() && job.gpus > 0)
-        first.push_back({job.id, job.gpus, job.priority, job.est_hours, opt.packed_gib(job)});
-      if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
-    }
-    look = node_look(f, plan_paths(f), *gpus, unix_now(), nullptr, !f.from_state, &first);
-    if (look.dir.empty()) {
-      fmt::print(stderr, "gpuq simulate --node: no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it "
-                         "exists and you may write there)\n",
-                 kDefaultNodeDir);
-      return kExitBadInput;
-    }
-    if (!look.problem.empty()) {
-      fmt::print(stderr, "gpuq simulate --node: the node directory {}: {}\n", look.dir, look.problem);
-      return kExitBadInput;
-    }
-    opt.max_gpus = look.cap;
-    std::string said = look.line.empty() ? fmt::format("shared node {}: no other run\n", look.dir) : look.line;
-    for (size_t at = 0, nl; (nl = said.find('\n', at)) != std::string::npos; at = nl + 1)
-      fmt::print(stderr, "gpuq: {}\n", said.substr(at, nl - at));
-    fmt::print(stderr, "gpuq: predicted on the node as it is now{}; other users' jobs that are not ready yet are "
-                       "not in it (the node's fair share may start some of them first)\n",
-               look.cap ? fmt::format(", at most {} GPU{} at once for you (the node config's cap)", *look.cap,
-                                      *look.cap == 1 ? "" : "s")
-                        : "");
-  }
-  if (f.from_state || f.simulate_node) {
-    PlanPaths paths = plan_paths(f);
-    State state = f.from_state ? read_state(paths) : State{};
-    double now = unix_now();
-    if (f.from_state) refresh(*plan, paths, state, now);
-    RunOptions ro = run_options(f, *gpus);
-    ro.placement = opt.placement;
-    from = live_start(*plan, state, ro, now, f.from_state ? free_now(state, ro, GpuReading{}) : mask_of(*gpus),
-                      LocalFiles(workdir_of(f, plan->workdir).path), {}, OnNode{look.held, {}});
-    if (f.from_state)
-      for (const std::string& line : settings_notes(f, "original")) fmt::print(stderr, "gpuq: {}\n", line);
-  }
-  Simulation sim = simulate(*plan, opt, from ? &*from : nullptr);
-  for (const auto& note : sim.notes) fmt::print(stderr, "gpuq: {}\n", note);
-  for (const Stuck& b : sim.blocked) fmt::print(stderr, "gpuq: {}: {}\n", plan->jobs[b.job].id, stuck_text(*plan, opt, b));
-  if (!f.svg.empty()) {
-    std::vector<Bar> bars;
-    for (const SimRow& r : sim.rows) bars.push_back({r.job, "predicted", r.start, r.end, r.gpus, r.node});
-    if (!write_output(f.svg, gantt_svg(*plan, bars, *gpus, from ? std::optional<double>(0.0) : std::nullopt,
-                                       "gpuq simulate: " + f.plan, opt.nodes)))
-      return kExitFailure;
-  }
-  if (f.json) {
-    std::string out = simulation_json(*plan, f.plan, sim, opt);
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return sim.stuck.empty() || from ? 0 : kExitFailure;
-  }
-  if (from && !sim.stuck.empty()) {
-    fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
-    for (const Stuck& s : sim.stuck) fmt::print(stderr, "  {}: {}\n", plan->jobs[s.job].id, stuck_text(*plan, opt, s));
-    sim.stuck.clear();
-  }
-  if (!sim.stuck.empty()) {
-    fmt::print(stderr, "gpuq: {}: {}", f.plan, format_stuck(*plan, opt, sim));
-    return kExitFailure;
-  }
-  std::string out = format_timeline(*plan, sim, opt, f.all);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
-  std::string note = timeline_note(*plan, sim, f.all);
-  if (packs(*plan, opt)) {  // what packing buys: the same prediction on whole GPUs
-    SimOptions whole = opt;
-    whole.pack = false;
-    note += packing_note(*plan, opt, sim, simulate(*plan, whole, from ? &*from : nullptr));
-  }
-  if (opt.nodes > 1) note += cluster_note(*plan, opt, sim);
-  std::fputs(note.c_str(), stderr);
-  keep_until_exit(std::move(sim));
-  keep_until_exit(std::move(*loaded));
+  if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
+  if (f.from_state)
+    for (const std::string& line : l.settings_notes) fmt::print(stderr, "gpuq: {}\n", line);
+  int rc = print_simulation(f, plan, l.gpus, opt, from ? &*from : nullptr);
+  keep_until_exit(std::move(l));
   keep_until_exit(std::move(cluster));
-  return 0;
+  return rc;
+} catch (const BadLook& e) {
+  fmt::print(stderr, "gpuq: {}\n", e.what());
+  return kExitBadInput;
 }
 
 void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
@@ -196,8 +181,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   auto* from_state = sim->add_flag("--from-state", f.from_state,
                 "predict from the live state: what is done stays done, running jobs finish their estimate");
   auto* nodes = sim->add_option("--nodes", f.nodes,
-                                "predict for a cluster of N nodes like this one (a job runs on one node), as "
-                                "`run --slurm` would run the plan")
+                                kNodesHelp)
                     ->check(CLI::Range(1, kMaxNodes))
                     ->excludes(from_state);
   sim->add_option("--gpus-per-node", f.gpus_per_node, "with --nodes: each node has G GPUs (instead of --gpus)")

@@ -110,4 +110,43 @@ std::string format_stale(const Plan& plan, const State& state, const std::string
   return out;
 }
 
+std::string run_text(const RunSeen& r, const std::string& plan_arg, double now) {
+  std::string who = r.pid ? fmt::format("pid {}{}", *r.pid, r.host.empty() ? "" : " on " + r.host) : "pid ?";
+  std::string paused = r.paused_since ? fmt::format("paused since {}: no new job starts until {} (running jobs go on)\n",
+                                                    local_time(*r.paused_since, now), hint("resume"))
+                                      : "";
+  if (!r.running) {
+    std::string last;
+    if (r.pid && (r.ended || r.last_tick))
+      last = fmt::format(" (the last one, {}, {} at {})", who, r.ended ? "ended" : "stopped ticking",
+                         local_time(r.ended ? *r.ended : *r.last_tick, now));
+    return paused + fmt::format("no `gpuq run` is running this plan{}: nothing starts until {} is started\n", last,
+                                hint("run"));
+  }
+  std::string out = paused + fmt::format("`gpuq run` ({}) is running this plan", who);
+  if (r.last_tick)
+    out += fmt::format("; its last tick {} ({:.0f} s ago)", clock_stamp(*r.last_tick), std::max(0.0, now - *r.last_tick));
+  out += "\n";
+  std::string loaded_at = r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?";
+  if (r.plan_problems)
+    out += fmt::format("the plan on disk has {} problem{}; still running the version loaded at {} ({} lists them; "
+                       "fix the file and run reloads it)\n",
+                       *r.plan_problems, *r.plan_problems == 1 ? "" : "s", loaded_at,
+                       hint(r.slurm ? "validate --slurm" : "validate"));
+  else if (r.plan_changed)
+    out += fmt::format("`gpuq run` is using the plan as loaded at {}; {} changed since and is reloaded at run's "
+                       "next tick\n",
+                       loaded_at, plan_arg);
+  return out;
+}
+
+std::string memory_over_text(const std::vector<MemoryUse::Over>& over) {
+  std::string out;
+  for (const MemoryUse::Over& x : over)
+    out += fmt::format("{} uses {:.1f} GiB on GPU {}, declared {:g} (gpu_mem_gib): nothing more is placed on GPU {} "
+                       "while it does\n",
+                       x.id, x.used_gib, x.gpu, x.declared_gib, x.gpu);
+  return out;
+}
+
 }  // namespace gpuq

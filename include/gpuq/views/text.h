@@ -8,9 +8,11 @@
 
 #include <string>
 
+#include "gpuq/core/gpu_use.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
+#include "gpuq/views/json.h"
 
 namespace gpuq {
 
@@ -46,5 +48,13 @@ std::string format_stale(const Plan& plan, const State& state, const std::string
 /// At most `limit` jobs unless `all`.
 std::string format_outlook(const Plan& plan, const State& state, const Outlook& o, bool all,
                            size_t limit = kOutlookRows);
+
+/// `status`'s lines about the plan's `gpuq run` (`plan_arg`: the plan as the user named it),
+/// before the outlook: whether one runs (and when it last ticked), a pause, an edit it has not
+/// taken yet or refuses.
+std::string run_text(const RunSeen& r, const std::string& plan_arg, double now);
+
+/// A line for each packed job that uses more GPU memory than it declared.
+std::string memory_over_text(const std::vector<MemoryUse::Over>& over);
 
 }  // namespace gpuq

@@ -1,0 +1,608 @@
+// One look at the node (look.h): the plan, the state, the run, the GPUs, the shared node, the
+// backend's queue and the snapshots, gathered once for a prediction.
+#include "gpuq/live/look.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <system_error>
+#include <thread>
+#include <tuple>
+
+#include "gpuq/core/hint.h"
+#include "gpuq/core/life.h"
+#include "gpuq/core/limits.h"
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/snapshot.h"
+#include "gpuq/live/async.h"
+#include "gpuq/live/local_files.h"
+#include "gpuq/live/node_dir.h"
+#include "gpuq/live/phase.h"
+#include "gpuq/live/plan_edit.h"
+#include "gpuq/live/probe.h"
+#include "gpuq/live/proc.h"
+#include "gpuq/live/run_info.h"
+#include "gpuq/live/snapshots.h"
+#include "gpuq/views/node_text.h"
+#include "gpuq/views/svg.h"
+#include "gpuq/views/text.h"
+
+namespace gpuq {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A reading of the GPUs and, for --pairs auto, their topology.
+struct Probed {
+  GpuReading reading;
+  std::optional<Topology> topology;
+};
+
+std::unique_ptr<GpuProbe> probe_of(const RunOptions& opt) {
+  return make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
+                    opt.nvidia_smi_timeout);
+}
+
+/// The GPU probe (nvidia-smi takes 0.1 to 0.5 s on a real node, or hangs until its timeout), and
+/// for --pairs auto the topology, asked on a thread of its own while this one loads the plan
+/// and the state. The thread is detached: a command that fails before it needs the reading exits
+/// without waiting for it. It uses nothing but its copy of the options. Where no thread can be
+/// had, the probe is asked when the reading is wanted.
+std::future<Probed> probe_meanwhile(const RunOptions& opt, bool topology) {
+  auto ask = [opt, topology] {
+    std::unique_ptr<GpuProbe> probe = probe_of(opt);
+    Probed out{probe->read(), std::nullopt};
+    if (topology) out.topology = probe->topology();
+    return out;
+  };
+  std::packaged_task<Probed()> task(ask);
+  std::future<Probed> reading = task.get_future();
+  try {
+    std::thread(std::move(task)).detach();
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, ask);
+  }
+  return reading;
+}
+
+/// What the probe is asked with: asked again when the settings the plan gives change it.
+auto probe_asked(const PlanSetup& s, const char* pairs_default) {
+  std::string pairs = s.pairs.empty() ? pairs_default : s.pairs;
+  return std::tuple(s.gpu_probe, run_options(s, {}).nvidia_smi, pairs == "auto");
+}
+
+/// The plan on disk has problems: while a `gpuq run` goes on with the version it loaded
+/// (PLAN.run.plan.json), that one.
+std::optional<Plan> plan_run_goes_on_with(const PlanPaths& paths, const std::vector<int>& gpus) {
+  if (!run_presence(paths).running) return std::nullopt;
+  PlanLoad kept = load_plan(paths.run_plan, gpus);
+  return std::move(kept.plan);
+}
+
+/// State entries of jobs the plan no longer has (renamed or removed jobs): a line for each one
+/// still running (it holds GPUs, and only `kill` reaches it), one for the rest. Entries that a
+/// running `run` marked "removed" when an edit dropped their job are expected.
+}  // namespace
+
+std::vector<std::string> unknown_entry_lines(const Plan& plan, const PlanPaths& paths, const State& state) {
+  std::vector<std::string> out;
+  // Usually every entry is a job of the plan: the binding of state to plan (which the
+  // outlook needs anyway) says so without looking each id up again.
+  size_t known = 0;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) known += state.of(plan, i) != nullptr;
+  if (known == state.entries().size()) return out;
+  std::string list;
+  size_t n = 0;
+  for (const auto& [id, s] : state.entries()) {
+    if (plan.find(id)) continue;
+    if (s.status == Status::Running) {
+      out.push_back(fmt::format("note: {} runs but is no longer in {}: it keeps GPUs {} until it ends ({} stops it, "
+                                "{} shows its log)",
+                                id, paths.plan, s.gpus ? py_list(*s.gpus) : "[]", hint("kill", {id}), hint("logs", {id})));
+      continue;
+    }
+    if (s.removed) continue;
+    if (n++ < 10) list += (list.empty() ? "" : ", ") + id + " (" + status_name(s.status) + ")";
+  }
+  if (n)
+    out.push_back(fmt::format("warning: {} names {} job(s) that are not in {}: {}{}. Their entries are kept as they "
+                              "are, for the history; they change nothing (a job renamed in the plan starts afresh "
+                              "under its new id)",
+                              paths.state, n, paths.plan, list, n > 10 ? ", ..." : ""));
+  return out;
+}
+
+namespace {
+
+/// What status says holds a GPU that a running job the plan no longer has is on.
+void name_removed_holders(const Plan& plan, const State& state, std::map<int, std::string>& others) {
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.gpus && !plan.find(id))
+      for (int g : *s.gpus)
+        others[g] = fmt::format("GPU {} busy: {} runs there, no longer in the plan ({} stops it)", g, id, hint("kill", {id}));
+}
+
+/// The jobs waiting to run whose snapshot (the code they run) is older than the tree on disk:
+/// a line per snapshot, naming them. No git is run when no waiting job has a snapshot.
+std::string stale_snapshot_notes(const Plan& plan, const State& state, double now, const PlanPaths& paths,
+                                 std::set<std::string>& stale) {
+  std::map<std::string, std::pair<SnapshotRef, std::vector<std::string>>> waiting;  // commit -> it, its jobs
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.of(plan, i);  // by the plan's slots: no hash of each id (15 M instructions on 100k jobs)
+    if (!s || !s->snapshot || !(s->status == Status::Pending || s->status == Status::Held || s->status == Status::Blocked))
+      continue;
+    if (std::optional<SnapshotRef> snap = snapshot_of(*s)) {
+      auto& [ref, ids] = waiting[snap->commit];
+      if (ids.empty() || snap->at < ref.at) ref = *snap;
+      ids.push_back(plan.jobs[i].id);
+    }
+  }
+  if (waiting.empty()) return "";
+  GitSnapshots git(its_own_files(paths));
+  std::string out;
+  for (const auto& [commit, it] : waiting) {
+    const auto& [ref, ids] = it;
+    std::string names;
+    for (size_t k = 0; k < ids.size() && k < 10; ++k) names += (k ? ", " : "") + ids[k];
+    if (ids.size() > 10) names += fmt::format(" and {} more", ids.size() - 10);
+    if (!git.changed_since(ref).value_or(false)) continue;
+    stale.insert(commit);
+    out += fmt::format("{}: {} (snapshot {})\n", names, stale_snapshot_text(ref.at, now), short_commit(commit));
+  }
+  return out;
+}
+
+/// What the look knows of the plan's `gpuq run`, and the ids of the plan it loaded when the
+/// plan on disk is another (nullopt when it is the same, or unknown).
+void look_at_run(const PlanPaths& paths, const std::vector<int>& gpus, const Backend& backend, Look& l) {
+  RunSeen& seen = l.run;
+  seen.paused_since = paused_since(paths);
+  RunPresence p = run_presence(paths);
+  seen.running = p.running;
+  if (p.info) {
+    seen.pid = p.info->pid;
+    seen.host = p.info->host;
+    seen.started = p.info->started;
+    seen.last_tick = p.info->tick;
+    seen.ended = p.info->ended;
+    seen.plan_loaded_at = p.info->loaded_at.value_or(p.info->loaded.mtime);
+  } else if (!p.lock_pid.empty()) {
+    char* end = nullptr;
+    long long pid = std::strtoll(p.lock_pid.c_str(), &end, 10);
+    if (end && !*end && pid > 0) seen.pid = pid;
+  }
+  if (!p.running || !p.info || p.info->loaded.hash.empty()) return;
+  // Size and time first: the whole text is hashed only when one of them moved.
+  struct stat st {};
+  if (::stat(paths.plan.c_str(), &st) != 0) return;
+  double mtime = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+  if (static_cast<long long>(st.st_size) == p.info->loaded.size && mtime == p.info->loaded.mtime) return;
+  auto now = stamp_plan(paths.plan);
+  if (!now || now->hash == p.info->loaded.hash) return;
+  seen.plan_changed = true;
+  // run reloads a valid edit at once: one it keeps running without has problems (a batch
+  // queue's own too: said as run says it).
+  seen.slurm = backend.batch();
+  if (PlanLoad disk = load_plan(paths.plan, gpus); !disk.plan) {
+    seen.plan_problems = disk.errors.size();
+  } else if (std::string why = backend.batch() ? backend.plan_problem(*disk.plan, true) : ""; !why.empty()) {
+    seen.plan_problems = 1;
+    l.warnings.push_back(fmt::format("{}: run {}: {}", paths.plan, backend.run_flag(), why));
+  }
+  PlanLoad loaded = load_plan(paths.run_plan, gpus);
+  if (loaded.plan) {
+    l.run_ids.emplace();
+    for (const Job& j : loaded.plan->jobs) l.run_ids->insert(j.id);
+  }
+}
+
+}  // namespace
+
+std::string node_dir_for(const PlanSetup& s, const PlanPaths& paths) {
+  std::optional<RunInfo> info = read_run_info(paths);
+  bool named = !s.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
+  return named || !info || info->node_dir.empty() ? choose_node_dir(s.node_dir) : info->node_dir;
+}
+
+NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
+  Policy p;
+  p.gpu_mem_gib = s.gpu_mem_gib;
+  p.gpu_mem_headroom = s.gpu_mem_headroom;
+  p.node_gpus = gpus;
+  return p.gpu_rooms();
+}
+
+NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std::vector<int>& gpus, double now,
+                   std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants) {
+  NodeLook look;
+  std::optional<RunInfo> info = read_run_info(paths);
+  if (info && info->slurm) return look;  // a batch queue places the jobs
+  std::string dir = node_dir_for(s, paths);
+  if (dir.empty()) return look;
+  look.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    look.problem = fs::exists(dir, ec) ? "not a folder" : "no such folder";
+    look.line = fmt::format("shared node {}: {}; the prediction leaves other users out\n", dir, look.problem);
+    return look;
+  }
+  GpuMask node = mask_of(gpus);
+  NodeView v;
+  try {
+    v = read_node_dir(dir, node);
+  } catch (const std::exception& e) {
+    look.problem = e.what();
+    look.line = fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n", dir, e.what());
+    return look;
+  }
+  look.notes = v.notes;
+  std::string mine = fs::absolute(paths.plan, ec).lexically_normal().string();
+  std::string me = node_user_me();
+  std::set<std::string> users;
+  // The GPUs other users' jobs hold, this user's other runs', this plan's run's (a GPU packed jobs
+  // share counts once).
+  GpuMask theirs_m = 0, yours_m = 0, own_m = 0;
+  for (const NodeUser& u : v.users)
+    for (const NodeRun& r : u.runs) {
+      if (u.name == me && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
+        for (const NodeHold& h : r.holds) own_m |= mask_of(h.gpus) & node;
+        continue;
+      }
+      if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
+      users.insert(u.name != me ? u.name : "you (another plan)");
+      for (const NodeHold& h : r.holds) {
+        GpuMask g = mask_of(h.gpus) & node;
+        if (!g) continue;
+        double end = h.start + std::max(0.0, h.est_hours) * 3600;
+        look.held.push_back({g, end, u.name == me});
+        (u.name == me ? yours_m : theirs_m) |= g;
+        for (int id : h.gpus)
+          if (others && (node >> id & 1))
+            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me ? "your" : u.name + "'s", h.id,
+                                        local_time(std::max(end, now), now));
+      }
+    }
+  const int theirs = count(theirs_m), yours = count(yours_m & ~theirs_m), own = count(own_m);
+  look.cap = v.config.limits_of(me).max_gpus;
+  for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
+  if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all
+  if (whole) {  // the plan from its beginning: its run as it would be now, its first ready jobs wanting
+    NodeUser* self = nullptr;
+    for (NodeUser& u : v.users)
+      if (u.name == me) self = &u;
+    if (!self) self = &v.users.emplace_back(NodeUser{me, 0, now, {}});
+    std::erase_if(self->runs, [&](const NodeRun& r) { return r.plan == mine; });
+    NodeRun r;
+    r.plan = mine;
+    if (plan_wants) r.wants = *plan_wants;
+    self->runs.push_back(std::move(r));
+  }
+  // Once for the node: why each of the plan's ready jobs waits, and when the others' waiting jobs
+  // are predicted to run: their GPUs are busy in the plan's prediction meanwhile.
+  NodeWaits w = node_whys(v.users, node, now, v.config, s.backfill_max_hours, node_room(s, gpus));
+  look.waits = waits_of(w, v.users, me, mine);
+  int waiting = 0;
+  for (const NodePredicted& p : w.predicted) {
+    const NodeUser& u = v.users[p.slot.user];
+    if (u.name == me && u.runs[p.slot.run].plan == mine) continue;
+    look.held.push_back({mask_of(p.gpus) & node, p.end, u.name == me, p.start});
+    ++waiting;
+  }
+  std::string who;
+  for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
+  auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
+  std::string held = gpus_text(theirs) + " held by other users' jobs";
+  if (yours) held += ", " + gpus_text(yours) + " by your other plans'";
+  if (whole && own)
+    held += fmt::format("; this plan's own run (holding {}) is left out: the plan is predicted from its beginning "
+                        "(--from-state: from where its run is)",
+                        gpus_text(own));
+  if (waiting)
+    held += fmt::format("; their {} waiting job{} placed where the node's fair order starts {}", waiting,
+                        waiting == 1 ? " is" : "s are", waiting == 1 ? "it" : "them");
+  look.line += fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
+                           who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
+  return look;
+}
+
+NodeStatus node_status(const PlanSetup& s) {
+  // The node of the plan's run (--plan, $GPUQ_PLAN or ./plan.json, when there is one), unless named.
+  PlanSetup g = s;
+  g.plan = plan_in_reach(s.plan);
+  NodeStatus out;
+  std::string dir = g.plan.empty() ? choose_node_dir(s.node_dir) : node_dir_for(s, plan_paths(g));
+  if (dir.empty()) {
+    out.problem = fmt::format("no node directory (--node-dir DIR, $GPUQ_NODE_DIR, or {} when it exists and you may "
+                              "write there)",
+                              kDefaultNodeDir);
+    out.bad_input = true;
+    return out;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {  // as simulate --node says it
+    out.problem = fmt::format("the node directory {}: {}", dir, fs::exists(dir, ec) ? "not a folder" : "no such folder");
+    out.bad_input = true;
+    return out;
+  }
+  try {
+    std::string err;
+    std::optional<std::vector<int>> ids = parse_gpu_list(s.gpus.empty() ? "0-7" : s.gpus, &err);
+    if (!ids) throw std::runtime_error("--gpus: " + err);
+    GpuMask node = mask_of(*ids);
+    NodeView v = read_node_dir(dir, node);
+    out.text = node_text(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids));
+    // Readable but not usable by this user: their runs would start nothing; say so here too.
+    if (std::string why = node_dir_problem(dir); !why.empty())
+      out.text += fmt::format("you: your runs cannot share this node: {}\n", why);
+  } catch (const std::exception& e) {
+    out.problem = e.what();
+  }
+  return out;
+}
+
+std::string snapshot_problem(const PlanSetup& s, const Plan& plan, const Workdir& wd) {
+  const Job* asks = nullptr;
+  for (const Job& j : plan.jobs)
+    if (uses_snapshot(j, s.snapshot) && (!asks || j.snapshot)) {
+      asks = &j;
+      if (j.snapshot) break;  // a job's own field names the job; else the setting is named
+    }
+  if (!asks) return "";
+  std::string why;
+  GitSnapshots snapshots;
+  if (!snapshots.repo_of(absolute_workdir(wd), &why).empty()) return "";
+  SettingSource from = s.source_of("snapshot");
+  std::string who = asks->snapshot ? fmt::format("job \"{}\" asks for \"snapshot\": \"git\"", asks->id)
+                    : from == SettingSource::Flag ? std::string("--snapshot git is given")
+                    : from == SettingSource::Run  ? std::string("the running `gpuq run` takes snapshots")
+                                                  : std::string("\"settings\" give \"snapshot\": \"git\"");
+  return fmt::format("{}: {}, but {}", s.plan, who, why);
+}
+
+GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
+                 std::map<int, std::string>* others) {
+  GpuMask busy = busy_in_state(state);
+  GpuReading reading = probed ? std::move(*probed) : probe_of(opt)->read();
+  GpuRules rules{opt.max_used_mib, opt.ignore_process};
+  if (reading.used_mib) busy |= busy_by_reading(reading, state, rules);
+  if (reading.used_mib && others) *others = held_by_others(reading, state, rules);
+  return mask_of(opt.node_gpus) & ~busy;
+}
+
+std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const RunOptions& opt,
+                                      std::string* problem) {
+  std::optional<Placement> p = parse_pairs(s.pairs.empty() ? dflt : s.pairs, problem);
+  if (p && p->kind == Placement::Kind::Auto) p->topology = probe_of(opt)->topology().value_or(Topology{});
+  return p;
+}
+
+std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
+  std::string err;
+  std::vector<int> ids = parse_gpu_list(s.gpus, &err).value_or(std::vector<int>{});
+  RunOptions opt = run_options(s, ids);
+  std::optional<Placement> placement = parse_pairs(s.pairs.empty() ? "auto" : s.pairs, problem);
+  if (!placement) return std::nullopt;
+  std::unique_ptr<GpuProbe> probe = probe_of(opt);
+  GpusLook out;
+  GpusSeen& n = out.seen;
+  n.reading = probe->read();
+  n.placement = std::move(*placement);
+  if (n.placement.kind == Placement::Kind::Auto) n.placement.topology = probe->topology().value_or(Topology{});
+  if (n.reading.used_mib) {
+    GpuMask seen = 0;
+    for (auto& [g, mib] : *n.reading.used_mib) seen |= GpuMask{1} << g;
+    for (auto& [g, why] : n.reading.lost) seen |= GpuMask{1} << g;
+    n.gpus = ids_of(seen);
+  } else {
+    n.gpus = ids;
+  }
+  n.placement_line = placement_line(n.placement, mask_of(n.gpus));
+  // The plan's state tells gpuq's jobs' processes from others'; without one every process counts as another's.
+  State state;
+  if (!s.plan.empty()) try {
+      state = read_state(plan_paths(s));
+    } catch (const std::exception& e) {
+      out.state_problem = e.what();
+    }
+  n.foreign = foreign_processes(n.reading, state, GpuRules{opt.max_used_mib, opt.ignore_process});
+  return out;
+}
+
+Look look_at(PlanSetup& s, const LookAsk& ask) {
+  Look l;
+  phase("start");
+  // The state is read on a second core while this one reads the plan (bench/run.sh measured the
+  // difference), and the GPUs are probed on a third. The state's errors wait for the plan's
+  // (get() rethrows them), so a bad plan is still reported first and alone.
+  const PlanSetup given = s;  // the flags and variables alone
+  std::future<State> state;
+  std::future<Probed> probe;
+  if (ask.probe) probe = probe_meanwhile(run_options(s, {}), std::get<2>(probe_asked(s, ask.pairs_default)));
+  if (ask.state) state = on_another_core([paths = plan_paths(s)] { return read_state(paths); });
+  l.report = load_plan_report(s);
+  l.paths = plan_paths(s);
+  if (l.report.plan) {
+    l.plan = std::move(l.report.plan);
+    l.gpus = l.report.gpus;
+  } else if (l.report.bad_gpus.empty() && l.report.not_a_plan.empty()) {
+    // An edit with errors: the version asked for, else the run's own while a run goes on with it.
+    if (std::optional<std::vector<int>> ids = gpu_ids(s, nullptr)) {
+      if (ask.plan_when_broken) {
+        l.plan = *ask.plan_when_broken;
+        l.kept_note = "the plan file does not load; the last version that did is shown";
+      } else if (ask.run_plan_when_broken && (l.plan = plan_run_goes_on_with(l.paths, *ids))) {
+        l.kept_note = "the plan file does not load; the running `gpuq run` goes on with the version it loaded";
+      }
+      if (l.plan) l.gpus = *ids;
+    }
+  }
+  if (!l.plan) return l;
+  // An edit the run's backend refused (a batch queue's): the run's own version too.
+  std::optional<RunInfo> info = read_run_info(l.paths);
+  std::unique_ptr<Backend> backend = backend_in_use(nullptr, info ? &*info : nullptr,
+                                                    BatchAsk{{}, {}, {}, {}, 1.5, 200, s.gpu_mem_gib, s.gpu_mem_headroom});
+  if (l.kept_note.empty() && backend->batch() && !backend->plan_problem(*l.plan, true).empty())
+    if (std::optional<Plan> kept = plan_run_goes_on_with(l.paths, l.gpus)) {
+      l.plan = std::move(kept);
+      l.kept_note = fmt::format("the plan file is one run {} refuses; it goes on with the version it loaded",
+                                backend->run_flag());
+    }
+  const Plan& plan = *l.plan;
+  if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
+  phase("load plan");
+  if (ask.state) {
+    // The settings (the plan's, the run's) may name another state folder than the one read
+    // before the plan was: that one is read instead.
+    if (l.paths.state != paths_for(given.plan, given.state_dir).state) {
+      try {
+        state.get();
+      } catch (const std::exception&) {  // not this plan's state
+      }
+      state = std::async(std::launch::deferred, [paths = l.paths] { return read_state(paths); });
+    }
+    l.state = state.get();
+    phase("read state (the rest of it)");
+  }
+  std::optional<Probed> probed;
+  if (ask.probe) {
+    probed = probe.get();
+    if (probe_asked(s, ask.pairs_default) != probe_asked(given, ask.pairs_default)) probed.reset();
+  }
+  if (ask.state)
+    for (std::string& line : unknown_entry_lines(plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
+  l.now = unix_now();
+  if (ask.state && ask.refresh) {
+    // A running job past its time limit whose process is gone was stopped there by run, which
+    // has not saved that yet (read between run's SIGTERM and its save): it ended as the timeout
+    // run is writing, not as a job lost (which would be retried).
+    std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
+    for (const auto& [id, st] : l.state.entries())
+      if (st.status == Status::Running && st.start && !st.queue_id)
+        if (const Job* j = plan.find(id))
+          if (std::optional<double> lim = limit_hours(*j, s.time_limit_factor); lim && l.now >= *st.start + *lim * 3600)
+            past_limit.push_back({id, *st.start + *lim * 3600});
+    l.queue = backend->refresh(l.paths, l.state, l.now);  // in memory only: a look changes nothing (fix 13)
+    for (const auto& [id, at] : past_limit)
+      if (JobState* st = l.state.find(id); st && st->status != Status::Running) {
+        Ended end;
+        end.attempts = st->attempts_or0();
+        end.outcome = Outcome::Timeout;
+        end.exit = timeout_exit(*plan.find(id));
+        end.end = at;
+        end.start = st->start;
+        write_life(*st, end, Cause::Limit);
+      }
+    phase("refresh");
+  }
+  l.opt = run_options(s, l.gpus);
+  l.opt.workdir = workdir_of(s, plan.workdir).path;
+  std::string pairs_err;
+  std::optional<Placement> placement = parse_pairs(s.pairs.empty() ? ask.pairs_default : s.pairs, &pairs_err);
+  if (!placement) throw BadLook(pairs_err);
+  l.opt.placement = std::move(*placement);
+  l.opt.paused = ask.run && paused_since(l.paths).has_value();  // the prediction starts nothing new (outlook.h)
+  if (l.opt.placement.kind == Placement::Kind::Auto) {
+    std::optional<Topology> t = probed ? probed->topology : probe_of(l.opt)->topology();
+    l.opt.placement.topology = t.value_or(Topology{});
+  }
+  if (ask.probe && packs(plan, l.opt)) {  // jobs that pack: GiB per GPU beyond their declared, as run's next tick sees it
+    GpuReading none;
+    const GpuReading& r = probed ? probed->reading : none;
+    l.opt.gpu_mem_total = gpu_totals_gib(r);
+    MemoryUse use = memory_use(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process}, [&](const std::string& id) {
+      const Job* j = plan.find(id);
+      return j ? l.opt.packed_gib(*j) : 0.0;
+    });
+    l.mem_other = std::move(use.other);
+    l.over = std::move(use.over);
+  }
+  if (ask.probe) {
+    l.free = free_now(l.state, l.opt, probed ? std::optional<GpuReading>(probed->reading) : std::nullopt, &l.others);
+    if (probed) l.reading = std::move(probed->reading);
+    name_removed_holders(plan, l.state, l.others);
+    name_ending_holders(l.state, l.others);
+  } else {
+    l.free = ask.state ? free_now(l.state, l.opt, GpuReading{}) : mask_of(l.gpus);
+  }
+  if (ask.node) {
+    std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
+    if (ask.whole)
+      for (uint32_t j : plan.by_rank) {
+        const Job& job = plan.jobs[j];
+        if (job.deps.empty() && job.gpus > 0)
+          first.push_back({job.id, job.gpus, job.priority, job.est_hours, l.opt.packed_gib(job)});
+        if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
+      }
+    l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first);
+    l.opt.max_gpus = l.node.cap;
+    l.on_node.held = l.node.held;
+    for (const auto& [id, w] : l.node.waits)
+      if (const Job* j = plan.find(id); j && w.kind == NodeWhy::Kind::Later)
+        l.on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), w.start});
+  }
+  if (ask.run) look_at_run(l.paths, l.gpus, *backend, l);
+  if (ask.snapshots && ask.state) l.stale_text = stale_snapshot_notes(plan, l.state, l.now, l.paths, l.stale_commits);
+  l.settings_notes = settings_notes(s, ask.pairs_default);
+  return l;
+}
+
+Outlook outlook_of(const Look& l, const LookAsk& ask, const Plan* learned) {
+  const Plan& plan = learned ? *learned : *l.plan;
+  Outlook o = make_outlook(plan, l.state, l.opt, l.now, l.free, LocalFiles(l.opt.workdir),
+                           ask.rows ? std::optional<size_t>(kOutlookRows) : std::nullopt, l.others, l.mem_other,
+                           l.on_node);
+  for (const auto& [id, w] : l.node.waits)
+    if (const Job* j = plan.find(id)) o.node_reasons[static_cast<size_t>(j - plan.jobs.data())] = w;
+  // The reasons as they are for the run that is (or is not) going: none starts anything, and
+  // a run on an older plan does not know the jobs added since.
+  o.run.known = ask.run;
+  o.run.running = l.run.running;
+  o.run.plan_loaded_at = l.run.plan_loaded_at;
+  if (l.run.running && l.run_ids)
+    for (JobView& v : o.jobs)
+      if (v.status == "pending" && !l.run_ids->count(plan.jobs[v.job].id)) v.not_in_run_plan = true;
+  for (JobView& v : o.jobs)
+    if (auto r = l.queue.reasons.find(plan.jobs[v.job].id); v.queued && r != l.queue.reasons.end())
+      o.queue_reasons[v.job] = r->second;
+  o.stale_snapshots = l.stale_commits;
+  return o;
+}
+
+LiveStart live_start_of(const Look& l, const Plan& plan) {
+  RunOptions ro = l.opt;
+  ro.max_gpus.reset();  // the cap is the simulation's (SimOptions::max_gpus)
+  return live_start(plan, l.state, ro, l.now, l.free, LocalFiles(ro.workdir), {}, OnNode{l.node.held, {}});
+}
+
+std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
+  std::vector<Bar> bars;
+  std::vector<char> predicted(plan.jobs.size(), 0);
+  for (const SimRow& r : o.sim.rows) {
+    const JobState* s = state.of(plan, r.job);
+    bool running = s && s->status == Status::Running;
+    bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
+    predicted[r.job] = 1;
+  }
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.of(plan, i);
+    if (!s) continue;
+    for (const EarlierAttempt& a : earlier_attempts(*s))  // each attempt a retry or a restart replaced
+      bars.push_back({i, a.exit == 0 ? "done" : "failed", (a.start - o.now) / 3600, (a.end - o.now) / 3600, a.gpus});
+    if (predicted[i] || !s->start || !s->end) continue;
+    if (s->status != Status::Done && s->status != Status::Failed) continue;
+    bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
+                    s->gpus.value_or(std::vector<int>{})});
+  }
+  // A job removed from the plan while it ran still holds its GPUs: up to now, under its own id.
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.start && s.gpus && !plan.find(id))
+      bars.push_back({0, "running", std::min(0.0, (*s.start - o.now) / 3600), 0.0, *s.gpus, 0,
+                      id + " (not in the plan)"});
+  return bars;
+}
+
+}  // namespace gpuq

@@ -1,0 +1,90 @@
+// `gpuq gpus`: the node as gpuq sees it (the probe's reading, the topology, the pairs), as text and JSON.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpuq/views/gpus_text.h"
+
+namespace gpuq {
+
+std::string gpus_text(const GpusSeen& n) {
+  const GpuReading& r = n.reading;
+  std::string out = fmt::format("GPU probe: {}\n", probe_source_text(r));
+  if (!r.used_mib) out += fmt::format("no reading: {}\n", r.problem);
+  out += fmt::format("{:>3}  {:<28} {:>17}  {:>4}  {}\n", "GPU", "name", "memory used/total", "util",
+                     "processes of no gpuq job");
+  for (int g : n.gpus) {
+    std::string mem = "?", util = "?", procs = "-";
+    if (r.used_mib && r.used_mib->count(g))
+      mem = r.total_mib.count(g) ? fmt::format("{} / {} MiB", r.used_mib->at(g), r.total_mib.at(g))
+                                 : fmt::format("{} MiB", r.used_mib->at(g));
+    if (r.util_pct.count(g)) util = fmt::format("{}%", r.util_pct.at(g));
+    if (r.lost.count(g)) mem = "lost: " + r.lost.at(g);
+    if (auto it = n.foreign.find(g); it != n.foreign.end()) {
+      procs.clear();
+      for (const GpuProcess& p : it->second)
+        procs += fmt::format("{}{} `{}`{}", procs.empty() ? "" : ", ", p.pid, p.command.empty() ? p.name : p.command,
+                             p.used_mib >= 0 ? fmt::format(" ({} MiB)", p.used_mib) : "");
+    } else if (!r.processes) {
+      procs = "(not listed by " + (r.source.empty() ? std::string("this probe") : r.source) + ")";
+    }
+    std::string name = r.names.count(g) ? r.names.at(g) : "";
+    out += fmt::format("{:>3}  {:<28} {:>17}  {:>4}  {}\n", g, name.substr(0, 28), mem, util, procs);
+  }
+  const Topology& t = n.placement.topology;
+  if (t.empty()) {
+    out += "connections: not known\n";
+  } else {
+    out += "connections:\n      ";
+    for (int b : t.gpus) out += fmt::format("{:>6}", fmt::format("GPU{}", b));
+    out += "\n";
+    for (int a : t.gpus) {
+      out += fmt::format("{:<6}", fmt::format("GPU{}", a));
+      for (int b : t.gpus) out += fmt::format("{:>6}", a == b ? "X" : link_name(t.between(a, b)));
+      out += "\n";
+    }
+  }
+  out += n.placement_line + "\n";
+  return out;
+}
+
+std::string gpus_json(const GpusSeen& n) {
+  using nlohmann::json;
+  const GpuReading& r = n.reading;
+  json out = {{"source", r.source.empty() ? json(nullptr) : json(r.source)},
+              {"source_note", r.source_note},
+              {"problem", r.used_mib ? json(nullptr) : json(r.problem)}};
+  json gpus = json::array();
+  for (int g : n.gpus) {
+    json procs = json::array();
+    if (r.processes && r.processes->count(g))
+      for (const GpuProcess& p : r.processes->at(g)) {
+        bool foreign = false;
+        if (auto it = n.foreign.find(g); it != n.foreign.end())
+          for (const GpuProcess& q : it->second) foreign |= q.pid == p.pid;
+        procs.push_back({{"pid", p.pid}, {"name", p.name}, {"command", p.command},
+                         {"used_mib", p.used_mib >= 0 ? json(p.used_mib) : json(nullptr)}, {"foreign", foreign}});
+      }
+    auto opt = [&](const auto& m) { return m.count(g) ? json(m.at(g)) : json(nullptr); };
+    gpus.push_back({{"index", g},
+                    {"name", opt(r.names)},
+                    {"used_mib", r.used_mib ? opt(*r.used_mib) : json(nullptr)},
+                    {"total_mib", opt(r.total_mib)},
+                    {"util_pct", opt(r.util_pct)},
+                    {"lost", opt(r.lost)},
+                    {"processes", r.processes ? procs : json(nullptr)}});
+  }
+  out["gpus"] = gpus;
+  json links = json::array();
+  for (const auto& [ab, l] : n.placement.topology.links)
+    links.push_back({{"a", ab.first}, {"b", ab.second}, {"link", link_name(l)}, {"nvlink_lanes", l.lanes}});
+  out["links"] = links;
+  json pairs = json::array();
+  for (auto [a, b] : pairs_in_use(n.placement, mask_of(n.gpus))) pairs.push_back({a, b});
+  out["pairs"] = pairs;
+  out["placement"] = n.placement.kind == Placement::Kind::Auto     ? "auto"
+                     : n.placement.kind == Placement::Kind::Pairs  ? "pairs"
+                                                                  : "original";
+  return out.dump(2) + "\n";
+}
+
+}  // namespace gpuq

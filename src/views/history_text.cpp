@@ -1,0 +1,206 @@
+// `gpuq history` as text and JSON: the attempts the event log holds, how the done runs
+// compare with their estimates (--estimates), how run's predictions held up (--accuracy).
+#include "gpuq/views/history_text.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "gpuq/core/local_time.h"
+#include "gpuq/core/progress.h"
+#include "gpuq/core/snapshot.h"
+
+namespace gpuq {
+
+namespace {
+
+// "12 min", "2.0 h", "40 s": an error's size.
+std::string size_words(double seconds) { return shift_text(std::fabs(seconds)).substr(1); }
+
+// A run time as people read it: 42.1s, 12m05s, 3.52h.
+std::string took(std::optional<double> s) {
+  if (!s) return "-";
+  if (*s < 60) return fmt::format("{:.1f}s", *s);
+  if (*s < 3600) return fmt::format("{}m{:02}s", static_cast<long long>(*s) / 60, static_cast<long long>(*s) % 60);
+  return fmt::format("{:.2f}h", *s / 3600);
+}
+
+// A moment with its seconds (attempts can be seconds apart), and the date when not this week.
+std::string moment(std::optional<double> t, double now) {
+  if (!t) return "-";
+  std::time_t tt = static_cast<std::time_t>(*t);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, std::fabs(now - *t) < 6 * 86400 ? "%a %H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string list(const std::optional<std::vector<int>>& gpus) {
+  if (!gpus) return "-";
+  std::string s = "[";
+  for (size_t i = 0; i < gpus->size(); ++i) s += (i ? "," : "") + std::to_string((*gpus)[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOutcome& outcome) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Attempt& a : attempts) {
+    nlohmann::ordered_json j{{"id", a.id}, {"attempt", a.attempt}};
+    j["gpus"] = a.gpus ? nlohmann::ordered_json(*a.gpus) : nlohmann::ordered_json();
+    j["start"] = a.start ? nlohmann::ordered_json(*a.start) : nlohmann::ordered_json();
+    j["end"] = a.end ? nlohmann::ordered_json(*a.end) : nlohmann::ordered_json();
+    j["seconds"] = a.start && a.end ? nlohmann::ordered_json(*a.end - *a.start) : nlohmann::ordered_json();
+    j["outcome"] = outcome(a);
+    j["exit"] = a.exit ? nlohmann::ordered_json(*a.exit) : nlohmann::ordered_json();
+    j["causes"] = a.causes;
+    j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
+    if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
+      j["snapshot"] = {{"commit", *a.snapshot},
+                       {"dirty", a.snapshot_dirty.value_or(false)},
+                       {"repo", a.repo ? nlohmann::ordered_json(*a.repo) : nlohmann::ordered_json()},
+                       {"ref", "refs/gpuq/snapshots/" + *a.snapshot}};
+    out.push_back(std::move(j));
+  }
+  return out.dump(1) + "\n";
+}
+
+std::string attempts_text(const std::vector<Attempt>& attempts, const AttemptOutcome& outcome, double now) {
+  size_t w = 3;
+  for (const Attempt& a : attempts) w = std::max(w, a.id.size());
+  std::string out = fmt::format("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", "job", w, "attempt", "GPUs",
+                                "start", "end", "ran", "outcome");
+  for (const Attempt& a : attempts) {
+    std::string o = outcome(a);
+    if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
+    if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
+    if (a.snapshot)
+      o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");
+    out += fmt::format("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),
+                       moment(a.start, now), moment(a.end, now),
+                       took(a.start && a.end ? std::optional<double>(*a.end - *a.start) : std::nullopt), o);
+  }
+  return out;
+}
+
+std::string accuracy_json(const Accuracy& a) {
+  {
+    nlohmann::ordered_json out;
+    out["finished"] = a.finished ? nlohmann::ordered_json(*a.finished) : nlohmann::ordered_json();
+    nlohmann::ordered_json finish = nlohmann::ordered_json::array();
+    for (const auto& p : a.finish) {
+      nlohmann::ordered_json j{{"t", p.t}};
+      for (const auto& [src, v] : p.finish) j[src] = v;
+      finish.push_back(std::move(j));
+    }
+    out["finish"] = std::move(finish);
+    nlohmann::ordered_json hs = nlohmann::ordered_json::array();
+    for (const auto& h : a.horizons) {
+      nlohmann::ordered_json j{{"horizon", h.name}};
+      for (const auto& [src, e] : h.error) j[src] = {{"median_abs_error_s", e.first}, {"predictions", e.second}};
+      hs.push_back(std::move(j));
+    }
+    out["starts"] = std::move(hs);
+    return out.dump(1) + "\n";
+  }
+}
+
+std::string accuracy_text(const Accuracy& a, double now) {
+  std::string out;
+  if (a.finished)
+    out += fmt::format("the plan finished at {}\n", local_time(*a.finished, now));
+  else
+    out += fmt::format("the plan has not finished: its predicted finishes are not scored yet\n");
+  out += fmt::format("its predicted finish as run saw it{}:\n", a.finished ? " (and how far off)" : "");
+  auto cell = [&](const std::map<std::string, double>& m, const char* src) -> std::string {
+    auto it = m.find(src);
+    if (it == m.end() && std::string_view(src) == "progress") it = m.find("estimate");  // none reported any
+    if (it == m.end()) return "-";
+    std::string s = local_time(it->second, now);
+    if (a.finished) s += " (" + shift_text(it->second - *a.finished) + ")";
+    return s;
+  };
+  out += fmt::format("  {:<18} {:<30} {:<30} {}\n", "at", "estimate", "learned", "progress");
+  // The moments it moved (by a minute or more), at most 30 of them.
+  std::vector<const Accuracy::FinishAt*> shown;
+  std::optional<double> last;
+  for (const auto& p : a.finish) {
+    double v = p.finish.count("progress") ? p.finish.at("progress") : p.finish.begin()->second;
+    if (p.finish.empty() || (last && std::fabs(v - *last) < 60)) continue;
+    last = v;
+    shown.push_back(&p);
+  }
+  size_t step = std::max<size_t>(1, (shown.size() + 29) / 30);
+  for (size_t k = 0; k < shown.size(); k += step)
+    out += fmt::format("  {:<18} {:<30} {:<30} {}\n", local_time(shown[k]->t, now), cell(shown[k]->finish, "estimate"),
+               cell(shown[k]->finish, "learned"), cell(shown[k]->finish, "progress"));
+  out += fmt::format("median absolute error of predicted starts (predictions scored):\n");
+  out += fmt::format("  {:<20} {:<18} {:<18} {}\n", "horizon", "estimate", "learned", "progress");
+  for (const auto& h : a.horizons) {
+    auto e = [&](const char* src) -> std::string {
+      auto it = h.error.find(src);
+      if (it == h.error.end()) return "-";
+      return fmt::format("{} ({})", size_words(it->second.first), it->second.second);
+    };
+    out += fmt::format("  {:<20} {:<18} {:<18} {}\n", h.name, e("estimate"), e("learned"), e("progress"));
+  }
+  return out;
+}
+
+
+std::string estimates_json(const std::vector<Learned>& learned) {
+  {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const Learned& l : learned)
+      out.push_back({{"prefix", l.prefix}, {"runs", l.runs}, {"median_ratio", l.median}, {"lowest", l.low},
+                     {"highest", l.high},
+                     {"median_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_gib) : nlohmann::ordered_json()},
+                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()}});
+    return out.dump(1) + "\n";
+  }
+}
+
+std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned, const std::vector<Attempt>& attempts) {
+  if (learned.empty()) return "no done run of a job with an estimate in the event log yet\n";
+  std::string out;
+  out += fmt::format("run time / est_hours, from the done runs in the event log:\n");
+  out += fmt::format("{:<16} {:>5} {:>8} {:>15}  {}\n", "prefix", "runs", "median", "range", "--learned-estimates");
+  for (const Learned& l : learned)
+    out += fmt::format("{:<16} {:>5} {:>7.2f}x {:>6.2f}x-{:.2f}x  {}\n", l.prefix, l.runs, l.median, l.low, l.high,
+               l.runs >= 3 ? fmt::format("pending {}* jobs x{:.2f}", l.prefix, l.median) : "not used (under 3 runs)");
+  bool peaks = std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.peak_runs > 0; });
+  if (peaks) {
+    out += fmt::format("\nGPU memory peak on one GPU (NVML), from the same runs:\n");
+    out += fmt::format("{:<16} {:>5} {:>10} {:>10}\n", "prefix", "runs", "median", "highest");
+    for (const Learned& l : learned)
+      if (l.peak_runs)
+        out += fmt::format("{:<16} {:>5} {:>6.1f} GiB {:>6.1f} GiB\n", l.prefix, l.peak_runs, l.peak_gib, l.peak_max_gib);
+  }
+  // The runs furthest from their estimate, either way.
+  struct Off {
+    std::string id;
+    long long attempt;
+    double ran, est, ratio;
+  };
+  std::vector<Off> off;
+  for (const Attempt& a : attempts) {
+    const Job* j = plan.find(a.id);
+    if (a.outcome != "done" || !a.start || !a.end || !j || !(j->est_hours > 0)) continue;
+    double ran = (*a.end - *a.start) / 3600;
+    if (ran > 0) off.push_back({a.id, a.attempt, ran, j->est_hours, ran / j->est_hours});
+  }
+  std::sort(off.begin(), off.end(),
+            [](const Off& x, const Off& y) { return std::fabs(std::log(x.ratio)) > std::fabs(std::log(y.ratio)); });
+  if (!off.empty()) out += fmt::format("\nfurthest from their estimate:\n");
+  for (size_t i = 0; i < off.size() && i < 5; ++i)
+    out += fmt::format("  {} (attempt {}): ran {:.2f}h, est_hours {:g}: {:.2f}x\n", off[i].id, off[i].attempt, off[i].ran,
+               off[i].est, off[i].ratio);
+  return out;
+}
+
+}  // namespace gpuq
