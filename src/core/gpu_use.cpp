@@ -88,6 +88,17 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   return out;
 }
 
+ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,
+                        const std::function<double(const std::string&)>* declared) {
+  ReadingSeen seen;
+  if (declared) seen.memory = memory_use(r, state, rules, *declared);
+  if (r.used_mib) {
+    seen.busy = busy_by_reading(r, state, rules);
+    seen.others = held_by_others(r, state, rules);
+  }
+  return seen;
+}
+
 std::vector<double> gpu_totals_gib(const GpuReading& r) {
   std::vector<double> out;
   for (auto [g, mib] : r.total_mib)

@@ -202,13 +202,13 @@ void look_at_run(const PlanPaths& paths, const std::vector<int>& gpus, const Bac
 
 }  // namespace
 
-std::string node_dir_for(const PlanSetup& s, const PlanPaths& paths) {
+static std::string node_dir_for(const PlanSetup& s, const PlanPaths& paths) {
   std::optional<RunInfo> info = read_run_info(paths);
   bool named = !s.node_dir.empty() || std::getenv("GPUQ_NODE_DIR");
   return named || !info || info->node_dir.empty() ? choose_node_dir(s.node_dir) : info->node_dir;
 }
 
-NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
+static NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
   Policy p;
   p.gpu_mem_gib = s.gpu_mem_gib;
   p.gpu_mem_headroom = s.gpu_mem_headroom;
@@ -216,8 +216,11 @@ NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
   return p.gpu_rooms();
 }
 
-NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                   std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants) {
+// The node look of the plan of `paths` on `gpus` (LookAsk::whole as there, `plan_wants` its first
+// ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
+// (gpuq, ends ~14:30)").
+static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std::vector<int>& gpus, double now,
+                          std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants) {
   NodeLook look;
   std::optional<RunInfo> info = read_run_info(paths);
   if (info && info->slurm) return look;  // a batch queue places the jobs
@@ -363,21 +366,14 @@ std::string snapshot_problem(const PlanSetup& s, const Plan& plan, const Workdir
   return fmt::format("{}: {}, but {}", s.plan, who, why);
 }
 
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
-                 std::map<int, std::string>* others) {
-  GpuMask busy = busy_in_state(state);
+// The free GPUs as `run` would see them now: not used by a running job, not busy by the reading
+// (`probed`, else the probe is asked now); with `others`, why each GPU someone else holds is busy.
+static GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
+                        std::map<int, std::string>* others = nullptr) {
   GpuReading reading = probed ? std::move(*probed) : probe_of(opt)->read();
-  GpuRules rules{opt.max_used_mib, opt.ignore_process};
-  if (reading.used_mib) busy |= busy_by_reading(reading, state, rules);
-  if (reading.used_mib && others) *others = held_by_others(reading, state, rules);
-  return mask_of(opt.node_gpus) & ~busy;
-}
-
-std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const RunOptions& opt,
-                                      std::string* problem) {
-  std::optional<Placement> p = parse_pairs(s.pairs.empty() ? dflt : s.pairs, problem);
-  if (p && p->kind == Placement::Kind::Auto) p->topology = probe_of(opt)->topology().value_or(Topology{});
-  return p;
+  ReadingSeen seen = see_reading(reading, state, GpuRules{opt.max_used_mib, opt.ignore_process});
+  if (others) *others = std::move(seen.others);
+  return mask_of(opt.node_gpus) & ~(busy_in_state(state) | seen.busy);
 }
 
 std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
@@ -509,19 +505,25 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     std::optional<Topology> t = probed ? probed->topology : probe_of(l.opt)->topology();
     l.opt.placement.topology = t.value_or(Topology{});
   }
-  if (ask.probe && packs(plan, l.opt)) {  // jobs that pack: GiB per GPU beyond their declared, as run's next tick sees it
+  if (ask.probe) {
+    // The reading as run's next tick reads it (gpu_use.h's see_reading): the GPUs it makes busy,
+    // who holds them, and where jobs pack the GiB per GPU beyond their declared.
     GpuReading none;
     const GpuReading& r = probed ? probed->reading : none;
-    l.opt.gpu_mem_total = gpu_totals_gib(r);
-    MemoryUse use = memory_use(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process}, [&](const std::string& id) {
+    bool packed = packs(plan, l.opt);
+    if (packed) l.opt.gpu_mem_total = gpu_totals_gib(r);
+    std::function<double(const std::string&)> declared = [&](const std::string& id) {
       const Job* j = plan.find(id);
       return j ? l.opt.packed_gib(*j) : 0.0;
-    });
-    l.mem_other = std::move(use.other);
-    l.over = std::move(use.over);
-  }
-  if (ask.probe) {
-    l.free = free_now(l.state, l.opt, probed ? std::optional<GpuReading>(probed->reading) : std::nullopt, &l.others);
+    };
+    ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
+                                   packed ? &declared : nullptr);
+    if (seen.memory) {
+      l.mem_other = std::move(seen.memory->other);
+      l.over = std::move(seen.memory->over);
+    }
+    l.free = mask_of(l.opt.node_gpus) & ~(busy_in_state(l.state) | seen.busy);
+    l.others = std::move(seen.others);
     if (probed) l.reading = std::move(probed->reading);
     name_removed_holders(plan, l.state, l.others);
     name_ending_holders(l.state, l.others);

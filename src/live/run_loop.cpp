@@ -241,10 +241,19 @@ void RunLoop::probe(Tick& t) {
   t.util_pct = reading.util_pct;
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
-  if (q_->engine().packs() || reading.processes) note_memory(t, reading, rules);
+  Engine& engine = q_->engine();
+  if (!reading.total_mib.empty()) engine.policy().gpu_mem_total = gpu_totals_gib(reading);
+  std::function<double(const std::string&)> declared = [&](const std::string& id) {
+    const Job* j = plan_.find(id);
+    return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
+  };
+  // What the reading says, read as a look at the node reads it (gpu_use.h).
+  ReadingSeen seen =
+      see_reading(reading, q_->state(), rules, engine.packs() || reading.processes ? &declared : nullptr);
+  if (seen.memory) note_memory(t, *seen.memory);
   if (reading.used_mib) {
-    t.busy |= busy_by_reading(reading, q_->state(), rules);
-    say_others(t, reading, rules);
+    t.busy |= seen.busy;
+    say_others(t, reading, rules, seen.others);
     if (!last_probe_problem_.empty())
       say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
     last_probe_problem_.clear();
@@ -263,13 +272,8 @@ void RunLoop::probe(Tick& t) {
 // Several jobs on one GPU: what else uses each GPU's memory, for the engine's room (a GPU's
 // memory from the probe where it gives it), and a packed job using more than it declared, said
 // once per job and GPU.
-void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& rules) {
+void RunLoop::note_memory(Tick& t, MemoryUse& use) {
   Engine& engine = q_->engine();
-  if (!reading.total_mib.empty()) engine.policy().gpu_mem_total = gpu_totals_gib(reading);
-  MemoryUse use = memory_use(reading, q_->state(), rules, [&](const std::string& id) {
-    const Job* j = plan_.find(id);
-    return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
-  });
   if (engine.packs()) t.mem_other = std::move(use.other);
   // A job that packs with more GiB than any GPU takes never starts: said once, when the plan or
   // the GPUs' memory is new (validate refuses it; run goes on with the rest).
@@ -299,13 +303,12 @@ void RunLoop::note_memory(Tick& t, const GpuReading& reading, const GpuRules& ru
 // Says once when a GPU of the node becomes busy for another user (memory, a process, lost),
 // and when it is free again. The GPUs of a job that ended in the last minute are left out:
 // its processes may still be letting go of their memory.
-void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules) {
+void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others) {
   constexpr double kSettle = 60;
   GpuMask node = mask_of(opt_.node_gpus), settling = 0;
   const State& state = q_->state();
   for (const auto& [id, s] : state.entries())
     if (s.status != Status::Running && s.end && s.gpus && t.now - *s.end < kSettle) settling |= mask_of(*s.gpus);
-  std::map<int, std::string> others = held_by_others(r, state, rules);
   auto foreign = foreign_processes(r, state, rules);
   for (auto& [g, text] : others) {
     GpuMask bit = GpuMask{1} << g;

@@ -90,6 +90,17 @@ std::vector<double> gpu_totals_gib(const GpuReading& r);
 MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
                      const std::function<double(const std::string&)>& declared);
 
+/// What one reading says to a state, as `run`'s tick and a look at the node (live/look.h) both
+/// take it: the GPUs it makes busy, why each GPU someone else holds is busy, and, where jobs
+/// pack (`declared` given, as memory_use takes it), the memory use. The one place that reads it.
+struct ReadingSeen {
+  GpuMask busy = 0;                   ///< busy_by_reading (0 without a memory reading)
+  std::map<int, std::string> others;  ///< held_by_others (none without a memory reading)
+  std::optional<MemoryUse> memory;    ///< memory_use, when `declared` was given
+};
+ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,
+                        const std::function<double(const std::string&)>* declared = nullptr);
+
 /// GPUs that a job stopped by gpuq (killed, timed out, requeued) still holds while its process
 /// group ends (--kill-grace): run frees them as soon as the group is gone.
 GpuMask ending_gpus(const State& state);

@@ -124,16 +124,6 @@ LiveStart live_start_of(const Look& l, const Plan& plan);
 /// The Gantt bars of a live queue: what ran (hours before now, every attempt) and what is predicted.
 std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o);
 
-/// The node directory of the plan's run (its PLAN.run.json), unless --node-dir or $GPUQ_NODE_DIR
-/// names one; else the one a run would choose ("" when the run is alone).
-std::string node_dir_for(const PlanSetup& s, const PlanPaths& paths);
-
-/// The node look of the plan of `paths` on `gpus` (LookAsk::whole and plan_wants as there). With
-/// `others`, each GPU another run's job holds is named there ("ana's train (gpuq, ends ~14:30)").
-NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                   std::map<int, std::string>* others, bool whole = false,
-                   const std::vector<NodeWant>* plan_wants = nullptr);
-
 /// `status --node`: the node directory's users, their running and waiting jobs (its text, from
 /// views/node_text.h), or a problem. `bad_input`: the problem is the user's (no directory named).
 struct NodeStatus {
@@ -154,19 +144,5 @@ struct GpusLook {
 };
 /// Nullopt with `problem` for a bad --pairs.
 std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem);
-
-/// The free GPUs as `run` would see them now: not used by a running job, not busy by the
-/// reading (`probed`, else the probe is asked now). With `others`, also why each GPU another
-/// user holds is busy.
-GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed = std::nullopt,
-                 std::map<int, std::string>* others = nullptr);
-
-/// --pairs (or `dflt` when not given) as a Placement; with "auto" the topology is read from the
-/// probe the options name. Nullopt with `problem` for a bad value.
-std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const RunOptions& opt,
-                                      std::string* problem);
-
-/// The GiB each GPU of `gpus` offers packed jobs on the node, from the settings' GPU memory.
-NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus);
 
 }  // namespace gpuq

@@ -144,8 +144,8 @@ class RunLoop {
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void probe(Tick& t);
-  void say_others(Tick& t, const GpuReading& r, const GpuRules& rules);
-  void note_memory(Tick& t, const GpuReading& r, const GpuRules& rules);
+  void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
+  void note_memory(Tick& t, MemoryUse& use);
   void watch_quiet(Tick& t);
   void note_progress(Tick& t);
   void watch_eta(Tick& t);
