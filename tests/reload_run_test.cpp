@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "gpuq/core/job_fields.h"
+#include "gpuq/core/plan.h"
 #include "test_util.h"
 
 using namespace gpuq::test;
@@ -110,6 +112,49 @@ TEST(Add, RefusesADuplicateIdOrAnUnknownDepAndLeavesTheFileByteForByte) {
             "\"gpus\": 0, \"priority\": 5, \"est_hours\": 0.5, \"deps\": [\"a\"], \"args\": [\"--lr\", \"1e-3\"]}   \n]  \n");
   Output v = q.gpuq({"validate"});
   EXPECT_EQ(v.status, 0) << v.out << v.err;
+}
+
+// Every field of a job has its flag on `gpuq add` (from the field table, job_fields.h), and the
+// job added with them has their values as the plan loader reads them.
+TEST(Add, EveryJobFieldHasItsFlagAndTheAddedJobHasItsValues) {
+  Queue q;
+  q.d.write("plan.json", R"({"jobs": [{"id": "a", "script": "quick.sh", "gpus": 0}]})");
+  Output help = q.gpuq({"add", "--help"});
+  for (const JobField& field : job_fields()) {
+    if (field.name == "id" || field.name == "script" || field.name == "args") continue;
+    EXPECT_THAT(help.out, HasSubstr("--" + dashed_name(field.name) + " ")) << field.name;
+  }
+  Output ok = q.gpuq({"add", "--id", "sweep", "--gpus", "1", "--gpu-mem-gib", "20", "--env", "BATCH=32", "--env",
+                      "TAG=x y", "--matrix", "lr=1e-4,3e-4", "--time-limit-hours", "2", "--warn-signal",
+                      "B:USR1@90", "--retry-on-timeout", "true", "--max-retries", "0", "--quiet-minutes", "15",
+                      "--on-quiet", "kill", "--deps", "after:a", "--", "quick.sh", "--lr"});
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  PlanLoad load = load_plan(q.d.path() + "/plan.json", {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(load.plan) << (load.errors.empty() ? "" : load.errors[0]);
+  ASSERT_EQ(load.plan->jobs.size(), 3u);  // a, and the sweep's two points
+  const Job& j = load.plan->jobs[1];
+  EXPECT_EQ(j.gpus, 1);
+  EXPECT_EQ(j.gpu_mem_gib, 20.0);
+  EXPECT_EQ(j.time_limit_hours, 2.0);
+  EXPECT_EQ(j.retry_on_timeout, true);
+  EXPECT_EQ(j.max_retries, 0);
+  EXPECT_EQ(j.quiet_minutes, 15.0);
+  EXPECT_TRUE(j.kill_on_quiet);
+  auto env = [&](const std::string& k) {
+    for (const auto& [key, value] : j.env)
+      if (key == k) return value;
+    return std::string("(none)");
+  };
+  EXPECT_EQ(env("BATCH"), "32");
+  EXPECT_EQ(env("TAG"), "x y");
+  ASSERT_EQ(j.args.size(), 1u);
+  EXPECT_EQ(j.args[0], "--lr");
+  // A word an object field cannot take: said, nothing added.
+  std::string before = q.d.read("plan.json");
+  Output bad = q.gpuq({"add", "--id", "b", "--env", "BATCH", "--", "quick.sh"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--env takes KEY=VALUE, not \"BATCH\""));
+  EXPECT_EQ(q.d.read("plan.json"), before);
 }
 
 // `gpuq add` while run goes: the reload takes it, and it runs.

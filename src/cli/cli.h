@@ -9,6 +9,7 @@
 #include <memory>
 #include <future>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,10 +51,8 @@ struct Flags : PlanSetup {
   std::optional<long long> gpus_per_node;  ///< simulate --gpus-per-node: each node's GPUs are 0..G-1
   // gpuq add:
   std::string add_id;
-  std::optional<long long> add_gpus;
-  std::optional<double> add_priority, add_est_hours;
   bool add_dry_run = false;  ///< add --dry-run: what it would move, nothing written
-  std::vector<std::string> add_deps;
+  std::map<std::string, std::vector<std::string>> add_fields;  ///< a job field's flag -> its words (job_fields.h)
   std::vector<std::string> add_script;  ///< the script, then its arguments
   // run on a shared node (node_dir.h):
   bool status_node = false;  ///< status --node: every user's jobs on the shared node

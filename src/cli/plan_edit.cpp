@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include "gpuq/core/job_fields.h"
 #include "gpuq/live/commands.h"
 
 #include "cli.h"
@@ -18,21 +19,52 @@ namespace gpuq::cli {
 namespace {
 
 // The job `gpuq add` appends, as one line of JSON laid out as people write plans ("key":
-// value, ", " between): the fields given, in the README's order.
-std::string job_text(const Flags& f) {
+// value, ", " between): the fields given, in the table's order (job_fields.h). Nullopt, said,
+// for a flag's word its field cannot take.
+std::optional<std::string> job_text(const Flags& f) {
   auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
-  auto list = [&](auto first, auto last) {
-    std::string out = "[";
-    for (auto it = first; it != last; ++it) out += (it == first ? "" : ", ") + str(*it);
-    return out + "]";
-  };
   std::string out = fmt::format("{{\"id\": {}, \"script\": {}", str(f.add_id), str(f.add_script.front()));
-  if (f.add_gpus) out += fmt::format(", \"gpus\": {}", *f.add_gpus);
-  if (f.add_priority) out += fmt::format(", \"priority\": {}", *f.add_priority);
-  if (f.add_est_hours) out += fmt::format(", \"est_hours\": {}", *f.add_est_hours);
-  if (!f.add_deps.empty()) out += ", \"deps\": " + list(f.add_deps.begin(), f.add_deps.end());
-  if (f.add_script.size() > 1) out += ", \"args\": " + list(f.add_script.begin() + 1, f.add_script.end());
+  for (const JobField& field : job_fields()) {
+    if (field.name == "args" && f.add_script.size() > 1) {
+      std::vector<std::string> args(f.add_script.begin() + 1, f.add_script.end());
+      out += ", \"args\": " + *job_field_json(field, args, nullptr);
+      continue;
+    }
+    auto given = f.add_fields.find(std::string(field.name));
+    if (given == f.add_fields.end() || given->second.empty()) continue;
+    std::string problem;
+    std::optional<std::string> value = job_field_json(field, given->second, &problem);
+    if (!value) {
+      fmt::print(stderr, "gpuq add: {} (nothing was added)\n", problem);
+      return std::nullopt;
+    }
+    out += fmt::format(", \"{}\": {}", field.name, *value);
+  }
   return out + "}";
+}
+
+// A flag for each field of a job but its id, script and args (--id, and the words after --):
+// the field table's words for its help.
+void add_job_field_flags(CLI::App* add, Flags& f) {
+  for (const JobField& field : job_fields()) {
+    if (field.name == "id" || field.name == "script" || field.name == "args") continue;
+    std::string doc(field.doc), dflt(field.default_value);
+    if (doc.starts_with("gpuq's own: ")) doc.erase(0, 12);
+    std::erase(doc, '`');
+    std::erase(dflt, '`');
+    std::string_view type = field.type;
+    bool list = type.starts_with("list"), object = type.starts_with("object");
+    const char* form = list ? "comma-separated; " : !object ? "" : type == "object of lists" ? "repeatable; " : "repeatable; ";
+    auto* o = add->add_option("--" + dashed_name(field.name), f.add_fields[std::string(field.name)],
+                              fmt::format("{}{} (plan default: {})", form, doc, dflt))
+                  ->allow_extra_args(false);  // one value a flag: a `--` after it starts the script
+    if (list) o->delimiter(',')->type_name("A,B,...");
+    else if (object) o->type_name(type == "object of lists" ? "KEY=V1,V2,..." : "KEY=VALUE");
+    else
+      o->type_name(type.starts_with("whole") ? "N" : type.starts_with("number") ? "X" : type == "true or false" ? "BOOL" : "TEXT")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
 }
 
 }  // namespace
@@ -50,7 +82,9 @@ int cmd_add(Flags& f) {
     return kExitFailure;
   }
   if (!take_plan_settings_only(f, nullptr) || !node_gpus(f)) return kExitBadInput;  // a plan that is not JSON: said below
-  return add_job(f, NewJob{f.add_id, f.add_script, job_text(f)}, f.add_dry_run,
+  std::optional<std::string> text = job_text(f);
+  if (!text) return kExitBadInput;
+  return add_job(f, NewJob{f.add_id, f.add_script, *text}, f.add_dry_run,
                  [](const std::string& l) { fmt::print("{}\n", l); },
                  [](const std::string& l) { fmt::print(stderr, "{}\n", l); });
 }
@@ -63,13 +97,7 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
   setting_flag(f, add->add_option("--state-dir", f.state_dir,
                                   "the folder of the plan's state and lock (default: $GPUQ_STATE_DIR)"));
   add->add_option("--id", f.add_id, "the new job's id")->required();
-  add->add_option("--gpus", f.add_gpus, "GPUs the job needs (plan default: 1)")->check(CLI::NonNegativeNumber);
-  add->add_option("--priority", f.add_priority, "its priority, lower first (plan default: 50)");
-  add->add_option("--deps", f.add_deps, "jobs it waits for, comma-separated (after:ID and file:PATH too)")
-      ->delimiter(',')
-      ->allow_extra_args(false);  // one value a --deps (comma-separated): a `--` after it starts the script
-  add->add_option("--est-hours", f.add_est_hours, "its estimated duration in hours (plan default: 1)")
-      ->check(CLI::NonNegativeNumber);
+  add_job_field_flags(add, f);
   setting_flag(f,
                add->add_option("--node-gpus", f.gpus,
                                "GPU ids of this node, to check the job's width against (default: a running `gpuq "

@@ -7,6 +7,9 @@
 
 #include "gpuq/core/limits.h"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <charconv>
 
@@ -383,5 +386,63 @@ const JobFieldAlias* find_job_field_alias(std::string_view name) {
 }
 
 const std::vector<std::string_view> kJobFieldNames = names();
+
+namespace {
+
+// A word as JSON: a number, true or false where it reads as one, else a string.
+std::string json_word(const std::string& w) {
+  nlohmann::json v = nlohmann::json::parse(w, nullptr, false);
+  if (!v.is_discarded() && (v.is_number() || v.is_boolean())) return v.dump();
+  return nlohmann::json(w).dump();
+}
+
+}  // namespace
+
+std::optional<std::string> job_field_json(const JobField& field, const std::vector<std::string>& words,
+                                          std::string* problem) {
+  auto str = [](const std::string& w) { return nlohmann::json(w).dump(); };
+  std::string_view type = field.type;
+  if (type.starts_with("list")) {
+    std::string out = "[";
+    for (size_t k = 0; k < words.size(); ++k) out += (k ? ", " : "") + str(words[k]);
+    return out + "]";
+  }
+  if (type.starts_with("object")) {
+    bool lists = type == "object of lists";
+    std::string out = "{";
+    for (size_t k = 0; k < words.size(); ++k) {
+      size_t eq = words[k].find('=');
+      if (eq == std::string::npos || eq == 0) {
+        *problem = fmt::format("--{} takes KEY=VALUE{}, not \"{}\"", dashed_name(field.name),
+                               lists ? ",VALUE..." : "", words[k]);
+        return std::nullopt;
+      }
+      std::string key = words[k].substr(0, eq), value = words[k].substr(eq + 1);
+      out += (k ? ", " : "") + str(key) + ": ";
+      if (!lists) {
+        out += str(value);
+        continue;
+      }
+      out += "[";
+      for (size_t at = 0, n = 0;; ++n) {
+        size_t comma = value.find(',', at);
+        out += (n ? ", " : "") + json_word(value.substr(at, comma == std::string::npos ? comma : comma - at));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+      out += "]";
+    }
+    return out + "}";
+  }
+  const std::string& w = words.empty() ? std::string() : words.back();  // a flag given twice: the last
+  bool literal = type.starts_with("number") || type.starts_with("whole number") || type == "true or false";
+  return literal ? json_word(w) : str(w);
+}
+
+std::string dashed_name(std::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
 
 }  // namespace gpuq

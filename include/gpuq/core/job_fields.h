@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
 #include <span>
 #include <string_view>
 
@@ -68,6 +71,18 @@ std::span<const JobFieldAlias> job_field_aliases();
 /// The alias `name` is, or null: compared without case, `-` and ` ` taken for `_`
 /// ("Depends-On" is "depends_on"). A field's own name is never an alias.
 const JobFieldAlias* find_job_field_alias(std::string_view name);
+
+/// The value of `field` as `gpuq add --FIELD WORD ...` gives it, as JSON text for the plan: a
+/// list field takes each word as a string; "env" takes KEY=VALUE words, "matrix" KEY=V1,V2,...
+/// (each value a number or true/false where it reads as one, else a string); the other fields
+/// take one word, a number or true/false where the field's type is one and the word reads as
+/// one, else a string (the loader then says what is wrong with it, as it says it of a plan).
+/// Nullopt, with `problem`, for a word an object field cannot take (no `=`).
+std::optional<std::string> job_field_json(const JobField& field, const std::vector<std::string>& words,
+                                          std::string* problem);
+
+/// A field's name as a flag spells it: "gpu_mem_gib" -> "gpu-mem-gib".
+std::string dashed_name(std::string_view name);
 
 /// The most rows the table may have (the loader keeps a job's values in arrays of it).
 inline constexpr size_t kMaxJobFields = 32;
