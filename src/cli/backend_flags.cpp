@@ -47,7 +47,8 @@ void add_batch_run_flags(CLI::App* run, Flags& f) {
   run->add_option("--time-margin", f.time_margin,
                   "--slurm: a job without time_limit_hours gets sbatch --time of est_hours x this")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber.description(""))
+      ->type_name("X");
   run->add_option("--sbatch-arg", f.batch_args, "--slurm: one more argument for every sbatch (repeatable)")
       ->allow_extra_args(false);
 }

@@ -88,6 +88,9 @@ void add_time_limit_factor(CLI::App* sub, Flags& f);
 /// Adds gpuq's --quiet-minutes (run, and status, which marks hung jobs as run sees them).
 void add_quiet_minutes(CLI::App* sub, Flags& f);
 
+/// Adds --preemptible, --preempt-grace and --preempt-min-minutes (run, status, simulate, settings).
+void add_preempt_flags(CLI::App* sub, Flags& f);
+
 /// Adds --gpu-mem-gib and --gpu-mem-headroom (several jobs on one GPU).
 void add_gpu_memory(CLI::App* sub, Flags& f);
 

@@ -51,7 +51,8 @@ void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
         kBackfill);
   group(sub->add_option("--max-retries", f.max_retries, "automatic retries of a failed job")
             ->capture_default_str()
-            ->check(CLI::NonNegativeNumber),
+            ->check(CLI::NonNegativeNumber.description(""))
+            ->type_name("N"),
         kRetries);
   group(sub->add_option("--retry-after", f.retry_after, "seconds between a failure and its automatic retry")
             ->capture_default_str()
@@ -84,6 +85,26 @@ void add_gpu_memory(CLI::App* sub, Flags& f) {
                       ->capture_default_str()
                       ->check(CLI::Range(0.0, 99.0).description(""))
                       ->type_name("PCT"));
+}
+
+void add_preempt_flags(CLI::App* sub, Flags& f) {
+  setting_flag(f, sub->add_option("--preemptible", f.preemptible,
+                                  "true: every job without its own \"preemptible\" may be stopped to give its GPUs to "
+                                  "more urgent work, and runs again")
+                      ->capture_default_str()
+                      ->check(CLI::IsMember({"true", "false"}).description(""))
+                      ->type_name("BOOL"));
+  setting_flag(f, sub->add_option("--preempt-grace", f.preempt_grace,
+                                  "seconds a preempted job may take to checkpoint and exit after its signal, before "
+                                  "SIGKILL")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("S"));
+  setting_flag(f, sub->add_option("--preempt-min-minutes", f.preempt_min_minutes,
+                                  "a job runs at least this long after its (re)start before it may be preempted")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("M"));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {
@@ -154,7 +175,8 @@ void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default) {
   setting_flag(f, sub->add_option("--gpu-probe", f.gpu_probe,
                                   "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none")
                       ->capture_default_str()
-                      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"})));
+                      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"}).description(""))
+                      ->type_name("KIND"));
   setting_flag(f, sub->add_option("--pairs", f.pairs,
                                   fmt::format("how multi-GPU jobs are placed: auto (from the GPU topology), original "
                                               "(pairs 0-1, 2-3, 4-5, 6-7), or pairs such as 0-2,1-3 (default: {})",

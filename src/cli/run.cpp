@@ -34,6 +34,7 @@ void add_run_settings(CLI::App* sub, Flags& f) {
   add_time_limit_factor(sub, f);
   add_gpu_memory(sub, f);
   add_quiet_minutes(sub, f);
+  add_preempt_flags(sub, f);
   setting_flag(f, sub->add_option("--nvidia-smi", f.nvidia_smi,
                                   "the nvidia-smi command to probe GPU memory and utilization with (default: "
                                   "$GPUQ_NVIDIA_SMI, else nvidia-smi)")
@@ -60,7 +61,8 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "start a new event log past this size (the old one becomes PLAN.events.jsonl.N); "
                                   "0: never")
                       ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber));
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("MB"));
   setting_flag(f, sub->add_option("--progress-from-log", f.progress_from_log,
                                   "false: read a job's progress only from its GPUQ_PROGRESS file, not from a "
                                   "progress bar (k/N, NN%) at the end of its log")

@@ -175,6 +175,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(sim, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter});
   add_time_limit_factor(sim, f);
   add_gpu_memory(sim, f);
+  add_preempt_flags(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);

@@ -168,6 +168,25 @@ void read_retry_on_timeout(JobReader& r, const JobField& f, const element& v) {
     r.job.retry_on_timeout = bool(v);
 }
 
+void read_preemptible(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_bool())
+    r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
+  else
+    r.job.preemptible = bool(v);
+}
+
+void read_preempt_signal(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_string()) {
+    r.add(fmt::format("\"{}\" must be a string like \"USR1\", not {} ({})", f.name, type_name(v), show(v)));
+    return;
+  }
+  auto spec = parse_signal(std::string_view(v));
+  if (auto* problem = std::get_if<std::string>(&spec))
+    r.add(fmt::format("\"{}\" {}", f.name, *problem));
+  else
+    r.job.preempt_signal = std::get<SignalSpec>(spec);
+}
+
 void read_progress_from_log(JobReader& r, const JobField& f, const element& v) {
   if (!v.is_bool())
     r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
@@ -272,6 +291,11 @@ bool same_warning(const Plan&, const Job& a, const Plan&, const Job& b) {
   return text(a.warn_signal) == text(b.warn_signal);
 }
 
+bool same_preempt_signal(const Plan&, const Job& a, const Plan&, const Job& b) {
+  return a.preempt_signal.name == b.preempt_signal.name && a.preempt_signal.number == b.preempt_signal.number &&
+         a.preempt_signal.shell_only == b.preempt_signal.shell_only;
+}
+
 using P = Presence;
 
 // The table. Its order is the order the loader reads the fields in (and so orders a job's
@@ -318,6 +342,11 @@ constexpr JobField kJobFields[] = {
      "counts; see Progress under `run`)"},
     {"on_quiet", P::Nullable, read_on_quiet, same_as<&Job::kill_on_quiet>, "`\"warn\"` or `\"kill\"`", "`\"warn\"`",
      "gpuq's own: what `run` does with a hung job: say so once, or stop it as at its time limit"},
+    {"preemptible", P::Nullable, read_preemptible, same_as<&Job::preemptible>, "true or false",
+     "none (the `preemptible` setting)",
+     "gpuq's own: gpuq may stop the job to give its GPUs to more urgent work, and runs it again (see Preemption)"},
+    {"preempt_signal", P::Nullable, read_preempt_signal, same_preempt_signal, "string `[B:]SIGNAL`", "none (SIGTERM)",
+     "gpuq's own: the signal a preemption sends, e.g. `\"USR1\"`; `\"B:USR1\"` to the script's bash only"},
     {"args", P::Nullable, read_args, same_as<&Job::args>, "list of strings", "`[]`",
      "passed to the script after its path (`\"script\": \"sweep.sh --lr 1e-4\"` names a file that does not "
      "exist; write `\"script\": \"sweep.sh\", \"args\": [\"--lr\", \"1e-4\"]`)"},

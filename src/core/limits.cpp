@@ -28,6 +28,41 @@ std::string upper(std::string_view s) {
 
 }  // namespace
 
+WarnSpec SignalSpec::warn() const {
+  WarnSpec w;
+  if (name) w.name = kSignalNames[name - 1];
+  w.number = number;
+  w.shell_only = shell_only;
+  return w;
+}
+
+std::string SignalSpec::text() const {
+  return fmt::format("{}{}", shell_only ? "B:" : "", name ? std::string(kSignalNames[name - 1]) : std::to_string(number));
+}
+
+std::variant<SignalSpec, std::string> parse_signal(std::string_view text) {
+  const std::string form = "expected [B:]SIGNAL, e.g. \"USR1\", or \"B:USR1\" for the script's bash only";
+  std::string_view sig = text;
+  SignalSpec out;
+  if (sig.size() >= 2 && (sig[0] == 'B' || sig[0] == 'b') && sig[1] == ':') {
+    out.shell_only = true;
+    sig.remove_prefix(2);
+  }
+  if (!sig.empty() && sig.find_first_not_of("0123456789") == std::string_view::npos) {
+    int n = 0;
+    auto r = std::from_chars(sig.data(), sig.data() + sig.size(), n);
+    if (r.ec != std::errc() || n < 1 || n > 64) return fmt::format("\"{}\": signal number {} is not 1-64", text, sig);
+    out.number = static_cast<uint8_t>(n);
+    return out;
+  }
+  std::string name = upper(sig);
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  auto it = std::find(kSignalNames.begin(), kSignalNames.end(), name);
+  if (it == kSignalNames.end()) return fmt::format("\"{}\": unknown signal \"{}\" ({})", text, sig, form);
+  out.name = static_cast<uint8_t>(it - kSignalNames.begin() + 1);
+  return out;
+}
+
 std::string WarnSpec::text() const {
   return fmt::format("{}{}@{}", shell_only ? "B:" : "", name.empty() ? std::to_string(number) : name, seconds);
 }

@@ -91,6 +91,16 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
      .doc = "off, or git: run each job from a read-only checkout of a git snapshot of the workdir, taken when "
             "the job is loaded (a job's own snapshot field comes first; see Snapshots in doc/plan-file.md)",
      .member = &Settings::snapshot, .predicts = false, .choices = "off|git"},
+    {.name = "preemptible", .flag = "--preemptible", .kind = K::Choice, .default_json = R"("false")",
+     .doc = "true: every job without its own preemptible field may be stopped to give its GPUs to more urgent work, "
+            "and is run again (see Preemption in doc/plan-file.md)",
+     .member = &Settings::preemptible, .choices = "false|true"},
+    {.name = "preempt_grace", .flag = "--preempt-grace", .kind = K::Number, .default_json = "120",
+     .doc = "seconds a preempted job may take to checkpoint and exit after its signal, before SIGKILL of its group",
+     .member = &Settings::preempt_grace},
+    {.name = "preempt_min_minutes", .flag = "--preempt-min-minutes", .kind = K::Number, .default_json = "30",
+     .doc = "a job runs at least this long after its (re)start before it may be preempted (0: at once)",
+     .member = &Settings::preempt_min_minutes},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.
@@ -234,7 +244,8 @@ Settings::Settings() {
 
 Settings::Settings(std::monostate)
     : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
-      quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0) {}
+      quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0),
+      preempt_grace(0), preempt_min_minutes(0) {}
 
 std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }
 

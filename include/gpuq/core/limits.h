@@ -20,6 +20,9 @@ inline constexpr const char* kTimeoutOutcome = "timeout";
 /// Parses a warn_signal value; the problem in words otherwise.
 std::variant<WarnSpec, std::string> parse_warn_signal(std::string_view text);
 
+/// "USR1", "SIGUSR1", "10", "B:USR1" (to the script's bash only): a signal, or the problem.
+std::variant<SignalSpec, std::string> parse_signal(std::string_view text);
+
 /// The job's limit in hours: its time_limit_hours, else `factor` x est_hours when
 /// factor > 0 (--time-limit-factor), else none.
 std::optional<double> limit_hours(const Job& job, double factor);

@@ -39,6 +39,19 @@ struct WarnSpec {
   std::string text() const;
 };
 
+/// A signal as a plan names it ("USR1", "SIGTERM", "10"; "B:USR1": to the script's bash only),
+/// in three bytes (every job carries one): `preempt_signal`.
+struct SignalSpec {
+  uint8_t name = 0;         ///< 1 + its place among the signal names (limits.cpp); 0: given by number, or none
+  uint8_t number = 0;       ///< the signal's number when given by number (1-64)
+  bool shell_only = false;  ///< "B:": to the script's bash only
+  bool given() const { return name || number; }
+  /// As the launcher sends a warning (no seconds): name or number, and shell_only.
+  WarnSpec warn() const;
+  /// "USR1", "B:USR1", "10".
+  std::string text() const;
+};
+
 /// A job of the plan, with the original's defaults filled in. How the plan names and
 /// gives each field: job_fields.h (a new field needs a row there).
 struct Job {
@@ -49,6 +62,10 @@ struct Job {
   bool est_given = false;  ///< `est_hours` was in the plan (status prints 0.0 otherwise)
   bool retry_on_timeout = false;  ///< a timed-out job is retried automatically (limits.h)
   bool kill_on_quiet = false;     ///< "on_quiet": "kill": a hung job is stopped as at its limit (watchdog.h)
+  /// "preemptible": gpuq may stop it to give its GPUs to more urgent work, and runs it again
+  /// (preempt.h); none: as the `preemptible` setting says.
+  std::optional<bool> preemptible;
+  SignalSpec preempt_signal;      ///< "preempt_signal": sent when it is preempted (none: SIGTERM to its group)
   /// "snapshot": true for "git" (it runs from a git snapshot of the workdir, snapshot.h), false for
   /// "off" (from the workdir); none: as the `snapshot` setting says.
   std::optional<bool> snapshot;

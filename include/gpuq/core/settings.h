@@ -43,6 +43,9 @@ struct Settings {
   double eta_slip_percent;        ///< an eta event when the predicted finish moves this much of the time left
   double eta_slip_minutes;        ///< ... and at least this many minutes
   std::string snapshot;  ///< "off" or "git": jobs run from a git snapshot of the workdir (snapshot.h)
+  std::string preemptible;    ///< "true" or "false": every job without its own "preemptible" may be preempted
+  double preempt_grace;       ///< seconds from a preemption's signal to SIGKILL of the job's group
+  double preempt_min_minutes; ///< a job runs at least this long (since its last start) before it may be preempted
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -83,7 +86,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 24;
+inline constexpr size_t kSettingCount = 27;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();
