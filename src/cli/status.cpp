@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <unistd.h>
 
@@ -92,10 +93,15 @@ int watch_status(const Flags& given) {
                          "before the edit\n\n",
                          f.plan, l.report.errors.size(), l.report.errors.size() == 1 ? "" : "s", l.report.errors[0]);
     if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);
-    fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch, clock_stamp(unix_now()));
-    std::fputs(note.c_str(), stdout);
+    if (f.json) {  // one JSON object a redraw, nothing else (a stream a program reads); the note on stderr
+      if (!note.empty()) fmt::print(stderr, "gpuq: {}", note);
+    } else {
+      fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch,
+                 clock_stamp(unix_now()));
+      std::fputs(note.c_str(), stdout);
+    }
     print_status(f, l, ask);
-    if (!terminal) std::fputs("\n", stdout);
+    if (!terminal && !f.json) std::fputs("\n", stdout);
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(given.watch * 1000)));
   }
@@ -134,9 +140,17 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   status->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")
       ->type_name(kFileType);
-  status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane)")
+  status->add_option("--watch", f.watch, "redraw every S seconds until Ctrl-C (for a tmux pane; with --json, one object a redraw)")
       ->expected(0, 1)
-      ->default_str("5");
+      ->default_str("5")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            double x = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && !*end && x > 0 ? std::string() : "must be seconds above 0, not " + v;
+          },
+          ""))
+      ->type_name("S");
   setting_flag(f, status->add_option("--nvidia-smi", f.nvidia_smi,
                                      "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)"));
   add_gpu_flags(status, f, "auto");

@@ -447,6 +447,12 @@ std::optional<std::string> job_field_json(const JobField& field, const std::vect
         return std::nullopt;
       }
       std::string key = words[k].substr(0, eq), value = words[k].substr(eq + 1);
+      for (size_t before = 0; before < k; ++before)
+        if (words[before].substr(0, words[before].find('=')) == key) {
+          *problem = fmt::format("--{} gives {} twice (\"{}\" and \"{}\"); give each key once", dashed_name(field.name),
+                                 key, words[before], words[k]);
+          return std::nullopt;
+        }
       out += (k ? ", " : "") + str(key) + ": ";
       if (!lists) {
         out += str(value);

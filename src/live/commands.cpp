@@ -13,6 +13,7 @@
 
 #include "gpuq/core/hint.h"
 #include "gpuq/core/job_words.h"
+#include "gpuq/core/life.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/plan_text.h"
 #include "gpuq/core/progress.h"
@@ -53,10 +54,21 @@ std::string take_placement_and_hooks(const PlanSetup& s, RunOptions& opt) {
 // A job that waits on another job of the plan may have its script made by that job: its missing
 // script is said, not refused (it fails as unstartable if the script is still missing when due).
 // False (said) when run must refuse.
-bool scripts_there(const Plan& plan, const State& state, const Workdir& wd, const SayLine& err) {
+bool scripts_there(const Plan& plan, const State& state, const Policy& policy, const Workdir& wd,
+                   const SayLine& err) {
   LocalFiles files(wd.path);
   auto done = [&](size_t i) { return state.status_of(plan, i) == Status::Done; };
-  std::vector<size_t> missing = jobs_without_script(plan, files, readable_file, [&](size_t i) { return !done(i); });
+  // The jobs this run may start: waiting, blocked, or failed with an automatic retry to come. Not
+  // one held, running (adopted), done, or failed for good (a missing script made it so: retry
+  // starts it again once it is there), which would keep a restart from running the rest.
+  auto to_run = [&](size_t i) {
+    const JobState* s = state.of(plan, i);
+    Life l = life_of(s, false, 0);
+    LifeKind k = kind_of(l);
+    return k == LifeKind::Waiting || k == LifeKind::Blocked ||
+           (k == LifeKind::Ended && !finished(l, policy.retries_of(plan.jobs[i])));
+  };
+  std::vector<size_t> missing = jobs_without_script(plan, files, readable_file, to_run);
   auto later = std::stable_partition(missing.begin(), missing.end(), [&](size_t i) { return !waits_on_a_job(plan, i, done); });
   if (later != missing.begin()) {
     err("gpuq run: nothing started: " + missing_scripts_text(plan, std::vector<size_t>(missing.begin(), later), files, wd.shown));
@@ -116,7 +128,7 @@ int run_plan(PlanSetup& s, Plan plan, const std::vector<int>& gpus, const std::s
     err("gpuq run: nothing started: " + mix);
     return 1;
   }
-  if (!scripts_there(runs, state, wd, err)) return 2;
+  if (!scripts_there(runs, state, opt, wd, err)) return 2;
   if (std::string problem = snapshot_problem(s, runs, wd); !problem.empty()) {
     err("gpuq run: " + problem);
     return 2;
@@ -380,14 +392,23 @@ WhatIf predict_from(const Look& l, const Plan& plan) {
 int what_if(PlanSetup& s, const std::string& id, const Plan& before, const Plan& after, const SayLine& out) {
   LookAsk ask;
   ask.run_plan_when_broken = false;
-  ask.probe = ask.node = ask.run = ask.snapshots = false;
+  ask.probe = ask.node = ask.snapshots = false;
   ask.pairs_default = "original";
-  Look l = look_at(s, ask);
+  Look l = look_at(s, ask);  // with the run's pause: a paused plan starts nothing new
   WhatIf was = predict_from(l, before), will = predict_from(l, after);
-  auto new_start = will.starts.find(id);
-  out(fmt::format("gpuq add --dry-run: {} not added (nothing written); it would start {}", id,
-                  new_start == will.starts.end() ? std::string("never, as things stand")
-                                                 : "~" + local_time(new_start->second, l.now)));
+  // The new job, or a sweep's points: the first of them to start.
+  std::optional<double> first;
+  size_t points = 0;
+  for (const Job& j : after.jobs)
+    if (!before.find(j.id)) {
+      ++points;
+      if (auto it = will.starts.find(j.id); it != will.starts.end()) first = std::min(first.value_or(it->second), it->second);
+    }
+  std::string when = first ? "~" + local_time(*first, l.now) : std::string("never, as things stand");
+  if (l.opt.paused) when += " (the plan is paused: nothing new starts until `gpuq resume`)";
+  out(fmt::format("gpuq add --dry-run: {} not added (nothing written); {} {}", id,
+                  points > 1 ? fmt::format("its {} points would start from", points) : std::string("it would start"),
+                  when));
   size_t moved = 0, same = 0;
   for (const Job& j : before.jobs) {
     auto a = was.starts.find(j.id), b = will.starts.find(j.id);
@@ -463,6 +484,30 @@ int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, c
                     after.errors.size(), s.plan));
     return 2;
   }
+  // A script that is not there fails the job when it is due (validate calls it an error): refused
+  // now, unless the job waits on a job of the plan, which may make it.
+  LocalFiles files(workdir_of(s, after.plan->workdir).path);
+  auto added = [&](size_t i) { return !before.plan->find(after.plan->jobs[i].id); };
+  std::vector<size_t> missing = jobs_without_script(*after.plan, files, readable_file, added);
+  std::erase_if(missing, [&](size_t i) { return waits_on_a_job(*after.plan, i, [](size_t) { return false; }); });
+  if (!missing.empty()) {
+    err(fmt::format("gpuq add: {} not added: {}; {} is unchanged", job.id,
+                    missing_scripts_text(*after.plan, missing, files, workdir_of(s, after.plan->workdir).shown), s.plan));
+    return 2;
+  }
+  // A job that can never start here (more GiB than any GPU takes) is refused, as a job wider
+  // than the node is.
+  Policy mem;
+  mem.gpu_mem_gib = s.gpu_mem_gib;
+  mem.gpu_mem_headroom = s.gpu_mem_headroom;
+  mem.node_gpus = *gpus;
+  for (size_t i = 0; i < after.plan->jobs.size(); ++i)
+    if (added(i) && mem.too_big(after.plan->jobs[i])) {
+      err(fmt::format("gpuq add: {} not added: {}: it would never start (GPUs with more memory: --gpu-mem-gib); {} "
+                      "is unchanged",
+                      job.id, too_big_text(mem, after.plan->jobs[i]), s.plan));
+      return 2;
+    }
   if (dry_run) return what_if(s, job.id, *before.plan, *after.plan, out);
   // A job that runs from a snapshot: the code as it is now, recorded before the plan names the job
   // (a running `gpuq run` keeps it when it reloads the plan).

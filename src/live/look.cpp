@@ -163,6 +163,12 @@ void look_at_run(const PlanPaths& paths, const std::vector<int>& gpus, const Bac
   seen.paused_since = paused_since(paths);
   RunPresence p = run_presence(paths);
   seen.running = p.running;
+  std::optional<long long> locker;  // the pid the run lock names
+  if (!p.lock_pid.empty()) {
+    char* end = nullptr;
+    long long pid = std::strtoll(p.lock_pid.c_str(), &end, 10);
+    if (end && !*end && pid > 0) locker = pid;
+  }
   if (p.info) {
     seen.pid = p.info->pid;
     seen.host = p.info->host;
@@ -170,10 +176,21 @@ void look_at_run(const PlanPaths& paths, const std::vector<int>& gpus, const Bac
     seen.last_tick = p.info->tick;
     seen.ended = p.info->ended;
     seen.plan_loaded_at = p.info->loaded_at.value_or(p.info->loaded.mtime);
-  } else if (!p.lock_pid.empty()) {
-    char* end = nullptr;
-    long long pid = std::strtoll(p.lock_pid.c_str(), &end, 10);
-    if (end && !*end && pid > 0) seen.pid = pid;
+    seen.poll = p.info->settings.values.poll;
+    // A run holds the lock, and the run file is another's that has ended: this run could not write
+    // it yet (a full disk, a read-only folder): the lock names the run, the file's times are not its.
+    bool other = locker ? *locker != p.info->pid : !process_alive(p.info->pid, std::nullopt);
+    if (p.running && other) {
+      seen.file_pid = p.info->pid;
+      seen.pid = locker;
+      seen.started.reset();
+      seen.last_tick.reset();
+      seen.ended.reset();
+      seen.plan_loaded_at.reset();
+      return;
+    }
+  } else {
+    seen.pid = locker;
   }
   if (!p.running || !p.info || p.info->loaded.hash.empty()) return;
   // Size and time first: the whole text is hashed only when one of them moved.
@@ -272,7 +289,13 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   const int theirs = count(theirs_m), yours = count(yours_m & ~theirs_m), own = count(own_m);
   look.cap = v.config.limits_of(me).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
-  if (users.empty() && !look.cap) return look;  // alone: the plan's own prediction says it all
+  if (users.empty() && !look.cap) {  // alone: the plan's own prediction says it all
+    if (whole && own)
+      look.line += fmt::format("shared node {}: no other run; this plan's own run (holding {} GPU{}) is left out: the "
+                               "plan is predicted from its beginning (--from-state: from where its run is)\n",
+                               dir, own, own == 1 ? "" : "s");
+    return look;
+  }
   if (whole) {  // the plan from its beginning: its run as it would be now, its first ready jobs wanting
     NodeUser* self = nullptr;
     for (NodeUser& u : v.users)

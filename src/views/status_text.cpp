@@ -124,8 +124,19 @@ std::string run_text(const RunSeen& r, const std::string& plan_arg, double now) 
                                 hint("run"));
   }
   std::string out = paused + fmt::format("`gpuq run` ({}) is running this plan", who);
-  if (r.last_tick)
-    out += fmt::format("; its last tick {} ({:.0f} s ago)", clock_stamp(*r.last_tick), std::max(0.0, now - *r.last_tick));
+  if (r.file_pid)
+    out += fmt::format("; its run file is an earlier run's (pid {}, ended): this one has not written it yet (a full "
+                       "disk or a read-only folder? its pane says why)",
+                       *r.file_pid);
+  if (r.last_tick) {
+    double ago = std::max(0.0, now - *r.last_tick);
+    out += fmt::format("; its last tick {} ({:.0f} s ago)", clock_stamp(*r.last_tick), ago);
+    // A run looks at least every --poll seconds: far longer means it is stopped, or cannot write.
+    if (r.poll && ago > std::max(30.0, 5 * *r.poll))
+      out += fmt::format(", more than {:.0f} of its polls: it may be stopped (Ctrl-Z, SIGSTOP) or unable to write "
+                         "its files (a full disk? its pane says why)",
+                         ago / *r.poll);
+  }
   out += "\n";
   std::string loaded_at = r.plan_loaded_at ? local_time(*r.plan_loaded_at, now) : "?";
   if (r.plan_problems)

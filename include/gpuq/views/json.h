@@ -26,6 +26,8 @@ struct RunSeen {
   std::optional<size_t> plan_problems;    ///< the plan on disk has this many problems (run goes on with its own)
   bool slurm = false;                     ///< the run is a run --slurm (its problems include Slurm's)
   std::optional<double> paused_since;     ///< `gpuq pause` holds the plan (not run's own: the plan's)
+  std::optional<long long> file_pid;      ///< PLAN.run.json is an earlier run's (this pid): the running one has not written it
+  std::optional<double> poll;             ///< the run's --poll: a last tick many polls ago is said
 };
 
 /// `status --json`: {"plan", "now", "finish", "counts", "plan_loaded_at", "paused", "paused_since",
