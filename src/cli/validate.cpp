@@ -36,13 +36,25 @@ int cmd_validate(Flags& f) {
   const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
   Workdir wd = workdir_of(f, plan ? plan->workdir : std::nullopt);
   LocalFiles files(wd.path);
+  // The node's memory, for a job that packs with more GiB than a GPU takes (it never starts).
+  Policy mem;
+  mem.gpu_mem_gib = f.gpu_mem_gib;
+  mem.gpu_mem_headroom = f.gpu_mem_headroom;
   if (!load.plan) {
-    // The loader's errors, and in the same round what the files say of the jobs it could read.
-    std::vector<Finding> more = plan ? file_findings(*plan, files, readable_file, wd.shown) : std::vector<Finding>{};
+    // The loader's errors, and in the same round what the files and each job's own checks say
+    // of the jobs it could read.
+    std::vector<Finding> more, found;
+    if (plan) {
+      found = file_findings(*plan, files, readable_file, wd.shown);
+      for (Finding& x : job_findings(*plan, &mem)) found.push_back(std::move(x));
+    }
     // The loader's warnings and the fields gpuq does not read too (errors with --strict): one
     // round shows everything, not the warnings only once the errors are fixed.
     std::vector<std::string> warned = load.warnings;
     for (std::string& u : load.unknown_fields) (f.strict ? load.errors : warned).push_back(std::move(u));
+    for (Finding& x : found)
+      if (x.error || f.strict) more.push_back(std::move(x));
+      else warned.push_back(fmt::format("{}: {}{}", f.plan, x.job.empty() ? "" : "job '" + x.job + "': ", x.text));
     fmt::print(stderr, "gpuq: the plan {} is not valid ({} problem{}):\n", f.plan, load.errors.size() + more.size(),
                load.errors.size() + more.size() == 1 ? "" : "s");
     for (const auto& e : load.errors) fmt::print(stderr, "  {}\n", with_gpus_source(e, f.gpus_source));
@@ -63,7 +75,7 @@ int cmd_validate(Flags& f) {
   std::vector<Finding> findings = loader_findings(load.warnings);
   // Fields gpuq does not read: notes the plan may carry, or a mistake; --strict takes them for mistakes.
   for (std::string& u : load.unknown_fields) findings.push_back({f.strict, "", std::move(u)});
-  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, files, readable_file, wd.shown))
+  for (Finding& x : validate_plan(*plan, *gpus, f.backfill_max_hours, files, readable_file, wd.shown, &mem))
     findings.push_back(std::move(x));
   // --slurm: what `run --slurm` refuses (a reservation of GPU ids without a Slurm reservation).
   if (f.slurm)
@@ -75,16 +87,6 @@ int cmd_validate(Flags& f) {
     if (std::string problem = snapshot_problem(f, *plan, wd, snapshots); !problem.empty())
       findings.push_back({true, "", std::move(problem)});
   }
-  // A job that packs with more GiB than a GPU takes never starts.
-  Policy mem;
-  mem.gpu_mem_gib = f.gpu_mem_gib;
-  mem.gpu_mem_headroom = f.gpu_mem_headroom;
-  for (const Job& j : plan->jobs)
-    if (mem.too_big(j))
-      findings.push_back({true, j.id,
-                          fmt::format("gpu_mem_gib: it {}: it would never start (GPUs with more memory: give their "
-                                      "GiB as --gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
-                                      too_big_text(mem, j))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_path_for(plan_paths(f).state), nullptr);
   if (!events.empty()) {
