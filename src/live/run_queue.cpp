@@ -112,7 +112,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
-  GitSnapshots snapshots(its_own_files(paths));
+  GitSnapshots snapshots(its_own_files(paths), std::filesystem::absolute(paths.state).lexically_normal().string());
   {
     std::error_code ec;
     std::string workdir = opt.workdir.empty() ? std::filesystem::current_path(ec).string() : opt.workdir;
