@@ -537,6 +537,47 @@ TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
   EXPECT_EQ(alone.out.find("sharing the node"), std::string::npos) << alone.out;
 }
 
+// Issue 43, point 3: two plans of one user, each with its own `gpuq run`, and no node directory
+// (/var/lib/gpuq absent, as when the binary is copied onto PATH): both started 2-GPU jobs on GPUs
+// [0, 1] at once, and neither said a word. A user's runs on one machine share its GPUs through
+// their own node directory by default; --node-dir off still runs alone.
+TEST(NodeRun, TwoPlansOfOneUserWithNoNodeDirNeverHoldOneGpuAtOnce) {
+  struct stat st{};
+  if (::stat(kDefaultNodeDir, &st) == 0) GTEST_SKIP() << kDefaultNodeDir << " is there: runs share it, not their own";
+  Node node;
+  std::string plan = "[";
+  for (int i = 0; i < 3; ++i)
+    plan += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 2, "est_hours": 0.0001, "args": ["0.4"]}})",
+                        i ? ", " : "", i);
+  plan += "]";
+  std::string a = node.folder("a", plan, geteuid()), b = node.folder("b", plan, geteuid());
+  std::map<std::string, std::string> env = node.env;
+  std::string own = node.root.path() + "/state";  // this user's $XDG_STATE_HOME
+  env["XDG_STATE_HOME"] = own;
+  std::vector<std::string> args{"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1"};
+  auto ra = start_gpuq(args, a, env);
+  auto rb = start_gpuq(args, b, env);
+  Output ea = ra->wait(kPatience), eb = rb->wait(kPatience);
+  ASSERT_EQ(ea.status, 0) << ea.out << ea.err;
+  ASSERT_EQ(eb.status, 0) << eb.out << eb.err;
+  std::vector<Ran> all = records("a", a), more = records("b", b);
+  all.insert(all.end(), more.begin(), more.end());
+  EXPECT_EQ(all.size(), 6u) << ea.out << eb.out;
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty()) << ea.out << "\n" << eb.out;
+  std::string dir = own + "/gpuq/node-";
+  for (const Output* o : {&ea, &eb})
+    EXPECT_THAT(o->out, ::testing::HasSubstr("sharing the GPUs with your other runs on this machine through " + dir));
+  ASSERT_EQ(::stat(own.c_str(), &st), 0);
+  std::string made;
+  for (const auto& e : std::filesystem::directory_iterator(own + "/gpuq")) made = e.path().string();
+  ASSERT_EQ(::stat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << made << ": the user's alone";
+  // Off: alone, as before.
+  Output alone = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--node-dir", "off"}, a, env);
+  EXPECT_EQ(alone.status, 0) << alone.err;
+  EXPECT_THAT(alone.out, ::testing::Not(::testing::HasSubstr("sharing")));
+}
+
 // Plain `status` of a plan whose run shares the node: another user's job holds 7 GPUs for an
 // hour, so this plan's 2-GPU job is predicted to start when it ends, not at the next tick
 // (the probe sees every GPU idle), and its reason is the node's. With a cap, the cap is named.

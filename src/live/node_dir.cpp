@@ -118,7 +118,32 @@ std::string choose_node_dir(const std::string& flag) {
   struct stat st{};
   if (stat(kDefaultNodeDir, &st) == 0 && S_ISDIR(st.st_mode) && access(kDefaultNodeDir, W_OK | X_OK) == 0)
     return kDefaultNodeDir;
-  return "";
+  // No shared one: the user's own, so that two plans of theirs do not both take GPUs 0 and 1.
+  std::string own = own_node_dir();
+  if (own.empty()) return "";
+  for (size_t at = 1; at <= own.size(); ++at)
+    if (at == own.size() || own[at] == '/') ::mkdir(own.substr(0, at).c_str(), 0700);  // EEXIST: there already
+  if (stat(own.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(own.c_str(), W_OK | X_OK) != 0) return "";
+  return own;
+}
+
+std::string own_node_dir() {
+  std::string state;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && x[0] == '/') {
+    state = x;
+  } else {
+    const char* home = std::getenv("HOME");
+    if (!home || !*home)
+      if (struct passwd* pw = getpwuid(geteuid())) home = pw->pw_dir;
+    if (!home || !*home) return "";
+    state = std::string(home) + "/.local/state";
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::strcpy(host, "localhost");
+  std::string name = host;
+  std::replace(name.begin(), name.end(), '/', '_');
+  while (state.size() > 1 && state.back() == '/') state.pop_back();
+  return state + "/gpuq/node-" + name;
 }
 
 std::string node_user_me() { return name_of(geteuid()); }

@@ -30,9 +30,16 @@ inline constexpr const char* kDefaultNodeDir = "/var/lib/gpuq";
 inline constexpr const char* kEtcNodeConfig = "/etc/gpuq/node.json";
 
 /// The node directory to use: `flag` (--node-dir) if given, else $GPUQ_NODE_DIR, else
-/// /var/lib/gpuq when it exists and this user may write there; "" when none ("off" given
-/// either way is none too): the run is alone, as before.
+/// /var/lib/gpuq when it exists and this user may write there, else this user's own
+/// (own_node_dir, made when missing), so that their runs on this machine never start two jobs
+/// on one GPU; "" when none ("off" given either way, or no own one can be made): the run is alone.
 std::string choose_node_dir(const std::string& flag);
+
+/// The node directory of this user alone, where no shared one is set up: their runs on this
+/// machine share its GPUs through it. $XDG_STATE_HOME (else ~/.local/state) /gpuq/node-HOST: the
+/// machine's name in it, since a home folder is often shared by several machines. Made (0700) by
+/// choose_node_dir; "" when this user has no home folder.
+std::string own_node_dir();
 
 /// The name this process's user has in the node directory (their file is NAME.json).
 std::string node_user_me();
@@ -89,6 +96,9 @@ class NodeShare {
   /// Several jobs on one GPU: the GiB each GPU offers packed jobs (the run's Policy::gpu_room per
   /// GPU id), for the decisions from now on. None given: wants that pack take GPUs whole.
   void set_room(NodeRoom room) { room_ = std::move(room); }
+  /// The node directory is this user's own (own_node_dir): the first enter decides at once. (On a
+  /// shared node it only makes the run's wants known, so that users' runs started together share.)
+  void decide_at_first_look() { first_ = false; }
   /// The GiB other runs' packed holds declared on each GPU (by GPU id), as the last enter read
   /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
   const std::vector<double>& others_packed() const { return others_packed_; }
