@@ -365,8 +365,11 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     if (cap[u] >= 0 && count(held[u]) + more > cap[u]) out[k] = 1;
   }
   // The pass over the wants left, in fair order (one priority: ready order is position); when
-  // its starts take a user past the cap, the lowest-placed start that does is left out and the
-  // pass made again (each round leaves out one more want, so it ends).
+  // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
+  // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
+  // then the lowest-placed start that does is left out and the pass made again (each round
+  // leaves out one more want, so it ends).
+  bool spread = true;
   while (true) {
     Plan plan;
     std::vector<size_t> slot_of;
@@ -391,6 +394,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     in.free = free & node & ~d.held;
     in.node = node;
     in.placement = placement;
+    in.spread = spread;
     if (ready.any_packed()) {
       in.room = room_left;
       in.room_empty = d.most_room;
@@ -403,6 +407,10 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
       size_t u = d.order[slot_of[s.job]].user;
       taking[u] |= mask_of(s.gpus);
       if (cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
+    }
+    if (past && spread && ready.any_packed()) {
+      spread = false;
+      continue;
     }
     if (past) {
       out[*past] = 1;
