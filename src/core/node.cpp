@@ -85,6 +85,10 @@ std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string
     for (const auto& [key, v] : j.items()) {
       if (key == "half_life_days") {
         c.half_life_days = positive(v, "\"half_life_days\"");
+      } else if (key == "window_seconds") {
+        if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 600)
+          throw std::runtime_error("\"window_seconds\" must be a number of seconds from 0 to 600");
+        c.window_seconds = v.get<double>();
       } else if (key == "default") {
         c.defaults = read_limits(v, "\"default\"");
       } else if (key == "users") {
@@ -92,7 +96,7 @@ std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string
         for (const auto& [name, lj] : v.items())
           c.users.emplace_back(name, read_limits(lj, fmt::format("\"users\".\"{}\"", name)));
       } else {
-        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, default, users)", key));
+        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, window_seconds, default, users)", key));
       }
     }
     return c;

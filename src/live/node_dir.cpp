@@ -313,12 +313,22 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
       if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;
-  // The first look only makes this run's wants known: runs started in the same second then
-  // meet at their next look, rather than the first to lock taking the node.
+  // The first looks, for the node config's window_seconds, only make this run's wants known: runs
+  // started within it then meet at their first decision, rather than the first to lock taking the
+  // node (the first look alone, with a window of 0).
+  if (!arrived_) arrived_ = now;
+  deciding_at_.reset();
+  if (!own_ && !first_ && now < *arrived_ + config_.window_seconds) deciding_at_ = *arrived_ + config_.window_seconds;
+  if (first_ && !own_ && config_.window_seconds > 0 && !wants.empty())
+    say(fmt::format("the first decision waits {:g} s for the runs that start with this one (the node config's "
+                    "\"window_seconds\")",
+                    config_.window_seconds));
   if (first_) {
     first_ = false;
+    if (!own_ && config_.window_seconds > 0) deciding_at_ = *arrived_ + config_.window_seconds;
     return node_;
   }
+  if (deciding_at_) return node_;
   const std::pair<std::string_view, std::string_view> own{me_, plan_};
   others_packed_ = packed_gib_on(v.users, &own);
   NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);

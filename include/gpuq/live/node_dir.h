@@ -97,8 +97,12 @@ class NodeShare {
   /// GPU id), for the decisions from now on. None given: wants that pack take GPUs whole.
   void set_room(NodeRoom room) { room_ = std::move(room); }
   /// The node directory is this user's own (own_node_dir): the first enter decides at once. (On a
-  /// shared node it only makes the run's wants known, so that users' runs started together share.)
-  void decide_at_first_look() { first_ = false; }
+  /// shared node the enters of the node config's window_seconds from the first only make the run's
+  /// wants known, so that users' runs started together are decided together.)
+  void decide_at_first_look() { first_ = false, own_ = true; }
+  /// While the run's wants wait for runs that may start with it (the window): when its first
+  /// decision comes. None once it has decided.
+  std::optional<double> deciding_at() const { return deciding_at_; }
   /// The GiB other runs' packed holds declared on each GPU (by GPU id), as the last enter read
   /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
   const std::vector<double>& others_packed() const { return others_packed_; }
@@ -123,6 +127,9 @@ class NodeShare {
   std::vector<std::string> others_files_;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   bool first_ = true;
+  bool own_ = false;                   // decide_at_first_look
+  std::optional<double> arrived_;      // the first enter's now
+  std::optional<double> deciding_at_;  // while in the window: arrived_ + window_seconds
   std::optional<std::vector<Attempt>> past_;  // charge_at_least's, until the first enter takes it
   struct Written {
     NodeRun run;                   // this run's entry as it last wrote it
