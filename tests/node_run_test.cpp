@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -537,6 +538,47 @@ TEST(NodeRun, TheNodeDirComesFromGpuqNodeDirAndOffRunsAlone) {
   EXPECT_EQ(alone.out.find("sharing the node"), std::string::npos) << alone.out;
 }
 
+// Issue 43, point 3: two plans of one user, each with its own `gpuq run`, and no node directory
+// (/var/lib/gpuq absent, as when the binary is copied onto PATH): both started 2-GPU jobs on GPUs
+// [0, 1] at once, and neither said a word. A user's runs on one machine share its GPUs through
+// their own node directory by default; --node-dir off still runs alone.
+TEST(NodeRun, TwoPlansOfOneUserWithNoNodeDirNeverHoldOneGpuAtOnce) {
+  struct stat st{};
+  if (::stat(kDefaultNodeDir, &st) == 0) GTEST_SKIP() << kDefaultNodeDir << " is there: runs share it, not their own";
+  Node node;
+  std::string plan = "[";
+  for (int i = 0; i < 3; ++i)
+    plan += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 2, "est_hours": 0.0001, "args": ["0.4"]}})",
+                        i ? ", " : "", i);
+  plan += "]";
+  std::string a = node.folder("a", plan, geteuid()), b = node.folder("b", plan, geteuid());
+  std::map<std::string, std::string> env = node.env;
+  std::string own = node.root.path() + "/state";  // this user's $XDG_STATE_HOME
+  env["XDG_STATE_HOME"] = own;
+  std::vector<std::string> args{"run", "--plan", "plan.json", "--gpus", "0,1", "--poll", "1"};
+  auto ra = start_gpuq(args, a, env);
+  auto rb = start_gpuq(args, b, env);
+  Output ea = ra->wait(kPatience), eb = rb->wait(kPatience);
+  ASSERT_EQ(ea.status, 0) << ea.out << ea.err;
+  ASSERT_EQ(eb.status, 0) << eb.out << eb.err;
+  std::vector<Ran> all = records("a", a), more = records("b", b);
+  all.insert(all.end(), more.begin(), more.end());
+  EXPECT_EQ(all.size(), 6u) << ea.out << eb.out;
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty()) << ea.out << "\n" << eb.out;
+  std::string dir = own + "/gpuq/node-";
+  for (const Output* o : {&ea, &eb})
+    EXPECT_THAT(o->out, ::testing::HasSubstr("sharing the GPUs with your other runs on this machine through " + dir));
+  ASSERT_EQ(::stat(own.c_str(), &st), 0);
+  std::string made;
+  for (const auto& e : std::filesystem::directory_iterator(own + "/gpuq")) made = e.path().string();
+  ASSERT_EQ(::stat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << made << ": the user's alone";
+  // Off: alone, as before.
+  Output alone = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--node-dir", "off"}, a, env);
+  EXPECT_EQ(alone.status, 0) << alone.err;
+  EXPECT_THAT(alone.out, ::testing::Not(::testing::HasSubstr("sharing")));
+}
+
 // Plain `status` of a plan whose run shares the node: another user's job holds 7 GPUs for an
 // hour, so this plan's 2-GPU job is predicted to start when it ends, not at the next tick
 // (the probe sees every GPU idle), and its reason is the node's. With a cap, the cap is named.
@@ -817,6 +859,9 @@ TEST(NodeRun, PackedJobsOfTwoUsersShareAGpuAndNeverAWholeJobs) {
   std::string fb = node.folder(
       "gqbo", R"([{"id": "pb", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 0.0008, "args": ["3"]}])",
       *bo);
+  // bo's run starts once ana's job has: not within a window of hers (a window of 5 s would hold
+  // bo's first decision until pa had run 2 s of its 3).
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
   auto a = node.run_as("gqana", fa, {"--gpus", "0"});
   ASSERT_TRUE(eventually([&] { return a->out().find("start whole") != std::string::npos; }, kPatience)) << a->out();
   auto b = node.run_as("gqbo", fb, {"--gpus", "0"});
@@ -834,6 +879,41 @@ TEST(NodeRun, PackedJobsOfTwoUsersShareAGpuAndNeverAWholeJobs) {
   EXPECT_GE(pb.start, whole.end) << ra.out << "\n" << rb.out;
   // The two packed jobs ran side by side (each 3 s: a second of overlap at the least).
   EXPECT_GT(std::min(pa.end, pb.end) - std::max(pa.start, pb.start), 1.0) << ra.out << "\n" << rb.out;
+}
+
+// Issue 43, point 6: bo started his run a second or two before cy; bo's eight 1-GPU jobs took all
+// 8 GPUs and cy got none until they ended. Runs started within the node config's window_seconds
+// (5 by default) are decided together: the first wave is shared fairly, four jobs each.
+TEST(NodeRun, RunsStartedWithinTheWindowAreDecidedTogether) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> bo = ensure_user("gqbo"), cy = ensure_user("gqcy");
+  ASSERT_TRUE(bo && cy);
+  std::string plan = "[";
+  for (int i = 0; i < 8; ++i)
+    plan += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 1, "est_hours": 0.001, "args": ["3"]}})",
+                        i ? ", " : "", i);
+  plan += "]";
+  std::string fb = node.folder("gqbo", plan, *bo), fc = node.folder("gqcy", plan, *cy);
+  auto b = node.run_as("gqbo", fb);
+  ASSERT_TRUE(eventually([&] { return b->out().find("sharing the node") != std::string::npos; }, kPatience))
+      << b->out();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto c = node.run_as("gqcy", fc);
+  Output rb = b->wait(kPatience), rc = c->wait(kPatience);
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  ASSERT_EQ(rc.status, 0) << rc.out << rc.err;
+  std::vector<Ran> all = records("gqbo", fb), cs = records("gqcy", fc);
+  all.insert(all.end(), cs.begin(), cs.end());
+  ASSERT_EQ(all.size(), 16u);
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty());
+  double first_end = 1e300;
+  for (const Ran& r : all) first_end = std::min(first_end, r.end);
+  std::map<std::string, int> first_wave;
+  for (const Ran& r : all) first_wave[r.user] += r.start < first_end;
+  EXPECT_EQ(first_wave, (std::map<std::string, int>{{"gqbo", 4}, {"gqcy", 4}})) << rb.out << "\n" << rc.out;
+  EXPECT_THAT(rb.out, ::testing::HasSubstr("node: the first decision waits 5 s for the runs that start with this one "
+                                           "(the node config's \"window_seconds\")"));
 }
 
 // On a shared node a user reads another's plan but does not act on it: kill, hold, retry,

@@ -60,30 +60,53 @@ std::string sweep(int n, double gib, const std::string& extra = "") {
 
 }  // namespace
 
-TEST(PackPass, APackedJobTakesTheFullestGpuThatHasRoomNotAnEmptyOne) {
-  Plan plan = plan_of(sweep(1, 20));
-  std::vector<double> room(kMaxGpuId + 1, -1);
-  for (int g = 0; g < 8; ++g) room[g] = 76;
-  room[5] = 30;  // GPU 5 holds packed jobs already (and is no longer free whole)
-  room[6] = 25;  // fuller still
-  room[2] = 10;  // too full for 20 GiB
-  PassInput in = packed_input(plan, room, kNode8 & ~mask_of({2, 5, 6}));
-  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
-  ASSERT_EQ(r.starts.size(), 1u);
-  EXPECT_EQ(r.starts[0].gpus, std::vector<int>{6});
+// Issue 43, point 8: while GPUs are idle and no whole job waits for them, a packed job takes an
+// idle one (co-located jobs slow each other); when a wider job wants the idle ones, the fullest
+// GPU with room (best fit), so that they stay whole for it.
+TEST(PackPass, APackedJobTakesAnIdleGpuUnlessAWiderJobWantsThemThenTheFullestWithRoom) {
+  auto pass = [](const std::string& extra) {
+    Plan plan = plan_of("[" + extra + R"({"id": "s0", "script": "x", "gpu_mem_gib": 20, "est_hours": 0.25}])");
+    std::vector<double> room(kMaxGpuId + 1, -1);
+    for (int g = 0; g < 8; ++g) room[g] = 76;
+    room[5] = 30;  // GPU 5 holds packed jobs already (and is no longer free whole)
+    room[6] = 25;  // fuller still
+    room[2] = 10;  // too full for 20 GiB
+    PassInput in = packed_input(plan, room, kNode8 & ~mask_of({2, 5, 6}));
+    PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+    for (const Start& st : r.starts)
+      if (plan.jobs[st.job].id == "s0") return st.gpus;
+    return std::vector<int>{};
+  };
+  EXPECT_EQ(pass(""), std::vector<int>{0}) << "GPUs 0, 1, 3, 4, 7 idle: the first of them";
+  EXPECT_EQ(pass(R"({"id": "wide", "script": "x", "gpus": 5},)"), std::vector<int>{6})
+      << "wide takes the five idle GPUs: s0 joins the fullest";
+  EXPECT_EQ(pass(R"({"id": "wide", "script": "x", "gpus": 6},)"), std::vector<int>{6})
+      << "wide waits for six: the five idle stay whole for it";
+  EXPECT_EQ(pass(R"({"id": "wide", "script": "x", "gpus": 4},)"), std::vector<int>{7})
+      << "wide takes four of the five idle GPUs: s0 the fifth";
 }
 
-TEST(PackPass, PackedJobsFillOneGpuBeforeOpeningTheNext) {
-  Plan plan = plan_of(sweep(7, 20));
-  std::vector<double> room(kMaxGpuId + 1, -1);
-  for (int g = 0; g < 8; ++g) room[g] = 76;
-  PassInput in = packed_input(plan, room);
-  PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
-  ASSERT_EQ(r.starts.size(), 7u);
-  std::map<int, int> per_gpu;
-  for (const Start& s : r.starts) ++per_gpu[s.gpus.at(0)];
-  // 76 GiB take three jobs of 20: GPUs 0 and 1 full, the seventh job on GPU 2; 3..7 stay whole.
-  EXPECT_EQ(per_gpu, (std::map<int, int>{{0, 3}, {1, 3}, {2, 1}}));
+TEST(PackPass, PackedJobsSpreadOverIdleGpusThenFillTheFullest) {
+  auto per_gpu = [](const std::string& plan_text) {
+    Plan plan = plan_of(plan_text);
+    std::vector<double> room(kMaxGpuId + 1, -1);
+    for (int g = 0; g < 8; ++g) room[g] = 76;
+    PassInput in = packed_input(plan, room);
+    PassResult r = schedule_pass(plan, ReadySet(plan, 0.5, all_jobs(plan)), in);
+    std::map<int, int> on;
+    for (const Start& s : r.starts)
+      if (plan.jobs[s.job].gpu_mem_gib) ++on[s.gpus.at(0)];
+    return on;
+  };
+  // Seven on eight idle GPUs: one each. Ten: one each, then the fullest with room (GPU 0) twice.
+  EXPECT_EQ(per_gpu(sweep(7, 20)), (std::map<int, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}));
+  EXPECT_EQ(per_gpu(sweep(10, 20)),
+            (std::map<int, int>{{0, 3}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}}));
+  // A whole job of 5 after them wants five idle GPUs: the sweep spreads over the three it leaves,
+  // then fills the fullest (76 GiB take three jobs of 20): GPUs 0 and 1 full, one job on GPU 2;
+  // 3..7 stay whole, and wide takes them.
+  EXPECT_EQ(per_gpu(sweep(7, 20, R"({"id": "wide", "script": "x", "gpus": 5, "priority": 99})")),
+            (std::map<int, int>{{0, 3}, {1, 3}, {2, 1}}));
 }
 
 TEST(PackPass, AWholeJobsGpusTakeNoPackedJobAndAPackedJobTooBigSaysTheMostRoom) {
@@ -270,6 +293,23 @@ TEST(PackSimulate, TheTimelineSaysWhatPackingBuysAndUtilizationCountsASharedGpuO
   EXPECT_NE(note.find("whole GPUs: makespan 6.0h"), std::string::npos) << note;
 }
 
+// Issue 43, point 8, as the issue saw it: simulate on 8 free GPUs put three 20 GiB sweep jobs on
+// GPU 2 and three on GPU 3 while GPUs 4-7 idled. Each takes an idle GPU of its own; past eight,
+// they pack; and the same placement is the run's (one pass), the whole-GPU plan's unchanged.
+TEST(PackSimulate, ASweepSpreadsOverTheIdleGpusBeforeItShares) {
+  auto rows = [](const std::string& text) {
+    Plan plan = plan_of(text);
+    Simulation sim = simulate(plan, SimOptions{});
+    std::map<int, int> at_start;  // GPU -> sweep jobs on it at 0h
+    for (const SimRow& r : sim.rows)
+      if (r.start == 0 && plan.jobs[r.job].gpu_mem_gib) ++at_start[r.gpus.at(0)];
+    return at_start;
+  };
+  const std::string train = R"({"id": "train", "script": "x", "gpus": 2, "est_hours": 4})";
+  EXPECT_EQ(rows(sweep(6, 20, train)), (std::map<int, int>{{2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}}));
+  EXPECT_EQ(rows(sweep(8, 20, train)), (std::map<int, int>{{2, 3}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}}));
+}
+
 // The property: over random plans mixing packed and whole jobs, `run` (the RunLoop over fakes,
 // every job exiting 0 at its estimate) never has more declared GiB on a GPU than it takes, never
 // shares a whole job's GPU, and starts each job when and where the prediction does.
@@ -350,7 +390,8 @@ TEST(PackProperty, RunNeverOverbooksNeverSharesAWholeGpuAndPlacesAsThePrediction
 // status predicts from the live state with what run's next tick sees: another user's 10 GiB on
 // GPU 3 leave room for three jobs of 20, and the prediction puts them there as run does.
 TEST(PackOutlook, StatusPlacesPackedJobsOnAGpuAnotherUserSharesAsRunsNextTickDoes) {
-  Plan plan = plan_of(sweep(4, 20));
+  // wide (7 GPUs, after the sweep) wants every idle GPU: the sweep packs, GPU 3 first.
+  Plan plan = plan_of(sweep(4, 20, R"({"id": "wide", "script": "x", "gpus": 7, "priority": 99})"));
   Policy p;
   std::vector<double> other(kMaxGpuId + 1, 0);
   other[3] = 10;
@@ -366,7 +407,7 @@ TEST(PackOutlook, StatusPlacesPackedJobsOnAGpuAnotherUserSharesAsRunsNextTickDoe
   for (const SimRow& r : o.sim.rows)
     if (r.start == 0) predicted[r.job] = r.gpus;
   int on3 = 0;
-  for (size_t j = 0; j < 4; ++j) {
+  for (size_t j = 1; j < 5; ++j) {
     const std::vector<int>& gpus = std::get<Running>(e.life(j)).gpus;
     EXPECT_EQ(predicted[j], gpus) << plan.jobs[j].id;
     on3 += gpus == std::vector<int>{3};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -178,6 +179,66 @@ TEST(Validate, LoaderErrorsAndMissingFilesInOneRound) {
   EXPECT_THAT(v.err, HasSubstr("job 'c': dep \"zz\" names no job"));
   EXPECT_THAT(v.err, HasSubstr("1 script is missing or not readable: gone.sh (job 'a')"));
   EXPECT_THAT(v.err, HasSubstr("job 'b': waits for the file data/none.txt"));
+}
+
+// Issue 43, point 9: a job with three problems said only the first (its width, a loader error,
+// kept validate from the GPU memory and the estimate), and a missing jobs.sh got no "did you mean".
+TEST(Validate, EveryProblemOfAJobInOneRoundAndTheNearestScript) {
+  Node n;
+  n.d.write("plan.json", R"([{"id": "a", "script": "jobs.sh", "gpus": 16, "gpu_mem_gib": 100, "est_hours": 600},
+                             {"id": "b", "script": "trian.sh", "gpus": 1, "est_hours": 1},
+                             {"id": "c", "script": "job.sh", "gpus": 1, "est_hours": "x"}])");
+  n.d.write("job.sh", "true\n");
+  n.d.write("train.sh", "true\n");  // in the folder, no job's script
+  auto v = n.gpuq({"validate", "--plan", "plan.json"});
+  EXPECT_EQ(v.status, 2);
+  EXPECT_THAT(v.err, HasSubstr("not valid (4 problems)")) << v.err;
+  EXPECT_THAT(v.err, HasSubstr("job 'a': needs 16 GPUs but --gpus gives 8"));
+  EXPECT_THAT(v.err, HasSubstr("job 'a': gpu_mem_gib: it needs 100 GiB on a GPU, more than any takes"));
+  EXPECT_THAT(v.err, HasSubstr("job 'c': \"est_hours\" must be a number"));
+  EXPECT_THAT(v.err, HasSubstr("2 scripts are missing or not readable: jobs.sh (job 'a'; did you mean job.sh?), "
+                               "trian.sh (job 'b'; did you mean train.sh?)"));
+  EXPECT_THAT(v.err, HasSubstr("and 1 warning:\n  warning: plan.json: job 'a': est_hours 600 is more than a week"));
+  EXPECT_THAT(v.err, Not(HasSubstr("job 'c': has no est_hours"))) << "its est_hours is given, as a bad value";
+  // Fixed but for the estimate: the same checks in the round of a valid plan.
+  n.d.write("plan.json", R"([{"id": "a", "script": "jobs.sh", "gpus": 8, "gpu_mem_gib": 100, "est_hours": 600}])");
+  v = n.gpuq({"validate", "--plan", "plan.json"});
+  EXPECT_EQ(v.status, 2);
+  EXPECT_THAT(v.out, HasSubstr("error: job 'a': 1 script is missing or not readable: jobs.sh (job 'a'; did you mean "
+                               "job.sh?)"));
+  EXPECT_THAT(v.out, HasSubstr("error: job 'a': gpu_mem_gib: it needs 100 GiB"));
+  EXPECT_THAT(v.out, HasSubstr("warning: job 'a': est_hours 600 is more than a week"));
+}
+
+// The "did you mean" of a missing script: a script of the plan that is there first, then a
+// file of its folder (the nearest in each folder of the path); none for scripts also missing.
+TEST(Validate, NearestScriptIsAScriptOfThePlanThenAFileOfItsFolder) {
+  struct Folder : FileChecks {
+    std::vector<std::string> paths{"/p", "/p/job.sh", "/p/train.py", "/p/src", "/p/src/eval.py"};
+    std::string expand(const std::string& w) const override { return w[0] == '/' ? w : "/p/" + w; }
+    bool exists(const std::string& p) const override {
+      return std::find(paths.begin(), paths.end(), p) != paths.end() || p == "/";
+    }
+    std::vector<std::string> names_in(const std::string& folder) const override {
+      std::vector<std::string> out;
+      for (const std::string& p : paths)
+        if (p.rfind(folder + "/", 0) == 0 && p.find('/', folder.size() + 1) == std::string::npos)
+          out.push_back(p.substr(folder.size() + 1));
+      return out;
+    }
+  } files;
+  Plan plan = plan_of(R"([{"id": "a", "script": "job.sh"}, {"id": "b", "script": "jobs.sh"},
+                          {"id": "c", "script": "sr/evl.py"}, {"id": "d", "script": "trian.py"},
+                          {"id": "e", "script": "gone.sh"}, {"id": "f", "script": "gone2.sh"}])");
+  EXPECT_EQ(nearest_script(plan, "jobs.sh", files), "job.sh");
+  EXPECT_EQ(nearest_script(plan, "sr/evl.py", files), "src/eval.py");
+  EXPECT_EQ(nearest_script(plan, "trian.py", files), "train.py");
+  EXPECT_EQ(nearest_script(plan, "/p/trian.py", files), "/p/train.py");
+  EXPECT_EQ(nearest_script(plan, "gone.sh", files), "");
+  const FileTable all([](const std::string&) { return true; });
+  EXPECT_EQ(nearest_script(plan, "gone2.sh", all), "gone.sh");
+  EXPECT_EQ(nearest_script(plan, "gone2.sh", all, {"gone.sh"}), "") << "gone.sh is missing too";
+  EXPECT_EQ(nearest_script(plan, "train.py --lr 1", files), "") << "a command line: kArgsGoInArgs says it";
 }
 
 TEST(Validate, MissingScriptsAreOneFindingNamingTheFolder) {

@@ -136,7 +136,10 @@ struct Trial {
     Output s = f.gpuq({"simulate", "--json", "--gpus", gpus, "--retry-after", "1"});
     ASSERT_EQ(s.status, 0) << s.err;
     sim = json::parse(s.out);
-    run = start_gpuq({"run", "--plan", "plan.json", "--gpus", gpus, "--retry-after", "1"}, f.d.path(), f.env);
+    // Each trial is a node of its own (its own fake nvidia-smi): its run is alone on it, not one
+    // of ten runs of one user sharing one machine's GPUs (their default since issue 43).
+    run = start_gpuq({"run", "--plan", "plan.json", "--gpus", gpus, "--retry-after", "1", "--node-dir", "off"},
+                     f.d.path(), f.env);
   }
   void ask_status() {
     std::vector<std::string> args{"status", "--json"};

@@ -110,6 +110,8 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"args", R"("args": ["--x"])"},
       {"env", R"("env": {"A": "1"})"},
       {"snapshot", R"("snapshot": "git")"},
+      {"preemptible", R"("preemptible": true)"},
+      {"preempt_signal", R"("preempt_signal": "B:USR1")"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");

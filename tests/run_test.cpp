@@ -419,6 +419,22 @@ TEST(Run, StatusRowsAndCountsAreTheOriginals) {
             "{'failed': 1, 'pending': 1, 'held': 1}\n\n"));
 }
 
+// Issue 43, point 10: every job under 6 minutes read "est=0.0h". An estimate under an hour is in
+// minutes or seconds, as people read it; an hour or more as the original printed it.
+TEST(Run, StatusShowsShortEstimatesInMinutesOrSeconds) {
+  Queue q;
+  q.plan(R"([{"id": "a", "script": "job.sh", "est_hours": 0.05}, {"id": "b", "script": "job.sh", "est_hours": 0.005},
+             {"id": "c", "script": "job.sh", "est_hours": 2.25}, {"id": "d", "script": "job.sh"}])");
+  q.d.write("plan.state.json", R"({"a": {"status": "held"}, "b": {"status": "held"}, "c": {"status": "held"},
+                                   "d": {"status": "held"}})");
+  auto s = q.gpuq({"status"});
+  EXPECT_THAT(s.out, HasSubstr("gpus=-         0.00h est=3 min\n"));
+  EXPECT_THAT(s.out, HasSubstr("gpus=-         0.00h est=18 s\n"));
+  EXPECT_THAT(s.out, HasSubstr("gpus=-         0.00h est=2.2h\n"));  // {:.1f} of 2.25, as the original
+  EXPECT_THAT(s.out, HasSubstr("held     d                                             gpus=-         0.00h est=0.0h\n"))
+      << "no estimate: the original's 0.0h";
+}
+
 TEST(Run, SigtermStopsTheQueueAndLeavesJobsRunning) {
   Queue q;
   q.env["GATE"] = "gate";  // a runs until the test lets it end

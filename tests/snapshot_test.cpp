@@ -2,7 +2,9 @@
 // event log keep of a snapshot, git's side on real repositories (the user's index, branch, stash
 // and untracked files untouched), and real runs: a queued job runs the code loaded, a job added
 // after an edit the new code, across a restart too, and `history` names each one's commit.
+#include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -243,6 +245,76 @@ TEST(SnapshotGit, OneReadOnlyCheckoutPerSnapshotRemovedWhenNoJobNeedsIt) {
   EXPECT_FALSE(fs::exists(dir));
 }
 
+// Issue 43, point 2: what a job wrote into its checkout (as root, whom read-only modes do not stop)
+// was deleted with it. Files not in the commit and files changed since the checkout was made are
+// moved to ROOT/kept/COMMIT12 first; Python's caches are not outputs; a checkout nothing wrote
+// into leaves nothing behind.
+TEST(SnapshotGit, WhatAJobWroteIntoACheckoutIsMovedOutBeforeItIsRemoved) {
+  TempDir d;
+  make_repo(d, "repo");
+  std::string repo = d.path() + "/repo";
+  GitSnapshots git;
+  std::string root = d.path() + "/plan.snapshots";
+  SnapshotRef s = git.take(repo, 1);
+  std::string dir = ensure_checkout(git, root, s);
+  std::string name = short_commit(s.commit);
+  if (::geteuid() != 0)  // what root may do anyway: its owner makes it writable
+    for (const char* p : {"", "/train.py"}) fs::permissions(dir + p, fs::perms::owner_write, fs::perm_options::add);
+  d.write("plan.snapshots/" + name + "/checkpoints/a.pt", "weights\n");
+  d.write("plan.snapshots/" + name + "/train.py", "print('changed')\n");
+  d.write("plan.snapshots/" + name + "/__pycache__/train.cpython-311.pyc", "cache");
+  std::vector<KeptWrites> kept;
+  EXPECT_THAT(prune_checkouts(root, {}, &git, repo, &kept), ElementsAre(name));
+  EXPECT_FALSE(fs::exists(dir));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].checkout, name);
+  EXPECT_EQ(kept[0].folder, root + "/kept/" + name);
+  EXPECT_FALSE(kept[0].whole);
+  EXPECT_THAT(kept[0].files, ElementsAre("checkpoints/a.pt", "train.py"));
+  EXPECT_EQ(d.read("plan.snapshots/kept/" + name + "/checkpoints/a.pt"), "weights\n");
+  EXPECT_EQ(d.read("plan.snapshots/kept/" + name + "/train.py"), "print('changed')\n");
+  // The same snapshot checked out again, written again: a folder of its own, the first kept.
+  dir = ensure_checkout(git, root, s);
+  if (::geteuid() != 0) fs::permissions(dir, fs::perms::owner_write, fs::perm_options::add);
+  d.write("plan.snapshots/" + name + "/out.txt", "2\n");
+  kept.clear();
+  EXPECT_THAT(prune_checkouts(root, {}, &git, repo, &kept), ElementsAre(name));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].folder, root + "/kept/" + name + ".2");
+  EXPECT_EQ(d.read("plan.snapshots/kept/" + name + ".2/out.txt"), "2\n");
+  EXPECT_EQ(d.read("plan.snapshots/kept/" + name + "/checkpoints/a.pt"), "weights\n");
+  // Nothing written: nothing kept, and the stamp of when it was made goes with it.
+  dir = ensure_checkout(git, root, s);
+  kept.clear();
+  EXPECT_THAT(prune_checkouts(root, {}, &git, repo, &kept), ElementsAre(name));
+  EXPECT_TRUE(kept.empty());
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
+  EXPECT_THAT(left, ElementsAre("kept"));
+}
+
+// Issue 43, point 10: refs/gpuq/snapshots/* piled up for ever. A queue's refs that neither its state
+// nor its event log names go; other queues' refs, and refs that name no queue, stay.
+TEST(SnapshotGit, DropRefsDeletesOnlyTheQueuesOwnRefsThatNothingNames) {
+  TempDir d;
+  make_repo(d, "repo");
+  std::string repo = d.path() + "/repo";
+  GitSnapshots mine({}, "/q/plan.state.json"), longer({}, "/q/plan.state.json2"), none;
+  SnapshotRef a1 = mine.take(repo, 1);
+  d.write("repo/train.py", "print('v2')\n");
+  SnapshotRef a2 = mine.take(repo, 2);
+  SnapshotRef other = longer.take(repo, 2);
+  SnapshotRef untagged = none.take(repo, 2);
+  EXPECT_NE(a2.commit, other.commit) << "each queue's snapshot is its own commit";
+  EXPECT_NE(a2.commit, untagged.commit);
+  EXPECT_THAT(none.drop_refs(repo, {}), ::testing::IsEmpty()) << "a queue with no name drops nothing";
+  EXPECT_THAT(mine.drop_refs(repo, {a2.commit}), ElementsAre(a1.commit));
+  std::string refs = git_in(repo, {"for-each-ref", "--format=%(objectname)", "refs/gpuq/snapshots/"});
+  EXPECT_THAT(refs, Not(HasSubstr(a1.commit)));
+  for (const SnapshotRef* s : {&a2, &other, &untagged}) EXPECT_THAT(refs, HasSubstr(s->commit));
+  EXPECT_THAT(mine.drop_refs(repo, {a2.commit}), ::testing::IsEmpty());
+}
+
 // What a checkout holds: each path, its kind, its executable bit, and its bytes or link target.
 std::map<std::string, std::string> tree_of(const std::string& dir) {
   std::map<std::string, std::string> out;
@@ -419,6 +491,77 @@ TEST(SnapshotRun, AJobEditedBetweenTwoRunsTakesTheCodeOfTheRestart) {
   q.d.write("go", "");
   ASSERT_EQ(again->wait(kPatience).status, 0) << again->out() << again->err();
   EXPECT_EQ(q.d.read("ran-old.txt"), "print('v2')\n");
+}
+
+// Issue 43, point 2, as the issue ran it: as root, a job writing checkpoints/a.pt relative to its
+// working folder writes into its snapshot's checkout; run said `done n`, then removed the checkout
+// and the file with it. The file is kept, and run names it and where it is.
+TEST(SnapshotRun, AnOutputAJobWroteIntoItsCheckoutIsKeptAndNamed) {
+  PlanFolder q(1);
+  const std::string& r = q.d.path();
+  q.d.write(".gitignore", "logs/\n*.state.json\n*.events.jsonl\n");
+  q.d.write("train.py", "print('v1')\n");
+  // Not root: the job makes its folder writable first, as its owner may (root needs not).
+  q.d.write("job.sh", std::string(::geteuid() == 0 ? "" : "chmod u+w .\n") +
+                          "mkdir -p checkpoints && echo weights > checkpoints/a.pt\n");
+  q.plan(R"({"settings": {"snapshot": "git"}, "jobs": [{"id": "n", "script": "job.sh", "gpus": 0}]})");
+  git_in(r, {"init", "-q"});
+  git_in(r, {"add", "-A"});
+  git_in(r, {"commit", "-qm", "first"});
+  Output run = q.gpuq({"run", "--gpus", "0", "--max-retries", "0"});
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  std::string commit = q.state()["n"]["snapshot"].get<std::string>();
+  std::string kept = fs::canonical(r).string() + "/plan.snapshots/kept/" + short_commit(commit);
+  EXPECT_EQ(q.d.read("plan.snapshots/kept/" + short_commit(commit) + "/checkpoints/a.pt"), "weights\n") << run.out;
+  size_t said = run.out.find("jobs wrote into the checkout of snapshot " + short_commit(commit) +
+                             ": checkpoints/a.pt; kept in ");
+  EXPECT_NE(said, std::string::npos) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("/plan.snapshots/kept/" + short_commit(commit) + " (outputs belong under $GPUQ_WORKDIR"));
+  EXPECT_LT(said, run.out.find("removed the checkout of snapshot " + short_commit(commit))) << run.out;
+  EXPECT_FALSE(fs::exists(r + "/plan.snapshots/" + short_commit(commit)));
+}
+
+// Issue 43, point 10, in a real run: a job edited twice while it waits took three snapshots; the
+// middle one no attempt ran, and its ref goes once the run ends. The refs of what ran stay (history
+// checks them out again), and so do refs gpuq's other queues or older versions made.
+TEST(SnapshotRun, TheRefOfASnapshotNoAttemptRanIsDeletedWhenItsCheckoutsGo) {
+  PlanFolder q(1);
+  const std::string& r = q.d.path();
+  q.d.write(".gitignore", "logs/\n*.state.json\n*.events.jsonl\n*.lock\n*.run.json\n*.run.plan.json\n");
+  q.d.write("gate.sh", "while [ ! -e \"$GPUQ_WORKDIR/go\" ]; do sleep 0.05; done\n");
+  q.d.write("job.sh", "true\n");
+  auto plan = [&](int edit) {
+    q.plan(fmt::format(R"({{"settings": {{"snapshot": "git"}}, "jobs": [{{"id": "gate", "script": "gate.sh", "gpus": 0}},
+        {{"id": "b", "script": "job.sh", "gpus": 0, "deps": ["gate"], "env": {{"EDIT": "{}"}}}}]}})", edit));
+  };
+  plan(0);
+  git_in(r, {"init", "-q"});
+  git_in(r, {"add", "-A"});
+  git_in(r, {"commit", "-qm", "first"});
+  std::string older = GitSnapshots().take(r, 1).commit;  // as `gpuq add` or an older gpuq made it: no queue named
+  auto run = q.background({"run", "--gpus", "0", "--max-retries", "0", "--poll", "0.2"});
+  ASSERT_TRUE(eventually([&] { return q.status_of("gate") == "running"; }, kPatience)) << run->out();
+  std::string first = q.state()["b"]["snapshot"].get<std::string>();
+  std::vector<std::string> taken{first};
+  for (int edit : {1, 2}) {
+    plan(edit);
+    ASSERT_TRUE(eventually([&] {
+      json s = q.state();
+      return s["b"].contains("snapshot") && s["b"]["snapshot"] != taken.back();
+    }, kPatience)) << run->out();
+    taken.push_back(q.state()["b"]["snapshot"].get<std::string>());
+  }
+  q.d.write("go", "");
+  Output end = run->wait(kPatience);
+  ASSERT_EQ(end.status, 0) << run->out() << run->err();
+  std::string refs = git_in(r, {"for-each-ref", "--format=%(objectname)", "refs/gpuq/snapshots/"});
+  EXPECT_THAT(refs, HasSubstr(first)) << "gate ran it";
+  EXPECT_THAT(refs, Not(HasSubstr(taken[1]))) << "no attempt ran it:\n" << run->out();
+  EXPECT_THAT(refs, HasSubstr(taken[2])) << "b ran it";
+  EXPECT_THAT(refs, HasSubstr(older));
+  EXPECT_THAT(run->out(), HasSubstr("deleted the ref of snapshot " + short_commit(taken[1]) +
+                                    " (refs/gpuq/snapshots/): no job and no attempt in the event log runs it"));
+  EXPECT_EQ(git_in(r, {"cat-file", "-t", taken[1]}), "commit\n") << "git gc's to drop, not gpuq";
 }
 
 // A workdir in no git repository: run refuses in one line, validate says it, both naming the

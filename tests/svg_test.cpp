@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 #include <regex>
@@ -179,4 +180,23 @@ TEST(Svg, AGpuThatHoldsSeveralJobsAtOnceDrawsThemStackedInItsRow) {
   EXPECT_EQ(at["b"].first, at["c"].first) << "c takes the lane b left";
   EXPECT_THAT(svg, ::testing::Not(HasSubstr("d (predicted): 0.00h -> 2.00h, GPUs [1] (shared)")));
   EXPECT_THAT(svg, HasSubstr("d (predicted): 0.00h -> 2.00h, GPUs [1]</title>"));
+}
+
+// Issue 43, point 10: the bars of a shared GPU's lanes had no label (only a hover title): each
+// has its id in a font its lane takes, whole where it fits, else cut short with a "~".
+TEST(Svg, ThePackedBarsOfASharedGpuAreLabelledInTheirLanes) {
+  Plan plan = plan_of(R"([{"id": "sweep_lr_0.1", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 2},
+                          {"id": "sweep_lr_0.01", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 2},
+                          {"id": "a_long_name_in_a_short_bar", "script": "s.sh", "gpu_mem_gib": 20, "est_hours": 1}])");
+  std::string svg = gantt_svg(plan, {{0, "predicted", 0, 2, {0}}, {1, "done", 0, 1.95, {0}}, {2, "predicted", 1.95, 2, {0}}},
+                              {0}, {}, "t");
+  std::vector<std::string> texts = texts_of(svg, "text");
+  EXPECT_THAT(texts, ::testing::Contains("sweep_lr_0.1")) << svg;
+  EXPECT_THAT(texts, ::testing::Contains("sweep_lr_0.01"));
+  // 0.05 h of 2 h is 32 px: a few letters, and the rest in its title.
+  auto cut = std::find_if(texts.begin(), texts.end(), [](const std::string& t) { return t.rfind("a_l", 0) == 0; });
+  ASSERT_NE(cut, texts.end()) << svg;
+  EXPECT_EQ(cut->back(), '~');
+  EXPECT_LT(cut->size(), std::string("a_long_name_in_a_short_bar").size());
+  EXPECT_THAT(svg, HasSubstr("font-size=\"9\" fill=\"white\">sweep_lr_0.01<")) << "two lanes of 10 px: 9 px letters";
 }

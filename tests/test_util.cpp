@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fcntl.h>
 #include <spawn.h>
@@ -94,9 +95,24 @@ Output run_gpuq(const std::vector<std::string>& args, const std::string& cwd, co
 
 namespace gpuq::test {
 
+namespace {
+
+// $XDG_STATE_HOME for the commands the running test starts: a folder of its own, under one
+// folder of this process that goes with it.
+std::string test_state_home() {
+  static TempDir root;
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = t ? std::string(t->test_suite_name()) + "." + t->name() : "no-test";
+  std::replace(name.begin(), name.end(), '/', '_');
+  return root.path() + "/" + name;
+}
+
+}  // namespace
+
 Background::Background(const std::vector<std::string>& argv, const std::string& cwd,
                        const std::map<std::string, std::string>& env) {
   std::string out_path = io_.path() + "/out", err_path = io_.path() + "/err";
+  std::string state_home = test_state_home();
   pid_ = fork();
   if (pid_ == 0) {
     setpgid(0, 0);
@@ -110,6 +126,9 @@ Background::Background(const std::vector<std::string>& argv, const std::string& 
     // No real NVML in tests (a node with GPUs would answer instead of the fake nvidia-smi):
     // tests of NVML name the fake library themselves.
     if (!std::getenv("GPUQ_NVML_LIB")) setenv("GPUQ_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+    // Each test is a user of its own: its runs share GPUs through their own node directory
+    // (own_node_dir, under $XDG_STATE_HOME), not with the tests that run beside it.
+    setenv("XDG_STATE_HOME", state_home.c_str(), 1);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -87,8 +87,8 @@ void add_run_command(CLI::App& app, Flags& f, Action& action) {
   add_flags(run, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
   add_run_settings(run, f);
   run->add_option("--node-dir", f.node_dir,
-                  "share the node's GPUs fairly with other users' runs through DIR (default: $GPUQ_NODE_DIR, else "
-                  "/var/lib/gpuq when it exists and you may write there; off: run alone)")
+                  "share the node's GPUs with other runs through DIR (default: $GPUQ_NODE_DIR, else /var/lib/gpuq "
+                  "when you may write there, else your own ~/.local/state/gpuq/node-HOST; off: run alone)")
       ->type_name("DIR");
   add_batch_run_flags(run, f);
   run->callback([&] { action = [&] { return cmd_run(f); }; });

@@ -193,7 +193,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
                 "on the shared node as it is now: other users' running jobs hold their GPUs until their "
                 "predicted ends, their waiting jobs from their predicted starts, and your cap is kept (--node-dir)")
       ->excludes(nodes);
-  sim->add_option("--node-dir", f.node_dir, "with --node: the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
+  sim->add_option("--node-dir", f.node_dir, "with --node: the node directory (default: the run's, $GPUQ_NODE_DIR, /var/lib/gpuq, else your own)")
       ->type_name("DIR")
       ->needs(sim->get_option("--node"));
   add_learned_estimates(sim, f);

@@ -135,7 +135,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   add_quiet_minutes(status, f);
   add_preempt_flags(status, f);
   status->add_flag("--node", f.status_node, "every user's running and waiting jobs on the shared node (--node-dir)");
-  status->add_option("--node-dir", f.node_dir, "the node directory (default: $GPUQ_NODE_DIR, else /var/lib/gpuq)")
+  status->add_option("--node-dir", f.node_dir, "the node directory (default: the run's, $GPUQ_NODE_DIR, /var/lib/gpuq, else your own)")
       ->type_name("DIR");
   status->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of text");
   status->add_option("--svg", f.svg, "also write a Gantt chart of what ran and what is predicted to FILE")

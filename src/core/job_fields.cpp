@@ -118,10 +118,10 @@ void read_priority(JobReader& r, const JobField& f, const element& v) {
 }
 
 void read_est_hours(JobReader& r, const JobField& f, const element& v) {
-  if (auto x = number(r, f, v, true)) {
-    r.job.est_hours = *x;
-    r.job.est_given = true;
-  }
+  // Given, even when refused: validate's round on a plan that is not valid then says the value's
+  // problem alone, not "has no est_hours" besides.
+  r.job.est_given = true;
+  if (auto x = number(r, f, v, true)) r.job.est_hours = *x;
 }
 
 // Each dep as written; its job is found once every id is known (plan.cpp, link_jobs).

@@ -85,6 +85,10 @@ std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string
     for (const auto& [key, v] : j.items()) {
       if (key == "half_life_days") {
         c.half_life_days = positive(v, "\"half_life_days\"");
+      } else if (key == "window_seconds") {
+        if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 600)
+          throw std::runtime_error("\"window_seconds\" must be a number of seconds from 0 to 600");
+        c.window_seconds = v.get<double>();
       } else if (key == "default") {
         c.defaults = read_limits(v, "\"default\"");
       } else if (key == "users") {
@@ -92,7 +96,7 @@ std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string
         for (const auto& [name, lj] : v.items())
           c.users.emplace_back(name, read_limits(lj, fmt::format("\"users\".\"{}\"", name)));
       } else {
-        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, default, users)", key));
+        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, window_seconds, default, users)", key));
       }
     }
     return c;
@@ -365,8 +369,11 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     if (cap[u] >= 0 && count(held[u]) + more > cap[u]) out[k] = 1;
   }
   // The pass over the wants left, in fair order (one priority: ready order is position); when
-  // its starts take a user past the cap, the lowest-placed start that does is left out and the
-  // pass made again (each round leaves out one more want, so it ends).
+  // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
+  // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
+  // then the lowest-placed start that does is left out and the pass made again (each round
+  // leaves out one more want, so it ends).
+  bool spread = true;
   while (true) {
     Plan plan;
     std::vector<size_t> slot_of;
@@ -391,6 +398,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     in.free = free & node & ~d.held;
     in.node = node;
     in.placement = placement;
+    in.spread = spread;
     if (ready.any_packed()) {
       in.room = room_left;
       in.room_empty = d.most_room;
@@ -403,6 +411,10 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
       size_t u = d.order[slot_of[s.job]].user;
       taking[u] |= mask_of(s.gpus);
       if (cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
+    }
+    if (past && spread && ready.any_packed()) {
+      spread = false;
+      continue;
     }
     if (past) {
       out[*past] = 1;

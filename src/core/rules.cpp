@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "gpuq/core/suggest.h"
+
 namespace gpuq {
 
 std::optional<Outcome> outcome_of(const JobState& s) {
@@ -15,6 +17,40 @@ bool files_present(const Job& job, const FileChecks& files) {
   for (const Dep& d : job.deps)
     if (d.kind == Dep::Kind::File && !files.exists(files.expand(d.target))) return false;
   return true;
+}
+
+std::string nearest_existing_path(const std::string& written, const std::string& expanded, const FileChecks& files) {
+  if (expanded.empty() || files.exists(expanded)) return "";
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= expanded.size();) {
+    size_t end = std::min(expanded.find('/', at), expanded.size());
+    if (end > at) parts.push_back(expanded.substr(at, end - at));
+    at = end + 1;
+  }
+  auto join = [](const std::string& folder, const std::string& name) {
+    return folder.empty() ? name : folder.back() == '/' ? folder + name : folder + "/" + name;
+  };
+  std::string have = expanded[0] == '/' ? "/" : "";  // "": the current folder
+  size_t k = 0;
+  for (; k < parts.size() && files.exists(join(have, parts[k])); ++k) have = join(have, parts[k]);
+  for (; k < parts.size(); ++k) {
+    std::string next = join(have, parts[k]);
+    if (files.exists(next)) {
+      have = std::move(next);
+      continue;
+    }
+    std::vector<std::string> names = files.names_in(have.empty() ? "." : have);
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::optional<std::string> near = nearest_name(parts[k], views);
+    if (!near) return "";
+    have = join(have, *near);
+  }
+  if (!files.exists(have)) return "";
+  // As the plan wrote it: the same tail, relative where the plan's path is.
+  size_t keep = written.size() <= expanded.size() ? expanded.size() - written.size() : 0;
+  return written != expanded && have.size() > keep && have.compare(0, keep, expanded, 0, keep) == 0
+             ? have.substr(keep)
+             : have;
 }
 
 GpuMask busy_in_state(const State& state) {

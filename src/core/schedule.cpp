@@ -265,18 +265,33 @@ struct PassRunner {
     return -1;
   }
 
-  // Places the packed job of rank k on node n: its GPUs are those with room for it, the fullest
-  // first (a GPU no job holds last, then the fewest GiB left, then the lowest id).
-  Start place_packed(Free& free, Key k, int n) const {
+  // GPUs the ready whole jobs ask for (those no wider than the node), before the pass starts any:
+  // while more GPUs than that are idle, packed jobs spread over them rather than share one.
+  int whole_wanted() const {
+    int wanted = 0, widest = count(in.node);
+    for (const auto& c : rs.classes_)
+      for (int g = 1; g < static_cast<int>(c.count.size()) && g <= widest; ++g)
+        wanted += static_cast<int>(c.count[static_cast<size_t>(g)]) * g;
+    return wanted;
+  }
+
+  // Places the packed job of rank k on node n: its GPUs are those with room for it. While the node
+  // has more idle GPUs (no job holds them) than the whole jobs waiting ask for (`wanted`), one per
+  // idle GPU first: co-located jobs slow each other. Else the fullest first (best fit: a GPU no job
+  // holds last, then the fewest GiB left), so that idle GPUs stay whole for wide jobs. Then the
+  // lowest id.
+  Start place_packed(Free& free, Key k, int n, int wanted) const {
     const ReadySet::AtRank& a = rs.at_rank_[k];
     double gib = need(a.job);
     double* room = free.room_of(static_cast<size_t>(n));
     GpuMask& empty = free.begin()[n];
+    bool spread = in.spread && count(empty & in.node & ~closed[a.sig]) - std::max(wanted, 0) >= a.gpus;
     std::array<std::pair<std::pair<int, double>, int>, kMaxGpuId + 1> pick;
     size_t m = 0;
     for (GpuMask b = in.node & ~closed[a.sig]; b; b &= b - 1) {
       int g = std::countr_zero(b);
-      if (room[g] >= gib) pick[m++] = {{static_cast<int>(empty >> g & 1), room[g]}, g};
+      int idle = static_cast<int>(empty >> g & 1);
+      if (room[g] >= gib) pick[m++] = {{spread ? 1 - idle : idle, room[g]}, g};
     }
     std::partial_sort(pick.begin(), pick.begin() + a.gpus, pick.begin() + m);
     Start s{a.job, {}, n};
@@ -317,6 +332,7 @@ struct PassRunner {
     Free free(in);
     std::optional<Key> p, head;
     int budget = in.gpu_budget < 0 ? 64 : in.gpu_budget;
+    int wanted = rs.any_packed_ ? whole_wanted() : 0;  // by the whole jobs not started yet
     auto up_to = [](int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << std::max(n, 0)) - 1; };
     while (true) {
       std::optional<Key> best, fail;
@@ -350,13 +366,14 @@ struct PassRunner {
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
       if (a.packed) {
-        out.starts.push_back(place_packed(free, *best, packed_node(free, *best)));
+        out.starts.push_back(place_packed(free, *best, packed_node(free, *best), wanted));
         p = best;
         continue;
       }
       GpuMask& node = free.node_for(a.gpus, closed[a.sig]);
       auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
       budget -= a.gpus;
+      if (a.gpus <= count(in.node)) wanted -= a.gpus;
       node &= ~mask_of(*gpus);
       if (!free.room.empty())  // a whole job's GPUs are shared with no packed job
         for (int g : *gpus) free.room_of(static_cast<size_t>(&node - free.begin()))[g] = -1;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "gpuq/core/simulate.h"
+#include "gpuq/core/suggest.h"
 
 namespace gpuq {
 
@@ -40,9 +41,24 @@ bool waits_on_a_job(const Plan& plan, size_t i, const std::function<bool(size_t)
   return false;
 }
 
+std::string nearest_script(const Plan& plan, const std::string& script, const FileChecks& files,
+                           const std::vector<std::string_view>& missing) {
+  if (script.empty() || script_holds_arguments(script)) return "";
+  // The plan's own scripts that are there first (a typo of one of them), then the files of the folder.
+  std::vector<std::string_view> there;
+  auto among = [](const std::vector<std::string_view>& v, std::string_view w) {
+    return std::find(v.begin(), v.end(), w) != v.end();
+  };
+  for (const Job& j : plan.jobs)
+    if (!j.script.empty() && j.script != script && !among(there, j.script) && !among(missing, j.script) &&
+        files.exists(files.expand(j.script)))
+      there.push_back(j.script);
+  if (std::optional<std::string> near = nearest_name(script, there)) return *near;
+  return nearest_existing_path(script, files.expand(script), files);
+}
+
 std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,
                                  const std::string& folder) {
-  (void)files;
   // By script, in plan order: a sweep's points, or jobs sharing one script, make one entry.
   std::vector<std::pair<std::string, std::vector<size_t>>> by_script;
   for (size_t i : jobs) {
@@ -51,6 +67,8 @@ std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jo
     if (it == by_script.end()) by_script.push_back({w, {i}});
     else it->second.push_back(i);
   }
+  std::vector<std::string_view> missing;
+  for (const auto& e : by_script) missing.push_back(e.first);
   auto id = [&](size_t i) { return "'" + (plan.jobs[i].id.empty() ? std::string("?") : plan.jobs[i].id) + "'"; };
   std::string list;
   bool relative = false, spaced = false;
@@ -63,6 +81,8 @@ std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jo
     std::string who = ids.size() == 1 ? "job " + id(ids[0]) : fmt::format("{} jobs: ", ids.size());
     for (size_t j = 0; ids.size() > 1 && j < ids.size() && j < kIds; ++j) who += (j ? ", " : "") + id(ids[j]);
     if (ids.size() > kIds) who += ", ...";
+    std::string near = nearest_script(plan, w, files, missing);
+    if (!near.empty()) who += "; did you mean " + near + "?";
     list += fmt::format("{}{} ({})", k ? ", " : "", w, who);
   }
   if (by_script.size() > kShown) list += fmt::format(" and {} more", by_script.size() - kShown);
@@ -105,9 +125,43 @@ std::vector<Finding> file_findings(const Plan& plan, const FileChecks& files,
   return out;
 }
 
+std::vector<Finding> job_findings(const Plan& plan, const Policy* mem) {
+  std::vector<Finding> out;
+  for (const Job& j : plan.jobs) {
+    if (mem && mem->too_big(j))
+      out.push_back({true, j.id,
+                     fmt::format("gpu_mem_gib: it {}: it would never start (GPUs with more memory: give their GiB as "
+                                 "--gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
+                                 too_big_text(*mem, j))});
+    if (!j.est_given)
+      out.push_back({false, j.id,
+                     "has no est_hours: simulate and the backfill rule take 1.0; give it an estimate"});
+    if (j.time_limit_hours && j.est_hours > *j.time_limit_hours)
+      out.push_back({false, j.id,
+                     fmt::format("est_hours {} is over its time_limit_hours {}: `run` stops it at the limit before "
+                                 "it is expected to finish; raise the limit or lower the estimate",
+                                 j.est_hours, *j.time_limit_hours)});
+    if (j.est_hours > kWeekHours)
+      out.push_back({false, j.id,
+                     fmt::format("est_hours {} is more than a week ({} h): est_hours is in hours; simulate, status "
+                                 "and the backfill rule take it as written",
+                                 j.est_hours, kWeekHours)});
+    if (j.kill_on_quiet && !j.quiet_minutes)
+      out.push_back({false, j.id,
+                     "has on_quiet \"kill\" but no quiet_minutes: the watchdog watches it only when `run` has "
+                     "--quiet-minutes; give it quiet_minutes"});
+    if (j.time_limit_hours && j.warn_signal && j.warn_signal->seconds >= *j.time_limit_hours * 3600)
+      out.push_back({false, j.id,
+                     fmt::format("warn_signal {} comes {} s before a limit of {} s: the job gets it as soon as it "
+                                 "starts; use fewer seconds",
+                                 j.warn_signal->text(), j.warn_signal->seconds, *j.time_limit_hours * 3600)});
+  }
+  return out;
+}
+
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
                                    const FileChecks& files, const std::function<bool(const std::string&)>& readable,
-                                   const std::string& folder) {
+                                   const std::string& folder, const Policy* mem) {
   std::vector<Finding> out;
   const GpuMask node = mask_of(node_gpus);
 
@@ -144,7 +198,7 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
   SimOptions so;
   so.node_gpus = node_gpus;
   so.backfill_max_hours = backfill_max_hours;
-  so.gpu_mem_gib = 1e12;  // a gpu_mem_gib no GPU takes is the caller's check, with the node's memory (validate's flags)
+  so.gpu_mem_gib = 1e12;  // a gpu_mem_gib no GPU takes is job_findings' check, with the node's memory (`mem`)
   Simulation sim = simulate(plan, so);
   for (const Stuck& s : sim.stuck) {
     // The root causes, not the jobs waiting on them (for jobs that never ran).
@@ -154,30 +208,7 @@ std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& nod
   }
 
   for (Finding& x : file_findings(plan, files, readable, folder)) out.push_back(std::move(x));
-  for (const Job& j : plan.jobs) {
-    if (!j.est_given)
-      out.push_back({false, j.id,
-                     "has no est_hours: simulate and the backfill rule take 1.0; give it an estimate"});
-    if (j.time_limit_hours && j.est_hours > *j.time_limit_hours)
-      out.push_back({false, j.id,
-                     fmt::format("est_hours {} is over its time_limit_hours {}: `run` stops it at the limit before "
-                                 "it is expected to finish; raise the limit or lower the estimate",
-                                 j.est_hours, *j.time_limit_hours)});
-    if (j.est_hours > kWeekHours)
-      out.push_back({false, j.id,
-                     fmt::format("est_hours {} is more than a week ({} h): est_hours is in hours; simulate, status "
-                                 "and the backfill rule take it as written",
-                                 j.est_hours, kWeekHours)});
-    if (j.kill_on_quiet && !j.quiet_minutes)
-      out.push_back({false, j.id,
-                     "has on_quiet \"kill\" but no quiet_minutes: the watchdog watches it only when `run` has "
-                     "--quiet-minutes; give it quiet_minutes"});
-    if (j.time_limit_hours && j.warn_signal && j.warn_signal->seconds >= *j.time_limit_hours * 3600)
-      out.push_back({false, j.id,
-                     fmt::format("warn_signal {} comes {} s before a limit of {} s: the job gets it as soon as it "
-                                 "starts; use fewer seconds",
-                                 j.warn_signal->text(), j.warn_signal->seconds, *j.time_limit_hours * 3600)});
-  }
+  for (Finding& x : job_findings(plan, mem)) out.push_back(std::move(x));
   return out;
 }
 

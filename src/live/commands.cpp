@@ -189,13 +189,25 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
   const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
   Workdir wd = workdir_of(s, plan ? plan->workdir : std::nullopt);
   LocalFiles files(wd.path);
+  // The node's memory, for a job that packs with more GiB than a GPU takes (it never starts).
+  Policy mem;
+  mem.gpu_mem_gib = s.gpu_mem_gib;
+  mem.gpu_mem_headroom = s.gpu_mem_headroom;
   if (!load.plan) {
-    // The loader's errors, and in the same round what the files say of the jobs it could read.
-    if (plan) v.file_findings = file_findings(*plan, files, readable_file, wd.shown);
+    // The loader's errors, and in the same round what the files and each job's own checks say of
+    // the jobs it could read.
+    std::vector<Finding> found;
+    if (plan) {
+      found = file_findings(*plan, files, readable_file, wd.shown);
+      for (Finding& x : job_findings(*plan, &mem)) found.push_back(std::move(x));
+    }
     // The loader's warnings and the fields gpuq does not read too (errors with --strict): one
     // round shows everything, not the warnings only once the errors are fixed.
     v.warned = load.warnings;
     for (std::string& u : load.unknown_fields) (strict ? load.errors : v.warned).push_back(std::move(u));
+    for (Finding& x : found)
+      if (x.error || strict) v.file_findings.push_back(std::move(x));
+      else v.warned.push_back(fmt::format("{}: {}{}", s.plan, x.job.empty() ? "" : "job '" + x.job + "': ", x.text));
     for (std::string& e : load.errors) v.errors.push_back(with_gpus_source(std::move(e), s.gpus_source));
     return v;
   }
@@ -204,7 +216,7 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
   findings = loader_findings(load.warnings);
   // Fields gpuq does not read: notes the plan may carry, or a mistake; strict takes them for mistakes.
   for (std::string& u : load.unknown_fields) findings.push_back({strict, "", std::move(u)});
-  for (Finding& x : validate_plan(*plan, *gpus, s.backfill_max_hours, files, readable_file, wd.shown))
+  for (Finding& x : validate_plan(*plan, *gpus, s.backfill_max_hours, files, readable_file, wd.shown, &mem))
     findings.push_back(std::move(x));
   // What a run through the batch queue refuses (a reservation of GPU ids without the queue's own).
   if (batch)
@@ -212,16 +224,6 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
       findings.push_back({true, "", batch->run_flag() + ": " + why});
   // Snapshots of the code: the workdir must be in a git repository.
   if (std::string problem = snapshot_problem(s, *plan, wd); !problem.empty()) findings.push_back({true, "", std::move(problem)});
-  // A job that packs with more GiB than a GPU takes never starts.
-  Policy mem;
-  mem.gpu_mem_gib = s.gpu_mem_gib;
-  mem.gpu_mem_headroom = s.gpu_mem_headroom;
-  for (const Job& j : plan->jobs)
-    if (mem.too_big(j))
-      findings.push_back({true, j.id,
-                          fmt::format("gpu_mem_gib: it {}: it would never start (GPUs with more memory: give their "
-                                      "GiB as --gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
-                                      too_big_text(mem, j))});
   // What earlier runs of the same kind of job took (the event log, when there is one).
   std::vector<Event> events = read_events(events_log_of(s), nullptr);
   if (!events.empty()) {

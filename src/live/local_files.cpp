@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "gpuq/live/proc.h"
 
 namespace gpuq {
@@ -11,6 +13,13 @@ std::string LocalFiles::expand(const std::string& written) const { return resolv
 bool LocalFiles::exists(const std::string& path) const {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+std::vector<std::string> LocalFiles::names_in(const std::string& folder) const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec)) names.push_back(e.path().filename().string());
+  return names;
 }
 
 }  // namespace gpuq

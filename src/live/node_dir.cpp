@@ -118,7 +118,32 @@ std::string choose_node_dir(const std::string& flag) {
   struct stat st{};
   if (stat(kDefaultNodeDir, &st) == 0 && S_ISDIR(st.st_mode) && access(kDefaultNodeDir, W_OK | X_OK) == 0)
     return kDefaultNodeDir;
-  return "";
+  // No shared one: the user's own, so that two plans of theirs do not both take GPUs 0 and 1.
+  std::string own = own_node_dir();
+  if (own.empty()) return "";
+  for (size_t at = 1; at <= own.size(); ++at)
+    if (at == own.size() || own[at] == '/') ::mkdir(own.substr(0, at).c_str(), 0700);  // EEXIST: there already
+  if (stat(own.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(own.c_str(), W_OK | X_OK) != 0) return "";
+  return own;
+}
+
+std::string own_node_dir() {
+  std::string state;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && x[0] == '/') {
+    state = x;
+  } else {
+    const char* home = std::getenv("HOME");
+    if (!home || !*home)
+      if (struct passwd* pw = getpwuid(geteuid())) home = pw->pw_dir;
+    if (!home || !*home) return "";
+    state = std::string(home) + "/.local/state";
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::strcpy(host, "localhost");
+  std::string name = host;
+  std::replace(name.begin(), name.end(), '/', '_');
+  while (state.size() > 1 && state.back() == '/') state.pop_back();
+  return state + "/gpuq/node-" + name;
 }
 
 std::string node_user_me() { return name_of(geteuid()); }
@@ -288,12 +313,22 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
       if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;
-  // The first look only makes this run's wants known: runs started in the same second then
-  // meet at their next look, rather than the first to lock taking the node.
+  // The first looks, for the node config's window_seconds, only make this run's wants known: runs
+  // started within it then meet at their first decision, rather than the first to lock taking the
+  // node (the first look alone, with a window of 0).
+  if (!arrived_) arrived_ = now;
+  deciding_at_.reset();
+  if (!own_ && !first_ && now < *arrived_ + config_.window_seconds) deciding_at_ = *arrived_ + config_.window_seconds;
+  if (first_ && !own_ && config_.window_seconds > 0 && !wants.empty())
+    say(fmt::format("the first decision waits {:g} s for the runs that start with this one (the node config's "
+                    "\"window_seconds\")",
+                    config_.window_seconds));
   if (first_) {
     first_ = false;
+    if (!own_ && config_.window_seconds > 0) deciding_at_ = *arrived_ + config_.window_seconds;
     return node_;
   }
+  if (deciding_at_) return node_;
   const std::pair<std::string_view, std::string_view> own{me_, plan_};
   others_packed_ = packed_gib_on(v.users, &own);
   NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);

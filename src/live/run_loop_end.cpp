@@ -2,11 +2,9 @@
 // past --kill-grace and the hang watchdog; then whether all is finished, and the last lines.
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <set>
 
 #include "gpuq/core/outlook.h"
-#include "gpuq/core/suggest.h"
 #include "gpuq/views/reasons.h"
 
 #include <algorithm>
@@ -228,47 +226,6 @@ bool RunLoop::all_finished(const Tick& t) const {
   return true;
 }
 
-namespace {
-
-// A file a job waits for, missing, and the path nearest to it that exists, where one is near:
-// the deepest folder of it that exists, then in each folder below the entry nearest in name
-// ("ckpt/trian/final.pt" -> "ckpt/train/final.pt", written by its producer). "" when none.
-std::string nearest_path(const std::string& written, const std::string& expanded) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path want(expanded), have;
-  std::vector<std::string> rest;
-  for (const fs::path& part : want) rest.push_back(part.string());
-  size_t k = 0;
-  for (; k < rest.size(); ++k) {
-    fs::path next = have / rest[k];
-    if (!fs::exists(next, ec)) break;
-    have = next;
-  }
-  if (k == rest.size() || have.empty()) return "";
-  for (; k < rest.size(); ++k) {
-    if (fs::exists(have / rest[k], ec)) {
-      have /= rest[k];
-      continue;
-    }
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(have, ec)) names.push_back(e.path().filename().string());
-    std::vector<std::string_view> views(names.begin(), names.end());
-    std::optional<std::string> near = nearest_name(rest[k], views);
-    if (!near) return "";
-    have /= *near;
-  }
-  if (!fs::exists(have, ec)) return "";
-  // As the plan wrote it: the same tail, relative where the plan's path is.
-  std::string found = have.string();
-  size_t keep = written.size() <= expanded.size() ? expanded.size() - written.size() : 0;
-  return written != expanded && found.size() > keep && found.compare(0, keep, expanded, 0, keep) == 0
-             ? found.substr(keep)
-             : found;
-}
-
-}  // namespace
-
 // Nothing runs, nothing is due, and every job left waits for what never comes (a job wider than
 // the node or the user's cap, GPU memory no GPU has, a file its producer ended without making):
 // run ends (exit 3), naming each and why, rather than wait in silence for ever. A job that waits
@@ -303,7 +260,7 @@ bool RunLoop::never_finishes(Tick& t) {
       for (const Dep& d : plan_.jobs[st.job].deps)
         if (d.kind == Dep::Kind::File && !os_.files.exists(os_.files.expand(d.target))) {
           line += fmt::format(" ({} ended without making {}", plan_.jobs[*plan_.jobs[st.job].produced_by].id, d.target);
-          std::string near = nearest_path(d.target, os_.files.expand(d.target));
+          std::string near = nearest_existing_path(d.target, os_.files.expand(d.target), os_.files);
           line += near.empty() ? ")" : fmt::format("; did you mean {}?)", near);
         }
     lines.push_back(std::move(line));

@@ -51,6 +51,8 @@ void RunLoop::node_enter(Tick& t) {
     if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
     node_problem_.clear();
     if (!wants.empty()) t.wake_in = std::min(t.wake_in, std::min(opt_.poll, kNodeLook));
+    if (std::optional<double> at = node_->deciding_at())  // its first decision, with the runs that start with it
+      t.wake_in = std::min(t.wake_in, std::max(0.0, *at - t.now));
   } catch (const NodeError& e) {
     t.busy |= node;
     if (node_problem_ != e.what())

@@ -112,7 +112,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
-  GitSnapshots snapshots(its_own_files(paths));
+  GitSnapshots snapshots(its_own_files(paths), std::filesystem::absolute(paths.state).lexically_normal().string());
   {
     std::error_code ec;
     std::string workdir = opt.workdir.empty() ? std::filesystem::current_path(ec).string() : opt.workdir;
@@ -134,7 +134,14 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                         clock_stamp(clock.now()), e.what()));
       }
       loop.share_node(&*node);
-      say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
+      if (dir == own_node_dir()) {
+        node->decide_at_first_look();
+        say(fmt::format("{} sharing the GPUs with your other runs on this machine through {} (--node-dir off runs "
+                        "alone)",
+                        clock_stamp(clock.now()), dir));
+      } else {
+        say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
+      }
     }
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.record_predictions(predictions_path_for(paths.state));

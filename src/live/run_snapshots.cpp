@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <set>
 
 #include "gpuq/core/snapshot.h"
 #include "gpuq/live/run_loop.h"
@@ -114,11 +115,47 @@ void RunLoop::prune_snapshots(Tick& t) {
       }
     if (needed) keep.insert(*s.snapshot);
   }
-  std::vector<std::string> gone = prune_checkouts(snap_root_, keep);
-  if (!gone.empty())
-    say(t.now, fmt::format("removed the checkout{} of snapshot{} {}: no job waiting or running needs {}",
-                           gone.size() == 1 ? "" : "s", gone.size() == 1 ? "" : "s", id_list(gone),
-                           gone.size() == 1 ? "it" : "them"));
+  std::string repo;  // the workdir's repository, as the snapshots of the state name it
+  std::set<std::string> repos, named;
+  for (const auto& [id, s] : q_->state().entries()) {
+    if (s.snapshot) named.insert(*s.snapshot);
+    if (s.snapshot_repo) repos.insert(*s.snapshot_repo), repo = *s.snapshot_repo;
+  }
+  std::vector<KeptWrites> kept;
+  std::vector<std::string> gone = prune_checkouts(snap_root_, keep, snaps_, repo, &kept);
+  // A user's output is never deleted: what a job wrote into its checkout (as root, whom its
+  // read-only modes do not stop) was moved out first, and is named.
+  for (const KeptWrites& k : kept) {
+    if (k.whole && !kept_whole_.insert(k.checkout).second) continue;  // each tick tries again; said once
+    constexpr size_t kShown = 5;
+    std::string files;
+    for (size_t n = 0; n < k.files.size() && n < kShown; ++n) files += (n ? ", " : "") + k.files[n];
+    if (k.files.size() > kShown) files += fmt::format(" and {} more", k.files.size() - kShown);
+    say(t.now, fmt::format("jobs wrote into the checkout of snapshot {}: {}; {} {} (outputs belong under "
+                           "$GPUQ_WORKDIR, the real workdir: a checkout is removed once no job needs it)",
+                           k.checkout, files, k.whole ? "not all could be moved: the checkout is left whole at" : "kept in",
+                           k.folder));
+  }
+  if (gone.empty()) return;
+  say(t.now, fmt::format("removed the checkout{} of snapshot{} {}: no job waiting or running needs {}",
+                         gone.size() == 1 ? "" : "s", gone.size() == 1 ? "" : "s", id_list(gone),
+                         gone.size() == 1 ? "it" : "them"));
+  // The refs that keep this queue's snapshots from git gc, where neither the state nor the event
+  // log (what `history` shows, and checks out again) names their commit any more: those of
+  // snapshots taken for jobs that changed again before they ran. Not without the event log.
+  if (!journal_) return;
+  std::vector<std::string> warnings;
+  for (const Event& e : read_events(journal_->path(), &warnings))
+    if (e.snapshot) named.insert(*e.snapshot);
+  if (!warnings.empty()) return;  // a torn line may have named one
+  std::vector<std::string> dropped;
+  for (const std::string& r : repos)
+    for (std::string& c : snaps_->drop_refs(r, named)) dropped.push_back(short_commit(c));
+  if (!dropped.empty())
+    say(t.now, fmt::format("deleted the ref{} of snapshot{} {} (refs/gpuq/snapshots/): no job and no attempt in the "
+                           "event log runs {}, and git gc may drop {}",
+                           dropped.size() == 1 ? "" : "s", dropped.size() == 1 ? "" : "s", id_list(dropped),
+                           dropped.size() == 1 ? "it" : "them", dropped.size() == 1 ? "it" : "them"));
 }
 
 }  // namespace gpuq

@@ -1,9 +1,12 @@
 #include "gpuq/live/snapshots.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <set>
 #include <filesystem>
 #include <vector>
@@ -70,6 +73,9 @@ std::string must(const CommandResult& r, const std::string& what) {
   }
   return first_line(r.out);
 }
+
+// The line of a snapshot's message that names its queue (GitSnapshots::queue_).
+const std::string kQueueLine = "gpuq-queue: ";
 
 // A temporary index file: a path no other call of this process or another uses.
 std::string temp_index(const std::string& folder) {
@@ -238,6 +244,7 @@ SnapshotRef GitSnapshots::take(const std::string& workdir, double now) {
   std::string date = fmt::format("{} +0000", has_head ? lines[2] : std::to_string(static_cast<long long>(now)));
   Env env{{"GIT_AUTHOR_DATE", date}, {"GIT_COMMITTER_DATE", date}};
   std::vector<std::string> args{"commit-tree", tree, "-m", "gpuq snapshot of the working tree"};
+  if (!queue_.empty()) args.insert(args.end(), {"-m", kQueueLine + queue_});  // whose ref drop_refs may delete
   if (has_head) args.insert(args.end(), {"-p", lines[0]});
   snap.commit = must(git(top, args, env), "git commit-tree");
   // Kept from git gc for as long as the ref is there: `history` names it, to check the code out again.
@@ -346,6 +353,47 @@ std::optional<bool> GitSnapshots::changed_since(const SnapshotRef& snap) {
   }
 }
 
+std::optional<std::set<std::string>> GitSnapshots::paths_of(const std::string& repo, const std::string& commit) {
+  CommandResult r = git(repo, {"ls-tree", "-r", "-z", "--full-tree", "--name-only", commit + "^{tree}", "--"});
+  if (r.status != 0) return std::nullopt;
+  std::set<std::string> out;
+  for (size_t at = 0; at < r.out.size();) {
+    size_t end = r.out.find('\0', at);
+    if (end == std::string::npos) end = r.out.size();
+    if (end > at) out.insert(r.out.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> GitSnapshots::drop_refs(const std::string& repo, const std::set<std::string>& keep) {
+  std::vector<std::string> dropped;
+  if (queue_.empty()) return dropped;
+  CommandResult r =
+      git(repo, {"for-each-ref", "--format=%(refname)%09%(objectname)%09%(contents:body)%00", "refs/gpuq/snapshots/"});
+  if (r.status != 0) return dropped;
+  for (size_t at = 0; at < r.out.size();) {
+    size_t end = r.out.find('\0', at);
+    if (end == std::string::npos) break;
+    std::string rec = r.out.substr(at, end - at);
+    at = end + 1;
+    while (!rec.empty() && rec[0] == '\n') rec.erase(0, 1);
+    size_t t1 = rec.find('\t'), t2 = t1 == std::string::npos ? t1 : rec.find('\t', t1 + 1);
+    if (t2 == std::string::npos) continue;
+    std::string ref = rec.substr(0, t1), commit = rec.substr(t1 + 1, t2 - t1 - 1), body = "\n" + rec.substr(t2 + 1);
+    // Its own queue's line, whole: another queue's path may begin with this one's.
+    std::string line = "\n" + kQueueLine + queue_;
+    size_t found = body.find(line);
+    bool ours = found != std::string::npos &&
+                (found + line.size() == body.size() || body[found + line.size()] == '\n');
+    if (!ours || keep.count(commit) || ref != "refs/gpuq/snapshots/" + commit) continue;
+    // Only while it still names that commit (another run of the queue may not have moved it: it
+    // cannot, a ref names its commit; the old value makes the deletion exact all the same).
+    if (git(repo, {"update-ref", "-d", ref, commit}).status == 0) dropped.push_back(commit);
+  }
+  return dropped;
+}
+
 std::string snapshots_root(const std::string& state_path) {
   const std::string suffix = ".state.json";
   std::string base = state_path.size() > suffix.size() && state_path.ends_with(suffix)
@@ -355,6 +403,13 @@ std::string snapshots_root(const std::string& state_path) {
   fs::path root = fs::absolute(base + ".snapshots", ec);  // jobs run in it, from another folder
   return ec ? base + ".snapshots" : root.lexically_normal().string();
 }
+
+namespace {
+
+// The stamp beside the checkout `name` (COMMIT12) under `root`: its time is when it was made.
+std::string made_stamp(const std::string& root, const std::string& name) { return root + "/." + name + ".made"; }
+
+}  // namespace
 
 std::string ensure_checkout(Snapshots& snapshots, const std::string& root, const SnapshotRef& snap) {
   std::string dir = root + "/" + short_commit(snap.commit);
@@ -384,24 +439,107 @@ std::string ensure_checkout(Snapshots& snapshots, const std::string& root, const
   if (ec) {
     remove_checkout(tmp);
     if (!fs::is_directory(dir)) throw SnapshotError(fmt::format("cannot rename {} to {}: {}", tmp, dir, ec.message()));
+    return dir;
   }
+  // When it was made, beside it: a file of the checkout changed later was written by a job.
+  std::ofstream(made_stamp(root, short_commit(snap.commit)));
   return dir;
 }
 
-std::vector<std::string> prune_checkouts(const std::string& root, const std::set<std::string>& keep) {
+namespace {
+
+// When a file was last written (its own, not a link's target), to the nanosecond; nullopt when lstat fails.
+std::optional<std::pair<long long, long long>> written_at(const fs::path& p) {
+  struct stat st;
+  if (::lstat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::pair<long long, long long>{st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+}
+
+// What jobs wrote into the checkout `dir`: paths (relative, sorted) of the files that are not
+// among `paths` (the commit's, when known) and of those changed after `made` (when known);
+// every file when neither is known. Python's caches (__pycache__) are not outputs.
+std::vector<std::string> written_in(const fs::path& dir, const std::optional<std::set<std::string>>& paths,
+                                    const std::optional<std::pair<long long, long long>>& made) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    fs::file_status st = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_directory(st)) {
+      if (it->path().filename() == "__pycache__") it.disable_recursion_pending();
+      continue;
+    }
+    std::string rel = it->path().lexically_relative(dir).generic_string();
+    bool written = paths ? !paths->count(rel) : !made;
+    if (!written && made) {
+      auto at = written_at(it->path());
+      written = !at || *at > *made;
+    }
+    if (written) out.push_back(rel);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Moves `files` of the checkout `dir` into a new folder under root/kept; false (some left where
+// they are) where one cannot be moved.
+bool keep_writes(const fs::path& dir, const std::string& root, const std::string& name, KeptWrites& k) {
+  std::error_code ec;
+  fs::path kept = fs::path(root) / kKeptFolder / name;
+  for (int n = 2; fs::exists(kept, ec); ++n) kept = fs::path(root) / kKeptFolder / fmt::format("{}.{}", name, n);
+  k.folder = kept.string();
+  bool all = true;
+  for (const std::string& rel : k.files) {
+    fs::path to = kept / rel;
+    fs::create_directories(to.parent_path(), ec);
+    fs::permissions((dir / rel).parent_path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::rename(dir / rel, to, ec);
+    all = all && !ec;
+  }
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> prune_checkouts(const std::string& root, const std::set<std::string>& keep,
+                                         Snapshots* snapshots, const std::string& repo,
+                                         std::vector<KeptWrites>* kept) {
   std::vector<std::string> removed;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return removed;
-  std::set<std::string> kept;
-  for (const std::string& c : keep) kept.insert(short_commit(c));
+  std::set<std::string> kept_names;
+  for (const std::string& c : keep) kept_names.insert(short_commit(c));
   std::vector<fs::path> gone;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     std::string name = e.path().filename().string();
-    if (!kept.count(name)) gone.push_back(e.path());
+    if (name == kKeptFolder) continue;
+    // A checkout's stamp (".COMMIT12.made") goes with it, below; one whose checkout is gone, now.
+    if (name.starts_with(".") && name.ends_with(".made")) {
+      if (!fs::exists(fs::path(root) / name.substr(1, name.size() - 6), ec)) fs::remove(e.path(), ec);
+      continue;
+    }
+    if (!kept_names.count(name)) gone.push_back(e.path());
   }
   for (const fs::path& p : gone) {
+    std::string name = p.filename().string();
+    if (!name.starts_with(".")) {
+      std::optional<std::pair<long long, long long>> made = written_at(made_stamp(root, name));
+      std::optional<std::set<std::string>> paths;
+      if (snapshots && !repo.empty()) paths = snapshots->paths_of(repo, name);
+      KeptWrites k{name, "", written_in(p, paths, made)};
+      if (!k.files.empty()) {
+        bool moved = keep_writes(p, root, name, k);
+        if (!moved) k.folder = p.string(), k.whole = true;  // what could not be moved is still in it
+        if (kept) kept->push_back(k);
+        if (!moved) continue;
+      }
+    }
     remove_checkout(p.string());
-    if (!p.filename().string().starts_with(".")) removed.push_back(p.filename().string());
+    if (!name.starts_with(".")) {
+      fs::remove(made_stamp(root, name), ec);
+      removed.push_back(name);
+    }
   }
   return removed;
 }

@@ -82,8 +82,9 @@ std::string format_status(const Plan& plan, const State& state, double now, bool
         el = (end - *s->start) / 3600;
       }
       std::string gpus = s && s->gpus ? py_list(*s->gpus) : "-";
-      out += fmt::format("{:<8} {:<45} gpus={:<8} {}h est={}h\n", name, j.id, gpus, fixed(el, 5, 2),
-                         fixed(j.est_given ? j.est_hours : 0.0, 0, 1));
+      // The original's row; an estimate under an hour as people read it ("est=20 min", not "est=0.3h").
+      out += fmt::format("{:<8} {:<45} gpus={:<8} {}h est={}\n", name, j.id, gpus, fixed(el, 5, 2),
+                         j.est_given ? duration_text(j.est_hours * 3600) : "0.0h");
     }
   }
   out += "{";

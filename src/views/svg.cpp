@@ -115,7 +115,9 @@ struct Chart {
     }
     for (size_t r = 0; r < rows; ++r) {
       double y = top + static_cast<double>(r) * row_h;
-      std::string label = r >= gpu_rows ? fmt::format("no GPU {}", r - gpu_rows + 1)
+      // The rows of jobs that take no GPU each read "no GPU" (as many as such jobs overlap):
+      // "no GPU 2" read as a GPU that is not there.
+      std::string label = r >= gpu_rows ? std::string("no GPU")
                           : nodes > 1   ? fmt::format("node {} GPU {}", r / node_gpus.size(), node_gpus[r % node_gpus.size()])
                                         : fmt::format("GPU {}", node_gpus[r]);
       out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"{}\"/>\n", left, y,
@@ -198,8 +200,9 @@ struct Chart {
         out += fmt::format(
             "<g><title>{} ({}): {:.2f}h -> {:.2f}h, GPUs {} (shared)</title>"
             "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" rx=\"1\" fill=\"{}\" "
-            "stroke=\"white\" stroke-width=\"0.5\"/></g>\n",
+            "stroke=\"white\" stroke-width=\"0.5\"/>",
             xml_escape(id), b.status, b.start, b.end, py_list(b.gpus), x(b.start), ys, w, h, fill_of(b.status));
+        out += lane_label(b, id, ys, w, h) + "</g>\n";
         continue;
       }
       out += fmt::format(
@@ -221,6 +224,21 @@ struct Chart {
       out += "</g>\n";
     }
     return out;
+  }
+
+  // The id of a bar in its lane of a shared GPU's row, in a font the lane's height takes: inside
+  // the bar where it fits, else cut short inside (a "~" for the rest), else none (its title has it).
+  std::string lane_label(const Bar& b, const std::string& id, double ys, double w, double h) const {
+    double font = std::min(11.0, std::floor(h - 1));
+    if (font < 5) return "";
+    double char_w = font * 0.6;
+    size_t fit = static_cast<size_t>(std::max(0.0, (w - 4) / char_w));
+    std::string text = static_cast<double>(id.size()) * char_w <= w - 4 ? id
+                       : fit >= 3                                      ? id.substr(0, fit - 1) + "~"
+                                                                       : "";
+    if (text.empty()) return "";
+    return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:g}\" fill=\"{}\">{}</text>", x(b.start) + 2,
+                       ys + h / 2 + font * 0.35, font, b.status == "predicted" ? "#263238" : "white", xml_escape(text));
   }
 
   std::string label(double lx, double y, const char* ink, const std::string& text,

@@ -74,6 +74,9 @@ struct NodeLimits {
 /// /etc/gpuq/node.json, a file root owns.
 struct NodeConfig {
   double half_life_days = 7;          ///< usage halves in this long
+  /// "window_seconds": a run's first decision waits this long after its start, so that runs
+  /// started within it are decided together (fairly) rather than the first taking every GPU.
+  double window_seconds = 5;
   NodeLimits defaults;                ///< "default": for every user not named in `users`
   std::vector<std::pair<std::string, NodeLimits>> users;  ///< "users": by name
   const NodeLimits& limits_of(std::string_view user) const;

@@ -119,6 +119,12 @@ class FileChecks {
   /// looked up through its folders; not of a table of paths): a look at many paths may then
   /// answer for all those under a missing folder at once.
   virtual bool nested() const { return false; }
+  /// The names of the entries of a folder (expanded; "." for the current one), in any order:
+  /// where a "did you mean" looks for a name near a missing one. None by default (a table of paths).
+  virtual std::vector<std::string> names_in(const std::string& folder) const {
+    (void)folder;
+    return {};
+  }
 };
 
 /// FileChecks over a function of the path, taken as written (no expansion).
@@ -134,5 +140,12 @@ class FileTable : public FileChecks {
 
 /// Every file: dep of the job exists now.
 bool files_present(const Job& job, const FileChecks& files);
+
+/// A path that exists near a missing one, for a "did you mean": the deepest folder of `expanded`
+/// that exists, then in each folder below it the entry nearest in name (nearest_name), as the
+/// plan wrote it (`written`, whose expansion is `expanded`: "ckpt/trian/final.pt" ->
+/// "ckpt/train/final.pt"). "" when `expanded` exists or nothing is near. The one rule for scripts
+/// (validate, run) and file: deps (a producer that ended without making one).
+std::string nearest_existing_path(const std::string& written, const std::string& expanded, const FileChecks& files);
 
 }  // namespace gpuq

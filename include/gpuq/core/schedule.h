@@ -117,10 +117,15 @@ struct PassInput {
   std::span<const GpuMask> nodes;
   /// Several jobs on one GPU: per node (one, or each of `nodes`), for each GPU id 0..kMaxGpuId, the
   /// GiB a packed job may still declare there (negative: none; a whole job holds it, or it is no GPU
-  /// of the node). Empty when no job packs. A packed job takes GPUs with room for its GiB, fullest
-  /// first (best fit), so that empty GPUs stay whole for wide jobs; it never shares a whole job's.
+  /// of the node). Empty when no job packs. A packed job takes GPUs with room for its GiB: one per
+  /// idle GPU while more GPUs are idle than the ready whole jobs ask for (co-located jobs slow each
+  /// other), else the fullest first (best fit), so that idle GPUs stay whole for wide jobs; it never
+  /// shares a whole job's.
   std::span<const double> room;
   double room_empty = 0;  ///< what an empty GPU takes (fix 12: could the waiting job ever fit?)
+  /// Packed jobs spread over idle GPUs while the ready whole jobs leave some (see `room`); false:
+  /// the fullest first always (a shared node's decision, where spreading took a user past their cap).
+  bool spread = true;
   /// The most GPUs the pass may give whole jobs in all (Policy::max_gpus less what the plan's
   /// running jobs hold); a job wider than what is left is left out. Negative: no cap.
   int gpu_budget = -1;

@@ -25,10 +25,19 @@ struct Finding {
 /// job produces, and (warnings) jobs without est_hours. `files` expands the
 /// paths and says whether a file exists; warnings too for est_hours over
 /// time_limit_hours and a warn_signal sent no later than the job's start; `readable(path)` whether a script can be read.
-/// `folder` says where relative paths were taken from ("/home/me (the current folder)").
+/// `folder` says where relative paths were taken from ("/home/me (the current folder)"); the
+/// checks of each job (job_findings) close the list.
 std::vector<Finding> validate_plan(const Plan& plan, const std::vector<int>& node_gpus, double backfill_max_hours,
                                    const FileChecks& files, const std::function<bool(const std::string&)>& readable,
-                                   const std::string& folder = "the folder `gpuq run` starts in");
+                                   const std::string& folder = "the folder `gpuq run` starts in",
+                                   const Policy* mem = nullptr);
+
+/// The checks of each job alone, which need no valid plan (validate makes them on the jobs of a
+/// plan that is not valid too, so that one round shows every problem of a job): a packed job
+/// that no GPU's memory takes (with `mem`, the node's memory settings; none: not looked at), and
+/// warnings for no est_hours, est_hours over time_limit_hours or over a week, on_quiet "kill"
+/// without quiet_minutes, a warn_signal sent no later than the job's start.
+std::vector<Finding> job_findings(const Plan& plan, const Policy* mem = nullptr);
 
 /// The checks of the files alone (scripts, file: deps), which need no valid plan: validate
 /// makes them on the jobs of a plan that is not valid too. Missing scripts are one finding.
@@ -44,10 +53,16 @@ std::vector<size_t> jobs_without_script(const Plan& plan, const FileChecks& file
 /// does not call done: such a job's missing script may yet be written by the job it waits on.
 bool waits_on_a_job(const Plan& plan, size_t i, const std::function<bool(size_t)>& done);
 
-/// One message for all of them: the scripts, the folder relative paths were taken
-/// from (`folder`), and how to change it.
+/// One message for all of them: the scripts (each with a "did you mean", nearest_script), the
+/// folder relative paths were taken from (`folder`), and how to change it.
 std::string missing_scripts_text(const Plan& plan, const std::vector<size_t>& jobs, const FileChecks& files,
                                  const std::string& folder);
+
+/// A script that is there near a missing `script`, for a "did you mean": a script of the plan
+/// that `files` finds and that is not among `missing` (nearest_name), else a file near it
+/// (nearest_existing_path); "" when none.
+std::string nearest_script(const Plan& plan, const std::string& script, const FileChecks& files,
+                           const std::vector<std::string_view>& missing = {});
 
 /// The loader's warnings (a reservation's GPUs outside --gpus: the plan is usable)
 /// as validate's warnings about the plan as a whole, in the loader's words.

@@ -6,6 +6,7 @@
 #endif
 
 #include <string>
+#include <vector>
 
 #include "gpuq/core/rules.h"
 
@@ -20,6 +21,7 @@ class LocalFiles : public FileChecks {
   std::string expand(const std::string& written) const override;
   bool exists(const std::string& path) const override;
   bool nested() const override { return true; }
+  std::vector<std::string> names_in(const std::string& folder) const override;
 
  private:
   std::string base_;

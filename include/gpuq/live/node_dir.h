@@ -30,9 +30,16 @@ inline constexpr const char* kDefaultNodeDir = "/var/lib/gpuq";
 inline constexpr const char* kEtcNodeConfig = "/etc/gpuq/node.json";
 
 /// The node directory to use: `flag` (--node-dir) if given, else $GPUQ_NODE_DIR, else
-/// /var/lib/gpuq when it exists and this user may write there; "" when none ("off" given
-/// either way is none too): the run is alone, as before.
+/// /var/lib/gpuq when it exists and this user may write there, else this user's own
+/// (own_node_dir, made when missing), so that their runs on this machine never start two jobs
+/// on one GPU; "" when none ("off" given either way, or no own one can be made): the run is alone.
 std::string choose_node_dir(const std::string& flag);
+
+/// The node directory of this user alone, where no shared one is set up: their runs on this
+/// machine share its GPUs through it. $XDG_STATE_HOME (else ~/.local/state) /gpuq/node-HOST: the
+/// machine's name in it, since a home folder is often shared by several machines. Made (0700) by
+/// choose_node_dir; "" when this user has no home folder.
+std::string own_node_dir();
 
 /// The name this process's user has in the node directory (their file is NAME.json).
 std::string node_user_me();
@@ -89,6 +96,13 @@ class NodeShare {
   /// Several jobs on one GPU: the GiB each GPU offers packed jobs (the run's Policy::gpu_room per
   /// GPU id), for the decisions from now on. None given: wants that pack take GPUs whole.
   void set_room(NodeRoom room) { room_ = std::move(room); }
+  /// The node directory is this user's own (own_node_dir): the first enter decides at once. (On a
+  /// shared node the enters of the node config's window_seconds from the first only make the run's
+  /// wants known, so that users' runs started together are decided together.)
+  void decide_at_first_look() { first_ = false, own_ = true; }
+  /// While the run's wants wait for runs that may start with it (the window): when its first
+  /// decision comes. None once it has decided.
+  std::optional<double> deciding_at() const { return deciding_at_; }
   /// The GiB other runs' packed holds declared on each GPU (by GPU id), as the last enter read
   /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
   const std::vector<double>& others_packed() const { return others_packed_; }
@@ -113,6 +127,9 @@ class NodeShare {
   std::vector<std::string> others_files_;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   bool first_ = true;
+  bool own_ = false;                   // decide_at_first_look
+  std::optional<double> arrived_;      // the first enter's now
+  std::optional<double> deciding_at_;  // while in the window: arrived_ + window_seconds
   std::optional<std::vector<Attempt>> past_;  // charge_at_least's, until the first enter takes it
   struct Written {
     NodeRun run;                   // this run's entry as it last wrote it

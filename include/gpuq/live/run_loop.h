@@ -219,6 +219,7 @@ class RunLoop {
   bool snap_due_ = true;                   // a load (the first tick, a reload) whose jobs may need a snapshot
   std::set<std::string> snap_changed_;     // jobs the last reload changed: a new snapshot each
   std::string snap_problem_;               // the last snapshot problem said (said once)
+  std::set<std::string> kept_whole_;       // checkouts left whole for what jobs wrote in them (said once)
   std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
   // The eta event (run_progress.cpp): the plan's predicted finish last told (or first predicted),
   // each job's predicted end then, and when and at what cost `run` last predicted.
