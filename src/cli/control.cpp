@@ -9,6 +9,12 @@
 namespace gpuq::cli {
 
 int cmd_control(Flags& f, const std::string& action) {
+  auto say_out = [](const std::string& l) { fmt::print("{}\n", l); };
+  auto say_err = [](const std::string& l) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}\n", l);
+  };
+  if (action == "preempt" && f.add_dry_run) return preempt_dry_run(f, f.jobs, say_out, say_err);
   auto loaded = load_command(f);  // a plan with problems: said, and acted on as control_plan says
   std::fflush(stdout);
   return control_plan(f, loaded ? std::optional<Plan>(std::move(loaded->plan)) : std::nullopt,
@@ -25,13 +31,18 @@ void add_control_commands(CLI::App& app, Flags& f, Action& action) {
   auto* hold = app.add_subcommand("hold", "keep pending, failed or blocked jobs from starting until `retry`");
   auto* requeue = app.add_subcommand(
       "requeue", "stop running jobs and make them pending again, as one step: `after:` dependents never see them finished");
+  auto* preempt = app.add_subcommand(
+      "preempt", "stop running preemptible jobs now to give their GPUs to other work: their preempt_signal, SIGKILL "
+                 "after --preempt-grace; each runs again when GPUs allow");
+  preempt->add_flag("--dry-run", f.add_dry_run, "change nothing: say what it would send, and when each job would resume");
+  add_preempt_flags(preempt, f);
   setting_flag(f, requeue
                       ->add_option("--kill-grace", f.kill_grace,
                                    "seconds the job may take to exit after SIGTERM before its process group gets SIGKILL")
                       ->capture_default_str()
                       ->check(CLI::NonNegativeNumber));
   for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"},
-                           std::pair{requeue, "requeue"}}) {
+                           std::pair{requeue, "requeue"}, std::pair{preempt, "preempt"}}) {
     add_flags(sub, f, {});
     auto* jobs = sub->add_option("job", f.jobs, "job ids");
     if (sub == retry)

@@ -86,6 +86,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& help_examples(
       {"kill", "gpuq kill --plan plan.json train"},
       {"hold", "gpuq hold --plan plan.json report"},
       {"requeue", "gpuq requeue --plan plan.json train"},
+      {"preempt", "gpuq preempt --plan plan.json --dry-run train\n  gpuq preempt --plan plan.json train"},
       {"history", "gpuq history --plan plan.json --since 6h\n  gpuq history --plan plan.json --estimates"},
       {"add", "gpuq add --plan plan.json --id eval2 --gpus 1 --deps train -- eval.sh --split test"},
       {"pause", "gpuq pause --plan plan.json"},

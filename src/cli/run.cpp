@@ -44,8 +44,8 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "run CMD (bash) for each event of the event log PLAN.events.jsonl, with the event "
                                   "in GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... "
                                   "and as JSON on stdin; 'failed,timeout:CMD' runs it for those only (event kinds: "
-                                  "start, end, retry, requeue, kill, hold, timeout, reload, pause, resume, eta; end outcomes: done, "
-                                  "failed, killed, lost, hung); repeatable")
+                                  "start, end, retry, requeue, kill, hold, timeout, preempt, reload, pause, resume, eta; end outcomes: "
+                                  "done, failed, killed, lost, hung, preempted); repeatable")
                       ->allow_extra_args(false));
   setting_flag(f, sub->add_option("--hook-timeout", f.hook_timeout,
                                   "seconds (more than 0) an --on-event command may run before it is stopped")

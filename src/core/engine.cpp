@@ -35,6 +35,7 @@ void Effects::clear() {
   stops.clear();
   changes.clear();
   retried.clear();
+  preempted.clear();
   refused.reset();
   pass.starts.clear();
   pass.held.clear();
@@ -132,6 +133,13 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
   in_.placement = &policy_.placement;
   for (size_t j = 0; j < plan.jobs.size(); ++j)
     if (index_->file_dep[j]) file_jobs_.push_back(j);
+  // Preemption places jobs on one node's GPUs: none in a batch queue or across a cluster's nodes.
+  if (!policy.batch && nodes == 1)
+    for (const Job& job : plan.jobs)
+      if (policy.preemptible(job)) {
+        preempts_ = true;
+        break;
+      }
   free_nodes_.assign(nodes, 0);
   load(std::move(lives), std::move(files_present));
 }
@@ -157,6 +165,8 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   work_.clear();
   fx_.clear();
   waiting_ = running_ = 0;
+  preemptible_running_.clear();
+  held_for_.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
   flags_.resize(n);
   kinds_.resize(n);
   for (size_t j = 0; j < n; ++j) {
@@ -184,6 +194,7 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
       case LifeKind::Running:
         ++running_;
         hold_gpus(j, std::get<Running>(l), 1);
+        if (preempts_ && policy_.preemptible(plan_.jobs[j])) preemptible_running_.push_back(j);
         break;
       case LifeKind::Ended: push_retry(j); break;
       default: break;
@@ -276,6 +287,10 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   bool fail0 = was & kFailing, fail1 = now & kFailing;
   if (from == LifeKind::Blocked && failing_[j] == 0) --releasable_;
   if (from == LifeKind::Running) hold_gpus(j, std::get<Running>(cur), -1);
+  if (preempts_ && from == LifeKind::Running && to != LifeKind::Running)
+    std::erase(preemptible_running_, j);
+  if (preempts_ && to == LifeKind::Running && from != LifeKind::Running && policy_.preemptible(plan_.jobs[j]))
+    preemptible_running_.push_back(j);
   if (from == LifeKind::Waiting) --waiting_;
   if (from == LifeKind::Running || from == LifeKind::Queued) --running_;
   cur = std::move(next);
@@ -435,6 +450,7 @@ void Engine::tick(const ev::Tick& t) {
     return;
   }
   pass(t);
+  if (preempts_ && !policy_.paused) preempt_for_head(t);
 }
 
 void Engine::mark(size_t j, int32_t slot) {
@@ -453,6 +469,13 @@ void Engine::pass(const ev::Tick& t) {
   in_.nothing_running = running_ == 0 && !t.others_running;
   in_.gpu_budget = policy_.max_gpus ? std::max(0, *policy_.max_gpus - count(busy_[0]) - t.held_elsewhere) : -1;
   in_.explain = t.explain;
+  // A preemption's GPUs wait for the job it is for: it starts on them once its victims are gone,
+  // and no other job takes them meanwhile.
+  if (held_for_ && !policy_.paused) start_held_head(t);
+  if (held_for_) {
+    free_nodes_[0] &= ~held_for_->gpus;
+    in_.free = free_nodes_[0];
+  }
   if (packs_) {
     // What a packed job may still declare on each GPU: its memory less the headroom, what the
     // running packed jobs declared and what else uses it (Tick::mem_other). None on a GPU a whole
@@ -509,11 +532,27 @@ bool requeueing(const Life& l) {
   return r && r->requeue;
 }
 
+bool preempting(const Life& l) {
+  const Running* r = std::get_if<Running>(&l);
+  return r && r->preempt;
+}
+
 }  // namespace
 
 void Engine::operator()(const ev::Exited& e) {
   LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
+  // After a preemption an exit 0 is done; any other end makes it wait again, no retry spent. A
+  // preemptible job's own exit 85 is its checkpoint: the same, without being asked.
+  bool preempted = preempting(lives_[e.job]) && e.code != 0;
+  bool checkpointed = !preempted && k == LifeKind::Running && e.code == kCheckpointExit &&
+                      policy_.preemptible(plan_.jobs[e.job]);
+  if (preempted || checkpointed) {
+    enter(e.job, Waiting{std::get<Running>(lives_[e.job]).attempts, e.at},
+          preempted ? Cause::Preempted : Cause::Checkpointed);
+    settle();
+    return;
+  }
   Ended end = ended_by_exit(e.code, e.at, k == LifeKind::Queued ? std::optional<double>(e.at) : std::nullopt, 0);
   end_running(e.job, std::move(end), Cause::Exit, false);
 }
@@ -521,6 +560,11 @@ void Engine::operator()(const ev::Exited& e) {
 void Engine::operator()(const ev::Vanished& e) {
   LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
+  if (preempting(lives_[e.job])) {
+    enter(e.job, Waiting{std::get<Running>(lives_[e.job]).attempts, e.at}, Cause::Preempted);
+    settle();
+    return;
+  }
   end_running(e.job, ended_lost(e.at, std::nullopt, 0), Cause::Vanish, false);
 }
 
@@ -631,7 +675,7 @@ void Engine::operator()(const ev::Requeue& e) {
     fx_.refused = Refusal::NotRunning;
     return;
   }
-  if (r->requeue) {
+  if (r->requeue || r->preempt) {
     fx_.refused = Refusal::Requeueing;
     return;
   }
@@ -640,6 +684,143 @@ void Engine::operator()(const ev::Requeue& e) {
   fx_.stops.push_back({e.job, Cause::Requeue});
   enter(e.job, std::move(next), Cause::Requeue);
   settle();
+}
+
+void Engine::operator()(const ev::Preempt& e) {
+  Running* r = std::get_if<Running>(&lives_[e.job]);
+  if (!r) {
+    fx_.refused = Refusal::NotRunning;
+    return;
+  }
+  if (!policy_.preemptible(plan_.jobs[e.job])) {
+    fx_.refused = Refusal::NotPreemptible;
+    return;
+  }
+  if (r->requeue || r->preempt) {
+    fx_.refused = Refusal::Requeueing;
+    return;
+  }
+  Preemption p{e.job, e.by, e.at - r->start, e.at - r->start};
+  Running next = *r;
+  next.preempt = e.at;
+  fx_.stops.push_back({e.job, Cause::Preempt});
+  fx_.preempted.push_back(p);
+  enter(e.job, std::move(next), Cause::Preempt);
+  settle();
+}
+
+// The job a preemption holds GPUs for starts on them once they are free (its victims gone, and
+// nothing else holding them). False while it waits; the hold is let go when the job no longer
+// waits, or when the victims are gone and it still does not fit (another user took a GPU).
+bool Engine::start_held_head(const ev::Tick& t) {
+  size_t h = held_for_->job;
+  if (!ready(h)) {
+    held_for_.reset();
+    return false;
+  }
+  GpuMask avail = held_for_->gpus & in_.node & ~busy_[0] & ~t.unavailable;
+  std::optional<std::vector<int>> gpus = pick_gpus(plan_.jobs[h].gpus, avail, &policy_.placement);
+  if (!gpus) {
+    bool stopping = std::any_of(held_for_->victims.begin(), held_for_->victims.end(),
+                                [&](size_t v) { return preempting(lives_[v]); });
+    if (!stopping) held_for_.reset();
+    return false;
+  }
+  held_for_.reset();
+  long long attempts = std::get<Waiting>(lives_[h]).attempts;
+  fx_.launches.push_back({h, 0, attempts + 1});
+  if (t.explain) {
+    pass_slot_.resize(plan_.jobs.size(), -1);
+    mark(h, -2);
+  }
+  enter(h, Running{attempts, t.now, std::move(*gpus), 0, std::nullopt}, Cause::Start);
+  settle();
+  free_nodes_[0] = in_.node & ~busy_[0] & ~t.unavailable;
+  in_.free = free_nodes_[0];
+  return true;
+}
+
+// After the pass: the ready job that set its backfill limit (the first, in ready order, that
+// could not get GPUs) may take the GPUs of running preemptible jobs of a larger priority value
+// that have run preempt_min_minutes since their (re)start. The victims are the fewest that let it
+// start (its placement kept), then those that lose the least work (the least time since their
+// last checkpoint), then the latest started; none when no such set lets it start. Their GPUs,
+// and the free ones it takes, are held for it until they are gone.
+void Engine::preempt_for_head(const ev::Tick& t) {
+  if (held_for_ || !fx_.pass.waiting_head || preemptible_running_.empty()) return;
+  size_t h = *fx_.pass.waiting_head;
+  const Job& head = plan_.jobs[h];
+  if (head.gpus <= 0 || packed_gib(h) > 0 || !ready(h) || policy_.over_cap(head)) return;
+  GpuMask closed = reserved_gpus(plan_, h, in_.open);
+  GpuMask free = in_.node & ~busy_[0] & ~t.unavailable & ~closed;
+  // Jobs being preempted already (a hold lost with a reload of the engine): their GPUs come free
+  // soon; when they are enough, the hold is made again for them and nothing more is stopped.
+  std::vector<size_t> stopping;
+  for (size_t j : preemptible_running_) {
+    const Running& r = std::get<Running>(lives_[j]);
+    if (r.preempt && r.node == 0) {
+      stopping.push_back(j);
+      free |= mask_of(r.gpus) & in_.node & ~closed;
+    }
+  }
+  if (std::optional<std::vector<int>> now = pick_gpus(head.gpus, free, &policy_.placement)) {
+    if (!stopping.empty()) held_for_ = HeldFor{h, mask_of(*now), stopping};
+    return;
+  }
+  const double min_run = policy_.preempt_min_minutes * 60 / unit_seconds_;
+  struct Victim {
+    size_t job;
+    GpuMask gpus;
+    double unsaved, start;
+  };
+  std::vector<Victim> c;
+  for (size_t j : preemptible_running_) {
+    const Running& r = std::get<Running>(lives_[j]);
+    if (r.preempt || r.requeue || r.node != 0 || packed_gib(j) > 0) continue;
+    if (!(plan_.jobs[j].priority > head.priority)) continue;  // only less urgent work gives way
+    if (t.now - r.start < min_run - kEps) continue;         // no thrashing: it runs a while first
+    double saved = j < t.checkpoints.size() && !std::isnan(t.checkpoints[j]) ? std::max(t.checkpoints[j], r.start)
+                                                                             : r.start;
+    c.push_back({j, mask_of(r.gpus) & in_.node & ~closed, t.now - saved, r.start});
+  }
+  if (c.empty()) return;
+  std::sort(c.begin(), c.end(), [](const Victim& a, const Victim& b) {
+    if (a.unsaved != b.unsaved) return a.unsaved < b.unsaved;
+    if (a.start != b.start) return a.start > b.start;
+    return a.job < b.job;
+  });
+  constexpr size_t kMost = 12;  // the candidates the search looks at (2^12 sets at most)
+  if (c.size() > kMost) c.resize(kMost);
+  const size_t n = c.size();
+  // The fewest victims first; among as many, the first set in the candidates' order.
+  std::vector<size_t> pick;
+  std::optional<std::vector<int>> gpus;
+  for (size_t k = 1; k <= n && !gpus; ++k) {
+    std::vector<size_t> idx(k);
+    for (size_t i = 0; i < k; ++i) idx[i] = i;
+    while (true) {
+      GpuMask m = free;
+      for (size_t i : idx) m |= c[i].gpus;
+      if ((gpus = pick_gpus(head.gpus, m, &policy_.placement))) {
+        pick = idx;
+        break;
+      }
+      size_t i = k;  // the next combination, in lexicographic order
+      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
+      if (i == 0) break;
+      ++idx[i - 1];
+      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
+    }
+  }
+  if (!gpus) return;
+  HeldFor hold{h, mask_of(*gpus), stopping};
+  for (size_t i : pick) {
+    // Only victims whose GPUs the job takes (the set is the fewest: each one's are needed).
+    hold.victims.push_back(c[i].job);
+    (*this)(ev::Preempt{c[i].job, t.now, h});
+    fx_.preempted.back().unsaved = c[i].unsaved;
+  }
+  held_for_ = std::move(hold);
 }
 
 void Engine::operator()(const ev::Dequeued& e) {

@@ -14,8 +14,8 @@
 namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
-  static const std::vector<std::string> kinds{"start",   "end",    "retry", "requeue", "kill",
-                                              "hold",    "timeout", "reload", "pause",   "resume", "eta"};
+  static const std::vector<std::string> kinds{"start",  "end",   "retry",  "requeue", "kill", "hold",
+                                              "timeout", "preempt", "reload", "pause", "resume", "eta"};
   return kinds;
 }
 
@@ -126,6 +126,10 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
   LifeKind to = kind_of(c.life);
   switch (to) {
     case LifeKind::Running:
+      if (c.cause == Cause::Preempt) {  // it is stopping to give way: the preemption's own event
+        out.push_back(make("preempt", now, attempt_of(after)));
+        break;
+      }
       if (c.cause != Cause::Start && c.cause != Cause::QueueStart) break;  // a requeue's mark: no event
       {
         Event e = make("start", after.start.value_or(now), attempt_of(after));
@@ -157,6 +161,17 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       // A launch cut short at its start line never ran: its start was never logged (a start is
       // logged only once the launch is released), so its abort is no event either.
       if (c.cause == Cause::Abort) break;
+      if (c.cause == Cause::Preempted || c.cause == Cause::Checkpointed) {  // it runs again: no failure, no retry
+        const Waiting& w = std::get<Waiting>(c.life);
+        Event e = make("end", w.ended.value_or(now), attempt_of(before));
+        e.outcome = kPreemptedOutcome;
+        e.gpus = before.gpus;
+        e.started = before.start;
+        if (before.start && w.ended) e.seconds = *w.ended - *before.start;
+        if (c.cause == Cause::Checkpointed) e.detail = "it exited 85: checkpointed, to run again";
+        out.push_back(std::move(e));
+        break;
+      }
       if (c.from == LifeKind::Running) {  // requeued (or else left running unseen): how the attempt ended is unknown
         Event e = make("end", now, attempt_of(before));
         e.outcome = c.cause == Cause::Requeued ? "requeued" : "unknown";
@@ -183,6 +198,8 @@ void apply_event(const Event& e, Seen& seen) {
   long long attempts = std::max(0LL, e.attempt - 1);
   if (e.kind == "start") {
     seen = {Status::Running, attempts, e.t};
+  } else if (e.kind == "end" && e.outcome && *e.outcome == kPreemptedOutcome) {
+    seen = {Status::Pending, attempts, std::nullopt};  // it runs again
   } else if (e.kind == "end") {
     bool done = e.outcome && *e.outcome == "done";
     seen = {done ? Status::Done : Status::Failed, attempts, e.started};

@@ -106,7 +106,7 @@ Life life_of(const JobState* s, bool has_handle, double now) {
     case Status::Blocked: return Blocked{};
     case Status::Running:
       if (has_handle && !s->start) return Queued{attempts};
-      return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue};
+      return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue, s->preempt};
     case Status::Done:
     case Status::Failed: {
       Ended e;
@@ -138,6 +138,7 @@ JobState fresh_from(const JobState& prev, Status st, bool same_attempt = false) 
   next.snapshot_repo = prev.snapshot_repo;
   bool over = !same_attempt && (prev.start || prev.status == Status::Done || prev.status == Status::Failed);
   next.attempt = attempt_of(prev) + (over ? 1 : 0);
+  next.preemptions = prev.preemptions;  // GPUQ_PREEMPTIONS: kept across attempts, retries too
   keep_attempts(prev, next);
   return next;
 }
@@ -176,9 +177,17 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
         e.status = Status::Pending;
         return;
       }
+      bool preempted = cause == Cause::Preempted || cause == Cause::Checkpointed;
+      if (preempted && w.ended) {  // the attempt's record keeps when it ended, and that it was preempted
+        e.end = w.ended;
+        if (!e.preempt) e.preempt = w.ended;
+      }
       JobState next = fresh_from(e, Status::Pending, cause == Cause::Abort);  // an aborted launch never ran
       // The original writes the attempts with an automatic retry; a release by hand starts over.
-      if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued) next.attempts = w.attempts;
+      // A preemption spends none.
+      if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued || preempted)
+        next.attempts = w.attempts;
+      if (preempted) next.preemptions = e.preemptions.value_or(0) + 1;
       e = std::move(next);
       return;
     }
@@ -214,6 +223,7 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
       e.status = Status::Running;
       e.start = r.start;
       e.requeue = r.requeue;
+      e.preempt = r.preempt;
       return;
     }
     case LifeKind::Ended: {

@@ -74,7 +74,10 @@ class OnceFiles : public FileChecks {
 // A life's times from unix seconds to hours from `now` (a running job's start no later than now).
 Life in_hours(Life l, double now) {
   auto h = [now](double t) { return (t - now) / 3600; };
-  if (Running* r = std::get_if<Running>(&l)) r->start = std::min(0.0, h(r->start));
+  if (Running* r = std::get_if<Running>(&l)) {
+    r->start = std::min(0.0, h(r->start));
+    if (r->preempt) r->preempt = std::min(0.0, h(*r->preempt));
+  }
   if (Ended* e = std::get_if<Ended>(&l)) {
     if (e->end) e->end = h(*e->end);
     if (e->start) e->start = h(*e->start);
@@ -135,6 +138,16 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
         }
     }
     running_jobs += k == LifeKind::Running || k == LifeKind::Queued;
+    // A job preempted before runs what is left of its estimate: the work of its preempted
+    // attempts since its last attempt that ended otherwise.
+    if (s && s->preemptions && *s->preemptions > 0) {
+      double done = 0;
+      for (const EarlierAttempt& a : earlier_attempts(*s)) done = a.preempted ? done + (a.end - a.start) / 3600 : 0;
+      if (done > 0) {
+        if (st.done_hours.empty()) st.done_hours.assign(n, 0);
+        st.done_hours[i] = done;
+      }
+    }
     // Files matter only to jobs that are yet to start (a done job's outputs may be long gone).
     if (k != LifeKind::Running && k != LifeKind::Queued && !is_done(l) && plan.jobs[i].has_file_dep())
       st.files_present[i] = files_present(plan.jobs[i], files);

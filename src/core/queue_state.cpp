@@ -1,5 +1,9 @@
 #include "gpuq/core/queue_state.h"
 
+#include <fmt/format.h>
+
+#include "gpuq/core/local_time.h"
+
 #include "gpuq/core/stale.h"
 
 #include <algorithm>
@@ -47,6 +51,14 @@ void QueueState::write_back(double now) {
     JobState& e = entry(c.job);
     JobState before = e;
     write_life(e, c.life, c.cause);
+    std::optional<std::string> detail;
+    if (c.cause == Cause::Preempt)  // whom it gives way to, and the work it loses, in its entry and its event
+      for (const Preemption& p : engine_->effects().preempted)
+        if (p.job == c.job) {
+          e.preempt_for = p.by ? plan_->jobs[*p.by].id : "";
+          detail = fmt::format("{}; it ran {}, {} since its last checkpoint", p.by ? "for " + *e.preempt_for : "by hand",
+                               duration_text(p.ran), duration_text(p.unsaved));
+        }
     const std::string& id = plan_->jobs[c.job].id;
     Change logged = c;
     if (c.cause == Cause::LaunchFail) {
@@ -58,7 +70,10 @@ void QueueState::write_back(double now) {
         }
       logged.from = LifeKind::Waiting;
     }
-    for (Event& x : events_of(id, logged, before, e, now, by_)) events_.push_back(std::move(x));
+    for (Event& x : events_of(id, logged, before, e, now, by_)) {
+      if (x.kind == "preempt") x.detail = detail;
+      events_.push_back(std::move(x));
+    }
     changes_.push_back(c);
   }
 }

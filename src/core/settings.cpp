@@ -171,7 +171,7 @@ std::string read_text(const SettingSpec& spec, const nlohmann::json& v, std::str
       return "";
     }
     case K::Choice: {
-      if (v.is_boolean() && spec.choices == "true|false") {  // a switch: true or false, as JSON has them
+      if (v.is_boolean() && (spec.choices == "true|false" || spec.choices == "false|true")) {  // a switch, as JSON has it
         out = v.get<bool>() ? "true" : "false";
         return "";
       }

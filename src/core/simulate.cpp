@@ -40,6 +40,17 @@ struct Prediction::World {
     uint8_t limited;          // it has a time limit (attempt_hours asks the job)
   };
 
+  // Preemption (only where some job may be preempted, Engine::preempts): per job, when its
+  // running attempt ends (an entry of `running` for another end is one a preemption cut short),
+  // its sim row, and the hours of work earlier preempted attempts did (a resumed job runs the rest).
+  struct Resumed {
+    double end = 0;
+    double done = 0;
+    uint32_t row = 0;
+  };
+  void note_attempt(size_t j, double end);
+  void stop_preempted();
+
   void init();
   static std::vector<Life> lives_at_start(LiveStart* from, bool take);
   static std::vector<LifeKind> start_kinds(const LiveStart* from);
@@ -88,6 +99,8 @@ struct Prediction::World {
   MinHeap<std::pair<double, size_t>> file_wait;    // (when its files appear, job)
   MinHeap<std::pair<double, size_t>> produce;      // (when a job not yet started gets its files, job)
   MinHeap<double> gates;                           // when a shared node lets a job of the plan start (not_before)
+  std::vector<Resumed> rs;                         // per job, where jobs may be preempted; else empty
+  MinHeap<std::pair<double, size_t>> may_preempt;  // when a running preemptible job has run its least
   double busy_until = 0;
   GpuMask dying = 0;          // GPUs of jobs stopped at their limit now: free once their processes are
   double dying_until = 0;     // gone, at the next instant (the tick that stops a job starts none on them)
@@ -125,6 +138,11 @@ Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool 
     if (job.produced_by) ++first_produced[*job.produced_by + 1];
   }
   for (size_t j = 0; j < n; ++j) first_produced[j + 1] += first_produced[j];
+  if (eng.preempts()) {
+    rs.resize(n);
+    if (f)
+      for (size_t j = 0; j < n && j < f->done_hours.size(); ++j) rs[j].done = f->done_hours[j];
+  }
   produced.resize(first_produced[n]);
   std::vector<uint32_t> at(first_produced.begin(), first_produced.end() - 1);
   for (size_t j = 0; j < n; ++j)
@@ -137,10 +155,11 @@ Prediction::World::World(const Plan& p, const SimOptions& o, LiveStart* f, bool 
 // checkpoint: each attempt runs what is left of its estimate, up to its limit.
 double Prediction::World::attempt_hours(size_t j, long long attempts, bool& times_out) const {
   times_out = false;
-  if (!pk[j].limited) return pk[j].est_hours;  // most jobs: their estimate
+  double done = rs.empty() ? 0 : rs[j].done;  // a preempted job resumes: what is left of its estimate
+  if (!pk[j].limited) return std::max(0.0, pk[j].est_hours - done);  // most jobs: their estimate
   const Job& job = plan.jobs[j];
   double limit = *limit_hours(job, opt.time_limit_factor);
-  double left = job.est_hours;
+  double left = std::max(0.0, job.est_hours - done);
   if (job.retry_on_timeout) left = std::max(0.0, job.est_hours - static_cast<double>(attempts) * limit);
   times_out = left > limit;
   return times_out ? limit : left;
@@ -206,8 +225,13 @@ void Prediction::World::take_live_state() {
       limit = lim && by_progress > r->start + *lim;
       end = limit ? std::max(r->start + *lim, kSoon) : by_progress;
     }
+    if (r->preempt && !rs.empty()) {  // stopping on its preemption signal: gone at the next look
+      end = kSoon;
+      limit = false;
+    }
     now[j].at_limit = limit;
     running.push({end, j});
+    note_attempt(j, end);
     sim.rows.push_back({j, r->start, end, r->gpus, r->node});
   }
   for (size_t j = 0; j < n; ++j) {
@@ -245,6 +269,7 @@ void Prediction::World::start_queued() {
     double end = std::max(t + attempt_hours(j, r.attempts, limit), kSoon);
     now[j].at_limit = limit;
     running.push({end, j});
+    note_attempt(j, end);
     sim.rows.push_back({j, t, end, r.gpus, r.node});
   }
 }
@@ -263,6 +288,7 @@ void Prediction::World::started(const Launch& l) {
   now[j].at_limit = limit;
   double end = t + (from ? std::max(hours, kSoon) : hours);
   running.push({end, j});
+  note_attempt(j, end);
   for (uint32_t k = first_produced[j]; k < first_produced[j + 1]; ++k) {
     size_t d = produced[k];
     if (waits_for_producer(d)) file_wait.push({file_time(d), d});
@@ -290,6 +316,34 @@ void Prediction::World::tick(bool explain) {
         t, plan.jobs[*pass.waiting_head].id, opt.backfill_max_hours));
   // The launches are read before the next event clears them.
   for (const Launch& l : eng.effects().launches) started(l);
+  if (!eng.effects().preempted.empty()) stop_preempted();
+}
+
+// The row of job j's attempt just started, and when it ends (where jobs may be preempted); a
+// preemptible job may give way once it has run its least.
+void Prediction::World::note_attempt(size_t j, double end) {
+  if (rs.empty()) return;
+  rs[j].end = end;
+  rs[j].row = static_cast<uint32_t>(sim.rows.size());
+  if (opt.preemptible(plan.jobs[j])) may_preempt.push({now[j].start + opt.preempt_min_minutes / 60, j});
+}
+
+// The jobs the tick preempted give way at once (a checkpointing job exits on its signal): each
+// attempt ends now, not done, its work counted for its resume; then the job they gave way to
+// starts at this instant, on their GPUs (another tick).
+void Prediction::World::stop_preempted() {
+  std::vector<size_t> victims;
+  for (const Preemption& p : eng.effects().preempted) {
+    victims.push_back(p.job);
+    if (p.by) sim.preemptions.push_back({p.job, *p.by, t, t - now[p.job].start});
+  }
+  for (size_t v : victims) {
+    rs[v].done += t - now[v].start;
+    rs[v].end = -1;  // its entry in `running` is void
+    sim.rows[rs[v].row].end = t;
+    eng.apply(ev::Exited{v, t, 128 + 15});
+  }
+  tick(false);
 }
 
 // Files that appear by now: their jobs may be ready. True when one did.
@@ -339,6 +393,11 @@ double Prediction::World::next_event() {
     }
   while (!gates.empty() && !(gates.top() > t + kEps)) gates.pop();
   if (!gates.empty()) nxt = std::min(nxt, gates.top());
+  // A waiting job may preempt a running one once it has run its least: the pass looks again then.
+  while (!may_preempt.empty() && (!(may_preempt.top().first > t + kEps) ||
+                                  kind_of(eng.life(may_preempt.top().second)) != LifeKind::Running))
+    may_preempt.pop();
+  if (!may_preempt.empty() && eng.waiting()) nxt = std::min(nxt, may_preempt.top().first);
   if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);
   return nxt;
 }
@@ -348,6 +407,15 @@ void Prediction::World::finish_due() {
   while (!running.empty() && running.top().first <= t + kEps) {
     auto [end, j] = running.top();
     running.pop();
+    if (!rs.empty() && rs[j].end != end) continue;  // an attempt a preemption cut short
+    if (!rs.empty()) {
+      const Running* r = std::get_if<Running>(&eng.life(j));
+      if (r && r->preempt) {  // stopping when the prediction began: it gives way, its work counted
+        rs[j].done += end - r->start;
+        eng.apply(ev::Exited{j, end, 128 + 15});
+        continue;
+      }
+    }
     if (now[j].at_limit) {
       const Running& r = std::get<Running>(eng.life(j));
       if (r.node == 0) {

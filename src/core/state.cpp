@@ -37,6 +37,7 @@ std::vector<EarlierAttempt> earlier_attempts(const JobState& s) {
       for (const auto& g : a["gpus"])
         if (g.is_number_integer()) e.gpus.push_back(g.get<int>());
     if (a.contains("exit") && a["exit"].is_number_integer()) e.exit = a["exit"].get<long long>();
+    e.preempted = a.contains("preempted") && a["preempted"].is_boolean() && a["preempted"].get<bool>();
     out.push_back(std::move(e));
   }
   return out;
@@ -50,6 +51,7 @@ void keep_attempts(const JobState& prev, JobState& next) {
     nlohmann::ordered_json run = {{"start", *prev.start}, {"end", *prev.end}};
     if (prev.gpus) run["gpus"] = *prev.gpus;
     if (prev.exit) run["exit"] = *prev.exit;
+    if (prev.preempt) run["preempted"] = true;
     list.push_back(std::move(run));
   }
   if (list.empty()) return;

@@ -20,6 +20,8 @@
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/snapshot.h"
 #include "gpuq/core/plan_diff.h"
+#include "gpuq/core/queue_state.h"
+#include "gpuq/core/suggest.h"
 #include "gpuq/core/stale.h"
 #include "gpuq/core/validate.h"
 #include "gpuq/live/control.h"
@@ -361,7 +363,9 @@ int control_plan(PlanSetup& s, std::optional<Plan> loaded, const ControlAsk& ask
   JobWords words = resolve_job_words(plan, jobs);
   for (const std::string& note : words.notes) out(fmt::format("gpuq {}: {}", action, note));
   jobs = words.ids;  // requeue waits for these
-  ControlResult r = control(plan, plan_name, store, *launcher, clock, action, jobs, events_log_of(s));
+  Policy policy;  // the engine's defaults, with whether jobs may be preempted (gpuq preempt)
+  policy.preemptible_default = s.preemptible == "true";
+  ControlResult r = control(plan, plan_name, store, *launcher, clock, action, jobs, events_log_of(s), policy);
   for (const auto& line : r.lines) (r.status == 2 ? err : out)(line);
   if (action == "requeue" && r.status != 2 && !wait_for_requeues(s, jobs, plan, store, *launcher, out)) return 1;
   return r.status;
@@ -373,6 +377,7 @@ namespace {
 struct WhatIf {
   std::map<std::string, double> starts;
   std::optional<double> finish;
+  std::vector<std::pair<std::string, std::string>> preempts;  // (who gives way, to whom): the words for it
 };
 
 WhatIf predict_from(const Look& l, const Plan& plan) {
@@ -386,6 +391,19 @@ WhatIf predict_from(const Look& l, const Plan& plan) {
     w.finish = std::max(w.finish.value_or(l.now), l.now + r.end * 3600);
   }
   if (!sim.stuck.empty()) w.finish.reset();
+  for (const SimPreemption& p : sim.preemptions) {
+    std::optional<double> back;
+    for (const SimRow& r : sim.rows)
+      if (r.job == p.job && r.start > p.at + 1e-9) {
+        back = r.start;
+        break;
+      }
+    w.preempts.push_back({plan.jobs[p.by].id,
+                          fmt::format("{} at ~{} (it ran {}; {})", plan.jobs[p.job].id,
+                                      local_time(l.now + p.at * 3600, l.now), duration_text(p.ran * 3600),
+                                      back ? "resumes ~" + local_time(l.now + *back * 3600, l.now)
+                                           : std::string("does not resume as things stand"))});
+  }
   return w;
 }
 
@@ -411,6 +429,8 @@ int what_if(PlanSetup& s, const std::string& id, const Plan& before, const Plan&
   out(fmt::format("gpuq add --dry-run: {} not added (nothing written); {} {}", id,
                   points > 1 ? fmt::format("its {} points would start from", points) : std::string("it would start"),
                   when));
+  for (const auto& [by, what] : will.preempts)
+    if (!before.find(by)) out(fmt::format("  it would preempt {}", what));
   size_t moved = 0, same = 0;
   for (const Job& j : before.jobs) {
     auto a = was.starts.find(j.id), b = will.starts.find(j.id);
@@ -543,6 +563,55 @@ int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, c
                                      : "no `gpuq run` is running this plan: " + hint("run") + " starts it";
   out(fmt::format("added {}{} to {} ({} jobs); {}", job.id, code, s.plan, after.plan->jobs.size(), starts));
   return 0;
+}
+
+int preempt_dry_run(PlanSetup& s, const std::vector<std::string>& jobs, const SayLine& out, const SayLine& err) {
+  LookAsk ask;
+  ask.run_plan_when_broken = true;
+  ask.snapshots = false;
+  Look l = look_at(s, ask);
+  if (!l.plan) {
+    err(fmt::format("gpuq preempt: the plan {} does not load; nothing to say", s.plan));
+    return 2;
+  }
+  const Plan& plan = *l.plan;
+  QueueState q(plan, l.opt, l.state, l.now, "preempt");
+  int status = 0;
+  std::vector<size_t> preempted;
+  for (const std::string& id : jobs) {
+    const Job* j = plan.find(id);
+    if (!j) {
+      err(fmt::format("gpuq preempt: no job {} in {}{}", id, s.plan, job_suggestion(plan, id)));
+      status = 2;
+      continue;
+    }
+    size_t i = static_cast<size_t>(j - plan.jobs.data());
+    const Effects& fx = q.apply(ev::Preempt{i, l.now, std::nullopt}, l.now);
+    if (fx.refused) {
+      out(fmt::format("{}: not preemptible now ({})", id,
+                      fx.refused == Refusal::NotPreemptible ? "give it \"preemptible\": true"
+                      : fx.refused == Refusal::Requeueing  ? "it is being preempted or requeued already"
+                                                           : "it is not running"));
+      status = std::max(status, 1);
+      continue;
+    }
+    preempted.push_back(i);
+    const JobState& e = q.entry(i);
+    out(fmt::format("gpuq preempt --dry-run: {} not preempted (nothing sent); it would get {}, {:g} s to checkpoint "
+                    "and exit (--preempt-grace), then SIGKILL; an exit 0 then is done, any other end makes it "
+                    "pending again, no retry spent",
+                    id, preempt_signal_text(e, *j), l.opt.preempt_grace));
+  }
+  if (preempted.empty()) return status;
+  l.state = q.state();
+  Outlook o = outlook_of(l, ask);
+  for (size_t i : preempted)
+    for (const JobView& v : o.jobs)
+      if (v.job == i)
+        out(v.predicted_start ? fmt::format("  {} would resume ~{}, running what is left of its estimate",
+                                            plan.jobs[i].id, local_time(*v.predicted_start, l.now))
+                              : fmt::format("  {} would not run again as things stand", plan.jobs[i].id));
+  return status;
 }
 
 std::string pause_plan(const PlanSetup& s, bool on) { return set_paused(plan_paths(s), on, unix_now()); }

@@ -84,7 +84,19 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       continue;
     }
     if (o.kind == Observed::Kind::Running) continue;
-    ended.push_back({id, ended_line(id, o)});
+    if (s->preempt && o.kind != Observed::Kind::Aborted) {
+      // Preempted: it gives its GPUs up once nothing of it is left (run sends SIGKILL after
+      // --preempt-grace); an exit 0 on its signal is done, any other end makes it pending again.
+      if (s->pid && launcher.group_alive(*s->pid)) continue;
+      bool done = o.kind == Observed::Kind::Exited && o.exit == 0;
+      std::string how = o.kind == Observed::Kind::Exited ? fmt::format("exit {}", o.exit) : "no exit code";
+      ended.push_back({id, done ? fmt::format("done {} (it finished on its preemption signal)", id)
+                                : fmt::format("preempted {}: it ended ({}) after its signal; it runs again when GPUs "
+                                              "allow",
+                                              id, how)});
+    } else {
+      ended.push_back({id, ended_line(id, o)});
+    }
     if (!j) {
       settle_alone(*s, o, now);
       continue;
@@ -103,7 +115,13 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
 
 std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
   auto apply = [&](const EngineEvent& e) { q.apply(e, now); };
-  return refresh_entries(launcher, q.plan(), q.state(), now, &apply);
+  std::vector<EndedLine> ended = refresh_entries(launcher, q.plan(), q.state(), now, &apply);
+  // A preemptible job's own exit 85 is its checkpoint, not a failure: the engine made it waiting.
+  for (EndedLine& e : ended)
+    if (std::optional<size_t> j = job_index(q.plan(), e.id);
+        j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting)
+      e.line = fmt::format("checkpointed {} (exit {}): it runs again when GPUs allow", e.id, kCheckpointExit);
+  return ended;
 }
 
 std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now) {
@@ -120,6 +138,20 @@ std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& 
   }
   PosixLauncher launcher(paths);
   return refresh_alone(launcher, state, now);
+}
+
+bool send_preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {
+  if (!s.pid || launcher.identify(s) != Identity::Same) return false;
+  if (job.preempt_signal.given()) return launcher.warn_group(*s.pid, job.preempt_signal.warn());
+  return launcher.signal_group(*s.pid, Signal::Term);
+}
+
+std::string preempt_signal_text(const JobState& s, const Job& job) {
+  if (s.queue_id) return fmt::format("scancel of Slurm job {}", *s.queue_id);
+  if (!job.preempt_signal.given()) return fmt::format("SIGTERM to process group {}", s.pid.value_or(0));
+  return job.preempt_signal.shell_only
+             ? fmt::format("{} to the script's bash (through its wrapper)", job.preempt_signal.text().substr(2))
+             : fmt::format("{} to process group {}", job.preempt_signal.text(), s.pid.value_or(0));
 }
 
 namespace {
@@ -242,6 +274,37 @@ class Command {
     return true;
   }
 
+  /// `gpuq preempt`: the job stops as a preemption stops it (its preempt_signal; SIGKILL by `run`
+  /// after --preempt-grace) and runs again when GPUs allow; an exit 0 on the signal is done.
+  bool preempt(size_t j) {
+    const Job& job = q_.plan().jobs[j];
+    Status was = q_.state().status_of(q_.plan(), j);
+    const Effects& fx = q_.apply(ev::Preempt{j, now_, std::nullopt}, now_);
+    if (fx.refused == Refusal::Requeueing) {
+      lines_.push_back(fmt::format("{} is being {} already", job.id, q_.entry(j).preempt ? "preempted" : "requeued"));
+      return true;
+    }
+    if (fx.refused == Refusal::NotPreemptible) {
+      lines_.push_back(fmt::format("not preempted: {} is not preemptible (give it \"preemptible\": true, or the "
+                                   "setting preemptible true, if it can stop and resume)",
+                                   job.id));
+      return false;
+    }
+    if (fx.refused) {
+      lines_.push_back(fmt::format("not preempted: {} is not running (it is {})", job.id, status_name(was)));
+      return false;
+    }
+    JobState& e = q_.entry(j);
+    bool sent = send_preempt_signal(launcher_, e, job);
+    lines_.push_back(sent ? fmt::format("preempted {}: {}; it is pending again once it ends (an exit 0 is done), "
+                                        "SIGKILL by `gpuq run` after --preempt-grace; it runs again when GPUs allow",
+                                        job.id, preempt_signal_text(e, job))
+                          : fmt::format("preempted {}: its process was already gone; `gpuq run` makes it pending "
+                                        "again",
+                                        job.id));
+    return true;
+  }
+
   /// `kill` of a job the plan no longer has, from its entry alone.
   bool kill_alone(const std::string& id, JobState& s) {
     if (s.status != Status::Running) {
@@ -341,7 +404,7 @@ std::vector<std::string> finish_requeues(const Plan& plan, Store& store, Launche
 ControlResult control(const Plan& plan, const std::string& plan_name, Store& store, Launcher& launcher, Clock& clock,
                       const std::string& action, const std::vector<std::string>& ids, const std::string& events_log,
                       const Policy& policy) {
-  if (action != "hold" && action != "retry" && action != "kill" && action != "requeue")
+  if (action != "hold" && action != "retry" && action != "kill" && action != "requeue" && action != "preempt")
     throw std::invalid_argument("control: no action " + action);
   ControlResult r;
   // A job the plan no longer has (removed from it while it ran, or a plan that does not load:
@@ -382,6 +445,7 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
               : action == "hold"    ? cmd.hold(*j)
               : action == "retry"   ? cmd.retry(*j)
               : action == "requeue" ? cmd.requeue(*j)
+              : action == "preempt" ? cmd.preempt(*j)
                                     : cmd.kill(*j);
     refused = refused || !ok;
   }

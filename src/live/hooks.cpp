@@ -25,7 +25,7 @@ namespace {
 
 const std::vector<std::string>& outcome_names() {
   static const std::vector<std::string> names{"done", "failed", "killed", "lost", "hung", "unstartable", "requeued",
-                                              "unknown"};
+                                              "preempted", "unknown"};
   return names;
 }
 

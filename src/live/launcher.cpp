@@ -79,7 +79,8 @@ struct Spawned {
 
 /// The job's environment: gpuq's own, then the job's variables, then the plan's "env"
 /// (after gpuq's: a plan may set what it must), as NAME=value strings.
-std::vector<std::string> job_environment(const LaunchSpec& spec, const std::string& progress_file) {
+std::vector<std::string> job_environment(const LaunchSpec& spec, const std::string& progress_file,
+                                         const std::string& checkpoint_dir) {
   std::map<std::string, std::string> env = environment();
   std::string visible;
   for (size_t i = 0; i < spec.gpus.size(); ++i) visible += (i ? "," : "") + std::to_string(spec.gpus[i]);
@@ -89,8 +90,11 @@ std::vector<std::string> job_environment(const LaunchSpec& spec, const std::stri
   env["GPUQ_JOB_ID"] = spec.id;
   env["GPUQ_ATTEMPT"] = std::to_string(spec.attempt);
   env["GPUQ_PROGRESS"] = progress_file;
+  env["GPUQ_PREEMPTIONS"] = std::to_string(spec.preemptions);
+  if (!checkpoint_dir.empty()) env["GPUQ_CHECKPOINT_DIR"] = checkpoint_dir;
   for (const auto& [k, v] : spec.env) env[k] = v;
   if (spec.warn_shell_only) env[kWarnShellEnv] = "1";
+  if (spec.checkpoint_dir) env[kOutliveTermEnv] = "1";  // preemptible: its code after SIGTERM tells done from preempted
   return environment_strings(env);
 }
 
@@ -164,7 +168,22 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
     launch_fail("pipe2 (the start line of " + spec.id + ")");
   }
 
-  std::vector<std::string> env = job_environment(spec, progressf);
+  std::string checkpoints;
+  if (spec.checkpoint_dir) {  // a preemptible job's own folder, kept across its attempts: made before it may start
+    checkpoints = absolute(paths.checkpoints(spec.id));
+    std::filesystem::create_directories(checkpoints, ec);
+    if (ec) {
+      ::close(log);
+      ::close(devnull);
+      ::close(go[0]);
+      ::close(go[1]);
+      ::close(room);
+      std::string text = fmt::format("cannot create its checkpoint folder {}: {}", checkpoints, ec.message());
+      if (fault_passes(ec.value())) throw CannotStartNow(text, checkpoints, ec.value());
+      throw CannotStart(text);
+    }
+  }
+  std::vector<std::string> env = job_environment(spec, progressf, checkpoints);
 
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
@@ -229,6 +248,8 @@ volatile sig_atomic_t shell_pid = 0;
 void outlive_warnings() {
   bool pass_on = std::getenv(kWarnShellEnv) != nullptr;
   ::unsetenv(kWarnShellEnv);
+  bool outlive_term = std::getenv(kOutliveTermEnv) != nullptr;
+  ::unsetenv(kOutliveTermEnv);
   struct sigaction sa {};
   if (pass_on)
     sa.sa_handler = [](int sig) {
@@ -240,6 +261,9 @@ void outlive_warnings() {
   for (int sig : {SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGURG,
                   SIGWINCH})
     ::sigaction(sig, &sa, nullptr);
+  // A preemptible job's wrapper outlives SIGTERM too: a preemption's SIGTERM to the group is the
+  // script's to answer, and the wrapper writes its code (an exit 0 then is done). SIGKILL stops it.
+  if (outlive_term) ::sigaction(SIGTERM, &sa, nullptr);
   for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) ::sigaction(sig, &sa, nullptr);
 }
 
@@ -352,6 +376,18 @@ bool PosixLauncher::warn_group(long long group, const WarnSpec& sig) {
   // "B:": to the wrapper (the group's leader) alone, which passes it on to the script's bash.
   if (sig.shell_only) return ::kill(static_cast<pid_t>(group), n) == 0;
   return gpuq::signal_group(group, n);
+}
+
+std::optional<double> PosixLauncher::checkpointed_at(const std::string& id) {
+  std::error_code ec;
+  std::optional<double> newest;
+  for (const auto& e : std::filesystem::directory_iterator(paths_.checkpoints(id), ec)) {
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) != 0) continue;
+    double t = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+    newest = std::max(newest.value_or(t), t);
+  }
+  return newest;
 }
 
 std::optional<long long> PosixLauncher::log_size(const std::string& id) {

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include "gpuq/core/clock_step.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
+#include "gpuq/live/control.h"
 #include "gpuq/live/phase.h"
 #include "gpuq/live/slurm.h"
 #include "run_tick.h"
@@ -365,7 +367,13 @@ void RunLoop::decide(Tick& t) {
   tick.others_running = q_->others_running();
   tick.files = &files;
   if (BatchQueue* queue = os_.launcher.queue()) tick.room = queue->room(q_->state());
+  std::vector<double> checkpoints;  // a preemption takes first the jobs that lose the least work
+  if (engine.preempts()) {
+    checkpoints = last_checkpoints();
+    tick.checkpoints = checkpoints;
+  }
   const Effects& fx = q_->apply(tick, t.now);
+  t.preempts = fx.preempted;
   for (size_t j : fx.retried) {
     long long n = 0;
     for (const Change& c : fx.changes)
@@ -396,7 +404,9 @@ void RunLoop::start(Tick& t) {
     try {
       // The attempt's number as its entry says (numbers go on after a requeue or a retry by hand).
       LaunchSpec spec{j.id, j.script, gpus, j.gpus, attempt_of(q_->entry(i)), j.args, j.env,
-                      j.warn_signal && j.warn_signal->shell_only, ""};
+                      (j.warn_signal && j.warn_signal->shell_only) || j.preempt_signal.shell_only, ""};
+      spec.preemptions = q_->entry(i).preemptions.value_or(0);
+      spec.checkpoint_dir = q_->engine().policy().preemptible(j);
       if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
@@ -486,7 +496,45 @@ void RunLoop::save(Tick& t) {
   }
 }
 
+// When each running preemptible job last checkpointed: the newest file of its GPUQ_CHECKPOINT_DIR,
+// else when its progress last moved (NaN: neither; the engine takes its start).
+std::vector<double> RunLoop::last_checkpoints() const {
+  std::vector<double> out(plan_.jobs.size(), std::numeric_limits<double>::quiet_NaN());
+  for (const auto& [id, s] : q_->state().entries()) {
+    if (s.status != Status::Running) continue;
+    const Job* j = plan_.find(id);
+    if (!j || !q_->engine().policy().preemptible(*j)) continue;
+    double at = s.progress_at.value_or(std::numeric_limits<double>::quiet_NaN());
+    if (std::optional<double> newest = os_.launcher.checkpointed_at(id)) at = std::isnan(at) ? *newest : std::max(at, *newest);
+    out[static_cast<size_t>(j - plan_.jobs.data())] = at;
+  }
+  return out;
+}
+
+// The preemptions decide made, carried out once the state that records them is saved: each job
+// gets its signal (SIGKILL of its group after --preempt-grace: escalate_kills).
+void RunLoop::send_preempts(Tick& t) {
+  for (const Preemption& p : t.preempts) {
+    const Job& job = plan_.jobs[p.job];
+    JobState& s = q_->entry(p.job);
+    bool sent = send_preempt_signal(os_.launcher, s, job);
+    std::string why = p.by ? fmt::format("for {} (more urgent: priority {:g} before {:g})", plan_.jobs[*p.by].id,
+                                         plan_.jobs[*p.by].priority, job.priority)
+                           : std::string("by hand");
+    say(t.now, fmt::format("preempt {} {}: it ran {}, {} since its last checkpoint; {}{}", job.id, why,
+                           duration_text(p.ran), duration_text(p.unsaved),
+                           sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
+                           sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""));
+    os_.launcher.note_in_log(job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
+                                                 "grows; GPUQ_CHECKPOINT_DIR is kept)",
+                                                 why, sent ? preempt_signal_text(s, job) : "its process was gone"));
+    if (s.pid) t.running.push_back(*s.pid);
+  }
+  t.preempts.clear();
+}
+
 void RunLoop::release_started(Tick& t) {
+  send_preempts(t);
   std::vector<Launched> all;
   for (auto& [i, l] : t.launched) all.push_back(l);
   if (!all.empty()) {

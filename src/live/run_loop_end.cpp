@@ -109,8 +109,23 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
 }
 
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
+// A preempted job gets it after --preempt-grace, its time to checkpoint and exit.
 void RunLoop::escalate_kills(Tick& t) {
   for (auto& [id, s] : q_->state().entries()) {
+    if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
+      if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
+      if (t.now - *s.preempt >= opt_.preempt_grace) {
+        os_.launcher.signal_group(*s.pid, Signal::Kill);
+        say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
+                               "(--preempt-grace {:g} s)",
+                               id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
+        s.kill_sent = t.now;  // its end is seen as for a kill: gone at the next look
+      } else {
+        t.running.push_back(*s.pid);
+        t.wake_in = std::min(t.wake_in, *s.preempt + opt_.preempt_grace - t.now);
+      }
+      continue;
+    }
     if (!s.kill_sent || !s.pid) continue;
     if (!os_.launcher.group_alive(*s.pid)) {
       s.kill_sent.reset();

@@ -26,6 +26,7 @@ struct RunLoop::Tick {
   bool paused = false;                     // `gpuq pause`: nothing starts
   bool node_in = false;                    // this tick holds the node lock (node_enter)
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
+  std::vector<Preemption> preempts;        // the engine's preemptions: their signals go once the state is saved
 };
 
 /// A hash of the jobs' statuses and starts: what makes a prediction worth making again.

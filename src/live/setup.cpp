@@ -259,6 +259,9 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.gpu_probe = s.gpu_probe;
   opt.ignore_process = s.ignore_process;
   opt.node_dir = s.node_dir;
+  opt.preemptible_default = s.preemptible == "true";
+  opt.preempt_min_minutes = s.preempt_min_minutes;
+  opt.preempt_grace = s.preempt_grace;
   return opt;
 }
 

@@ -182,7 +182,21 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
                                     job && job->gpu_mem_gib ? shards_for(*job->gpu_mem_gib, opt_.shards) : 0))
     argv.push_back(std::move(a));
   std::vector<std::pair<std::string, std::string>> env{{"GPUQ_JOB_ID", spec.id},
-                                                       {"GPUQ_ATTEMPT", std::to_string(spec.attempt)}};
+                                                       {"GPUQ_ATTEMPT", std::to_string(spec.attempt)},
+                                                       {"GPUQ_PREEMPTIONS", std::to_string(spec.preemptions)}};
+  if (spec.checkpoint_dir) {
+    // A preemptible job: Slurm may requeue it when the cluster preempts it (its PreemptMode
+    // decides whether it does; CANCEL ignores --requeue), with its preempt_signal first where the
+    // cluster sends one (PreemptParameters=send_user_signal). Its checkpoint folder is on the
+    // shared file system, beside the state.
+    std::vector<std::string> more{"--requeue"};
+    if (job && job->preempt_signal.given()) more.push_back("--signal=" + job->preempt_signal.text());
+    argv.insert(argv.end() - 1, more.begin(), more.end());  // before --wrap
+    std::string dir = std::filesystem::absolute(paths_.checkpoints(spec.id)).string();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    env.push_back({"GPUQ_CHECKPOINT_DIR", dir});
+  }
   for (const auto& kv : spec.env) env.push_back(kv);
   if (spec.warn_shell_only) env.push_back({kWarnShellEnv, "1"});
   CommandResult r = run_command(argv, env);

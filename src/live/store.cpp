@@ -101,6 +101,7 @@ PlanPaths paths_for(const std::string& plan, const std::string& state_dir) {
   p.run_info = with_suffix(named, ".run.json");
   p.run_plan = with_suffix(named, ".run.plan.json");
   p.paused = with_suffix(named, ".paused");
+  p.checkpoints_root = with_suffix(named, ".checkpoints");
   fs::path dir = named.parent_path();
   p.logs = (dir.empty() ? fs::path("logs") : dir / "logs").string();
   return p;

@@ -8,6 +8,8 @@
 
 #include "gpuq/core/hint.h"
 #include "gpuq/core/limits.h"
+#include <cmath>
+
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/views/node_text.h"
@@ -129,7 +131,44 @@ std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const 
 
 }  // namespace
 
+namespace {
+
+// When job j runs again after `at` (hours from now): its next predicted row's start.
+std::optional<double> resumes(const Outlook& o, size_t j, double at) {
+  for (const SimRow& r : o.sim.rows)
+    if (r.job == j && r.start > at + 1e-9) return r.start;
+  return std::nullopt;
+}
+
+// The preemptions the prediction plays for or of job v: "by preempting train_c (ran 2.1h; resumes
+// ~16:30)", "preempted ~14:05 for eval; resumes ~16:30", or a preemption going on now.
+std::string preempt_note(const Plan& plan, const State& state, const Outlook& o, const JobView& v) {
+  const JobState* s = state.of(plan, v.job);
+  if (s && s->status == Status::Running && s->preempt) {
+    std::string who = s->preempt_for && !s->preempt_for->empty() ? " for " + *s->preempt_for : " by hand";
+    return fmt::format("stopping: preempted{} at {}; it runs again when GPUs allow", who, local_time(*s->preempt, o.now));
+  }
+  std::string out;
+  for (const SimPreemption& p : o.sim.preemptions) {
+    auto back = resumes(o, p.job, p.at);
+    std::string resume = back ? "resumes ~" + local_time(o.now + *back * 3600, o.now) : "does not resume as things stand";
+    if (p.by == v.job && (!v.predicted_start || std::abs(o.now + p.at * 3600 - *v.predicted_start) < 1))
+      out += fmt::format("{}by preempting {} (ran {}; {})", out.empty() ? "" : "; ", plan.jobs[p.job].id,
+                         duration_text(p.ran * 3600), resume);
+    else if (p.job == v.job && out.empty())
+      return fmt::format("preempted ~{} for {}; {}", local_time(o.now + p.at * 3600, o.now), plan.jobs[p.by].id, resume);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string why_text(const Plan& plan, const State& state, const Outlook& o, const JobView& v) {
+  std::string why = why_text_of(plan, state, o, v), note = preempt_note(plan, state, o, v);
+  return note.empty() ? why : why.empty() ? note : why + "; " + note;
+}
+
+std::string why_text_of(const Plan& plan, const State& state, const Outlook& o, const JobView& v) {
   const Job& j = plan.jobs[v.job];
   const JobState* s = state.of(plan, v.job);
   Status st = s ? s->status : Status::Pending;

@@ -42,6 +42,9 @@ struct Tick {
   /// Where file: deps are looked at (`run`: the disk): each waiting job with its job deps met is
   /// looked at again. Null: as the last Files events said (the prediction).
   const FileChecks* files = nullptr;
+  /// Per job, when its running attempt last checkpointed (driver's time; NaN or absent: never, its
+  /// start): a preemption stops first the jobs that lose the least work.
+  std::span<const double> checkpoints;
   /// Several jobs on one GPU: GiB per GPU id (node 0) in use beyond what its running packed jobs
   /// declared (processes of no job of the plan, a job using more than it declared, a stopped job's
   /// memory not yet let go); +inf closes a GPU to packed jobs. Given: an `unavailable` GPU takes
@@ -67,13 +70,18 @@ struct Hold { size_t job; };                                   ///< `gpuq hold` 
                                                                ///< batch queue by the caller)
 struct Kill { size_t job; double at; };                        ///< `gpuq kill`
 struct Requeue { size_t job; double at; };                     ///< `gpuq requeue`
+struct Preempt {                                               ///< stop a running preemptible job to give
+  size_t job;                                                  ///< its GPUs to `by` (none: `gpuq preempt`
+  double at;                                                   ///< by hand); it runs again later
+  std::optional<size_t> by;
+};
 struct Files { size_t job; bool present; };                    ///< its file: deps exist (or not) now
 struct Dequeued { size_t job; };                               ///< its batch queue no longer has it (it never ran)
 }  // namespace ev
 
 using EngineEvent = std::variant<ev::Tick, ev::Exited, ev::Vanished, ev::Aborted, ev::LaunchFailed, ev::QueueStarted,
                            ev::LimitReached, ev::Hung, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
-                           ev::Files, ev::Dequeued>;
+                           ev::Files, ev::Dequeued, ev::Preempt>;
 
 /// A job to launch now: its GPUs are its life's (Running::gpus, of `node`); attempt = its
 /// GPUQ_ATTEMPT. A batch queue's job (Queued) has none: the queue places it.
@@ -103,8 +111,17 @@ enum class Refusal {
   Running,      ///< retry: it runs (a retry would start a second copy); hold: it runs (kill stops it)
   NotRunning,   ///< kill, requeue: it does not run
   AlreadyHeld,  ///< hold: it is held already (not an error)
-  Requeueing,   ///< requeue: it is being requeued already (not an error)
+  Requeueing,   ///< requeue, preempt: it is being requeued or preempted already (not an error)
   Done,         ///< hold: it is done
+  NotPreemptible,  ///< preempt: the job is not preemptible
+};
+
+/// A preemption the engine made (or `gpuq preempt` asked for): `job` is stopped for `by`.
+struct Preemption {
+  size_t job;
+  std::optional<size_t> by;  ///< none: by hand
+  double ran = 0;            ///< how long it ran since its start (driver's time)
+  double unsaved = 0;        ///< how long since its last checkpoint (its start when none): the work lost
 };
 
 /// What the engine asks of its driver after an event.
@@ -113,6 +130,7 @@ struct Effects {
   std::vector<Stop> stops;
   std::vector<Change> changes;
   std::vector<size_t> retried;        ///< Tick: automatic retries, in plan order (their attempts: life)
+  std::vector<Preemption> preempted;  ///< the jobs a preemption stopped (their stops are in `stops`)
   std::optional<Refusal> refused;     ///< a control command that changed nothing
   PassResult pass;                    ///< Tick: the pass's result (held: with explain)
   void clear();
@@ -209,6 +227,11 @@ class Engine {
   const Policy& policy() const { return policy_; }
   Policy& policy() { return policy_; }
 
+  /// The job a preemption holds GPUs for while its victims stop, if any.
+  std::optional<size_t> preempting_for() const { return held_for_ ? std::optional<size_t>(held_for_->job) : std::nullopt; }
+  /// Some job of the plan may be preempted (Policy::preemptible).
+  bool preempts() const { return preempts_; }
+
   /// When the next automatic retry falls due (driver's time), if one will.
   std::optional<double> next_retry();
   /// When job j's automatic retry falls due, if it has ended and one will come.
@@ -277,6 +300,9 @@ class Engine {
   void operator()(const ev::Requeue& e);
   void operator()(const ev::Files& e);
   void operator()(const ev::Dequeued& e);
+  void operator()(const ev::Preempt& e);
+  void preempt_for_head(const ev::Tick& t);
+  bool start_held_head(const ev::Tick& t);
   friend struct EngineVisit;
 
   const Plan& plan_;
@@ -313,6 +339,16 @@ class Engine {
   bool record_ = true;
   PassInput in_;
   std::vector<GpuMask> free_nodes_;
+  // Preemption: whether any job may be preempted (else none of it runs), the running jobs that
+  // may be, and the GPUs held for the job a preemption is for until its victims are gone.
+  bool preempts_ = false;
+  std::vector<size_t> preemptible_running_;
+  struct HeldFor {
+    size_t job;
+    GpuMask gpus;                 // the free GPUs and the victims' that it starts on
+    std::vector<size_t> victims;
+  };
+  std::optional<HeldFor> held_for_;
   // After a Tick with explain: per job, -2 launched by it, -3 would be launched but for the
   // pause, k >= 0 its place in fx_.pass.held, -1 none; `marked_` lists the jobs to reset.
   std::vector<int32_t> pass_slot_;

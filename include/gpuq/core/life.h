@@ -22,6 +22,10 @@ inline constexpr long long kLostExit = -1;
 /// The exit code recorded for a timed-out job that may be retried (`retry_on_timeout`):
 /// timeout(1)'s, a failure the original retries too.
 inline constexpr long long kTimeoutRetryExit = 124;
+/// A preemptible job's own "I checkpointed, run me again" (HTCondor's convention): not a failure.
+inline constexpr long long kCheckpointExit = 85;
+/// How the event log and history name an attempt a preemption (or a checkpoint exit) ended.
+inline constexpr const char* kPreemptedOutcome = "preempted";
 
 /// How an attempt ended.
 enum class Outcome {
@@ -39,9 +43,11 @@ enum class Outcome {
 const char* outcome_name(Outcome o);
 
 /// Not started: its deps, files, GPUs or the pass keep it waiting. `attempts`: automatic
-/// retries used so far.
+/// retries used so far. `ended`: when the attempt before ended, where it ended waiting again (a
+/// preemption, a checkpoint exit): its record keeps it.
 struct Waiting {
   long long attempts = 0;
+  std::optional<double> ended{};
 };
 
 /// Held by hand (`gpuq hold`): nothing starts it until `gpuq retry` releases it. `in_queue`:
@@ -66,6 +72,9 @@ struct Running {
   std::vector<int> gpus;
   int node = 0;
   std::optional<double> requeue;  ///< when `gpuq requeue` stopped it: waiting again once its processes are gone
+  /// When a preemption stopped it (its preempt_signal sent): an exit 0 is done, any other end makes
+  /// it wait again, not failed and no retry spent (preempt.h).
+  std::optional<double> preempt{};
 };
 
 /// Its last attempt ended.
@@ -142,6 +151,9 @@ enum class Cause {
   Kill,         ///< `gpuq kill`
   Requeue,      ///< `gpuq requeue` stopped it (it runs until its processes are gone)
   Requeued,     ///< its processes are gone after `gpuq requeue`: waiting again
+  Preempt,      ///< a preemption stopped it (more urgent work takes its GPUs; `gpuq preempt`)
+  Preempted,    ///< it ended after a preemption, not done: waiting again
+  Checkpointed, ///< a preemptible job exited 85 on its own ("checkpointed, run me again"): waiting again
 };
 
 /// Writes `l` into the entry `e` that recorded the job's previous life, as the original

@@ -80,6 +80,12 @@ struct Policy {
   }
   /// The job packs with more GiB than any GPU of the node takes: it never starts here.
   bool too_big(const Job& j) const { return packed_gib(j) > most_room(); }
+  // Preemption (engine.h): a ready job that would start first, waiting for GPUs, may stop running
+  // preemptible jobs of a larger priority value that have run preempt_min_minutes since their start.
+  bool preemptible_default = false;  ///< the `preemptible` setting: a job without its own field
+  double preempt_min_minutes = 30;   ///< the least a job runs after its (re)start before it may be preempted
+  /// Job j may be preempted: its own "preemptible", else the setting.
+  bool preemptible(const Job& j) const { return j.preemptible.value_or(preemptible_default); }
   bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
 

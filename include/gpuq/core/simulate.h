@@ -56,6 +56,9 @@ struct OnNode {
 /// is the next tick of `run`: it starts exactly the jobs that tick starts.
 struct LiveStart {
   std::vector<Life> lives;          ///< per job; times in hours from now
+  /// Per job, the hours of work its preempted attempts did since it last started afresh (a
+  /// resumed job runs what is left of its estimate); empty when none was preempted.
+  std::vector<double> done_hours;
   std::vector<char> files_present;  ///< per job: every file: dep exists now
   GpuMask busy = 0;                 ///< GPUs busy now but not by a running job of the plan (another
                                     ///< user's memory, a kill in its grace time): free from busy_hours
@@ -95,8 +98,16 @@ struct Stuck {
 };
 
 /// The predicted timeline.
+/// A preemption the prediction plays: `job` gives its GPUs to `by` at `at` (hours), having run
+/// `ran` hours of that attempt; it resumes at its next row.
+struct SimPreemption {
+  size_t job, by;
+  double at, ran;
+};
+
 struct Simulation {
   std::vector<SimRow> rows;          ///< in the order jobs were started
+  std::vector<SimPreemption> preemptions;  ///< in the order they come
   std::vector<std::string> notes;    ///< stall-breaker notes (fix 12), for stderr
   std::vector<Stuck> stuck;          ///< non-empty when the plan cannot be scheduled
   std::vector<Stuck> blocked;        ///< jobs predicted never to run because a plain dep of theirs (or of

@@ -39,6 +39,9 @@ struct JobState {
   std::optional<double> kill_sent;              ///< when `kill` sent SIGTERM; run escalates after --kill-grace
   std::optional<double> warn_sent;              ///< when run sent the job's warn_signal (sent once)
   std::optional<double> requeue;                ///< when `gpuq requeue` stopped it: pending again once its group is gone
+  std::optional<double> preempt;                ///< when a preemption stopped it (its signal sent; SIGKILL after preempt_grace)
+  std::optional<std::string> preempt_for;       ///< the job it gave way to ("" by hand: `gpuq preempt`)
+  std::optional<long long> preemptions;         ///< how many times it was preempted (GPUQ_PREEMPTIONS), across attempts
   std::optional<double> removed;                ///< when a reload of the plan dropped the job (`run` never starts it
                                                 ///< again; a running one is left to finish)
   std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
@@ -84,6 +87,7 @@ struct EarlierAttempt {
   double start = 0, end = 0;
   std::vector<int> gpus;
   std::optional<long long> exit;  ///< 0 done; anything else failed (kKilledExit: killed)
+  bool preempted = false;         ///< a preemption (or its own checkpoint exit) ended it: it ran again
 };
 
 /// The state field that holds them (gpuq's own: a list of {start, end, gpus, exit}; the

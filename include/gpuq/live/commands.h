@@ -65,6 +65,10 @@ int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, c
 /// `gpuq pause` (on) and `gpuq resume`: what it did, in a line.
 std::string pause_plan(const PlanSetup& s, bool on);
 
+/// `gpuq preempt --dry-run`: for each job, what a preemption would do (its signal, the grace,
+/// SIGKILL) and when the prediction has it resume, nothing changed. Returns the exit status.
+int preempt_dry_run(PlanSetup& s, const std::vector<std::string>& jobs, const SayLine& out, const SayLine& err);
+
 /// `gpuq validate`: the plan loaded, and every finding of one round.
 struct Validation {
   std::string bad_gpus;    ///< the GPU list the settings give is not one ("": it is)

@@ -61,6 +61,14 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
                       const std::string& action, const std::vector<std::string>& ids,
                       const std::string& events_log = "", const Policy& policy = Policy{});
 
+/// Sends a preempted job its signal (its preempt_signal, else SIGTERM, to its process group, or
+/// to its script's bash alone for "B:"), while the pid is still the job's. True when sent.
+bool send_preempt_signal(Launcher& launcher, const JobState& s, const Job& job);
+
+/// "SIGTERM to process group 42", "USR1 to the script's bash (through its wrapper)": what
+/// send_preempt_signal sends, for the lines that say it.
+std::string preempt_signal_text(const JobState& s, const Job& job);
+
 /// The end of `gpuq requeue` once it has waited for the groups of `ids` (jobs it stopped):
 /// each still being requeued whose group is gone becomes pending, under the lock (a `run`
 /// may have done it already). The lines to print.

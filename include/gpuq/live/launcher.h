@@ -66,6 +66,7 @@ class PosixLauncher : public Launcher {
   void note_in_log(const std::string& id, const std::string& line) override;
   /// stat(2) of logs/ID.log.
   std::optional<long long> log_size(const std::string& id) override;
+  std::optional<double> checkpointed_at(const std::string& id) override;
   /// logs/ID.progress (GPUQ_PROGRESS), else the last kProgressTailBytes of logs/ID.log.
   std::optional<ProgressSeen> progress(const std::string& id, bool from_log) override;
   bool group_alive(long long group) override;

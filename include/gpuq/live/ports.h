@@ -51,11 +51,16 @@ struct LaunchSpec {
   std::vector<std::pair<std::string, std::string>> env;  ///< the plan's "env": set for the job
   bool warn_shell_only = false;  ///< its warn_signal is "B:": the wrapper passes it on to the script's bash
   std::string cwd;  ///< where it runs and its relative script is taken from ("": the launcher's workdir): a snapshot's checkout
+  long long preemptions = 0;  ///< GPUQ_PREEMPTIONS: how many times it was preempted so far
+  bool checkpoint_dir = false;  ///< a preemptible job: GPUQ_CHECKPOINT_DIR, its folder (made), kept across attempts
 };
 
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash
 /// (warn_signal "B:", sent to the wrapper alone). The wrapper takes it out of the job's environment.
 inline constexpr const char* kWarnShellEnv = "GPUQ_WARN_SHELL_ONLY";
+/// In a preemptible job's wrapper's environment: it outlives SIGTERM, to write the code the script
+/// ends with (a preemption's exit 0 is done). The wrapper takes it out of the job's environment.
+inline constexpr const char* kOutliveTermEnv = "GPUQ_OUTLIVE_TERM";
 /// In a job wrapper's environment: the path of its exit code's room, open on its fd 4
 /// (PlanPaths::exit_room). The wrapper takes it out of the job's environment.
 inline constexpr const char* kExitRoomEnv = "GPUQ_EXIT_ROOM";
@@ -163,6 +168,9 @@ class Launcher {
   virtual void note_in_log(const std::string& id, const std::string& line) = 0;
   /// The size in bytes of the job's own log; nullopt when it cannot be looked at.
   virtual std::optional<long long> log_size(const std::string& id) = 0;
+  /// When the job last wrote a checkpoint: the newest file of its GPUQ_CHECKPOINT_DIR (unix
+  /// seconds), or nullopt (none, or no such folder here).
+  virtual std::optional<double> checkpointed_at(const std::string&) { return std::nullopt; }
   /// How far the job says it is (progress.h) and when it said so: its GPUQ_PROGRESS file, else
   /// (with `from_log`) a progress bar at the end of its log. nullopt: it says nothing.
   virtual std::optional<ProgressSeen> progress(const std::string& id, bool from_log) {

@@ -159,6 +159,8 @@ class RunLoop {
   size_t running_count() const;
   void save(Tick& t);
   void release_started(Tick& t);
+  std::vector<double> last_checkpoints() const;
+  void send_preempts(Tick& t);
   void watch(Tick& t);
   void catch_up_events(Tick& t);
   void record_events(Tick& t);

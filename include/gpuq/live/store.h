@@ -39,6 +39,10 @@ struct PlanPaths {
   std::string exit_room(const std::string& id) const { return exit(id) + ".new"; }
   /// GPUQ_PROGRESS: where the job may write how far it is ("0.42", "420/1000").
   std::string progress(const std::string& id) const { return logs + "/" + id + ".progress"; }
+  /// GPUQ_CHECKPOINT_DIR of a preemptible job: PLAN.checkpoints/ID beside the state, kept across
+  /// its attempts (preemptions, retries); the job may keep its checkpoints there.
+  std::string checkpoints(const std::string& id) const { return checkpoints_root + "/" + id; }
+  std::string checkpoints_root;  ///< PLAN.checkpoints
 };
 
 /// The paths for a plan file (Python's Path.with_suffix rules): beside the file a

@@ -17,6 +17,8 @@ namespace gpuq {
 
 /// Why job `v` of the outlook waits, as `status` says it ("" when it does not wait).
 std::string why_text(const Plan& plan, const State& state, const Outlook& o, const JobView& v);
+/// why_text without what the prediction says of preemptions.
+std::string why_text_of(const Plan& plan, const State& state, const Outlook& o, const JobView& v);
 
 /// Why a prediction never starts job `s.job` ("waits for a, which never ran", "needs 4 GPUs, 2
 /// of 8 are open to it; ..."), or, for Why::Blocked, which predicted failure blocks it.
