@@ -131,5 +131,41 @@ TEST(PreemptRun, ByHandWithItsDryRunAndAnExitZeroOnTheSignalIsDone) {
   r2->wait(kPatience);
 }
 
+// simulate and status predict a preemption as the plan's settings allow it, and say it: the
+// urgent job's start by preempting the long one, which resumes with what is left of its estimate.
+TEST(PreemptRun, SimulateAndStatusPredictThePreemptionAndSayIt) {
+  PlanFolder p(4);
+  p.d.write("j.sh", "true\n");
+  p.plan(R"({"settings": {"preempt_min_minutes": 0},
+             "jobs": [{"id": "long", "script": "j.sh", "gpus": 4, "preemptible": true, "est_hours": 2},
+                      {"id": "gate", "script": "j.sh", "gpus": 0, "est_hours": 1, "priority": 60},
+                      {"id": "urgent", "script": "j.sh", "gpus": 2, "priority": 1, "est_hours": 0.5,
+                       "deps": ["gate"]}]})");
+  Output sim = p.gpuq({"simulate", "--json", "--gpus", "0-3"});
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  nlohmann::json j = nlohmann::json::parse(sim.out);
+  std::vector<std::pair<double, double>> long_rows;
+  for (const auto& a : j["attempts"])
+    if (a["id"] == "long") long_rows.push_back({a["start"].get<double>(), a["end"].get<double>()});
+  ASSERT_EQ(long_rows.size(), 2u) << sim.out;
+  EXPECT_NEAR(long_rows[0].second, 1, 1e-6);
+  EXPECT_NEAR(long_rows[1].first, 1.5, 1e-6);
+  EXPECT_NEAR(long_rows[1].second, 2.5, 1e-6);
+  Output text = p.gpuq({"simulate", "--gpus", "0-3"});
+  EXPECT_THAT(text.err, HasSubstr("long is preempted at 1.00h for urgent (it ran 1.00h); it resumes at 1.50h"));
+  Output st = p.gpuq({"status", "--gpus", "0-3"});
+  EXPECT_THAT(st.out, ::testing::ContainsRegex("urgent +pending .*by preempting long \\(ran 1\\.0h; resumes ~"))
+      << st.out;
+  // Not preemptible by the settings (the job's own field unset): the urgent job waits.
+  p.plan(R"({"jobs": [{"id": "long", "script": "j.sh", "gpus": 4, "est_hours": 2},
+                      {"id": "gate", "script": "j.sh", "gpus": 0, "est_hours": 1, "priority": 60},
+                      {"id": "urgent", "script": "j.sh", "gpus": 2, "priority": 1, "est_hours": 0.5,
+                       "deps": ["gate"]}]})");
+  Output calm = p.gpuq({"simulate", "--gpus", "0-3", "--preempt-min-minutes", "0"});
+  EXPECT_THAT(calm.err, Not(HasSubstr("preempted")));
+  Output all = p.gpuq({"simulate", "--gpus", "0-3", "--preempt-min-minutes", "0", "--preemptible", "true"});
+  EXPECT_THAT(all.err, HasSubstr("long is preempted at 1.00h for urgent"));
+}
+
 }  // namespace
 }  // namespace gpuq::test

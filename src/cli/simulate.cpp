@@ -157,6 +157,8 @@ int cmd_simulate(const Flags& given) try {
   opt.nodes = static_cast<int>(f.nodes.value_or(1));
   opt.placement = l.opt.placement;
   opt.max_gpus = l.node.cap;
+  opt.preemptible_default = l.opt.preemptible_default;
+  opt.preempt_min_minutes = l.opt.preempt_min_minutes;
   std::optional<LiveStart> from;
   if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
   if (f.from_state)
