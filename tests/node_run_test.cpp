@@ -916,6 +916,57 @@ TEST(NodeRun, RunsStartedWithinTheWindowAreDecidedTogether) {
                                            "(the node config's \"window_seconds\")"));
 }
 
+// Issue 44: on a shared node, ana fills the 8 GPUs with preemptible jobs; bo, charged less (no
+// usage), adds a 2-GPU job: the node-wide decision preempts the fewest of ana's jobs that let it
+// start (a pair, the latest started), ana's run stops them, bo's job starts on their GPUs, and
+// ana's jobs resume later. No GPU is ever held by two jobs.
+TEST(NodeRun, ALessChargedUsersJobPreemptsAnothersPreemptibleJobsWhichResume) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  // A job that says its end when a preemption's SIGTERM stops it too.
+  const char* job = "echo \"start $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n"
+                    "trap 'echo \"end $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt; exit 143' TERM\n"
+                    "sleep \"$1\" & wait $!\n"
+                    "echo \"end $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n";
+  std::string plan = R"({"settings": {"preemptible": true, "preempt_min_minutes": 0, "preempt_grace": 10}, "jobs": [)";
+  for (int i = 0; i < 8; ++i)
+    plan += fmt::format(R"({}{{"id": "a{}", "script": "job.sh", "gpus": 1, "est_hours": 0.002, "args": ["6"]}})",
+                        i ? ", " : "", i);
+  plan += "]}";
+  std::string fa = node.folder("gqana", plan, *ana);
+  node.root.write("gqana/job.sh", job, 0755);
+  std::string fb = node.folder(
+      "gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 2, "est_hours": 0.0006, "args": ["2"]}])", *bo);
+  node.root.write("gqbo/job.sh", job, 0755);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  auto a = node.run_as("gqana", fa);
+  ASSERT_TRUE(eventually([&] { return lines_of(fa + "/rec.txt").size() >= 8; }, kPatience)) << a->out();
+  auto b = node.run_as("gqbo", fb);
+  Output rb = b->wait(kPatience), ra = a->wait(kPatience);
+  ASSERT_EQ(ra.status, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  int starts = 0;
+  std::vector<Ran> as = records("gqana", fa, &starts), bs = records("gqbo", fb);
+  ASSERT_EQ(bs.size(), 1u) << rb.out;
+  EXPECT_EQ(starts, 10) << "two of ana's jobs preempted, each run again:\n" << ra.out;
+  std::map<std::string, int> attempts;
+  for (const Ran& r : as) ++attempts[r.id];
+  int twice = 0;
+  for (const auto& [id, n] : attempts) twice += n == 2;
+  EXPECT_EQ(twice, 2) << ra.out;
+  EXPECT_EQ(attempts.size(), 8u);
+  std::vector<Ran> all = as;
+  all.push_back(bs[0]);
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty()) << ra.out << "\n" << rb.out;
+  EXPECT_THAT(ra.out, ::testing::HasSubstr("for gqbo's b0 (the shared node's fair share"));
+  // bo's job started well before ana's 6 s jobs would have ended on their own.
+  double first_a = 1e300;
+  for (const Ran& r : as) first_a = std::min(first_a, r.start);
+  EXPECT_LT(bs[0].start - first_a, 5.5) << ra.out << "\n" << rb.out;
+}
+
 // On a shared node a user reads another's plan but does not act on it: kill, hold, retry,
 // requeue, add, pause say whose plan it is and change nothing (not even with --state-dir, which
 // would act on a state of their own and say the job is not running).

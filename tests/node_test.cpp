@@ -121,6 +121,50 @@ TEST(NodeDecision, NoGpuIsGivenTwiceNorOneAHoldTakes) {
   EXPECT_EQ(starts(d, users), (std::vector<std::string>{"bo:b1", "cy:c1", "cy:c2", "ana:a1"}));
 }
 
+// Preemption across users (issue 44): bo, charged less, waits for 2 GPUs that ana's preemptible
+// jobs hold; the decision preempts the fewest that let him start, the latest started, and keeps
+// their GPUs for him; a user charged more preempts nobody; a hold before its least run is left;
+// once the victims stop, the next decision keeps the GPUs again and stops no more.
+TEST(NodeDecision, ALessChargedUsersWantPreemptsTheFewestLatestPreemptibleHolds) {
+  auto hold = [](std::string id, int g, double start, bool preemptible) {
+    NodeHold h{std::move(id), {g}, 100 + g, 1, start, 10};
+    h.preemptible = preemptible;
+    h.preempt_after = start + 60;
+    return h;
+  };
+  std::vector<NodeHold> ana_holds;
+  for (int g = 0; g < 8; ++g) ana_holds.push_back(hold("a" + std::to_string(g), g, kNow - 3600 + 60 * g, g != 7));
+  std::vector<NodeUser> users = {user("ana", 10, {}, ana_holds), user("bo", 0, {want("b1", 2)})};
+  NodeDecision d = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr);
+  ASSERT_EQ(d.preempts.size(), 2u) << "a pair: two 1-GPU jobs";
+  std::set<std::string> stopped;
+  for (const NodePreempt& p : d.preempts) stopped.insert(users[p.user].runs[p.run].holds[p.hold].id);
+  // The latest started: a7 (not preemptible), then a6 and a5 (the original's placement takes any two).
+  EXPECT_EQ(stopped, (std::set<std::string>{"a5", "a6"}));
+  EXPECT_EQ(d.kept, mask_of({5, 6}));
+  EXPECT_TRUE(d.starts.empty());
+  // Charged more than ana: bo preempts nobody.
+  users[1].usage_gpu_hours = 1000;
+  EXPECT_TRUE(decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr).preempts.empty());
+  users[1].usage_gpu_hours = 0;
+  // Holds that have not run their least yet are left.
+  for (NodeHold& h : users[0].runs[0].holds) h.preempt_after = kNow + 10;
+  EXPECT_TRUE(decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr).preempts.empty());
+  // a4 and a5 stopping: nothing more is stopped, and their GPUs stay kept for b1.
+  for (NodeHold& h : users[0].runs[0].holds) {
+    h.preempt_after = kNow - 1;
+    h.preempting = h.id == "a5" || h.id == "a6";
+  }
+  NodeDecision again = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr);
+  EXPECT_TRUE(again.preempts.empty());
+  EXPECT_EQ(again.kept, mask_of({5, 6}));
+  // Written and read back, the holds keep what preemption reads.
+  NodeUser back = users[0];
+  std::string text = write_node_user(back);
+  EXPECT_NE(text.find("\"preempting\": true"), std::string::npos);
+  EXPECT_NE(text.find("\"preempt_after\""), std::string::npos);
+}
+
 TEST(NodeDecision, EveryRunComputesTheSameAnswer) {
   std::vector<NodeUser> users = {user("ana", 3, {want("a1", 2), want("a2", 4, 8)}),
                                  user("bo", 1, {want("b1", 1), want("b2", 2)})};

@@ -700,7 +700,7 @@ void Engine::operator()(const ev::Preempt& e) {
     fx_.refused = Refusal::Requeueing;
     return;
   }
-  Preemption p{e.job, e.by, e.at - r->start, e.at - r->start};
+  Preemption p{e.job, e.by, e.at - r->start, e.at - r->start, e.other};
   Running next = *r;
   next.preempt = e.at;
   fx_.stops.push_back({e.job, Cause::Preempt});

@@ -115,6 +115,12 @@ std::string write_node_user(const NodeUser& user) {
       holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"pid", h.pid}, {"pid_start", h.pid_start},
                        {"start", h.start}, {"est_hours", h.est_hours}});
       if (h.mem_gib > 0) holds.back()["mem_gib"] = h.mem_gib;
+      // Preemption's keys only where they say something: an older file reads as before.
+      if (h.preemptible) {
+        holds.back()["preemptible"] = true;
+        holds.back()["preempt_after"] = h.preempt_after;
+      }
+      if (h.preempting) holds.back()["preempting"] = true;
     }
     for (const NodeWant& w : r.wants) {
       wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
@@ -191,6 +197,13 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         h.start = number(hj, "start");
         h.est_hours = number(hj, "est_hours");
         h.mem_gib = packed_gib_of(hj);
+        auto flag = [&](const char* key) {
+          auto it = hj.find(key);
+          return it != hj.end() && it->is_boolean() && it->get<bool>();
+        };
+        h.preemptible = flag("preemptible");
+        h.preempting = flag("preempting");
+        if (h.preemptible && hj.contains("preempt_after")) h.preempt_after = number(hj, "preempt_after");
         const json& g = hj.at("gpus");
         if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
         std::string bad;
@@ -256,6 +269,13 @@ double unaccounted_and_ahead(const NodeHold& h, double accounted, double now) {
 
 }  // namespace
 
+double user_charge(const NodeUser& user, double now, const NodeConfig& config) {
+  double charge = decayed_usage(user.usage_gpu_hours, user.usage_at, now, config.half_life_days);
+  for (const NodeRun& r : user.runs)
+    for (const NodeHold& h : r.holds) charge += unaccounted_and_ahead(h, r.accounted, now);
+  return charge / config.limits_of(user.name).share;
+}
+
 std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now, const NodeConfig& config) {
   struct Queue {
     size_t user;
@@ -267,13 +287,9 @@ std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now,
   std::vector<double> share(users.size());
   for (size_t u = 0; u < users.size(); ++u) {
     share[u] = config.limits_of(users[u].name).share;
-    Queue q{u, decayed_usage(users[u].usage_gpu_hours, users[u].usage_at, now, config.half_life_days), {}};
-    for (size_t r = 0; r < users[u].runs.size(); ++r) {
-      for (const NodeHold& h : users[u].runs[r].holds)
-        q.charge += unaccounted_and_ahead(h, users[u].runs[r].accounted, now);
+    Queue q{u, user_charge(users[u], now, config), {}};
+    for (size_t r = 0; r < users[u].runs.size(); ++r)
       for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) q.wants.push_back({u, r, w});
-    }
-    q.charge /= share[u];
     auto want = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
     std::stable_sort(q.wants.begin(), q.wants.end(),
                      [&](const NodeSlot& a, const NodeSlot& b) { return want(a).priority < want(b).priority; });
@@ -325,6 +341,98 @@ std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
   return gib;
 }
 
+namespace {
+
+// Preemption across users (NodeDecision::preempts): for the first want in fair order that the
+// pass left waiting (not capped, taking its GPUs whole), the fewest preemptible holds of users
+// charged more than its own, that have run their least, whose GPUs with the free ones let it
+// start; the latest started first (the least work lost: other users' checkpoints are not known
+// here). Holds stopping already count as free soon: when they are enough, nothing more stops.
+void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
+                          const NodeConfig& config, const Placement* placement, bool pack,
+                          const std::vector<char>& out, NodeDecision& d) {
+  std::vector<char> started(d.order.size(), 0);
+  std::vector<GpuMask> gave(d.order.size(), 0);  // per want in fair order: the GPUs the pass gave it
+  for (const NodeStart& st : d.starts)
+    for (size_t k = 0; k < d.order.size(); ++k)
+      if (d.order[k].user == st.slot.user && d.order[k].run == st.slot.run && d.order[k].want == st.slot.want) {
+        started[k] = 1;
+        gave[k] = mask_of(st.gpus);
+      }
+  std::optional<size_t> first;
+  for (size_t k = 0; k < d.order.size() && !first; ++k)
+    if (!out[k] && !started[k]) first = k;
+  if (!first) return;
+  // The GPUs wants before it took; those the pass gave wants after it (backfill) are its to keep.
+  GpuMask taken = 0;
+  for (size_t k = 0; k < *first; ++k) taken |= gave[k];
+  const NodeSlot slot = d.order[*first];
+  const NodeWant& want = users[slot.user].runs[slot.run].wants[slot.want];
+  if (pack && want.mem_gib > 0) return;
+  GpuMask avail = free & ~d.held & ~taken;
+  bool stopping = false;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds)
+        if (h.preempting && !(h.mem_gib > 0)) {
+          avail |= mask_of(h.gpus) & node;
+          stopping = true;
+        }
+  if (std::optional<std::vector<int>> now_fits = pick_gpus(want.gpus, avail, placement)) {
+    if (stopping) {
+      d.kept = mask_of(*now_fits);
+      d.kept_for = slot;
+    }
+    return;
+  }
+  const double mine = user_charge(users[slot.user], now, config);
+  struct Victim {
+    size_t user, run, hold;
+    GpuMask gpus;
+    double start;
+  };
+  std::vector<Victim> c;
+  for (size_t u = 0; u < users.size(); ++u) {
+    if (u == slot.user || !(user_charge(users[u], now, config) > mine)) continue;
+    for (size_t r = 0; r < users[u].runs.size(); ++r)
+      for (size_t i = 0; i < users[u].runs[r].holds.size(); ++i) {
+        const NodeHold& h = users[u].runs[r].holds[i];
+        if (!h.preemptible || h.preempting || h.mem_gib > 0 || now < h.preempt_after || h.gpus.empty()) continue;
+        c.push_back({u, r, i, mask_of(h.gpus) & node, h.start});
+      }
+  }
+  std::sort(c.begin(), c.end(), [&](const Victim& a, const Victim& b) {
+    if (a.start != b.start) return a.start > b.start;
+    const NodeHold &ha = users[a.user].runs[a.run].holds[a.hold], &hb = users[b.user].runs[b.run].holds[b.hold];
+    return std::tie(users[a.user].name, users[a.user].runs[a.run].plan, ha.id) <
+           std::tie(users[b.user].name, users[b.user].runs[b.run].plan, hb.id);
+  });
+  constexpr size_t kMost = 12;
+  if (c.size() > kMost) c.resize(kMost);
+  const size_t n = c.size();
+  for (size_t k = 1; k <= n; ++k) {
+    std::vector<size_t> idx(k);
+    for (size_t i = 0; i < k; ++i) idx[i] = i;
+    while (true) {
+      GpuMask m = avail;
+      for (size_t i : idx) m |= c[i].gpus;
+      if (std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement)) {
+        for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
+        d.kept = mask_of(*gpus);
+        d.kept_for = slot;
+        return;
+      }
+      size_t i = k;
+      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
+      if (i == 0) break;
+      ++idx[i - 1];
+      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
+    }
+  }
+}
+
+}  // namespace
+
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement,
                          const NodeRoom& room) {
@@ -368,6 +476,12 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     int more = pack && w.mem_gib > 0 && w.gpus <= cap[u] ? 0 : w.gpus;
     if (cap[u] >= 0 && count(held[u]) + more > cap[u]) out[k] = 1;
   }
+  // The pass (below), made again with `closed` kept from every want: the GPUs a preemption keeps
+  // for its want.
+  std::vector<char> out0 = out;
+  auto run_pass = [&](GpuMask closed) {
+  d.starts.clear();
+  out = out0;
   // The pass over the wants left, in fair order (one priority: ready order is position); when
   // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
   // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
@@ -395,7 +509,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     for (size_t k = 0; k < all.size(); ++k) all[k] = k;
     ReadySet ready(plan, backfill_max_hours, all, pack);
     PassInput in;
-    in.free = free & node & ~d.held;
+    in.free = free & node & ~d.held & ~closed;
     in.node = node;
     in.placement = placement;
     in.spread = spread;
@@ -423,6 +537,10 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     for (Start& s : r.starts) d.starts.push_back({d.order[slot_of[s.job]], std::move(s.gpus)});
     break;
   }
+  };
+  run_pass(0);
+  preempt_across_users(users, free & node, node, now, config, placement, pack, out, d);
+  if (d.kept) run_pass(d.kept);
   for (size_t k = 0; k < d.order.size(); ++k)
     if (out[k]) {
       d.capped.push_back(d.order[k]);

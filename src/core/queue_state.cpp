@@ -55,8 +55,9 @@ void QueueState::write_back(double now) {
     if (c.cause == Cause::Preempt)  // whom it gives way to, and the work it loses, in its entry and its event
       for (const Preemption& p : engine_->effects().preempted)
         if (p.job == c.job) {
-          e.preempt_for = p.by ? plan_->jobs[*p.by].id : "";
-          detail = fmt::format("{}; it ran {}, {} since its last checkpoint", p.by ? "for " + *e.preempt_for : "by hand",
+          e.preempt_for = p.by ? plan_->jobs[*p.by].id : p.other;
+          detail = fmt::format("{}; it ran {}, {} since its last checkpoint",
+                               !e.preempt_for->empty() ? "for " + *e.preempt_for : "by hand",
                                duration_text(p.ran), duration_text(p.unsaved));
         }
     const std::string& id = plan_->jobs[c.job].id;

@@ -332,6 +332,14 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   const std::pair<std::string_view, std::string_view> own{me_, plan_};
   others_packed_ = packed_gib_on(v.users, &own);
   NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);
+  preempts_.clear();
+  for (const NodePreempt& p : d.preempts) {
+    const NodeUser& u = v.users[p.user];
+    if (u.name != me_ || u.runs[p.run].plan != plan_) continue;
+    const NodeUser& w = v.users[p.want.user];
+    preempts_.push_back({u.runs[p.run].holds[p.hold].id,
+                         fmt::format("{}'s {}", w.name, w.runs[p.want.run].wants[p.want.want].id)});
+  }
   for (const NodeSlot& s : d.never) {
     const NodeUser& u = v.users[s.user];
     const NodeWant& w = u.runs[s.run].wants[s.want];

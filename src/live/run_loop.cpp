@@ -373,7 +373,7 @@ void RunLoop::decide(Tick& t) {
     tick.checkpoints = checkpoints;
   }
   const Effects& fx = q_->apply(tick, t.now);
-  t.preempts = fx.preempted;
+  t.preempts.insert(t.preempts.end(), fx.preempted.begin(), fx.preempted.end());
   for (size_t j : fx.retried) {
     long long n = 0;
     for (const Change& c : fx.changes)
@@ -520,7 +520,8 @@ void RunLoop::send_preempts(Tick& t) {
     bool sent = send_preempt_signal(os_.launcher, s, job);
     std::string why = p.by ? fmt::format("for {} (more urgent: priority {:g} before {:g})", plan_.jobs[*p.by].id,
                                          plan_.jobs[*p.by].priority, job.priority)
-                           : std::string("by hand");
+                      : !p.other.empty() ? fmt::format("for {} (the shared node's fair share: theirs is below yours)", p.other)
+                                         : std::string("by hand");
     say(t.now, fmt::format("preempt {} {}: it ran {}, {} since its last checkpoint; {}{}", job.id, why,
                            duration_text(p.ran), duration_text(p.unsaved),
                            sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),

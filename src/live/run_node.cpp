@@ -48,6 +48,13 @@ void RunLoop::node_enter(Tick& t) {
       }
     }
     t.node_in = true;
+    // The node-wide decision preempts jobs of this run for another user's (a fair share below
+    // its user's): each stops as the engine's own preemptions do, signalled once the state is saved.
+    for (const auto& [id, other] : node_->preempts())
+      if (std::optional<size_t> j = index_of(id)) {
+        const Effects& fx = q_->apply(ev::Preempt{*j, t.now, std::nullopt, other}, t.now);
+        for (const Preemption& p : fx.preempted) t.preempts.push_back(p);
+      }
     if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
     node_problem_.clear();
     if (!wants.empty()) t.wake_in = std::min(t.wake_in, std::min(opt_.poll, kNodeLook));
@@ -74,6 +81,10 @@ void RunLoop::node_publish(Tick& t) {
     const Job* j = job_of(id);
     holds.push_back({id, *s.gpus, s.pid.value_or(0), s.pid_start.value_or(0), s.start.value_or(t.now),
                      j ? j->est_hours : 0, j ? q_->engine().packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0});
+    // Whether another user's waiting job may preempt it, from when, and whether it is stopping.
+    holds.back().preemptible = j && q_->engine().policy().preemptible(*j);
+    holds.back().preempt_after = s.start.value_or(t.now) + opt_.preempt_min_minutes * 60;
+    holds.back().preempting = s.preempt.has_value();
   }
   try {
     node_->publish(t.now, std::move(holds), node_wants());

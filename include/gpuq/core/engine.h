@@ -72,8 +72,9 @@ struct Kill { size_t job; double at; };                        ///< `gpuq kill`
 struct Requeue { size_t job; double at; };                     ///< `gpuq requeue`
 struct Preempt {                                               ///< stop a running preemptible job to give
   size_t job;                                                  ///< its GPUs to `by` (none: `gpuq preempt`
-  double at;                                                   ///< by hand); it runs again later
+  double at;                                                   ///< by hand, or `other`'s); it runs again later
   std::optional<size_t> by;
+  std::string other{};                                         ///< another user's job it gives way to ("bo's eval")
 };
 struct Files { size_t job; bool present; };                    ///< its file: deps exist (or not) now
 struct Dequeued { size_t job; };                               ///< its batch queue no longer has it (it never ran)
@@ -119,9 +120,10 @@ enum class Refusal {
 /// A preemption the engine made (or `gpuq preempt` asked for): `job` is stopped for `by`.
 struct Preemption {
   size_t job;
-  std::optional<size_t> by;  ///< none: by hand
+  std::optional<size_t> by;  ///< none: by hand, or `other`
   double ran = 0;            ///< how long it ran since its start (driver's time)
   double unsaved = 0;        ///< how long since its last checkpoint (its start when none): the work lost
+  std::string other{};       ///< another user's job it gives way to, on a shared node ("bo's eval")
 };
 
 /// What the engine asks of its driver after an event.

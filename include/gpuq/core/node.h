@@ -26,6 +26,9 @@ struct NodeHold {
   double est_hours = 0;
   double mem_gib = 0;                 ///< it packs: the GiB it declared on each of its GPUs (its
                                       ///< gpu_mem_gib), which other packed jobs may share; 0: whole
+  bool preemptible = false;           ///< another user's waiting job may preempt it (preempt.h)
+  double preempt_after = 0;           ///< ... once this time has passed (its start + its run's preempt_min_minutes)
+  bool preempting = false;            ///< its run is stopping it for a preemption: its GPUs come free soon
 };
 
 /// A ready job of a run that waits for GPUs, in its run's ready order.
@@ -121,6 +124,10 @@ struct NodeSlot {
 std::vector<NodeSlot> fair_order(const std::vector<NodeUser>& users, double now, const NodeConfig& config);
 
 /// A want the node-wide pass gives GPUs.
+/// A user's charge in the fair order (see fair_order): their decayed usage, what their holds used
+/// since their runs last accounted and the GPU-hours still ahead of them, over their share.
+double user_charge(const NodeUser& user, double now, const NodeConfig& config);
+
 struct NodeStart {
   NodeSlot slot;
   std::vector<int> gpus;
@@ -132,6 +139,12 @@ struct NodeStart {
 /// it is left out of the pass (so it neither starts nor holds GPUs back for itself). Several
 /// jobs on one GPU: a want that packs (mem_gib) may also start on a GPU only packed holds
 /// take, whoever's, where their declared GiB leave room for its own; never on a whole hold's.
+/// A hold the node-wide decision preempts: the hold (user, run, index into its holds), for a want.
+struct NodePreempt {
+  NodeSlot want;
+  size_t user = 0, run = 0, hold = 0;
+};
+
 struct NodeDecision {
   GpuMask held = 0;                   ///< the GPUs some hold takes
   GpuMask shared = 0;                 ///< of `held`, those only packed holds take
@@ -140,6 +153,14 @@ struct NodeDecision {
   std::vector<NodeSlot> order;
   std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached
   std::vector<NodeSlot> never;        ///< of `capped`, those wider than the cap: they never start
+  /// Preemption across users: the first want in fair order left waiting, whose user is charged
+  /// less than another user holding preemptible jobs that have run their least, gets the fewest
+  /// of those holds that let it start (the latest started first): each is preempted by its own
+  /// run. The GPUs it will start on (`kept`) are kept from every other want meanwhile; a later
+  /// decision that finds those holds stopping (`preempting`) keeps them again and stops no more.
+  std::vector<NodePreempt> preempts;
+  GpuMask kept = 0;
+  std::optional<NodeSlot> kept_for;
 };
 
 /// The GPUs the holds of user `u` take.

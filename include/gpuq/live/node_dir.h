@@ -107,6 +107,10 @@ class NodeShare {
   /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
   const std::vector<double>& others_packed() const { return others_packed_; }
 
+  /// This run's holds the last decision preempts for another user's want: (the job's id, whose
+  /// want: "bo's eval"). The run stops each (its own preemption), and publishes it `preempting`.
+  const std::vector<std::pair<std::string, std::string>>& preempts() const { return preempts_; }
+
   const std::string& dir() const { return dir_; }
   /// Someone else's run waits for GPUs (the last enter saw it).
   bool others_wait() const { return others_wait_; }
@@ -126,6 +130,7 @@ class NodeShare {
   bool others_wait_ = false;
   std::vector<std::string> others_files_;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
+  std::vector<std::pair<std::string, std::string>> preempts_;  // preempts()
   bool first_ = true;
   bool own_ = false;                   // decide_at_first_look
   std::optional<double> arrived_;      // the first enter's now
