@@ -121,5 +121,19 @@ TEST(Trial, StatusWatchJsonIsAStreamOfObjects) {
   EXPECT_THAT(zero.err, HasSubstr("--watch: must be seconds above 0"));
 }
 
+// --pairs naming GPUs the node does not have: a pair that would never be used is refused by name.
+TEST(Trial, PairsOfGpusTheNodeDoesNotHaveAreRefused) {
+  PlanFolder p(8);
+  p.d.write("job.sh", "true\n");
+  p.plan(R"([{"id": "a", "script": "job.sh", "gpus": 2}])");
+  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+           {"status", "--pairs", "0-9"}, {"simulate", "--pairs", "0-9"}, {"run", "--gpus", "0-3", "--pairs", "4-5"}}) {
+    Output o = p.gpuq(cmd);
+    EXPECT_EQ(o.status, 2) << cmd[0] << o.out << o.err;
+    EXPECT_THAT(o.err, HasSubstr("of this node")) << cmd[0];
+  }
+  EXPECT_FALSE(p.has_state()) << "run started nothing";
+}
+
 }  // namespace
 }  // namespace gpuq::test

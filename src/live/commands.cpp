@@ -44,7 +44,7 @@ namespace {
 // --pairs and --on-event into `opt`; the problem with either, or "".
 std::string take_placement_and_hooks(const PlanSetup& s, RunOptions& opt) {
   std::string problem;
-  std::optional<Placement> placement = parse_pairs(s.pairs.empty() ? "auto" : s.pairs, &problem);
+  std::optional<Placement> placement = placement_of(s, "auto", opt.node_gpus, &problem);
   if (!placement) return problem;
   opt.placement = *placement;  // auto: run_queue reads the topology from its probe
   for (const std::string& text : opt.on_event)

@@ -403,7 +403,7 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
   std::string err;
   std::vector<int> ids = parse_gpu_list(s.gpus, &err).value_or(std::vector<int>{});
   RunOptions opt = run_options(s, ids);
-  std::optional<Placement> placement = parse_pairs(s.pairs.empty() ? "auto" : s.pairs, problem);
+  std::optional<Placement> placement = placement_of(s, "auto", ids, problem);
   if (!placement) return std::nullopt;
   std::unique_ptr<GpuProbe> probe = probe_of(opt);
   GpusLook out;
@@ -520,7 +520,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   l.opt = run_options(s, l.gpus);
   l.opt.workdir = workdir_of(s, plan.workdir).path;
   std::string pairs_err;
-  std::optional<Placement> placement = parse_pairs(s.pairs.empty() ? ask.pairs_default : s.pairs, &pairs_err);
+  std::optional<Placement> placement = placement_of(s, ask.pairs_default, l.gpus, &pairs_err);
   if (!placement) throw BadLook(pairs_err);
   l.opt.placement = std::move(*placement);
   l.opt.paused = ask.run && paused_since(l.paths).has_value();  // the prediction starts nothing new (outlook.h)

@@ -265,6 +265,24 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   return opt;
 }
 
+std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const std::vector<int>& gpus,
+                                      std::string* problem) {
+  std::string text = s.pairs.empty() ? dflt : s.pairs;
+  std::optional<Placement> p = parse_pairs(text, problem);
+  if (!p || gpus.empty()) return p;
+  GpuMask node = mask_of(gpus);
+  std::vector<int> outside;
+  for (auto [a, b] : p->pairs)
+    for (int g : {a, b})
+      if (!(node >> g & 1)) outside.push_back(g);
+  if (outside.empty()) return p;
+  *problem = fmt::format("--pairs {}: {} {} {} of this node (it has {}); a pair of GPUs it does not have "
+                         "would never be used: name pairs of its GPUs",
+                         text, outside.size() == 1 ? "GPU" : "GPUs", py_list(outside).substr(1, py_list(outside).size() - 2),
+                         outside.size() == 1 ? "is not a GPU" : "are not GPUs", py_list(gpus));
+  return std::nullopt;
+}
+
 std::string plan_in_reach(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* env = std::getenv("GPUQ_PLAN"); env && *env) return env;

@@ -113,6 +113,12 @@ std::string absolute_workdir(const Workdir& wd);
 /// The run options the settings give for the node's GPUs `gpus`.
 RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus);
 
+/// The --pairs setting (or `dflt` when unset) as a Placement for the node's `gpus` (the topology
+/// of "auto" is the caller's to read); nullopt with the problem: not a placement, or pairs that
+/// name GPUs the node does not have (such a pair would never be used).
+std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const std::vector<int>& gpus,
+                                      std::string* problem);
+
 /// The plan file a command takes when none is named: $GPUQ_PLAN, else ./plan.json when it is a
 /// file; "" when there is none.
 std::string plan_in_reach(const std::string& given);
