@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "gpuq/core/events.h"
 #include "gpuq/core/node.h"
@@ -413,6 +414,22 @@ TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   EXPECT_THAT(s.out, ::testing::ContainsRegex("daemon +theirs +\\[0, 1, 2, 3, 4, 5, 6\\] +running .*; its gpuq run has "
                                               "ended \\(the job goes on, its GPUs kept until it ends\\)"))
       << s.out;
+  // The same look as JSON, for scripts: daemon's hold on 7 GPUs, its run ended.
+  Output j = run_gpuq({"status", "--node", "--json", "--node-dir", node.dir}, node.root.path(), node.env);
+  ASSERT_EQ(j.status, 0) << j.err;
+  nlohmann::json n = nlohmann::json::parse(j.out);
+  EXPECT_EQ(n["dir"], node.dir);
+  EXPECT_EQ(n["gpus_held"], 7) << j.out;
+  bool found = false;
+  for (const auto& u : n["users"])
+    for (const auto& r : u["runs"])
+      for (const auto& h : r["holds"])
+        if (u["name"] == "daemon") {
+          found = true;
+          EXPECT_EQ(h["gpus"].size(), 7u) << j.out;
+          EXPECT_TRUE(r["ended"].get<bool>()) << j.out;
+        }
+  EXPECT_TRUE(found) << j.out;
   Output o = run_beside(node);
   EXPECT_EQ(o.status, 0) << o.out << o.err;
   std::vector<Ran> mine = records("root", node.root.path() + "/root");

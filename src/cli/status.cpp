@@ -51,7 +51,7 @@ int print_status(const Flags& f, const Look& l, const LookAsk& ask) {
 
 // status --node: every user's running and waiting jobs on the shared node.
 int status_node(const Flags& f) {
-  NodeStatus n = node_status(f);
+  NodeStatus n = node_status(f, f.json);
   if (!n.problem.empty()) {
     fmt::print(stderr, "gpuq status --node: {}\n", n.problem);
     return n.bad_input ? kExitBadInput : kExitFailure;

@@ -335,7 +335,7 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   return look;
 }
 
-NodeStatus node_status(const PlanSetup& s) {
+NodeStatus node_status(const PlanSetup& s, bool json) {
   // The node of the plan's run (--plan, $GPUQ_PLAN or ./plan.json, when there is one), unless named.
   PlanSetup g = s;
   g.plan = plan_in_reach(s.plan);
@@ -360,6 +360,10 @@ NodeStatus node_status(const PlanSetup& s) {
     if (!ids) throw std::runtime_error("--gpus: " + err);
     GpuMask node = mask_of(*ids);
     NodeView v = read_node_dir(dir, node);
+    if (json) {
+      out.text = node_json(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids));
+      return out;
+    }
     out.text = node_text(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids));
     // Readable but not usable by this user: their runs would start nothing; say so here too.
     if (std::string why = node_dir_problem(dir); !why.empty())

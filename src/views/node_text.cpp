@@ -2,9 +2,11 @@
 #include "gpuq/views/node_text.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <set>
 
@@ -95,6 +97,48 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
     out += fmt::format("GPU-hours used (half-life {:g} days; the least used go first): {}\n", config.half_life_days,
                        shares);
   return out;
+}
+
+std::string node_json(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
+                      GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
+                      const NodeRoom& room) {
+  using nlohmann::ordered_json;
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
+  // Each want's place in the node's fair order, and its reason.
+  std::map<std::tuple<size_t, size_t, size_t>, size_t> at;
+  for (size_t k = 0; k < w.d.order.size(); ++k) at[{w.d.order[k].user, w.d.order[k].run, w.d.order[k].want}] = k;
+  ordered_json out;
+  out["dir"] = dir;
+  out["now"] = now;
+  out["notes"] = notes;
+  out["gpus_held"] = count(w.d.held);
+  ordered_json us = ordered_json::array();
+  for (size_t u = 0; u < users.size(); ++u) {
+    ordered_json runs = ordered_json::array();
+    for (size_t r = 0; r < users[u].runs.size(); ++r) {
+      const NodeRun& run = users[u].runs[r];
+      ordered_json holds = ordered_json::array(), wants = ordered_json::array();
+      for (const NodeHold& h : run.holds)
+        holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"start", h.start}, {"est_hours", h.est_hours},
+                         {"mem_gib", h.mem_gib}, {"preemptible", h.preemptible}, {"preempting", h.preempting}});
+      for (size_t i = 0; i < run.wants.size(); ++i) {
+        const NodeWant& x = run.wants[i];
+        ordered_json j = {{"id", x.id}, {"gpus", x.gpus}, {"priority", x.priority}, {"est_hours", x.est_hours},
+                          {"mem_gib", x.mem_gib}};
+        if (auto k = at.find({u, r, i}); k != at.end()) {
+          const NodeWhy& y = w.why[k->second];
+          j["place"] = y.place;
+          j["why"] = node_why_text(y, now);
+          j["start"] = y.kind == NodeWhy::Kind::Later ? ordered_json(y.start) : ordered_json(nullptr);
+        }
+        wants.push_back(std::move(j));
+      }
+      runs.push_back({{"plan", run.plan}, {"pid", run.pid}, {"ended", run.gone}, {"holds", holds}, {"wants", wants}});
+    }
+    us.push_back({{"name", users[u].name}, {"usage_gpu_hours", users[u].usage_gpu_hours}, {"runs", runs}});
+  }
+  out["users"] = us;
+  return out.dump(1) + "\n";
 }
 
 }  // namespace gpuq

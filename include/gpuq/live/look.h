@@ -130,7 +130,7 @@ struct NodeStatus {
   std::string text, problem;
   bool bad_input = false;
 };
-NodeStatus node_status(const PlanSetup& s);
+NodeStatus node_status(const PlanSetup& s, bool json = false);
 
 /// When a job of `plan` runs from a snapshot and the workdir is in no git repository: one line
 /// naming the plan file, the job (or the setting) and the problem. Else "".
