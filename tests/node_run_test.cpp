@@ -401,6 +401,24 @@ TEST(NodeRun, ARunIsNotToldOfItsOwnOldClaimsReaped) {
   EXPECT_TRUE(said(read_node_dir(node.dir, all, "daemon", "/home/daemon/other.json")));
 }
 
+// A run's own job that has ended and is not yet reaped by the run keeps its hold in the run's own
+// reading: its GPUs are still busy to the run, and (a preempted job stopping) they are the ones
+// the node-wide decision counts on. Read by anyone else, the hold is reaped.
+TEST(NodeRun, ARunsOwnEndedJobKeepsItsHoldUntilTheRunReapsIt) {
+  NEEDS_ROOT();
+  Node node;
+  pid_t dead = ended_process();
+  plant(node, "daemon", claim("daemon", {2, 3}, dead, getpid()));
+  GpuMask all = mask_of({0, 1, 2, 3, 4, 5, 6, 7});
+  NodeView own = read_node_dir(node.dir, all, "daemon", "/home/daemon/plan.json");
+  ASSERT_EQ(own.users.size(), 1u);
+  ASSERT_EQ(own.users[0].runs[0].holds.size(), 1u);
+  EXPECT_EQ(own.users[0].runs[0].holds[0].gpus, (std::vector<int>{2, 3}));
+  NodeView others = read_node_dir(node.dir, all);
+  ASSERT_EQ(others.users.size(), 1u);
+  EXPECT_TRUE(others.users[0].runs[0].holds.empty());
+}
+
 TEST(NodeRun, ALiveClaimOfAnotherUsersKeepsItsGpus) {
   NEEDS_ROOT();
   Node node;
@@ -972,7 +990,7 @@ TEST(NodeRun, ALessChargedUsersJobPreemptsAnothersPreemptibleJobsWhichResume) {
   for (const Ran& r : as) ++attempts[r.id];
   int twice = 0;
   for (const auto& [id, n] : attempts) twice += n == 2;
-  EXPECT_EQ(twice, 2) << ra.out;
+  EXPECT_EQ(twice, 2) << ra.out << ra.err << "\nBO\n" << rb.out << rb.err;
   EXPECT_EQ(attempts.size(), 8u);
   std::vector<Ran> all = as;
   all.push_back(bs[0]);

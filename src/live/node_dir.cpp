@@ -201,8 +201,12 @@ NodeView read_node_dir(const std::string& dir, GpuMask node, std::string_view ow
       bool run_alive = alive(r.pid, r.pid_start);
       r.gone = !run_alive;
       if (!run_alive) r.wants.clear();
+      // The reading run's own holds stay: a job of it that has ended but is not yet reaped (its
+      // GPUs still busy to the run, a preempted one stopping) is the run's to end at its tick; left
+      // out here, its GPUs would be neither free nor held, and a preemption would take more.
+      const bool this_run = user == own_user && r.plan == own_plan && r.pid == getpid();
       std::erase_if(r.holds, [&](const NodeHold& h) {
-        if (h.pid ? alive(h.pid, h.pid_start) : run_alive) return false;
+        if (this_run || (h.pid ? alive(h.pid, h.pid_start) : run_alive)) return false;
         if (!run_alive && !(user == own_user && r.plan == own_plan))
           v.notes.push_back(fmt::format("{}'s claim for {} (GPUs {}) reaped: its process {} has ended", user, h.id,
                                         py_list(h.gpus), h.pid));
