@@ -91,6 +91,10 @@ void add_quiet_minutes(CLI::App* sub, Flags& f);
 /// Adds --preemptible, --preempt-grace and --preempt-min-minutes (run, status, simulate, settings).
 void add_preempt_flags(CLI::App* sub, Flags& f);
 
+/// Adds --node-cpus and --node-mem-gib, and --reserve-cpus and --reserve-mem-gib (not listed on
+/// lines of their own): the rest of the box (run, status, simulate, settings).
+void add_host_flags(CLI::App* sub, Flags& f);
+
 /// Adds --gpu-mem-gib and --gpu-mem-headroom (several jobs on one GPU).
 void add_gpu_memory(CLI::App* sub, Flags& f);
 

@@ -107,6 +107,28 @@ void add_preempt_flags(CLI::App* sub, Flags& f) {
                       ->type_name("M"));
 }
 
+void add_host_flags(CLI::App* sub, Flags& f) {
+  setting_flag(f, sub->add_option("--node-cpus", f.node_cpus,
+                                  "cores jobs may use at once, counted where a job gives cpus or mem_gib (0: this "
+                                  "machine's less --reserve-cpus, 1)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("N"));
+  setting_flag(f, sub->add_option("--node-mem-gib", f.node_mem_gib,
+                                  "GiB of host memory jobs may use at once, likewise (0: this machine's less "
+                                  "--reserve-mem-gib, 4)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("GIB"));
+  // Said in the two lines above, not on lines of their own: run --help fits a screen.
+  setting_flag(f, sub->add_option("--reserve-cpus", f.reserve_cpus, "cores kept for the system")
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->group(""));
+  setting_flag(f, sub->add_option("--reserve-mem-gib", f.reserve_mem_gib, "GiB of host memory kept for the system")
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->group(""));
+}
+
 void add_quiet_minutes(CLI::App* sub, Flags& f) {
   setting_flag(f, sub->add_option("--quiet-minutes", f.quiet_minutes,
                                   "hang watchdog for every job without quiet_minutes: its log silent and its GPUs "

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   add_man_help_flag(app);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (const auto& [name, text] : help_examples())
-      if (sub->get_name() == name) sub->footer("\nExamples:\n  " + std::string(text));
+      if (sub->get_name() == name) sub->footer("Examples:\n  " + std::string(text));  // CLI11 leaves blank lines before it
 
   try {
     app.parse(argc, argv);

@@ -35,6 +35,7 @@ void add_run_settings(CLI::App* sub, Flags& f) {
   add_gpu_memory(sub, f);
   add_quiet_minutes(sub, f);
   add_preempt_flags(sub, f);
+  add_host_flags(sub, f);
   setting_flag(f, sub->add_option("--nvidia-smi", f.nvidia_smi,
                                   "the nvidia-smi command to probe GPU memory and utilization with (default: "
                                   "$GPUQ_NVIDIA_SMI, else nvidia-smi)")
@@ -68,7 +69,7 @@ void add_run_settings(CLI::App* sub, Flags& f) {
                                   "progress bar (k/N, NN%) at the end of its log")
                       ->capture_default_str()
                       ->check(CLI::IsMember({"true", "false"}).description(""))
-                      ->type_name("BOOL"));
+                      ->type_name("B"));  // one line: run --help fits a screen
   setting_flag(f, sub->add_option("--eta-slip-percent", f.eta_slip_percent,
                                   "an eta event when the plan's predicted finish moves by more than this percent of "
                                   "the time left (and --eta-slip-minutes)")

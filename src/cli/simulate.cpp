@@ -159,6 +159,8 @@ int cmd_simulate(const Flags& given) try {
   opt.max_gpus = l.node.cap;
   opt.preemptible_default = l.opt.preemptible_default;
   opt.preempt_min_minutes = l.opt.preempt_min_minutes;
+  opt.node_cpus = l.opt.node_cpus;
+  opt.node_mem_gib = l.opt.node_mem_gib;
   std::optional<LiveStart> from;
   if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
   if (f.from_state)
@@ -178,6 +180,7 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   add_time_limit_factor(sim, f);
   add_gpu_memory(sim, f);
   add_preempt_flags(sim, f);
+  add_host_flags(sim, f);
   sim->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);

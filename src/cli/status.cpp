@@ -134,6 +134,7 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
   add_gpu_memory(status, f);
   add_quiet_minutes(status, f);
   add_preempt_flags(status, f);
+  add_host_flags(status, f);
   status->add_flag("--node", f.status_node, "every user's running and waiting jobs on the shared node (--node-dir)");
   status->add_option("--node-dir", f.node_dir, "the node directory (default: the run's, $GPUQ_NODE_DIR, /var/lib/gpuq, else your own)")
       ->type_name("DIR");

@@ -62,6 +62,7 @@ PlanIndex::PlanIndex(const Plan& plan) {
   for (size_t j = 0; j < n; ++j) {
     const Job& job = plan.jobs[j];
     own_retries |= job.max_retries.has_value();
+    host_fields |= job.cpus || job.mem_gib > 0;
     if (job.gpu_mem_gib && job.gpus > 0) {
       if (gib.empty()) gib.assign(n, 0);
       gib[j] = static_cast<float>(*job.gpu_mem_gib);
@@ -131,6 +132,23 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
   }
   in_.node = mask_of(policy.node_gpus);
   in_.placement = &policy_.placement;
+  host_ = index_->host_fields && !policy.batch;
+  if (host_) {
+    const double inf = std::numeric_limits<double>::infinity();
+    host_need_.resize(plan.jobs.size());
+    HostNeed least{std::numeric_limits<float>::max(), std::numeric_limits<uint16_t>::max()};
+    for (size_t j = 0; j < plan.jobs.size(); ++j) {
+      const Job& job = plan.jobs[j];
+      HostNeed& n = host_need_[j];
+      n.cpus = static_cast<uint16_t>(std::min(policy.cpus_of(job), 65535));
+      n.mem_gib = job.mem_gib;
+      least = {std::min(least.mem_gib, n.mem_gib), std::min(least.cpus, n.cpus)};
+    }
+    in_.host_total = {policy.node_cpus > 0 ? policy.node_cpus : inf, policy.node_mem_gib > 0 ? policy.node_mem_gib : inf};
+    in_.host_least = least;
+    host_used_.assign(nodes, HostRoom{});
+    host_room_.assign(nodes, HostRoom{});
+  }
   for (size_t j = 0; j < plan.jobs.size(); ++j)
     if (index_->file_dep[j]) file_jobs_.push_back(j);
   // Preemption places jobs on one node's GPUs: none in a batch queue or across a cluster's nodes.
@@ -158,6 +176,7 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   std::fill(whole_use_.begin(), whole_use_.end(), 0);
   std::fill(declared_.begin(), declared_.end(), 0);
   std::fill(busy_.begin(), busy_.end(), 0);
+  std::fill(host_used_.begin(), host_used_.end(), HostRoom{});
   ready_.clear();
   in_ready_.assign(n, 0);
   retries_.clear();
@@ -227,6 +246,11 @@ void Engine::hold_gpus(size_t j, const Running& r, int by) {
       declared_[at] = use == 0 ? 0 : declared_[at] + by * gib;  // no drift once it is empty
     else
       whole_use_[at] += static_cast<uint16_t>(by);
+  }
+  if (host_) {
+    HostRoom& u = host_used_[node];
+    u.cpus += by * host_need_[j].cpus;
+    u.mem_gib = std::max(0.0, u.mem_gib + by * static_cast<double>(host_need_[j].mem_gib));
   }
 }
 
@@ -493,6 +517,12 @@ void Engine::pass(const ev::Tick& t) {
       }
     in_.room = room_;
   }
+  if (host_) {
+    for (size_t n = 0; n < host_used_.size(); ++n)
+      host_room_[n] = {in_.host_total.cpus - host_used_[n].cpus, in_.host_total.mem_gib - host_used_[n].mem_gib};
+    in_.host_room = host_room_;
+    in_.host_need = host_need_;
+  }
   schedule_pass(plan_, ready_, in_, fx_.pass);
   if (t.explain) {
     pass_slot_.resize(plan_.jobs.size(), -1);
@@ -720,6 +750,10 @@ bool Engine::start_held_head(const ev::Tick& t) {
   }
   GpuMask avail = held_for_->gpus & in_.node & ~busy_[0] & ~t.unavailable;
   std::optional<std::vector<int>> gpus = pick_gpus(plan_.jobs[h].gpus, avail, &policy_.placement);
+  if (gpus && host_ &&
+      !HostRoom{in_.host_total.cpus - host_used_[0].cpus, in_.host_total.mem_gib - host_used_[0].mem_gib}.fits(
+          host_need_[h]))
+    gpus.reset();  // its cores or memory are not free yet: as if its GPUs were not
   if (!gpus) {
     bool stopping = std::any_of(held_for_->victims.begin(), held_for_->victims.end(),
                                 [&](size_t v) { return preempting(lives_[v]); });
@@ -885,7 +919,11 @@ Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
   if (k == -3) w.kind = Why::Kind::Paused;
   if (k < 0) return w;
   const PassedOver& h = src.held(static_cast<size_t>(k));
-  w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill : Why::Kind::Gpus;
+  w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill
+           : h.why == PassedOver::Why::Host   ? Why::Kind::Host
+                                              : Why::Kind::Gpus;
+  w.need = h.need;
+  w.host = h.host;
   w.free = h.free_for_job;
   w.closed = h.closed;
   w.room = h.room;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 namespace gpuq {
 
@@ -211,6 +212,26 @@ void read_gpu_mem_gib(JobReader& r, const JobField& f, const element& v) {
     r.job.gpu_mem_gib = *x;
 }
 
+// Cores: a whole number from 1 (a job needs one to run at all).
+void read_cpus(JobReader& r, const JobField& f, const element& v) {
+  if (!json_is_integer(v) || json_as_double(v) < 0)
+    r.add(fmt::format("\"{}\" {}", f.name, check_number(v, true, true)));
+  else if (int64_t(v) == 0)
+    r.add(fmt::format("\"{}\" must be at least 1 (leave it out for a share of the node's cores)", f.name));
+  else if (v.type() == element_type::UINT64 || int64_t(v) > 65535)
+    r.add(fmt::format("\"{}\" is {}, more than any node has", f.name, show(v)));
+  else
+    r.job.cpus = static_cast<uint16_t>(int64_t(v));
+}
+
+void read_mem_gib(JobReader& r, const JobField& f, const element& v) {
+  std::optional<double> x = positive(r, f, v, "no host memory counted");
+  if (x && *x > 1e6)
+    r.add(fmt::format("\"{}\" is {}, more GiB than any node has", f.name, show(v)));
+  else if (x)
+    r.job.mem_gib = std::max(static_cast<float>(*x), std::numeric_limits<float>::min());
+}
+
 void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
   if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
 }
@@ -332,6 +353,13 @@ constexpr JobField kJobFields[] = {
      "none (whole GPUs)",
      "gpuq's own: GiB the job needs on each of its GPUs; jobs that give it share GPUs while their needs fit "
      "(see Several jobs on one GPU)"},
+    {"cpus", P::Nullable, read_cpus, same_as<&Job::cpus>, "whole number ≥ 1",
+     "none (a share of the node's cores)",
+     "gpuq's own: cores the job needs; a job starts where they are free, pinned to them, with `OMP_NUM_THREADS` "
+     "and the like set to it (see CPU cores and host memory)"},
+    {"mem_gib", P::Nullable, read_mem_gib, same_as<&Job::mem_gib>, "number > 0", "none (not counted)",
+     "gpuq's own: GiB of host memory the job needs; a job starts where they are free, and `run` stops it past them "
+     "(see CPU cores and host memory)"},
     {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "
@@ -383,7 +411,15 @@ constexpr JobFieldAlias kJobFieldAliases[] = {
     {"retries", "max_retries"}, {"max_retry", "max_retries"}, {"retry", "max_retries"},
     {"job_id", "id"},
     {"gpu_mem", "gpu_mem_gib"}, {"gpu_memory", "gpu_mem_gib"}, {"gpu_mem_gb", "gpu_mem_gib"},
-    {"mem_per_gpu", "gpu_mem_gib"}, {"vram", "gpu_mem_gib"},   {"vram_gb", "gpu_mem_gib"},
+    {"vram", "gpu_mem_gib"},    {"vram_gb", "gpu_mem_gib"},
+    {"cpus_per_task", "cpus"},  {"cpus_per_gpu", "cpus"},     {"ncpus", "cpus"},
+    {"num_cpus", "cpus"},       {"n_cpus", "cpus"},           {"cpu", "cpus"},
+    {"cores", "cpus"},          {"num_cores", "cpus"},        {"ncores", "cpus"},
+    {"threads", "cpus"},        {"num_threads", "cpus"},      {"cpu_count", "cpus"},
+    {"mem", "mem_gib"},         {"memory", "mem_gib"},        {"mem_gb", "mem_gib"},
+    {"mem_mb", "mem_gib"},      {"memory_gb", "mem_gib"},     {"ram", "mem_gib"},
+    {"ram_gb", "mem_gib"},      {"ram_gib", "mem_gib"},       {"mem_per_gpu", "mem_gib"},
+    {"mem_per_cpu", "mem_gib"}, {"host_mem", "mem_gib"},      {"host_mem_gib", "mem_gib"},
 };
 
 // The names, for the suggestions (plan.h's kJobFieldNames).

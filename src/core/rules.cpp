@@ -80,6 +80,20 @@ std::string busy_by_other_text(int gpu, long long mib) {
   return "GPU " + std::to_string(gpu) + " busy: " + std::to_string(mib) + " MiB in use by another process";
 }
 
+bool Policy::counts_host(const Plan& plan) const {
+  if (batch) return false;
+  for (const Job& j : plan.jobs)
+    if (j.cpus || j.mem_gib > 0) return true;
+  return false;
+}
+
+std::string host_too_big_text(const Policy& p, const Job& j) {
+  if (p.node_cpus > 0 && j.cpus > p.node_cpus)
+    return fmt::format("needs {} cores, the node has {:g} for jobs (node_cpus)", j.cpus, p.node_cpus);
+  return fmt::format("needs {:g} GiB of host memory, the node has {:g} for jobs (node_mem_gib)", j.mem_gib,
+                     p.node_mem_gib);
+}
+
 std::string too_big_text(const Policy& p, const Job& j) {
   double most = p.most_room();
   return fmt::format("needs {:g} GiB on a GPU, more than any takes ({:g} GiB less --gpu-mem-headroom {:g}%: {:.1f})",

@@ -222,8 +222,12 @@ struct PassRunner {
     GpuMask one;
     std::vector<GpuMask> many;  // empty for one node: no allocation
     std::vector<double> room;   // PassInput::room (empty when no job packs)
+    std::vector<HostRoom> host;  // PassInput::host_room (empty when the plan counts no cores nor memory)
     explicit Free(const PassInput& in)
-        : one(in.free), many(in.nodes.begin(), in.nodes.end()), room(in.room.begin(), in.room.end()) {}
+        : one(in.free),
+          many(in.nodes.begin(), in.nodes.end()),
+          room(in.room.begin(), in.room.end()),
+          host(in.host_room.begin(), in.host_room.end()) {}
     size_t nodes() const { return many.empty() ? 1 : many.size(); }
     const double* room_of(size_t n) const { return room.data() + n * (kMaxGpuId + 1); }
     double* room_of(size_t n) { return room.data() + n * (kMaxGpuId + 1); }
@@ -241,7 +245,34 @@ struct PassRunner {
       while (count(*f & ~closed) < n) ++f;
       return *f;
     }
+    /// Cores and memory: node n has room for `need` (always, where the plan counts neither).
+    bool host_fits(size_t n, const HostNeed& need) const { return host.empty() || host[n].fits(need); }
+    /// Some node has room for `least`.
+    bool host_any(const HostNeed& least) const {
+      for (const HostRoom& h : host)
+        if (h.fits(least)) return true;
+      return false;
+    }
+    void take_host(size_t n, const HostNeed& need) {
+      if (host.empty()) return;
+      host[n].cpus -= need.cpus;
+      host[n].mem_gib -= need.mem_gib;
+    }
   };
+
+  // ---- Cores and host memory (PassInput::host_need).
+
+  bool counts_host() const { return !in.host_need.empty(); }
+  const HostNeed& host_need(size_t job) const { return in.host_need[job]; }
+
+  // The first node with `gpus` GPUs free outside `closed` and room for the job's cores and memory,
+  // or -1.
+  int whole_node(Free& free, size_t job, int gpus, GpuMask closed) const {
+    const GpuMask* f = free.begin();
+    for (size_t n = 0; n < free.nodes(); ++n)
+      if (count(f[n] & ~closed) >= gpus && free.host_fits(n, host_need(job))) return static_cast<int>(n);
+    return -1;
+  }
 
   // ---- Jobs that pack (PassInput::room).
 
@@ -256,14 +287,16 @@ struct PassRunner {
     return c;
   }
 
-  // The first node where the packed job of rank k fits, or -1.
-  int packed_node(const Free& free, Key k) const {
+  // The first node where the packed job of rank k fits (`host`: its cores and memory too), or -1.
+  int packed_node(const Free& free, Key k, bool host = true) const {
     const ReadySet::AtRank& a = rs.at_rank_[k];
     double gib = need(a.job);
     for (size_t n = 0; n < free.nodes(); ++n)
-      if (fitting(free, n, gib, closed[a.sig]) >= a.gpus) return static_cast<int>(n);
+      if (fitting(free, n, gib, closed[a.sig]) >= a.gpus && (!host || free.host_fits(n, host_need_or_none(a.job))))
+        return static_cast<int>(n);
     return -1;
   }
+  HostNeed host_need_or_none(size_t job) const { return counts_host() ? host_need(job) : HostNeed{}; }
 
   // GPUs the ready whole jobs ask for (those no wider than the node), before the pass starts any:
   // while more GPUs than that are idle, packed jobs spread over them rather than share one.
@@ -312,7 +345,7 @@ struct PassRunner {
                     std::optional<Key>& best, std::optional<Key>& fail) const {
     for (size_t k = set.next(p ? *p + 1 : 0); k != RankSet::npos; k = set.next(k + 1)) {
       if ((best && k >= *best) || (fail && k >= *fail)) return;
-      if (packed_node(free, k) >= 0) {
+      if (packed_node(free, k, false) >= 0) {  // its GPUs; the caller looks at its cores and memory
         best = k;
         return;
       }
@@ -334,7 +367,10 @@ struct PassRunner {
     int budget = in.gpu_budget < 0 ? 64 : in.gpu_budget;
     int wanted = rs.any_packed_ ? whole_wanted() : 0;  // by the whole jobs not started yet
     auto up_to = [](int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << std::max(n, 0)) - 1; };
+    const bool host = counts_host();
     while (true) {
+      // Once a job waits, no node with less room than any job needs starts one more.
+      if (host && head && !free.host_any(in.host_least)) break;
       std::optional<Key> best, fail;
       std::uint64_t within = up_to(budget);  // widths the cap leaves in the pass (bit g: g + 1 GPUs)
       for (size_t s = 0; s < rs.classes_.size(); ++s) {
@@ -365,6 +401,36 @@ struct PassRunner {
       if (!best) break;
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
+      if (host) {
+        // Its GPUs are free; its cores and memory must be too, on the same node. A job that waits
+        // for them sets the limit as a job waiting for GPUs does (one that needs more than an
+        // empty node has never starts, and holds no job back).
+        int n = a.packed ? packed_node(free, *best) : whole_node(free, j, a.gpus, closed[a.sig]);
+        if (n < 0) {
+          if (!head && static_cast<int>(a.sig) == rs.sig0_ && in.host_total.fits(host_need(j))) {
+            head = best;
+            out.waiting_head = j;
+          }
+          p = best;
+          continue;
+        }
+        free.take_host(static_cast<size_t>(n), host_need(j));
+        if (a.packed) {
+          out.starts.push_back(place_packed(free, *best, n, wanted));
+          p = best;
+          continue;
+        }
+        GpuMask& node = free.begin()[n];
+        auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
+        budget -= a.gpus;
+        if (a.gpus <= count(in.node)) wanted -= a.gpus;
+        node &= ~mask_of(*gpus);
+        if (!free.room.empty())
+          for (int g : *gpus) free.room_of(static_cast<size_t>(n))[g] = -1;
+        out.starts.push_back({j, std::move(*gpus), n});
+        p = best;
+        continue;
+      }
       if (a.packed) {
         out.starts.push_back(place_packed(free, *best, packed_node(free, *best), wanted));
         p = best;
@@ -382,6 +448,20 @@ struct PassRunner {
     }
   }
 
+  // The job of rank k has its GPUs free on some node (whatever its cores and memory).
+  bool gpus_fit(Free& free, Key k) const {
+    const ReadySet::AtRank& a = rs.at_rank_[k];
+    if (a.packed) return packed_node(free, k, false) >= 0;
+    return free.most(closed[a.sig]) >= a.gpus;
+  }
+
+  // ... and its cores and memory on one of the nodes where its GPUs are.
+  bool host_fits_where_gpus(Free& free, Key k) const {
+    const ReadySet::AtRank& a = rs.at_rank_[k];
+    if (a.packed) return packed_node(free, k) >= 0;
+    return whole_node(free, a.job, a.gpus, closed[a.sig]) >= 0;
+  }
+
   // Why each ready job that did not start waits, replaying the walk in order.
   void explain(PassResult& out, bool lift_limit) const {
     Free free(in);
@@ -394,12 +474,19 @@ struct PassRunner {
       if (next < out.starts.size() && out.starts[next].job == j) {
         const Start& s = out.starts[next++];
         free.begin()[s.node] &= ~mask_of(s.gpus);
+        if (counts_host()) free.take_host(static_cast<size_t>(s.node), host_need(j));
         if (!free.room.empty())
           for (int g : s.gpus) free.room_of(static_cast<size_t>(s.node))[g] -= a.packed ? need(j) : 1e300;
         continue;
       }
       if (head && k > *head && a.is_long && !lift_limit) {
         out.held.push_back({j, PassedOver::Why::Backfill, 0, 0, *out.waiting_head});
+      } else if (counts_host() && gpus_fit(free, k) && !host_fits_where_gpus(free, k)) {
+        PassedOver h{j, PassedOver::Why::Host, 0, 0, 0};
+        h.need = host_need(j);
+        h.host = {0, 0};
+        for (const HostRoom& r : free.host) h.host = {std::max(h.host.cpus, r.cpus), std::max(h.host.mem_gib, r.mem_gib)};
+        out.held.push_back(h);
       } else if (a.packed) {
         GpuMask c = closed[a.sig];
         int most = 0;

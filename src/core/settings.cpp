@@ -101,6 +101,20 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
     {.name = "preempt_min_minutes", .flag = "--preempt-min-minutes", .kind = K::Number, .default_json = "30",
      .doc = "a job runs at least this long after its (re)start before it may be preempted (0: at once)",
      .member = &Settings::preempt_min_minutes},
+    {.name = "node_cpus", .flag = "--node-cpus", .kind = K::Number, .default_json = "0",
+     .doc = "cores jobs may use at once, counted where a job gives cpus or mem_gib (0: this machine's less "
+            "reserve_cpus)",
+     .member = &Settings::node_cpus},
+    {.name = "node_mem_gib", .flag = "--node-mem-gib", .kind = K::Number, .default_json = "0",
+     .doc = "GiB of host memory jobs may use at once, counted where a job gives cpus or mem_gib (0: this "
+            "machine's less reserve_mem_gib, at least half of it)",
+     .member = &Settings::node_mem_gib},
+    {.name = "reserve_cpus", .flag = "--reserve-cpus", .kind = K::Count, .default_json = "1",
+     .doc = "cores kept for the system where node_cpus is read from the machine (jobs are pinned to the others)",
+     .member = &Settings::reserve_cpus},
+    {.name = "reserve_mem_gib", .flag = "--reserve-mem-gib", .kind = K::Number, .default_json = "4",
+     .doc = "GiB of host memory kept for the system where node_mem_gib is read from the machine",
+     .member = &Settings::reserve_mem_gib},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.
@@ -245,7 +259,7 @@ Settings::Settings() {
 Settings::Settings(std::monostate)
     : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
       quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0),
-      preempt_grace(0), preempt_min_minutes(0) {}
+      preempt_grace(0), preempt_min_minutes(0), node_cpus(0), node_mem_gib(0), reserve_cpus(0), reserve_mem_gib(0) {}
 
 std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }
 

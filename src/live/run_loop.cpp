@@ -56,6 +56,7 @@ TickResult RunLoop::tick() {
     enforce_limits(t);
     escalate_kills(t);
     note_running(t);
+    watch_host(t);
     probe(t);
     watch_quiet(t);
     note_progress(t);

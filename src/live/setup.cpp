@@ -13,6 +13,7 @@
 
 #include "gpuq/core/hint.h"
 #include "gpuq/live/hooks.h"
+#include "gpuq/live/host.h"
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
 
@@ -262,6 +263,12 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.preemptible_default = s.preemptible == "true";
   opt.preempt_min_minutes = s.preempt_min_minutes;
   opt.preempt_grace = s.preempt_grace;
+  // Cores and host memory: as given, else this machine's less the system's reserve (counted only
+  // where a job of the plan gives cpus or mem_gib).
+  opt.node_cpus = s.node_cpus > 0 ? s.node_cpus
+                                  : std::max(1.0, static_cast<double>(usable_cores().size()) - double(s.reserve_cpus));
+  double machine = machine_mem_gib();
+  opt.node_mem_gib = s.node_mem_gib > 0 ? s.node_mem_gib : machine > 0 ? std::max(machine / 2, machine - s.reserve_mem_gib) : 0;
   return opt;
 }
 

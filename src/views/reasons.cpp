@@ -91,6 +91,19 @@ std::string others(const Outlook& o) {
   return s;
 }
 
+// "needs 32 cores, 12 free", "needs 40 GiB of host memory, 12.5 free": what it waits for of cores and
+// host memory.
+std::string host_text(const Why& w) {
+  std::string out;
+  if (w.need.cpus > w.host.cpus + 1e-9)
+    out = fmt::format("needs {} core{}, {:g} free", w.need.cpus, w.need.cpus == 1 ? "" : "s",
+                      std::max(0.0, std::floor(w.host.cpus + 1e-9)));
+  if (w.need.mem_gib > w.host.mem_gib + 1e-9)
+    out += fmt::format("{}needs {:g} GiB of host memory, {:.1f} free", out.empty() ? "" : "; ", w.need.mem_gib,
+                       std::max(0.0, w.host.mem_gib));
+  return out;
+}
+
 std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const Why& w) {
   const Job& j = plan.jobs[v.job];
   const std::vector<std::string>& missing_files = o.missing_files[static_cast<size_t>(v.wait_at)];
@@ -125,6 +138,7 @@ std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const 
       return why + fmt::format(" to it; GPUs {} are closed by reservation {}", py_list(ids_of(w.closed)), names(rs)) +
              others(o);
     }
+    case Why::Kind::Host: return host_text(w);
     default: return "";
   }
 }
@@ -185,6 +199,8 @@ std::string why_text_of(const Plan& plan, const State& state, const Outlook& o, 
   if (st == Status::Pending && (w.kind == Why::Kind::Gpus || w.kind == Why::Kind::Ready) &&
       (o.policy.over_cap(j) || o.policy.too_big(j)))
     return "never: " + stuck_text(plan, o.policy, Stuck{v.job, w});
+  if (st == Status::Pending && w.kind == Why::Kind::Host && o.policy.host_too_big(j))
+    return "never: " + host_too_big_text(o.policy, j);
   std::string why;
   switch (w.kind) {
     case Why::Kind::Held: return fmt::format("held by hand; {} releases it", hint("retry", {j.id}));
@@ -266,6 +282,7 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
                          p.backfill_max_hours, plan.jobs[w.head].id);
     case Why::Kind::Held: return "held by hand";
     case Why::Kind::Paused: return "paused: starts after " + hint("resume");
+    case Why::Kind::Host: return p.host_too_big(job) ? host_too_big_text(p, job) : host_text(w);
     default: break;
   }
   GpuMask node = mask_of(p.node_gpus);

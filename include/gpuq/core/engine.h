@@ -151,6 +151,7 @@ struct Why {
     Paused,      ///< ready, but the queue is paused
     Gpus,        ///< ready; needs more GPUs than are free to it (`free`, `closed` by reservations)
     Backfill,    ///< ready; longer than the backfill limit while `head` waits for GPUs
+    Host,        ///< ready, its GPUs free; needs more cores or host memory than are free (`need`, `host`)
   } kind = Kind::None;
   std::vector<size_t> jobs, afters;
   bool files = false;                 ///< some file: dep is missing
@@ -165,6 +166,8 @@ struct Why {
   int free = 0;
   GpuMask closed = 0;
   double room = 0;  ///< Gpus, a job that packs: the most GiB a GPU open to it has room for
+  HostNeed need{};  ///< Host: the cores and host GiB it needs
+  HostRoom host{};  ///< Host: the most free on a node
   size_t head = 0;
   /// Gpus: each open reservation that closes GPUs to the job, with its members that keep it open.
   std::vector<std::pair<size_t, std::vector<size_t>>> closing;
@@ -186,6 +189,8 @@ struct PlanIndex {
   bool own_retries = false;
   /// Per job: its gpu_mem_gib (0: none); empty when no job gives one.
   std::vector<float> gib;
+  /// Some job gives cpus or mem_gib: the plan counts cores and host memory (Policy::counts_host).
+  bool host_fields = false;
 };
 
 /// What the engine's reasons read of a tick, kept apart from the engine: a few bytes a job
@@ -251,6 +256,14 @@ class Engine {
   GpuMask busy(int node = 0) const { return busy_[static_cast<size_t>(node)]; }
   /// Some job packs (a gpu_mem_gib, packing on): GPUs may hold several jobs.
   bool packs() const { return packs_; }
+  /// The plan counts cores and host memory (Policy::counts_host): a job starts where they fit.
+  bool counts_host() const { return host_; }
+  /// What job j needs of cores and host memory (nothing where the plan counts neither).
+  HostNeed host_need(size_t j) const { return host_ ? host_need_[j] : HostNeed{}; }
+  /// The cores and host GiB the running jobs of the plan need on `node`.
+  HostRoom host_used(int node = 0) const {
+    return host_ ? host_used_[static_cast<size_t>(node)] : HostRoom{};
+  }
   /// The GiB job j declares on each of its GPUs where it packs (its gpu_mem_gib), else 0.
   double packed_gib(size_t j) const;
   /// The GiB the running packed jobs declared on GPU g (of `node`).
@@ -329,6 +342,10 @@ class Engine {
   std::vector<uint16_t> whole_use_;  // per node and GPU id: running jobs on it that take it whole
   std::vector<double> declared_;   // per node and GPU id: the GiB its running packed jobs declared
   std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
+  bool host_ = false;                // the plan counts cores and host memory: the three below are kept
+  std::vector<HostNeed> host_need_;  // per job
+  std::vector<HostRoom> host_used_;  // per node: what its running jobs need
+  std::vector<HostRoom> host_room_;  // per node: PassInput::host_room of the last pass
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
   std::vector<char> in_ready_;     // per job: in ready_ (update_ready's shortcut)

@@ -85,6 +85,10 @@ struct Job {
   // The hang watchdog (watchdog.h):
   std::optional<double> quiet_minutes;     ///< log silent (and GPUs idle) this long: hung?
   std::optional<bool> progress_from_log;   ///< run reads its log's progress bar (else the setting says)
+  // The rest of the box (issue 45), in what would be padding: a plan where no job gives either
+  // counts neither (Policy::counts_host).
+  uint16_t cpus = 0;    ///< "cpus": cores it needs (0: not given; a share of the node's, Policy::cpus_of)
+  float mem_gib = 0;    ///< "mem_gib": GiB of host memory it needs (0: not given, not counted)
   std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
   std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)
 

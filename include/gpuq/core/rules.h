@@ -4,6 +4,7 @@
 // Pure: no clock, no file, no process (file: deps are asked through a callback).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -86,6 +87,25 @@ struct Policy {
   double preempt_min_minutes = 30;   ///< the least a job runs after its (re)start before it may be preempted
   /// Job j may be preempted: its own "preemptible", else the setting.
   bool preemptible(const Job& j) const { return j.preemptible.value_or(preemptible_default); }
+  // The rest of the box (issue 45): a job starts where its cores and host memory fit beside the
+  // running jobs'. Counted only where some job of the plan gives "cpus" or "mem_gib" (counts_host):
+  // a plan that gives neither is scheduled exactly as before.
+  double node_cpus = 0;     ///< cores jobs may use at once (the live layer reads the machine's; 0: not counted)
+  double node_mem_gib = 0;  ///< GiB of host memory jobs may use at once (0: not counted)
+  /// The plan counts cores and host memory: some job gives cpus or mem_gib, and jobs run here.
+  bool counts_host(const Plan& plan) const;
+  /// The cores job j needs: its "cpus", else a share of node_cpus for each GPU it takes (at least 1),
+  /// 1 for a job without GPUs.
+  int cpus_of(const Job& j) const {
+    if (j.cpus) return j.cpus;
+    int gpus = static_cast<int>(node_gpus.size());
+    if (j.gpus <= 0 || gpus <= 0 || node_cpus <= 0) return 1;
+    return std::max(1, static_cast<int>(node_cpus * j.gpus / gpus));
+  }
+  /// The job needs more cores or host memory than the node has for jobs: it never starts here.
+  bool host_too_big(const Job& j) const {
+    return (node_cpus > 0 && j.cpus > node_cpus) || (node_mem_gib > 0 && j.mem_gib > node_mem_gib);
+  }
   bool batch = false;            ///< jobs go to a batch queue that places them (a batch backend): every ready job is
                                  ///< handed to it in ready order, as many as it takes; node_gpus are not used
 
@@ -111,6 +131,10 @@ std::string busy_by_other_text(int gpu, long long mib);
 /// Why a job Policy::too_big never starts: "needs 90 GiB on a GPU, more than any takes (80 GiB
 /// less --gpu-mem-headroom 5%: 76.0)".
 std::string too_big_text(const Policy& p, const Job& j);
+
+/// Why a job Policy::host_too_big never starts: "needs 300 GiB of host memory, the node has 240 for jobs
+/// (node_mem_gib)".
+std::string host_too_big_text(const Policy& p, const Job& j);
 
 /// The file checks of `file:` deps: a port. `run` and `status` look at the file
 /// system; tests and `simulate` pass a table.

@@ -103,6 +103,19 @@ class ReadySet {
   bool any_packed_ = false;                        // some job of the plan packs
 };
 
+/// What a job needs of the rest of the box (issue 45): cores and GiB of host memory.
+struct HostNeed {
+  float mem_gib = 0;
+  uint16_t cpus = 0;
+};
+
+/// Cores and GiB of host memory free for jobs (on one node); +inf where the node does not count one.
+struct HostRoom {
+  double cpus = 0;
+  double mem_gib = 0;
+  bool fits(const HostNeed& n) const { return n.cpus <= cpus + 1e-9 && n.mem_gib <= mem_gib + 1e-9; }
+};
+
 /// What the pass sees.
 struct PassInput {
   GpuMask free = 0;                ///< GPUs free now
@@ -129,6 +142,14 @@ struct PassInput {
   /// The most GPUs the pass may give whole jobs in all (Policy::max_gpus less what the plan's
   /// running jobs hold); a job wider than what is left is left out. Negative: no cap.
   int gpu_budget = -1;
+  /// Cores and host memory (Policy::counts_host): per job, what it needs. Empty when the plan
+  /// counts neither: the pass is then exactly the GPUs' (and as fast).
+  std::span<const HostNeed> host_need;
+  /// Per node (one, or each of `nodes`): the cores and GiB free for jobs now. A job starts only on
+  /// a node where its need fits beside the running jobs'.
+  std::span<const HostRoom> host_room;
+  HostRoom host_total;  ///< what an empty node has for jobs: a job that needs more never starts, holds none back
+  HostNeed host_least;  ///< the least any job needs of each: a node with less room starts nothing more
 };
 
 /// A job the pass starts, and its GPUs.
@@ -143,6 +164,7 @@ struct PassedOver {
   enum class Why {
     Gpus,      ///< not enough GPUs (free ones, less those reservations close to it)
     Backfill,  ///< longer than --backfill-max-hours while `head` waits for GPUs
+    Host,      ///< its GPUs are there, but not its cores or host memory (`host`)
   };
   size_t job;
   Why why;
@@ -150,6 +172,8 @@ struct PassedOver {
   GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
   size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
   double room = 0;         ///< a job that packs: the most GiB a GPU open to it has room for (Gpus)
+  HostRoom host{};         ///< the most cores and host GiB free on a node (Host)
+  HostNeed need{};         ///< what it needs of them (Host)
 };
 
 /// What the pass decided.

@@ -46,6 +46,10 @@ struct Settings {
   std::string preemptible;    ///< "true" or "false": every job without its own "preemptible" may be preempted
   double preempt_grace;       ///< seconds from a preemption's signal to SIGKILL of the job's group
   double preempt_min_minutes; ///< a job runs at least this long (since its last start) before it may be preempted
+  double node_cpus;           ///< cores jobs may use at once (0: the machine's less reserve_cpus)
+  double node_mem_gib;        ///< GiB of host memory jobs may use at once (0: the machine's less reserve_mem_gib)
+  long long reserve_cpus;     ///< cores kept for the system where node_cpus is the machine's
+  double reserve_mem_gib;     ///< GiB kept for the system where node_mem_gib is the machine's
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -86,7 +90,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 27;
+inline constexpr size_t kSettingCount = 31;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

@@ -143,6 +143,7 @@ class RunLoop {
   void time_out(Tick& t, const Job& job, const std::string& id);
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
+  void watch_host(Tick& t);
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);
@@ -183,6 +184,8 @@ class RunLoop {
   std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
   std::pair<uint64_t, double> too_big_seen_{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
   std::set<std::string> too_big_said_;               // jobs said to pack with more GiB than any GPU takes
+  uint64_t host_seen_ = 0;                           // the plan (serial) last looked over for jobs too big for the node
+  std::set<std::string> host_said_;                  // jobs said to need more cores or host memory than the node has
   std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
   std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
