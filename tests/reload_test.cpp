@@ -112,6 +112,8 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"snapshot", R"("snapshot": "git")"},
       {"preemptible", R"("preemptible": true)"},
       {"preempt_signal", R"("preempt_signal": "B:USR1")"},
+      {"cpus", R"("cpus": 4)"},
+      {"mem_gib", R"("mem_gib": 12)"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");

@@ -144,6 +144,7 @@ class RunLoop {
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void watch_host(Tick& t);
+  std::vector<int> cores_for(size_t job) const;
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);
@@ -154,6 +155,7 @@ class RunLoop {
   void node_enter(Tick& t);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
+  std::vector<NodeHold> node_holds(const Tick& t) const;
   void decide(Tick& t);
   void start(Tick& t);
   void launch_held(Tick& t, const std::string& problem, const std::string& detail);
