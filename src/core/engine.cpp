@@ -928,6 +928,7 @@ Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
   w.closed = h.closed;
   w.room = h.room;
   w.head = h.head;
+  w.head_host = h.head_host;
   if (w.kind != Why::Kind::Gpus) return w;
   const auto& mine = plan.reservations_of[j];
   for (size_t r = 0; r < plan.reservations.size(); ++r) {

@@ -169,6 +169,7 @@ struct Why {
   HostNeed need{};  ///< Host: the cores and host GiB it needs
   HostRoom host{};  ///< Host: the most free on a node
   size_t head = 0;
+  bool head_host = false;  ///< Backfill: `head` waits for cores or host memory, not GPUs
   /// Gpus: each open reservation that closes GPUs to the job, with its members that keep it open.
   std::vector<std::pair<size_t, std::vector<size_t>>> closing;
 };
