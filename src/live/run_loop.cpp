@@ -383,6 +383,7 @@ void RunLoop::decide(Tick& t) {
     say(t.now, fmt::format("auto-retry {} (retry {})", plan_.jobs[j].id, n));
   }
   if (std::optional<double> next = engine.next_retry()) t.wake_in = std::min(t.wake_in, *next - t.now);
+  if (std::optional<double> next = engine.next_preemptible(t.now)) t.wake_in = std::min(t.wake_in, *next - t.now);
   if (fx.pass.stall_broken)
     say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",

@@ -242,6 +242,10 @@ class Engine {
 
   /// When the next automatic retry falls due (driver's time), if one will.
   std::optional<double> next_retry();
+  /// After `now`, when the next running preemptible job (not stopping) has run preempt_min_minutes
+  /// since its (re)start, while some job waits: a preemption may let a waiting job start then, so
+  /// run's tick and the prediction both look again at that moment (driver's time).
+  std::optional<double> next_preemptible(double now) const;
   /// When job j's automatic retry falls due, if it has ended and one will come.
   std::optional<double> retry_at(size_t j) const;
   /// Jobs waiting with every job dep met whose file: deps decide whether they are ready.
