@@ -9,6 +9,7 @@
 #include <set>
 
 #include "gpuq/core/node.h"
+#include "gpuq/core/local_time.h"
 #include "gpuq/views/node_text.h"
 
 using namespace gpuq;
@@ -282,6 +283,50 @@ std::vector<std::string> predicted(const std::vector<NodePredicted>& ps, const s
     out.push_back(s);
   }
   return out;
+}
+
+// Issue 44 on a shared node, predicted: ana fills the 8 GPUs with preemptible jobs (2 h left),
+// bo (no usage) waits with a 2-GPU job. The prediction preempts two of ana's jobs for it once they
+// have run their least (now, or in 10 minutes), names them on both sides, and ana's two jobs wait
+// again with what was left of their estimates; without preemptible, bo's job waits for an end.
+TEST(NodePrediction, APreemptionAcrossUsersIsPredictedAndNamedOnBothSides) {
+  auto ana_with = [](double after, bool preemptible) {
+    std::vector<NodeHold> holds;
+    for (int g = 0; g < 8; ++g) {
+      NodeHold h{fmt::format("a{}", g), {g}, 100 + g, 1, kNow - 3600 + g, 3};
+      h.preemptible = preemptible;
+      h.preempt_after = after;
+      holds.push_back(h);
+    }
+    return user("ana", 40, {}, holds);
+  };
+  for (double after : {kNow - 1, kNow + 600}) {
+    std::vector<NodeUser> users = {ana_with(after, true), user("bo", 0, {want("b0", 2, 1)})};
+    std::vector<NodePreemptedHold> stopped;
+    std::vector<NodePredicted> ps = predict_node(users, kNode8, kNow, {}, 0.5, nullptr, {}, &stopped);
+    ASSERT_EQ(ps.size(), 1u) << "b0 (the resumed jobs of ana are no want of the look)";
+    EXPECT_DOUBLE_EQ(ps[0].start, std::max(kNow, after));
+    // The two latest started (a7, a6) give way: their GPUs are a pair.
+    EXPECT_THAT(ps[0].preempting, ::testing::UnorderedElementsAre("ana's a6", "ana's a7"));
+    EXPECT_EQ(ps[0].gpus, (std::vector<int>{6, 7}));
+    ASSERT_EQ(stopped.size(), 2u);
+    for (const NodePreemptedHold& p : stopped) {
+      EXPECT_EQ(p.for_want, "bo's b0");
+      EXPECT_DOUBLE_EQ(p.at, std::max(kNow, after));
+    }
+    // What both users read: bo's want and ana's running jobs.
+    std::string text = node_text("/n", users, {}, kNode8, kNow, {}, 0.5);
+    EXPECT_THAT(text, ::testing::HasSubstr("starts ~" + local_time(std::max(kNow, after), kNow) +
+                                            " preempting ana's a7, ana's a6")) << text;
+    EXPECT_THAT(text, ::testing::ContainsRegex("a7 .*; preempted ~[0-9:]+ for bo's b0")) << text;
+  }
+  std::vector<NodeUser> calm = {ana_with(kNow - 1, false), user("bo", 0, {want("b0", 2, 1)})};
+  std::vector<NodePreemptedHold> none;
+  std::vector<NodePredicted> ps = predict_node(calm, kNode8, kNow, {}, 0.5, nullptr, {}, &none);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(ps[0].preempting.empty());
+  EXPECT_DOUBLE_EQ(ps[0].start, kNow - 3600 + 1 + 3 * 3600) << "when a0 and a1 have ended (a pair)";
 }
 
 TEST(NodePrediction, WantsStartAsHoldsEndInFairOrderAndSayAfterWhom) {

@@ -551,32 +551,65 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
 
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
-                                        const Placement* placement, const NodeRoom& room) {
-  // The slot each want had in `users` as given, kept through the removals below.
+                                        const Placement* placement, const NodeRoom& room,
+                                        std::vector<NodePreemptedHold>* preempted) {
+  // The slot each want had in `users` as given, kept through the removals below (a preempted
+  // job waiting again has none: kNoWant).
+  constexpr size_t kNoWant = std::numeric_limits<size_t>::max();
   std::vector<std::vector<std::vector<NodeSlot>>> origin(users.size());
   for (size_t u = 0; u < users.size(); ++u) {
     origin[u].resize(users[u].runs.size());
     for (size_t r = 0; r < users[u].runs.size(); ++r)
       for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) origin[u][r].push_back({u, r, w});
   }
-  auto end_of = [](const NodeHold& h, double t) { return std::max(h.start + h.est_hours * 3600, t); };
+  // A hold ends at its estimate (now, if that has passed); one stopping for a preemption, now.
+  auto end_of = [](const NodeHold& h, double t) {
+    return h.preempting ? t : std::max(h.start + h.est_hours * 3600, t);
+  };
   std::vector<NodePredicted> out;
   double t = now;
   std::string after_user, after_job;
   bool after_waiting = false;
   std::set<std::tuple<size_t, size_t, std::string>> placed_ids;  // holds the prediction made (jobs not running yet)
+  std::map<std::tuple<size_t, size_t, std::string>, std::vector<std::string>> preempting_of;  // a want's victims
   // Each round places at least one want or ends at least one hold, so it ends; the cap guards
   // against what cannot happen.
   for (size_t round = 0; round < 100000; ++round) {
     NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement, room);
+    if (!d.preempts.empty()) {
+      // Its victims end now and wait again with what is left of their estimates (last in their
+      // runs' ready order); the want they give way to starts on their GPUs at the next decision,
+      // at this same instant. Each round stops running jobs that are fewer each time: it ends.
+      std::vector<std::tuple<size_t, size_t, std::string>> gone;
+      for (const NodePreempt& p : d.preempts) {
+        NodeRun& r = users[p.user].runs[p.run];
+        const NodeHold& h = r.holds[p.hold];
+        const NodeWant& w = users[p.want.user].runs[p.want.run].wants[p.want.want];
+        std::string victim = fmt::format("{}'s {}", users[p.user].name, h.id);
+        std::string for_want = fmt::format("{}'s {}", users[p.want.user].name, w.id);
+        preempting_of[{p.want.user, p.want.run, w.id}].push_back(victim);
+        if (preempted) preempted->push_back({p.user, p.run, h.id, t, for_want});
+        double left = std::max(0.0, h.est_hours - (t - h.start) / 3600);
+        r.wants.push_back(NodeWant{h.id, static_cast<int>(h.gpus.size()), 50, left, h.mem_gib});
+        origin[p.user][p.run].push_back({p.user, p.run, kNoWant});
+        gone.push_back({p.user, p.run, h.id});
+      }
+      for (const auto& [u, r, id] : gone)
+        std::erase_if(users[u].runs[r].holds, [&](const NodeHold& h) { return h.id == id; });
+      continue;
+    }
     // The starts, as holds of their runs; their wants leave (the highest index first per run).
     std::vector<std::pair<NodeSlot, NodeHold>> placed;
     for (NodeStart& s : d.starts) {
       const NodeWant& w = users[s.slot.user].runs[s.slot.run].wants[s.slot.want];
       NodePredicted p{origin[s.slot.user][s.slot.run][s.slot.want], t, t + w.est_hours * 3600, s.gpus, after_user,
                       after_job, after_waiting};
+      if (auto it = preempting_of.find({s.slot.user, s.slot.run, w.id}); it != preempting_of.end()) {
+        p.preempting = std::move(it->second);
+        preempting_of.erase(it);
+      }
       placed_ids.insert({s.slot.user, s.slot.run, w.id});
-      out.push_back(std::move(p));
+      if (p.slot.want != kNoWant) out.push_back(std::move(p));  // a preempted job's resume: no want of the look
       placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours, w.mem_gib}});
     }
     std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first.want > b.first.want; });
@@ -592,7 +625,11 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
     for (const NodeUser& u : users)
       for (const NodeRun& r : u.runs) {
         wanting = wanting || !r.wants.empty();
-        for (const NodeHold& h : r.holds) next = std::min(next, end_of(h, t));
+        for (const NodeHold& h : r.holds) {
+          next = std::min(next, end_of(h, t));
+          // A running preemptible job may give way once it has run its least: decide again then.
+          if (h.preemptible && !h.preempting && h.preempt_after > t) next = std::min(next, h.preempt_after);
+        }
       }
     if (!wanting || !std::isfinite(next)) break;
     // Every run's usage to `next`; then the holds that end there leave, the first named.
@@ -636,7 +673,7 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
   std::set<Key> capped, never;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
   for (const NodeSlot& s : d.never) never.insert({s.user, s.run, s.want});
-  w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room);
+  w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room, &w.preempted);
   std::map<Key, const NodePredicted*> later;
   for (const NodePredicted& p : w.predicted) later[{p.slot.user, p.slot.run, p.slot.want}] = &p;
   for (size_t k = 0; k < d.order.size(); ++k) {
@@ -666,6 +703,7 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
       y.after_user = p->second->after_user;
       y.after_job = p->second->after_job;
       y.after_waiting = p->second->after_waiting;
+      y.preempting = p->second->preempting;
     } else {
       y.kind = y.at_cap ? NodeWhy::Kind::AtCap : NodeWhy::Kind::InLine;
     }

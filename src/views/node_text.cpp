@@ -2,6 +2,7 @@
 #include "gpuq/views/node_text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -19,6 +20,16 @@ namespace {
 // A packed job's GiB per GPU, after its GPUs ("" for a job that takes them whole).
 std::string packed_text(double mem_gib) { return mem_gib > 0 ? fmt::format(", {:g} GiB", mem_gib) : ""; }
 
+// "; stopping: preempted for bo's b0", "; preempted ~14:30 for bo's b0": a running job the node's
+// prediction preempts (or that is stopping for a preemption now).
+std::string preempted_text(const NodeWaits& w, size_t user, size_t run, const NodeHold& h, double now) {
+  if (h.preempting) return "; stopping: preempted";
+  for (const NodePreemptedHold& p : w.preempted)
+    if (p.user == user && p.run == run && p.id == h.id)
+      return fmt::format("; preempted ~{} for {}", local_time(p.at, now), p.for_want);
+  return "";
+}
+
 }  // namespace
 
 std::string node_why_text(const NodeWhy& y, double now) {
@@ -31,6 +42,9 @@ std::string node_why_text(const NodeWhy& y, double now) {
       if (y.gib > 0) return fmt::format("never: {:g} GiB, more than a GPU takes ({:.1f})", y.gib, y.room);
       return fmt::format("never: more GPUs than {}'s cap of {}", y.user, y.cap);
     case NodeWhy::Kind::Later:
+      if (!y.preempting.empty())  // on the GPUs of the running jobs it preempts
+        return fmt::format("{}starts ~{} preempting {}, {} in the node's fair order", cap.empty() ? "" : cap + "; ",
+                           local_time(y.start, now), fmt::join(y.preempting, ", "), y.place);
       return fmt::format("{}starts ~{}{}, {} in the node's fair order", cap.empty() ? "" : cap + "; ",
                          local_time(y.start, now),
                          y.after_job.empty() ? ""
@@ -57,16 +71,20 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
     std::string user, job, gpus, status, when;
   };
   std::vector<Row> rows;
-  for (const NodeUser& u : users)
-    for (const NodeRun& r : u.runs)
+  for (size_t ui = 0; ui < users.size(); ++ui)
+    for (size_t ri = 0; ri < users[ui].runs.size(); ++ri) {
+      const NodeUser& u = users[ui];
+      const NodeRun& r = u.runs[ri];
       for (const NodeHold& h : r.holds) {
         bool overdue = h.est_hours > 0 && now - h.start > h.est_hours * 3600;
+        std::string when = preempted_text(w, ui, ri, h, now);
         rows.push_back({u.name, h.id, py_list(h.gpus) + packed_text(h.mem_gib), "running",
-                        fmt::format("since {}, est. {}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
-                                    overdue ? ", overdue" : "",
+                        fmt::format("since {}, est. {}{}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
+                                    overdue ? ", overdue" : "", when,
                                     r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)"
                                            : "")});
       }
+    }
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
@@ -118,9 +136,15 @@ std::string node_json(const std::string& dir, const std::vector<NodeUser>& users
     for (size_t r = 0; r < users[u].runs.size(); ++r) {
       const NodeRun& run = users[u].runs[r];
       ordered_json holds = ordered_json::array(), wants = ordered_json::array();
-      for (const NodeHold& h : run.holds)
+      for (const NodeHold& h : run.holds) {
         holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"start", h.start}, {"est_hours", h.est_hours},
                          {"mem_gib", h.mem_gib}, {"preemptible", h.preemptible}, {"preempting", h.preempting}});
+        for (const NodePreemptedHold& p : w.preempted)  // the prediction preempts it
+          if (p.user == u && p.run == r && p.id == h.id) {
+            holds.back()["preempted_at"] = p.at;
+            holds.back()["preempted_for"] = p.for_want;
+          }
+      }
       for (size_t i = 0; i < run.wants.size(); ++i) {
         const NodeWant& x = run.wants[i];
         ordered_json j = {{"id", x.id}, {"gpus", x.gpus}, {"priority", x.priority}, {"est_hours", x.est_hours},
@@ -130,6 +154,7 @@ std::string node_json(const std::string& dir, const std::vector<NodeUser>& users
           j["place"] = y.place;
           j["why"] = node_why_text(y, now);
           j["start"] = y.kind == NodeWhy::Kind::Later ? ordered_json(y.start) : ordered_json(nullptr);
+          j["preempting"] = y.preempting;
         }
         wants.push_back(std::move(j));
       }

@@ -190,6 +190,16 @@ struct NodePredicted {
   std::vector<int> gpus;
   std::string after_user, after_job;
   bool after_waiting = false;  ///< that job is not running yet: it is predicted to start before this one
+  std::vector<std::string> preempting;  ///< it starts on the GPUs of these running jobs, preempted for it ("ana's a7")
+};
+
+/// A running job the prediction preempts (decide_node's preempts, played forward): its user, run
+/// and id, when, and for whom ("bo's b0"). It waits again with what is left of its estimate.
+struct NodePreemptedHold {
+  size_t user = 0, run = 0;
+  std::string id;
+  double at = 0;
+  std::string for_want;
 };
 
 /// The node's wants played forward on a virtual clock: each hold ends at its start plus its
@@ -198,9 +208,13 @@ struct NodePredicted {
 /// usage accounted to that instant. Wants never placed (above a cap, wider than the node) are
 /// left out. Only the wants published (the runs' ready jobs) are known: jobs that become ready
 /// later, in any plan, are not in it.
+/// Preemption across users is played too: the running jobs a decision preempts end then (in
+/// `preempted`, when given) and wait again with what is left of their estimates, and the want
+/// they give way to starts on their GPUs (NodePredicted::preempting).
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
-                                        const Placement* placement, const NodeRoom& room = {});
+                                        const Placement* placement, const NodeRoom& room = {},
+                                        std::vector<NodePreemptedHold>* preempted = nullptr);
 
 /// Why a want waits on the node, as data (views/node_text.cpp says it in words).
 struct NodeWhy {
@@ -222,6 +236,7 @@ struct NodeWhy {
   std::string after_user, after_job;  ///< Later: the job whose end lets it start ("": none)
   bool after_waiting = false;         ///< Later: that job waits too (it is predicted to start first)
   double gib = 0, room = 0;           ///< Never for its memory: its GiB, the most a GPU takes
+  std::vector<std::string> preempting;  ///< Later: the running jobs preempted for it ("ana's a7")
 };
 
 /// The node-wide decision and, per want of its fair order (d.order), why it waits; and the
@@ -230,6 +245,7 @@ struct NodeWaits {
   NodeDecision d;
   std::vector<NodeWhy> why;
   std::vector<NodePredicted> predicted;
+  std::vector<NodePreemptedHold> preempted;  ///< running jobs the prediction preempts
 };
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
                     double backfill_max_hours, const NodeRoom& room = {});
