@@ -584,6 +584,7 @@ void Engine::operator()(const ev::Exited& e) {
     return;
   }
   Ended end = ended_by_exit(e.code, e.at, k == LifeKind::Queued ? std::optional<double>(e.at) : std::nullopt, 0);
+  if (e.oom && e.code != 0) end.outcome = *e.oom;
   end_running(e.job, std::move(end), Cause::Exit, false);
 }
 
@@ -641,6 +642,15 @@ void Engine::operator()(const ev::Hung& e) {
   end.exit = timeout_exit(plan_.jobs[e.job]);
   end.end = e.at;
   end_running(e.job, std::move(end), Cause::Hung, true);
+}
+
+void Engine::operator()(const ev::OverMemory& e) {
+  if (!running(e.job)) return;
+  Ended end;
+  end.outcome = Outcome::OverMemory;
+  end.exit = timeout_exit(plan_.jobs[e.job]);
+  end.end = e.at;
+  end_running(e.job, std::move(end), Cause::OverMemory, true);
 }
 
 void Engine::operator()(const ev::GroupGone& e) {

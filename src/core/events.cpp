@@ -81,6 +81,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.started = started;
     if (started && after.end) e.seconds = *after.end - *started;
     e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
+    e.mem_peak_mib = after.mem_peak_mib;
     out.push_back(std::move(e));
   };
   bool was_running = b.status == Status::Running;
@@ -154,6 +155,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       e.started = ran ? before.start : std::nullopt;
       if (e.started && d.end) e.seconds = *d.end - *e.started;
       e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
+      e.mem_peak_mib = after.mem_peak_mib;
       out.push_back(std::move(e));
       break;
     }
@@ -249,6 +251,7 @@ std::string event_line(const Event& e) {
   if (e.started) j["start"] = *e.started;
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
+  if (e.mem_peak_mib) j["mem_peak_mib"] = *e.mem_peak_mib;
   if (e.snapshot) j["snapshot"] = *e.snapshot;
   if (e.snapshot_dirty) j["snapshot_dirty"] = *e.snapshot_dirty;
   if (e.repo) j["repo"] = *e.repo;
@@ -284,6 +287,8 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
     if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
     if (j.contains("gpu_mem_peak_mib") && j["gpu_mem_peak_mib"].is_number_integer())
       e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
+    if (j.contains("mem_peak_mib") && j["mem_peak_mib"].is_number_integer())
+      e.mem_peak_mib = j["mem_peak_mib"].get<long long>();
     if (j.contains("snapshot") && j["snapshot"].is_string()) e.snapshot = j["snapshot"].get<std::string>();
     if (j.contains("snapshot_dirty") && j["snapshot_dirty"].is_boolean())
       e.snapshot_dirty = j["snapshot_dirty"].get<bool>();
@@ -335,6 +340,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a->outcome = e.outcome.value_or("unknown");
       a->exit = e.exit;
       a->gpu_mem_peak_mib = e.gpu_mem_peak_mib;
+      a->mem_peak_mib = e.mem_peak_mib;
     }
   }
   return out;

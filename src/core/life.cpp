@@ -1,5 +1,6 @@
 #include "gpuq/core/life.h"
 
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/watchdog.h"
@@ -15,6 +16,9 @@ const char* outcome_name(Outcome o) {
     case Outcome::Timeout: return "timeout";
     case Outcome::Hung: return "hung";
     case Outcome::Unstartable: return "unstartable";
+    case Outcome::OverMemory: return kOverMemoryOutcome;
+    case Outcome::OomGpu: return kOomGpuOutcome;
+    case Outcome::OomHost: return kOomHostOutcome;
   }
   return "failed";
 }
@@ -80,14 +84,17 @@ bool will_retry(const Ended& e, long long max_retries) {
 
 namespace {
 
-// The outcome an ended entry records: gpuq's field "outcome" where it says timeout, hung or
-// unstartable, else the exit code (the original's convention).
+// The outcome an ended entry records: gpuq's field "outcome" where it says timeout, hung,
+// unstartable or out of memory, else the exit code (the original's convention).
 Outcome ended_outcome(const JobState& s) {
   if (s.status == Status::Done) return Outcome::Done;
   if (s.outcome) {
     if (*s.outcome == kTimeoutOutcome) return Outcome::Timeout;
     if (*s.outcome == kHungOutcome) return Outcome::Hung;
     if (*s.outcome == kUnstartableOutcome) return Outcome::Unstartable;
+    if (*s.outcome == kOverMemoryOutcome) return Outcome::OverMemory;
+    if (*s.outcome == kOomGpuOutcome) return Outcome::OomGpu;
+    if (*s.outcome == kOomHostOutcome) return Outcome::OomHost;
   }
   long long exit = s.exit.value_or(kLostExit);
   if (exit == kKilledExit) return Outcome::Killed;
@@ -156,6 +163,9 @@ const char* outcome_field(Outcome o) {
     case Outcome::Timeout: return kTimeoutOutcome;
     case Outcome::Hung: return kHungOutcome;
     case Outcome::Unstartable: return kUnstartableOutcome;
+    case Outcome::OverMemory: return kOverMemoryOutcome;
+    case Outcome::OomGpu: return kOomGpuOutcome;
+    case Outcome::OomHost: return kOomHostOutcome;
     default: return nullptr;
   }
 }

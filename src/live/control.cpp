@@ -84,6 +84,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       continue;
     }
     if (o.kind == Observed::Kind::Running) continue;
+    std::optional<Outcome> oom;
     if (s->preempt && o.kind != Observed::Kind::Aborted) {
       // Preempted: it gives its GPUs up once nothing of it is left (run sends SIGKILL after
       // --preempt-grace); an exit 0 on its signal is done, any other end makes it pending again.
@@ -96,13 +97,18 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
                                               id, how)});
     } else {
       ended.push_back({id, ended_line(id, o)});
+      // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
+      if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
+        if ((oom = launcher.out_of_memory(id, *s, o.exit)))
+          ended.back().line += fmt::format(": out of memory ({})", *oom == Outcome::OomGpu ? "GPU: its log says so"
+                                                                                           : "host: the kernel's OOM killer");
     }
     if (!j) {
       settle_alone(*s, o, now);
       continue;
     }
     switch (o.kind) {
-      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit}); break;
+      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit, oom}); break;
       case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;
       case Observed::Kind::Aborted: (*apply)(ev::Aborted{*j}); break;
       case Observed::Kind::Running: break;

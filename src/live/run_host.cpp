@@ -1,6 +1,10 @@
 // `run`'s steps for the rest of the box (issue 45): cores and host memory.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/rules.h"
 #include "run_tick.h"
 
@@ -17,6 +21,41 @@ void RunLoop::watch_host(Tick& t) {
       say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "
                              "--node-cpus, --node-mem-gib)",
                              j.id, host_too_big_text(engine.policy(), j)));
+}
+
+// How often run samples the resident memory of jobs with mem_gib, at the longest (seconds): a job
+// that grows is stopped before the kernel's OOM killer picks a victim (--poll may be longer).
+constexpr double kMemorySample = 5;
+
+// Each running job with a mem_gib: the resident memory of its process tree (one pass over /proc for
+// all of them, live/proc.h's resident_trees), its attempt's peak kept in its entry; one over its
+// mem_gib by more than --mem-margin-percent is stopped as at a time limit (outcome "over memory").
+// Nothing at all is read where no running job gives mem_gib.
+void RunLoop::watch_memory(Tick& t) {
+  std::vector<long long> groups;
+  std::vector<std::pair<std::string, long long>> watched;
+  for (auto& [id, s] : q_->state().entries()) {
+    if (s.status != Status::Running || !s.pid || s.kill_sent || s.preempt || s.requeue) continue;
+    const Job* job = job_of(id);
+    if (!job || !(job->mem_gib > 0)) continue;
+    groups.push_back(*s.pid);
+    watched.emplace_back(id, *s.pid);
+  }
+  if (groups.empty()) return;
+  t.wake_in = std::min(t.wake_in, kMemorySample);
+  std::map<long long, ResidentTree> trees = os_.launcher.resident(groups);
+  std::vector<std::pair<std::string, double>> over;
+  for (const auto& [id, group] : watched) {
+    auto it = trees.find(group);
+    if (it == trees.end() || it->second.pids.empty()) continue;  // gone since: refresh sees its end
+    JobState& s = *q_->state().find(id);
+    if (os_.launcher.identify(s) != Identity::Same) continue;  // a recycled pid is no job's
+    double gib = static_cast<double>(it->second.bytes) / (1024.0 * 1024 * 1024);
+    long long mib = std::llround(static_cast<double>(it->second.bytes) / (1024.0 * 1024));
+    if (mib > s.mem_peak_mib.value_or(-1)) s.mem_peak_mib = mib;
+    if (over_memory(*job_of(id), gib, opt_.mem_margin_percent)) over.emplace_back(id, gib);
+  }
+  for (const auto& [id, gib] : over) stop_over_memory(t, *job_of(id), id, gib);
 }
 
 }  // namespace gpuq

@@ -54,6 +54,7 @@ TickResult RunLoop::tick() {
     note_pause(t);
     refresh_ended(t);
     enforce_limits(t);
+    watch_memory(t);
     escalate_kills(t);
     note_running(t);
     watch_host(t);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
@@ -189,6 +190,26 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
                                                c.detail(), opt_.kill_grace));
 }
 
+// A job over its mem_gib is stopped as time_out stops one at its limit: the engine's OverMemory,
+// SIGTERM, SIGKILL after --kill-grace, its GPUs busy until the group is gone. Not retried
+// automatically unless retry_on_timeout (its exit code as a timeout's).
+void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib) {
+  if (std::optional<size_t> j = index_of(id))
+    q_->apply(ev::OverMemory{*j, t.now}, t.now);
+  else
+    stop_alone(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
+  JobState& s = *q_->state().find(id);
+  bool sent = stop(t, s);
+  std::string why = over_memory_text(job, resident_gib, opt_.mem_margin_percent);
+  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
+  say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
+                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
+                         retry));
+  os_.launcher.note_in_log(job.id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
+                                               "SIGKILL after --kill-grace {:g} s",
+                                               why, opt_.kill_grace));
+}
+
 // "10 done, 1 failed (hang: killed)": how each job of the plan ended.
 std::string RunLoop::outcomes(const State& state) const {
   size_t done = 0;
@@ -204,6 +225,9 @@ std::string RunLoop::outcomes(const State& state) const {
       case Outcome::Killed: how = "killed"; break;
       case Outcome::Timeout: how = "timed out"; break;
       case Outcome::Hung: how = "stopped as hung"; break;
+      case Outcome::OverMemory: how = "over memory"; break;
+      case Outcome::OomGpu: how = fmt::format("out of memory (GPU), exit {}", s->exit.value_or(kLostExit)); break;
+      case Outcome::OomHost: how = "out of memory (host: the kernel's OOM killer)"; break;
       case Outcome::Unstartable: how = "could not start"; break;
       case Outcome::Lost: how = "lost"; break;
       default: how = fmt::format("exit {}", s->exit.value_or(kLostExit));

@@ -51,7 +51,12 @@ struct Tick {
   /// packed jobs as its room allows. Empty: none beyond them, and `unavailable` GPUs take none.
   std::span<const double> mem_other;
 };
-struct Exited { size_t job; double at; long long code; };      ///< its script exited with `code`
+struct Exited {                                                ///< its script exited with `code`; a failure
+  size_t job;                                                  ///< `oom` names (Outcome::OomGpu, OomHost)
+  double at;                                                   ///< ends with that outcome (host_mem.h)
+  long long code;
+  std::optional<Outcome> oom{};
+};
 struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
 struct Aborted { size_t job; };                                ///< its launch was cut short: it never ran
 struct LaunchFailed {                                          ///< it could not be launched (why: the
@@ -63,6 +68,7 @@ struct LaunchFailed {                                          ///< it could not
 struct QueueStarted { size_t job; double at; };                ///< the batch queue started a queued job
 struct LimitReached { size_t job; double at; };                ///< its time limit is reached
 struct Hung { size_t job; double at; };                        ///< the watchdog stops it (on_quiet "kill")
+struct OverMemory { size_t job; double at; };                  ///< run stops it above its mem_gib (host_mem.h)
 struct GroupGone { size_t job; };                              ///< a requeued job's processes are all gone
 struct Retry { size_t job; };                                  ///< `gpuq retry` (a job held in a batch
                                                                ///< queue: released there by the caller)
@@ -81,7 +87,7 @@ struct Dequeued { size_t job; };                               ///< its batch qu
 }  // namespace ev
 
 using EngineEvent = std::variant<ev::Tick, ev::Exited, ev::Vanished, ev::Aborted, ev::LaunchFailed, ev::QueueStarted,
-                           ev::LimitReached, ev::Hung, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
+                           ev::LimitReached, ev::Hung, ev::OverMemory, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
                            ev::Files, ev::Dequeued, ev::Preempt>;
 
 /// A job to launch now: its GPUs are its life's (Running::gpus, of `node`); attempt = its
@@ -308,6 +314,7 @@ class Engine {
   void operator()(const ev::QueueStarted& e);
   void operator()(const ev::LimitReached& e);
   void operator()(const ev::Hung& e);
+  void operator()(const ev::OverMemory& e);
   void operator()(const ev::GroupGone& e);
   void operator()(const ev::Retry& e);
   void operator()(const ev::Hold& e);

@@ -31,6 +31,7 @@ struct Event {
   std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
+  std::optional<long long> mem_peak_mib;      ///< end: the most resident host memory (MiB) of its process tree
   std::optional<std::string> snapshot;   ///< start: the commit of the code it runs (snapshot.h)
   std::optional<bool> snapshot_dirty;    ///< start: that snapshot holds uncommitted changes
   std::optional<std::string> repo;       ///< start: the repository the commit is in
@@ -101,6 +102,7 @@ struct Attempt {
   std::optional<long long> exit;
   std::vector<std::string> causes;     ///< kill, timeout: what ended it
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
+  std::optional<long long> mem_peak_mib;      ///< the most resident host memory of its process tree (MiB)
   std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
   std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
   std::optional<std::string> repo;            ///< the repository the commit is in

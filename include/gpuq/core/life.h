@@ -36,10 +36,13 @@ enum class Outcome {
   Timeout,      ///< stopped at its time limit (exit -15, or 124 with retry_on_timeout)
   Hung,         ///< stopped by the hang watchdog, on_quiet "kill" (its exit code as Timeout's)
   Unstartable,  ///< could not be started, and a retry would not help (a missing script)
+  OverMemory,   ///< stopped by `run` above its mem_gib (host_mem.h; its exit code as Timeout's)
+  OomGpu,       ///< failed with a GPU out-of-memory in its log's last lines
+  OomHost,      ///< killed by the kernel's OOM killer (SIGKILL not sent by gpuq, seen in the kernel log)
 };
 
 /// The outcome as `status --json` and the event log spell it: "done", "failed", "killed", "lost",
-/// "timeout", "hung", "unstartable".
+/// "timeout", "hung", "unstartable", "over memory", "oom (GPU)", "oom (host)".
 const char* outcome_name(Outcome o);
 
 /// Not started: its deps, files, GPUs or the pass keep it waiting. `attempts`: automatic
@@ -143,6 +146,7 @@ enum class Cause {
   LaunchFail,   ///< it could not be launched
   Limit,        ///< stopped at its time limit
   Hung,         ///< stopped by the hang watchdog
+  OverMemory,   ///< stopped by `run` above its mem_gib
   AutoRetry,    ///< the automatic retry
   Retry,        ///< `gpuq retry`
   Unblock,      ///< a retry released it

@@ -27,6 +27,7 @@ struct RunOptions : Policy {
   std::string gpu_probe = "auto";           ///< --gpu-probe: auto, nvml, nvidia-smi, none
   double kill_grace = 30;
   double preempt_grace = 120;  ///< --preempt-grace: seconds from a preemption's signal to SIGKILL of the group
+  double mem_margin_percent = 10;  ///< --mem-margin-percent: a job over its mem_gib by more is stopped (host_mem.h)
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;
   std::string workdir;  ///< where jobs run, and relative scripts and file: deps are taken from ("": the current folder)

@@ -144,6 +144,8 @@ class RunLoop {
   void escalate_kills(Tick& t);
   void note_running(Tick& t);
   void watch_host(Tick& t);
+  void watch_memory(Tick& t);
+  void stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib);
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);

@@ -1,0 +1,169 @@
+// Host memory enforcement and out-of-memory told apart (issue 45, points 4-5) in the core, with
+// inline data: the limit and its text, the signs of a GPU out-of-memory in a log's tail, the
+// kernel's OOM-kill lines, the outcomes in the state file and the engine. The real runs (a job
+// that grows past its mem_gib, a job that prints a CUDA out-of-memory) are in host_mem_run_test.cpp.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "gpuq/core/engine.h"
+#include "gpuq/core/host_mem.h"
+#include "gpuq/core/life.h"
+#include "gpuq/core/limits.h"
+#include "gpuq/live/state_codec.h"
+#include "test_util.h"
+
+namespace gpuq {
+namespace {
+
+using test::plan_of;
+
+Job job_with(double mem_gib) {
+  Job j;
+  j.id = "j3";
+  j.mem_gib = static_cast<float>(mem_gib);
+  return j;
+}
+
+TEST(HostMem, OverItsMemGibByMoreThanTheMarginOnly) {
+  Job j = job_with(2);
+  EXPECT_DOUBLE_EQ(memory_limit_gib(j, 10), 2.2);
+  EXPECT_FALSE(over_memory(j, 2.19, 10));
+  EXPECT_FALSE(over_memory(j, 2.2, 10));  // at the limit: not over
+  EXPECT_TRUE(over_memory(j, 2.21, 10));
+  EXPECT_TRUE(over_memory(j, 2.01, 0));
+  EXPECT_EQ(over_memory_text(j, 2.31, 10), "2.31 GiB resident, its mem_gib is 2 (+10%)");
+  // A job without mem_gib is never stopped for memory, however much it holds.
+  Job none = job_with(0);
+  EXPECT_EQ(memory_limit_gib(none, 10), 0);
+  EXPECT_FALSE(over_memory(none, 1e6, 10));
+}
+
+TEST(HostMem, RandomSizesAreOverExactlyPastMemGibTimesTheMargin) {
+  uint64_t seed = test::test_seed(45);
+  SCOPED_TRACE(test::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> gib(0.25, 512), pct(0, 50), share(0, 2);
+  for (int k = 0; k < 2000; ++k) {
+    Job j = job_with(gib(rng));
+    double margin = pct(rng), used = j.mem_gib * share(rng);
+    bool expected = used > double(j.mem_gib) * (1 + margin / 100);
+    EXPECT_EQ(over_memory(j, used, margin), expected) << j.mem_gib << " " << margin << " " << used;
+  }
+}
+
+TEST(HostMem, AGpuOutOfMemoryIsToldFromItsLogsLastLines) {
+  EXPECT_TRUE(gpu_oom_in_log("epoch 3\nTraceback (most recent call last):\n  File \"train.py\", line 9\n"
+                             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                             "total capacity of 79.15 GiB of which 1.06 GiB is free.\n"));
+  EXPECT_TRUE(gpu_oom_in_log("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n"));
+  EXPECT_TRUE(gpu_oom_in_log("torch.cuda.OutOfMemoryError: boom\n"));
+  EXPECT_TRUE(gpu_oom_in_log("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"));
+  EXPECT_TRUE(gpu_oom_in_log("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+                             "to allocate 17179869184 bytes.\n"));
+  // Other failures, and host memory errors, are no GPU out-of-memory.
+  EXPECT_FALSE(gpu_oom_in_log(""));
+  EXPECT_FALSE(gpu_oom_in_log("Traceback (most recent call last):\nMemoryError\n"));
+  EXPECT_FALSE(gpu_oom_in_log("RuntimeError: CUDA error: device-side assert triggered\n"));
+  EXPECT_FALSE(gpu_oom_in_log("cuda out of memory\n"));  // the messages are matched as printed
+}
+
+TEST(HostMem, TheKernelsOomKillOfOneOfTheJobsPids) {
+  std::string kmsg =
+      "6,1234,5000,-;python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0\n"
+      "6,1240,5001,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+      "task_memcg=/user.slice,task=python3,pid=41235,uid=0\n"
+      "3,1241,5002,-;Out of memory: Killed process 41235 (python3) total-vm:9000000kB, anon-rss:8000000kB, "
+      "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:16000kB oom_score_adj:0\n";
+  EXPECT_TRUE(oom_kill_in_kernel_log(kmsg, {41235}));
+  EXPECT_TRUE(oom_kill_in_kernel_log(kmsg, {7, 41235}));
+  EXPECT_FALSE(oom_kill_in_kernel_log(kmsg, {4123}));    // a prefix of the pid is another pid
+  EXPECT_FALSE(oom_kill_in_kernel_log(kmsg, {412350}));
+  EXPECT_FALSE(oom_kill_in_kernel_log(kmsg, {}));
+  // dmesg's form, without the record header; and each line alone.
+  EXPECT_TRUE(oom_kill_in_kernel_log("[12345.678] Memory cgroup out of memory: Killed process 99 (bash)", {99}));
+  EXPECT_TRUE(oom_kill_in_kernel_log("[1.0] oom-kill:constraint=CONSTRAINT_MEMCG,task=x,pid=77,uid=1000\n", {77}));
+  EXPECT_FALSE(oom_kill_in_kernel_log("[1.0] something else pid=77\n", {77}));
+}
+
+Life life_in(const std::string& entry_json) {
+  State s = *parse_state("{\"x\": " + entry_json + "}", "s.json").state;
+  return life_of(s.find("x"), false, 0);
+}
+
+TEST(HostMem, TheOutcomesRoundTripThroughTheStateFile) {
+  for (Outcome o : {Outcome::OverMemory, Outcome::OomGpu, Outcome::OomHost}) {
+    SCOPED_TRACE(outcome_name(o));
+    JobState e;
+    e.status = Status::Running;
+    e.start = 10;
+    Ended d;
+    d.outcome = o;
+    d.exit = o == Outcome::OverMemory ? kKilledExit : 1;
+    d.end = 20;
+    write_life(e, d, Cause::Exit);
+    EXPECT_EQ(e.status, Status::Failed);
+    ASSERT_TRUE(e.outcome);
+    EXPECT_EQ(*e.outcome, outcome_name(o));
+    State s;
+    s.set("x", e);
+    std::string text = dump_state(s);
+    EXPECT_EQ(std::get<Ended>(life_in(nlohmann::json::parse(text)["x"].dump())).outcome, o) << text;
+  }
+  EXPECT_STREQ(outcome_name(Outcome::OverMemory), "over memory");
+  EXPECT_STREQ(outcome_name(Outcome::OomGpu), "oom (GPU)");
+  EXPECT_STREQ(outcome_name(Outcome::OomHost), "oom (host)");
+  // The attempt's peak is a field of gpuq's own, read back as written.
+  State s = *parse_state(R"({"x": {"status": "failed", "exit": -15, "outcome": "over memory", "mem_peak_mib": 2365}})",
+                         "s.json")
+                 .state;
+  EXPECT_EQ(s.find("x")->mem_peak_mib, 2365);
+  EXPECT_THAT(dump_state(s), ::testing::HasSubstr("\"mem_peak_mib\": 2365"));
+}
+
+struct Driven {
+  Plan plan;
+  Engine engine;
+  explicit Driven(const std::string& json) : plan(plan_of(json)), engine(plan, Policy{}, 1) {}
+  size_t id(const std::string& name) const { return static_cast<size_t>(plan.find(name) - plan.jobs.data()); }
+  void tick(double now) {
+    ev::Tick t;
+    t.now = now;
+    engine.apply(t);
+  }
+  const Ended& ended(const std::string& name) const { return std::get<Ended>(engine.life(id(name))); }
+};
+
+TEST(HostMem, TheEngineStopsAJobOverMemoryAsAtItsLimitAndNamesAnOomExit) {
+  Driven r(R"([{"id": "big", "script": "s", "mem_gib": 0.25}, {"id": "again", "script": "s", "mem_gib": 0.25,
+               "retry_on_timeout": true}, {"id": "gpu", "script": "s"}, {"id": "host", "script": "s"},
+              {"id": "plain", "script": "s"}, {"id": "dep", "script": "s", "deps": ["big"]}])");
+  r.tick(0);
+  r.engine.apply(ev::OverMemory{r.id("big"), 30});
+  ASSERT_EQ(r.engine.effects().stops.size(), 1u);  // run sends its SIGTERM
+  EXPECT_EQ(r.engine.effects().stops[0].cause, Cause::OverMemory);
+  EXPECT_EQ(r.ended("big").outcome, Outcome::OverMemory);
+  EXPECT_EQ(r.ended("big").exit, kKilledExit);  // as a timeout's: not retried automatically
+  EXPECT_TRUE(finished(r.engine.life(r.id("big")), 3));
+  EXPECT_EQ(kind_of(r.engine.life(r.id("dep"))), LifeKind::Blocked);
+  r.engine.apply(ev::OverMemory{r.id("again"), 30});
+  EXPECT_EQ(r.ended("again").exit, kTimeoutRetryExit);  // retry_on_timeout: retried as a timeout is
+  EXPECT_FALSE(finished(r.engine.life(r.id("again")), 3));
+  r.engine.apply(ev::Exited{r.id("gpu"), 40, 1, Outcome::OomGpu});
+  r.engine.apply(ev::Exited{r.id("host"), 40, 137, Outcome::OomHost});
+  r.engine.apply(ev::Exited{r.id("plain"), 40, 1});
+  EXPECT_EQ(r.ended("gpu").outcome, Outcome::OomGpu);
+  EXPECT_EQ(r.ended("gpu").exit, 1);
+  EXPECT_EQ(r.ended("host").outcome, Outcome::OomHost);
+  EXPECT_EQ(r.ended("plain").outcome, Outcome::Failed);
+  // An out-of-memory failure is retried automatically as any failure is (max_retries).
+  EXPECT_FALSE(finished(r.engine.life(r.id("gpu")), 3));
+  // A second stop of an ended job is nothing.
+  r.engine.apply(ev::OverMemory{r.id("big"), 50});
+  EXPECT_TRUE(r.engine.effects().stops.empty());
+  EXPECT_EQ(r.ended("big").end, 30);
+}
+
+}  // namespace
+}  // namespace gpuq
