@@ -133,3 +133,54 @@ kill -9 $$
   EXPECT_FALSE(q.state()["plain"].contains("outcome"));  // a SIGKILL with no OOM kill of its own
   EXPECT_THAT(r.out, HasSubstr("out of memory (host: the kernel's OOM killer)"));
 }
+
+// on_oom (issue 45, point 6): a job that runs out of GPU memory at BATCH_SIZE 64 is run again at
+// once with it halved and more host memory, which it sees; history shows both attempts' values.
+TEST(HostMemRun, OnOomRunsAGpuOutOfMemoryAgainWithTheChangedValuesTheJobSees) {
+  MemQueue q;
+  q.d.write("train.sh", R"(echo "$BATCH_SIZE $GPUQ_ATTEMPT $GPUQ_MEM_GIB" >> seen
+if [ "$BATCH_SIZE" -gt 40 ]; then
+  echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+  exit 1
+fi
+)");
+  Output r = q.run(R"([{"id": "train", "script": "train.sh", "gpus": 1, "mem_gib": 1, "env": {"BATCH_SIZE": 64},
+                       "on_oom": {"retries": 2, "mem_factor": 1.5, "env": {"BATCH_SIZE": "half"}}}])");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.d.path() + "/seen"), (std::vector<std::string>{"64 1 1", "32 2 1.5"}));
+  json t = q.state()["train"];
+  EXPECT_EQ(t["status"], "done");
+  EXPECT_EQ(t["oom_retries"], 1);
+  EXPECT_EQ(t["oom_values"], "mem_gib 1.5, BATCH_SIZE=32");
+  EXPECT_EQ(t["attempts"], 0);  // no automatic retry spent (--max-retries 0)
+  EXPECT_EQ(t["attempt"], 2);
+  EXPECT_THAT(r.out, HasSubstr("out of memory (GPU: its log says so); on_oom runs it again at once (retry 1 of 2: "
+                               "mem_gib 1.5, BATCH_SIZE=32)"));
+  Output h = q.gpuq({"history"});
+  EXPECT_THAT(h.out, HasSubstr("oom (GPU) (exit 1)"));
+  EXPECT_THAT(h.out, HasSubstr("done, on_oom: mem_gib 1.5, BATCH_SIZE=32"));
+  json hj = json::parse(q.gpuq({"history", "--json"}).out);
+  ASSERT_EQ(hj.size(), 2u) << hj;
+  EXPECT_EQ(hj[0]["outcome"], "oom (GPU)");
+  EXPECT_FALSE(hj[0].contains("on_oom"));
+  EXPECT_EQ(hj[1]["on_oom"], "mem_gib 1.5, BATCH_SIZE=32");
+}
+
+// A job stopped over memory runs again once its processes are gone, with the memory on_oom gives.
+TEST(HostMemRun, OnOomRunsAJobStoppedOverMemoryAgainWithMoreMemory) {
+  MemQueue q;
+  q.d.write("big.sh", "echo $MB >> seen\n" + std::string("python3 -c \"import os, time; x = b'\\1' * (int(os.environ['MB']) * 2**20); time.sleep(1.5)\"\n"));
+  Output r = q.run(R"([{"id": "big", "script": "big.sh", "gpus": 0, "mem_gib": 0.25, "env": {"MB": 400},
+                       "on_oom": {"mem_factor": 2, "env": {"MB": "half"}}}])");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(q.d.path() + "/seen"), (std::vector<std::string>{"400", "200"}));
+  EXPECT_THAT(r.out, HasSubstr("stopped big: over memory: "));
+  EXPECT_THAT(r.out, HasSubstr("on_oom runs it again once its processes are gone"));
+  EXPECT_THAT(r.out, HasSubstr("big's processes are gone: on_oom runs it again (retry 1 of 1: mem_gib 0.5, MB=200)"));
+  json b = q.state()["big"];
+  EXPECT_EQ(b["status"], "done");
+  EXPECT_EQ(b["oom_retries"], 1);
+  EXPECT_GT(b["mem_peak_mib"].get<long long>(), 200);  // the second attempt's own peak, under 0.5 GiB + 10%
+  EXPECT_LT(b["mem_peak_mib"].get<long long>(), 0.55 * 1024);
+  EXPECT_THAT(q.gpuq({"history"}).out, HasSubstr("over memory (exit -15)"));
+}

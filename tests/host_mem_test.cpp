@@ -167,3 +167,121 @@ TEST(HostMem, TheEngineStopsAJobOverMemoryAsAtItsLimitAndNamesAnOomExit) {
 
 }  // namespace
 }  // namespace gpuq
+
+namespace gpuq {
+namespace {
+
+TEST(OnOom, EachRetrysValuesFollowFromTheJobAndTheCount) {
+  Plan plan = plan_of(R"([{"id": "t", "script": "s", "mem_gib": 2, "env": {"BATCH_SIZE": 64, "LR": "0.5", "ONE": 1},
+      "on_oom": {"retries": 3, "mem_factor": 1.5,
+                 "env": {"BATCH_SIZE": "half", "LR": "double", "ONE": "half", "MODE": "small", "NONE": "half"}}}])");
+  const Job& j = plan.jobs[0];
+  ASSERT_TRUE(j.on_oom);
+  EXPECT_EQ(j.on_oom->retries, 3);
+  OomValues v0 = oom_values(j, 0);
+  EXPECT_DOUBLE_EQ(v0.mem_gib, 2);
+  EXPECT_TRUE(v0.env.empty());
+  EXPECT_EQ(v0.text, "");
+  OomValues v1 = oom_values(j, 1);
+  EXPECT_DOUBLE_EQ(v1.mem_gib, 3);
+  // A whole number stays whole (at least 1); a variable with nothing to scale is left alone.
+  EXPECT_EQ(v1.text, "mem_gib 3, BATCH_SIZE=32, LR=1, ONE=1, MODE=small");
+  OomValues v2 = oom_values(j, 2);
+  EXPECT_DOUBLE_EQ(v2.mem_gib, 4.5);
+  EXPECT_EQ(v2.text, "mem_gib 4.5, BATCH_SIZE=16, LR=2, ONE=1, MODE=small");
+  EXPECT_EQ(v2.env[0], (std::pair<std::string, std::string>{"BATCH_SIZE", "16"}));
+  // A job without on_oom, or without mem_gib: nothing changes but what on_oom names.
+  Plan other = plan_of(R"([{"id": "a", "script": "s"}, {"id": "b", "script": "s", "on_oom": {"env": {"X": "1"}}}])");
+  EXPECT_EQ(oom_values(other.jobs[0], 2).text, "");
+  EXPECT_EQ(oom_values(other.jobs[1], 1).text, "X=1");
+  EXPECT_EQ(other.jobs[1].on_oom->retries, 1);  // the default: one retry
+}
+
+TEST(OnOom, BadValuesAreNamedWithTheJobAndTheKey) {
+  auto errors = [](const std::string& on_oom) {
+    std::vector<std::string> e = test::errors_of(R"([{"id": "train", "script": "s", "on_oom": )" + on_oom + "}]");
+    std::string all;
+    for (const std::string& x : e) all += x + "\n";
+    return all;
+  };
+  using ::testing::HasSubstr;
+  EXPECT_THAT(errors("2"), HasSubstr("\"on_oom\" must be an object, e.g."));
+  EXPECT_THAT(errors(R"({"retries": 0})"), HasSubstr("train"));
+  EXPECT_THAT(errors(R"({"retries": 0})"), HasSubstr("on_oom.retries must be a whole number from 1 to 100, not 0"));
+  EXPECT_THAT(errors(R"({"retries": 1.5})"), HasSubstr("on_oom.retries must be a whole number"));
+  EXPECT_THAT(errors(R"({"mem_factor": 0.5})"), HasSubstr("on_oom.mem_factor must be a number from 1 to 100"));
+  EXPECT_THAT(errors(R"({"retrys": 2})"),
+              HasSubstr("on_oom.retrys is no key of on_oom (retries, mem_factor, env); did you mean \"retries\"?"));
+  EXPECT_THAT(errors(R"({"mem_factr": 2})"), HasSubstr("did you mean \"mem_factor\"?"));
+  EXPECT_THAT(errors(R"({"env": ["BATCH_SIZE"]})"), HasSubstr("on_oom.env must be an object of variables"));
+  EXPECT_THAT(errors(R"({"env": {"BATCH SIZE": "half"}})"), HasSubstr("\"BATCH SIZE\" is not a variable name"));
+  EXPECT_THAT(errors(R"({"env": {"B": [1]}})"), HasSubstr("\"B\" must be \"half\", \"double\", or a string or number"));
+  EXPECT_EQ(errors(R"({"retries": 2, "mem_factor": 1.5, "env": {"B": "half"}})"), "");
+}
+
+TEST(OnOom, TheEngineRunsAnOutOfMemoryAgainAtOnceResizedAndBounded) {
+  Driven r(R"([{"id": "t", "script": "s", "gpus": 0, "mem_gib": 2, "on_oom": {"retries": 2, "mem_factor": 2}},
+               {"id": "d", "script": "s", "gpus": 0, "deps": ["t"]},
+               {"id": "plain", "script": "s", "gpus": 0, "mem_gib": 1}])");
+  size_t t = r.id("t");
+  r.tick(0);
+  EXPECT_FLOAT_EQ(r.engine.host_need(t).mem_gib, 2);
+  r.engine.apply(ev::Exited{t, 10, 1, Outcome::OomGpu});
+  ASSERT_EQ(kind_of(r.engine.life(t)), LifeKind::Waiting);
+  EXPECT_EQ(std::get<Waiting>(r.engine.life(t)).oom_retries, 1);
+  EXPECT_EQ(std::get<Waiting>(r.engine.life(t)).attempts, 0);  // no automatic retry spent
+  EXPECT_FLOAT_EQ(r.engine.host_need(t).mem_gib, 4);           // the retried attempt counts its new size
+  EXPECT_EQ(kind_of(r.engine.life(r.id("d"))), LifeKind::Waiting);  // blocked no longer
+  r.tick(11);
+  ASSERT_EQ(kind_of(r.engine.life(t)), LifeKind::Running);
+  EXPECT_EQ(std::get<Running>(r.engine.life(t)).oom_retries, 1);
+  EXPECT_FLOAT_EQ(r.engine.host_used(0).mem_gib, 5);  // its 4 GiB now, beside plain's 1
+  // Stopped over memory: ended; the retry waits for its processes to be gone (ev::OomRetry).
+  r.engine.apply(ev::OverMemory{t, 20});
+  ASSERT_EQ(kind_of(r.engine.life(t)), LifeKind::Ended);
+  EXPECT_TRUE(r.engine.oom_retry_due(t));
+  r.engine.apply(ev::OomRetry{t});
+  EXPECT_EQ(std::get<Waiting>(r.engine.life(t)).oom_retries, 2);
+  EXPECT_FLOAT_EQ(r.engine.host_need(t).mem_gib, 8);
+  r.tick(21);
+  r.engine.apply(ev::Exited{t, 30, 137, Outcome::OomHost});
+  // Its retries used up: it ends as any failure does (max_retries' automatic retry to come).
+  ASSERT_EQ(kind_of(r.engine.life(t)), LifeKind::Ended);
+  EXPECT_EQ(r.ended("t").outcome, Outcome::OomHost);
+  EXPECT_FALSE(r.engine.oom_retry_due(t));
+  // A plain failure of a job with on_oom is no out-of-memory: no on_oom retry.
+  r.engine.apply(ev::Exited{r.id("plain"), 30, 1});
+  EXPECT_EQ(kind_of(r.engine.life(r.id("plain"))), LifeKind::Ended);
+}
+
+TEST(OnOom, TheRetryIsKeptInTheStateAndAnEngineLoadedFromItCountsTheNewSize) {
+  Plan plan = plan_of(R"([{"id": "t", "script": "s", "gpus": 0, "mem_gib": 2,
+                            "on_oom": {"retries": 2, "mem_factor": 1.5, "env": {"B": "half"}}}])");
+  JobState e;
+  e.status = Status::Failed;
+  e.start = 1;
+  e.end = 2;
+  e.exit = 1;
+  e.outcome = kOomGpuOutcome;
+  e.attempts = 1;
+  write_life(e, Waiting{1, std::nullopt, 1}, Cause::OomRetry);
+  EXPECT_EQ(e.status, Status::Pending);
+  EXPECT_EQ(e.oom_retries, 1);
+  EXPECT_EQ(e.attempts, 1);                    // not counted against max_retries
+  EXPECT_FALSE(e.outcome);                     // the new attempt's entry
+  EXPECT_EQ(earlier_attempts(e).size(), 1u);   // the attempt that ran out of memory kept
+  State s;
+  s.set("t", e);
+  State back = *parse_state(dump_state(s), "s.json").state;
+  std::vector<Life> lives{life_of(back.find("t"), false, 0)};
+  EXPECT_EQ(std::get<Waiting>(lives[0]).oom_retries, 1);
+  Engine engine(plan, Policy{}, 1, nullptr, std::move(lives));
+  EXPECT_FLOAT_EQ(engine.host_need(0).mem_gib, 3);  // status and simulate count the retry's size
+  // A retry by hand starts over from the plan's values.
+  JobState f = e;
+  write_life(f, Waiting{0}, Cause::Retry);
+  EXPECT_FALSE(f.oom_retries);
+}
+
+}  // namespace
+}  // namespace gpuq

@@ -112,6 +112,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.gpus = after.gpus;
     e.pid = after.pid;
     note_snapshot(e, after);
+    if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
     out.push_back(std::move(e));
     if (is_end) end_of(a.attempts + 1, a.start);
   } else if (failed_launch) {
@@ -137,6 +138,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
         e.gpus = after.gpus;
         e.pid = after.pid;
         note_snapshot(e, after);
+        if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
         out.push_back(std::move(e));
       }
       break;
@@ -316,6 +318,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a.snapshot = e.snapshot;
       a.snapshot_dirty = e.snapshot_dirty;
       a.repo = e.repo;
+      if (e.detail && e.detail->starts_with("on_oom: ")) a.on_oom = e.detail->substr(8);
       open[e.id] = out.size();
       out.push_back(std::move(a));
     } else if (e.kind == "kill" || e.kind == "timeout") {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 
 namespace gpuq {
 
@@ -57,6 +59,53 @@ bool oom_kill_in_kernel_log(std::string_view kernel_log, const std::vector<long 
       if (size_t k = line.find(",pid="); k != std::string_view::npos && ours(number_at(line, k + 5))) return true;
   }
   return false;
+}
+
+bool is_oom(Outcome o) { return o == Outcome::OverMemory || o == Outcome::OomGpu || o == Outcome::OomHost; }
+
+namespace {
+
+// `value` halved or doubled, when it is a number: a whole one stays whole (at least 1).
+std::optional<std::string> scaled(const std::string& value, bool half) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v)) return std::nullopt;
+  bool whole = value.find_first_of(".eE") == std::string::npos;
+  double next = half ? v / 2 : v * 2;
+  if (whole) return fmt::format("{}", std::max(1LL, static_cast<long long>(std::floor(next))));
+  return fmt::format("{}", next);
+}
+
+}  // namespace
+
+OomValues oom_values(const Job& job, long long n) {
+  OomValues out;
+  out.mem_gib = job.mem_gib;
+  if (!job.on_oom || n <= 0) return out;
+  const OnOom& o = *job.on_oom;
+  out.mem_gib = job.mem_gib * std::pow(o.mem_factor, static_cast<double>(n));
+  std::vector<std::string> said;
+  if (job.mem_gib > 0 && o.mem_factor != 1) said.push_back(fmt::format("mem_gib {:g}", out.mem_gib));
+  for (const auto& [name, rule] : o.env) {
+    std::optional<std::string> value;
+    for (const auto& [k, v] : job.env)
+      if (k == name) value = v;
+    bool scales = rule == "half" || rule == "double";
+    if (scales && !value) continue;  // nothing to scale: left as it is
+    for (long long i = 0; i < n; ++i) {
+      if (!scales) {
+        value = rule;
+        break;
+      }
+      std::optional<std::string> next = scaled(*value, rule == "half");
+      if (!next) break;  // no number: left as it is
+      value = next;
+    }
+    out.env.emplace_back(name, *value);
+    said.push_back(name + "=" + *value);
+  }
+  for (size_t i = 0; i < said.size(); ++i) out.text += (i ? ", " : "") + said[i];
+  return out;
 }
 
 }  // namespace gpuq

@@ -1,6 +1,8 @@
 // The live queue's records over the ports: refresh and the control commands, as events to the
 // engine (queue_state.h), their stops carried out here.
 #include "gpuq/live/control.h"
+
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/hint.h"
 #include "gpuq/core/job_words.h"
 #include "gpuq/live/journal.h"
@@ -123,10 +125,20 @@ std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
   auto apply = [&](const EngineEvent& e) { q.apply(e, now); };
   std::vector<EndedLine> ended = refresh_entries(launcher, q.plan(), q.state(), now, &apply);
   // A preemptible job's own exit 85 is its checkpoint, not a failure: the engine made it waiting.
+  // An out-of-memory with an on_oom retry left: the engine made it waiting, resized (host_mem.h).
   for (EndedLine& e : ended)
     if (std::optional<size_t> j = job_index(q.plan(), e.id);
-        j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting)
-      e.line = fmt::format("checkpointed {} (exit {}): it runs again when GPUs allow", e.id, kCheckpointExit);
+        j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting) {
+      const Waiting& w = std::get<Waiting>(q.engine().life(*j));
+      if (e.line.find(": out of memory (") != std::string::npos && w.oom_retries > 0)
+        e.line += fmt::format("; on_oom runs it again at once (retry {} of {}{})", w.oom_retries,
+                              q.plan().jobs[*j].on_oom->retries,
+                              oom_values(q.plan().jobs[*j], w.oom_retries).text.empty()
+                                  ? ""
+                                  : ": " + oom_values(q.plan().jobs[*j], w.oom_retries).text);
+      else
+        e.line = fmt::format("checkpointed {} (exit {}): it runs again when GPUs allow", e.id, kCheckpointExit);
+    }
   return ended;
 }
 

@@ -58,4 +58,22 @@ void RunLoop::watch_memory(Tick& t) {
   for (const auto& [id, gib] : over) stop_over_memory(t, *job_of(id), id, gib);
 }
 
+// A job with mem_gib or on_oom: GPUQ_MEM_GIB says the host memory its attempt may use, and after
+// on_oom retries (host_mem.h) the attempt's variables are the changed ones; the entry keeps what
+// they are (oom_values: the start event and history show them).
+void RunLoop::oom_launch(size_t i, const Life& life, LaunchSpec& spec) {
+  const Job& j = plan_.jobs[i];
+  const Running* r = std::get_if<Running>(&life);
+  OomValues v = oom_values(j, r ? r->oom_retries : 0);
+  for (const auto& [name, value] : v.env) {
+    auto it = std::find_if(spec.env.begin(), spec.env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != spec.env.end())
+      it->second = value;
+    else
+      spec.env.emplace_back(name, value);
+  }
+  if (v.mem_gib > 0) spec.env.emplace_back("GPUQ_MEM_GIB", fmt::format("{:g}", v.mem_gib));
+  if (!v.text.empty()) q_->entry(i).oom_values = v.text;
+}
+
 }  // namespace gpuq

@@ -409,6 +409,7 @@ void RunLoop::start(Tick& t) {
                       (j.warn_signal && j.warn_signal->shell_only) || j.preempt_signal.shell_only, ""};
       spec.preemptions = q_->entry(i).preemptions.value_or(0);
       spec.checkpoint_dir = q_->engine().policy().preemptible(j);
+      if (j.mem_gib > 0 || j.on_oom) oom_launch(i, life, spec);
       if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);

@@ -112,6 +112,7 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
 // A preempted job gets it after --preempt-grace, its time to checkpoint and exit.
 void RunLoop::escalate_kills(Tick& t) {
+  std::vector<std::string> gone_over;  // stopped over memory, and gone: their on_oom retry, if due
   for (auto& [id, s] : q_->state().entries()) {
     if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
@@ -130,6 +131,7 @@ void RunLoop::escalate_kills(Tick& t) {
     if (!s.kill_sent || !s.pid) continue;
     if (!os_.launcher.group_alive(*s.pid)) {
       s.kill_sent.reset();
+      if (s.outcome == kOverMemoryOutcome) gone_over.push_back(id);
       continue;
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
@@ -141,6 +143,16 @@ void RunLoop::escalate_kills(Tick& t) {
       t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
+  }
+  for (const std::string& id : gone_over) {
+    std::optional<size_t> j = index_of(id);
+    if (!j || !q_->engine().oom_retry_due(*j)) continue;
+    q_->apply(ev::OomRetry{*j}, t.now);
+    const Waiting* w = std::get_if<Waiting>(&q_->engine().life(*j));
+    long long n = w ? w->oom_retries : 0;
+    std::string values = oom_values(plan_.jobs[*j], n).text;
+    say(t.now, fmt::format("{}'s processes are gone: on_oom runs it again (retry {} of {}{})", id, n,
+                           plan_.jobs[*j].on_oom->retries, values.empty() ? "" : ": " + values));
   }
 }
 
@@ -201,7 +213,10 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
   JobState& s = *q_->state().find(id);
   bool sent = stop(t, s);
   std::string why = over_memory_text(job, resident_gib, opt_.mem_margin_percent);
-  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
+  std::optional<size_t> j = index_of(id);
+  std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
+                      : job.retry_on_timeout              ? "retried automatically (retry_on_timeout)"
+                                                          : "not retried automatically";
   say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry));

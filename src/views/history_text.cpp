@@ -61,6 +61,7 @@ std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOut
     j["causes"] = a.causes;
     j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
     if (a.mem_peak_mib) j["mem_peak_mib"] = *a.mem_peak_mib;  // only where run sampled it (a job with mem_gib)
+    if (a.on_oom) j["on_oom"] = *a.on_oom;  // an attempt after on_oom retries: what it ran with
     if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
       j["snapshot"] = {{"commit", *a.snapshot},
                        {"dirty", a.snapshot_dirty.value_or(false)},
@@ -81,6 +82,7 @@ std::string attempts_text(const std::vector<Attempt>& attempts, const AttemptOut
     if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
     if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
     if (a.mem_peak_mib) o += fmt::format(", host peak {:.2f} GiB", static_cast<double>(*a.mem_peak_mib) / 1024);
+    if (a.on_oom) o += ", on_oom: " + *a.on_oom;
     if (a.snapshot)
       o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");
     out += fmt::format("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),

@@ -106,6 +106,7 @@ struct Attempt {
   std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
   std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
   std::optional<std::string> repo;            ///< the repository the commit is in
+  std::optional<std::string> on_oom;          ///< what it ran with after on_oom retries ("BATCH_SIZE=32")
 };
 
 /// Every attempt the events tell of, in the order they started (a job held or

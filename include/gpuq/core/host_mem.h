@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuq/core/life.h"
 #include "gpuq/core/plan.h"
 
 namespace gpuq {
@@ -40,5 +41,20 @@ bool gpu_oom_in_log(std::string_view tail);
 /// True when `kernel_log` (dmesg's or /dev/kmsg's lines) records the OOM killer killing one of
 /// `pids` ("Out of memory: Killed process 123 (python3)", "oom-kill:...,pid=123,...").
 bool oom_kill_in_kernel_log(std::string_view kernel_log, const std::vector<long long>& pids);
+
+/// An attempt that ran out of memory: "over memory", "oom (GPU)" or "oom (host)".
+bool is_oom(Outcome o);
+
+/// What a job's attempt runs with after `n` on_oom retries (plan.h's OnOom): its mem_gib times
+/// mem_factor^n, and each on_oom env variable changed n times ("half", "double": of its number in
+/// the job's env, a whole number kept whole and at least 1; a variable with no number there is
+/// left as it is; any other text: set). n = 0: the job's own values, no variable changed.
+struct OomValues {
+  double mem_gib = 0;
+  std::vector<std::pair<std::string, std::string>> env;  ///< the variables on_oom changed, to set
+  /// "mem_gib 0.375, BATCH_SIZE=32" ("" for n = 0): how history and run name the attempt's values.
+  std::string text;
+};
+OomValues oom_values(const Job& job, long long n);
 
 }  // namespace gpuq

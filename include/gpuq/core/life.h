@@ -51,6 +51,7 @@ const char* outcome_name(Outcome o);
 struct Waiting {
   long long attempts = 0;
   std::optional<double> ended{};
+  long long oom_retries = 0;  ///< on_oom retries used (host_mem.h): its next attempt's size
 };
 
 /// Held by hand (`gpuq hold`): nothing starts it until `gpuq retry` releases it. `in_queue`:
@@ -78,6 +79,7 @@ struct Running {
   /// When a preemption stopped it (its preempt_signal sent): an exit 0 is done, any other end makes
   /// it wait again, not failed and no retry spent (preempt.h).
   std::optional<double> preempt{};
+  long long oom_retries = 0;  ///< on_oom retries used before this attempt (host_mem.h)
 };
 
 /// Its last attempt ended.
@@ -87,6 +89,7 @@ struct Ended {
   long long exit = 0;
   std::optional<double> end;            ///< absent only in entries written by hand
   std::optional<double> start;          ///< absent when it never started (a launch that failed)
+  long long oom_retries = 0;            ///< on_oom retries used before this attempt (host_mem.h)
 };
 
 /// How an attempt whose script exited with `code` at `at` ended (started at `start`, if known).
@@ -147,6 +150,7 @@ enum class Cause {
   Limit,        ///< stopped at its time limit
   Hung,         ///< stopped by the hang watchdog
   OverMemory,   ///< stopped by `run` above its mem_gib
+  OomRetry,     ///< on_oom runs it again at once after an out-of-memory (host_mem.h)
   AutoRetry,    ///< the automatic retry
   Retry,        ///< `gpuq retry`
   Unblock,      ///< a retry released it

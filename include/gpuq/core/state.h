@@ -61,6 +61,8 @@ struct JobState {
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory its attempt's process tree used (MiB;
                                               ///< sampled by run for a job with mem_gib, host_mem.h)
+  std::optional<long long> oom_retries;       ///< on_oom retries used before this attempt (host_mem.h); absent: none
+  std::optional<std::string> oom_values;     ///< what the attempt runs with after them ("mem_gib 0.375, BATCH_SIZE=32")
   // What run read of a running job's progress (progress.h): the first reading and the latest
   // that moved, each a fraction (0-1) and when.
   std::optional<double> progress_first;

@@ -97,6 +97,11 @@ inline constexpr StateField kStateFields[] = {
     {"mem_peak_mib", StateKind::Bytes, &JobState::mem_peak_mib,
      "gpuq's own: the most resident host memory (MiB) the attempt's process tree used, as `run` sampled it "
      "(jobs with `mem_gib` only)"},
+    {"oom_retries", StateKind::Integer, &JobState::oom_retries,
+     "gpuq's own: the `on_oom` retries used before this attempt (each at once after an out-of-memory, not counted "
+     "in `attempts`)"},
+    {"oom_values", StateKind::Text, &JobState::oom_values,
+     "gpuq's own: what this attempt runs with after its `on_oom` retries (`mem_gib 0.375, BATCH_SIZE=32`)"},
     {"attempt", StateKind::Integer, &JobState::attempt,
      "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
      "after a `requeue` or a `retry` by hand"},
