@@ -184,3 +184,29 @@ TEST(HostMemRun, OnOomRunsAJobStoppedOverMemoryAgainWithMoreMemory) {
   EXPECT_LT(b["mem_peak_mib"].get<long long>(), 0.55 * 1024);
   EXPECT_THAT(q.gpuq({"history"}).out, HasSubstr("over memory (exit -15)"));
 }
+
+// The peaks of real runs, learned: history --estimates gives each prefix's, and validate warns of a
+// pending job whose mem_gib is under them.
+TEST(HostMemRun, HistoryEstimatesGiveTheHostPeakAndValidateWarnsOfAMemGibUnderIt) {
+  MemQueue q;
+  q.d.write("prep.sh", holder(200, 0.8));
+  Output r = q.run(R"([{"id": "prep_1", "script": "prep.sh", "gpus": 0, "mem_gib": 1},
+                      {"id": "prep_2", "script": "prep.sh", "gpus": 0, "mem_gib": 1},
+                      {"id": "prep_3", "script": "prep.sh", "gpus": 0, "mem_gib": 1}])");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  Output est = q.gpuq({"history", "--estimates"});
+  EXPECT_THAT(est.out, HasSubstr("Host memory peak of the job's processes (jobs with mem_gib), from the same runs:"));
+  EXPECT_THAT(est.out, ::testing::ContainsRegex("\nprep_ +3 +0\\.[1-4][0-9] GiB +0\\.[1-4][0-9] GiB\n"));
+  json ej = json::parse(q.gpuq({"history", "--estimates", "--json"}).out);
+  ASSERT_EQ(ej.size(), 1u) << ej;
+  EXPECT_GT(ej[0]["highest_host_peak_gib"].get<double>(), 0.19);
+  EXPECT_LT(ej[0]["highest_host_peak_gib"].get<double>(), 0.5);
+  // A new job of the prefix that declares less than they held.
+  q.plan(R"([{"id": "prep_1", "script": "prep.sh", "gpus": 0, "mem_gib": 1},
+             {"id": "prep_2", "script": "prep.sh", "gpus": 0, "mem_gib": 1},
+             {"id": "prep_3", "script": "prep.sh", "gpus": 0, "mem_gib": 1},
+             {"id": "prep_4", "script": "prep.sh", "gpus": 0, "mem_gib": 0.1}])");
+  Output v = q.gpuq({"validate"});
+  EXPECT_THAT(v.out + v.err, HasSubstr("prep_4"));
+  EXPECT_THAT(v.out + v.err, HasSubstr("mem_gib 0.1 is less than the 3 prep_* runs in the event log held at the most"));
+}

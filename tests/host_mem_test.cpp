@@ -8,6 +8,7 @@
 #include <random>
 
 #include "gpuq/core/engine.h"
+#include "gpuq/core/events.h"
 #include "gpuq/core/host_mem.h"
 #include "gpuq/core/life.h"
 #include "gpuq/core/limits.h"
@@ -281,6 +282,51 @@ TEST(OnOom, TheRetryIsKeptInTheStateAndAnEngineLoadedFromItCountsTheNewSize) {
   JobState f = e;
   write_life(f, Waiting{0}, Cause::Retry);
   EXPECT_FALSE(f.oom_retries);
+}
+
+}  // namespace
+}  // namespace gpuq
+
+namespace gpuq {
+namespace {
+
+// Learned sizes (issue 45, point 7): each prefix's host memory peak from the done runs' ends, and
+// validate's warning where a pending job's mem_gib is under the highest.
+TEST(HostMemLearn, PeaksArePerPrefixAndValidateSaysWhereMemGibIsUnderThem) {
+  Plan plan = plan_of(R"([{"id": "prep_a", "script": "x", "gpus": 0, "mem_gib": 2},
+                          {"id": "prep_b", "script": "x", "gpus": 0, "mem_gib": 8},
+                          {"id": "prep_c", "script": "x", "gpus": 0},
+                          {"id": "eval_a", "script": "x", "gpus": 0, "mem_gib": 1}])");
+  std::vector<Attempt> attempts;
+  auto add = [&](const std::string& id, long long mib, const char* outcome = "done") {
+    Attempt a;
+    a.id = id;
+    a.start = 0;
+    a.end = 3600;
+    a.outcome = outcome;
+    a.mem_peak_mib = mib;
+    attempts.push_back(a);
+  };
+  for (long long mib : {3 * 1024, 5 * 1024, 4 * 1024}) add("prep_a", mib);
+  add("prep_a", 50 * 1024, "over memory");  // not a done run: not learned from
+  for (long long mib : {2 * 1024, 3 * 1024}) add("eval_a", mib);  // two runs: under min_runs
+  std::vector<Learned> learned = learn_estimates(attempts, plan);
+  ASSERT_EQ(learned.size(), 2u);
+  EXPECT_EQ(learned[1].prefix, "prep_");
+  EXPECT_EQ(learned[1].host_peak_runs, 3u);
+  EXPECT_DOUBLE_EQ(learned[1].host_peak_gib, 4);
+  EXPECT_DOUBLE_EQ(learned[1].host_peak_max_gib, 5);
+  EXPECT_EQ(learned[1].peak_runs, 0u);  // no GPU peak
+  std::vector<EstimateWarning> w = memory_warnings(plan, State{}, learned, 76);
+  ASSERT_EQ(w.size(), 1u) << "prep_a under the peak; prep_b above it; prep_c gives none; eval_ has 2 runs";
+  EXPECT_EQ(w[0].job, "prep_a");
+  EXPECT_EQ(w[0].text,
+            "mem_gib 2 is less than the 3 prep_* runs in the event log held at the most (5.00 GiB of host memory, "
+            "median 4.00): run may stop it over memory; give it at least 5");
+  // A job that ran already is not warned of.
+  State s;
+  s.at("prep_a").status = Status::Done;
+  EXPECT_TRUE(memory_warnings(plan, s, learned, 76).empty());
 }
 
 }  // namespace

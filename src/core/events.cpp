@@ -355,7 +355,7 @@ std::string estimate_prefix(std::string_view id) {
 }
 
 std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan) {
-  std::map<std::string, std::vector<double>> ratios, took, peaks;
+  std::map<std::string, std::vector<double>> ratios, took, peaks, host_peaks;
   for (const Attempt& a : attempts) {
     if (a.outcome != "done" || !a.start || !a.end) continue;
     const Job* j = plan.find(a.id);
@@ -365,6 +365,7 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
     ratios[estimate_prefix(a.id)].push_back(hours / j->est_hours);
     took[estimate_prefix(a.id)].push_back(hours);
     if (a.gpu_mem_peak_mib) peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
+    if (a.mem_peak_mib) host_peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.mem_peak_mib) / 1024);
   }
   auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -380,6 +381,11 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
       l.peak_gib = median(p);
       l.peak_max_gib = p.back();
     }
+    if (std::vector<double>& p = host_peaks[prefix]; !p.empty()) {
+      l.host_peak_runs = p.size();
+      l.host_peak_gib = median(p);
+      l.host_peak_max_gib = p.back();
+    }
     out.push_back(std::move(l));
   }
   return out;
@@ -387,15 +393,28 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
 
 std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
                                              double room, size_t min_runs) {
-  std::map<std::string, const Learned*> by_prefix;
-  for (const Learned& l : learned)
+  std::map<std::string, const Learned*> by_prefix, host_by_prefix;
+  for (const Learned& l : learned) {
     if (l.peak_runs >= min_runs) by_prefix[l.prefix] = &l;
+    if (l.host_peak_runs >= min_runs) host_by_prefix[l.prefix] = &l;
+  }
   std::vector<EstimateWarning> out;
-  if (by_prefix.empty()) return out;
+  if (by_prefix.empty() && host_by_prefix.empty()) return out;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const Job& j = plan.jobs[i];
     Status st = state.status_of(plan, i);
-    if ((st != Status::Pending && st != Status::Held) || j.gpus == 0) continue;
+    if (st != Status::Pending && st != Status::Held) continue;
+    // Host memory: a mem_gib under what the prefix's runs held, which run would stop over memory.
+    if (auto h = host_by_prefix.find(estimate_prefix(j.id)); h != host_by_prefix.end() && j.mem_gib > 0 &&
+                                                             j.mem_gib < h->second->host_peak_max_gib) {
+      const Learned& l = *h->second;
+      out.push_back({j.id, fmt::format("mem_gib {:g} is less than the {} {}* runs in the event log held at the most "
+                                       "({:.2f} GiB of host memory, median {:.2f}): run may stop it over memory; give it "
+                                       "at least {:g}",
+                                       j.mem_gib, l.host_peak_runs, l.prefix, l.host_peak_max_gib, l.host_peak_gib,
+                                       std::ceil(l.host_peak_max_gib * 10) / 10)});
+    }
+    if (j.gpus == 0) continue;
     auto it = by_prefix.find(estimate_prefix(j.id));
     if (it == by_prefix.end()) continue;
     const Learned& l = *it->second;

@@ -164,7 +164,11 @@ std::string estimates_json(const std::vector<Learned>& learned) {
       out.push_back({{"prefix", l.prefix}, {"runs", l.runs}, {"median_ratio", l.median}, {"lowest", l.low},
                      {"highest", l.high},
                      {"median_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_gib) : nlohmann::ordered_json()},
-                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()}});
+                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()},
+                     {"median_host_peak_gib",
+                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_gib) : nlohmann::ordered_json()},
+                     {"highest_host_peak_gib",
+                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_max_gib) : nlohmann::ordered_json()}});
     return out.dump(1) + "\n";
   }
 }
@@ -184,6 +188,14 @@ std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned
     for (const Learned& l : learned)
       if (l.peak_runs)
         out += fmt::format("{:<16} {:>5} {:>6.1f} GiB {:>6.1f} GiB\n", l.prefix, l.peak_runs, l.peak_gib, l.peak_max_gib);
+  }
+  if (std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.host_peak_runs > 0; })) {
+    out += fmt::format("\nHost memory peak of the job's processes (jobs with mem_gib), from the same runs:\n");
+    out += fmt::format("{:<16} {:>5} {:>10} {:>10}\n", "prefix", "runs", "median", "highest");
+    for (const Learned& l : learned)
+      if (l.host_peak_runs)
+        out += fmt::format("{:<16} {:>5} {:>6.2f} GiB {:>6.2f} GiB\n", l.prefix, l.host_peak_runs, l.host_peak_gib,
+                           l.host_peak_max_gib);
   }
   // The runs furthest from their estimate, either way.
   struct Off {

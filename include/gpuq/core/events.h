@@ -123,6 +123,9 @@ struct Learned {
   size_t peak_runs = 0;      ///< those runs with a GPU memory peak (run with NVML)
   double peak_gib = 0;       ///< the median of their peaks, GiB
   double peak_max_gib = 0;   ///< the highest of their peaks, GiB
+  size_t host_peak_runs = 0;      ///< those runs with a host memory peak (run sampled them: mem_gib)
+  double host_peak_gib = 0;       ///< the median of those peaks, GiB
+  double host_peak_max_gib = 0;   ///< the highest of them, GiB
 };
 
 /// The prefix estimates group a job under.
@@ -145,7 +148,8 @@ std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& st
 /// Pending jobs whose GPU memory disagrees with what their prefix's done runs (at least
 /// `min_runs` with a peak) used: a gpu_mem_gib below the highest peak (jobs sharing its GPU may
 /// run out of memory), or a whole-GPU job whose peak would let several share a GPU (`room`: the
-/// GiB a GPU takes, Policy::gpu_room).
+/// GiB a GPU takes, Policy::gpu_room); and a mem_gib below the highest host memory peak (run
+/// would stop it over memory).
 std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
                                              double room, size_t min_runs = 3);
 
