@@ -112,6 +112,9 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"snapshot", R"("snapshot": "git")"},
       {"preemptible", R"("preemptible": true)"},
       {"preempt_signal", R"("preempt_signal": "B:USR1")"},
+      {"cpus", R"("cpus": 4)"},
+      {"mem_gib", R"("mem_gib": 8)"},
+      {"on_oom", R"("on_oom": {"env": {"BATCH_SIZE": "half"}})"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");
