@@ -212,7 +212,10 @@ TEST(OnOom, BadValuesAreNamedWithTheJobAndTheKey) {
   EXPECT_THAT(errors(R"({"retries": 1.5})"), HasSubstr("on_oom.retries must be a whole number"));
   EXPECT_THAT(errors(R"({"mem_factor": 0.5})"), HasSubstr("on_oom.mem_factor must be a number from 1 to 100"));
   EXPECT_THAT(errors(R"({"retrys": 2})"),
-              HasSubstr("on_oom.retrys is no key of on_oom (retries, mem_factor, env); did you mean \"retries\"?"));
+              HasSubstr("on_oom.retrys is no key of on_oom (retries, mem_factor, gpu_mem_factor, env); did you mean "
+                        "\"retries\"?"));
+  EXPECT_THAT(errors(R"({"gpu_mem_factor": 0})"), HasSubstr("on_oom.gpu_mem_factor must be a number from 1 to 100 (what "
+                                                           "gpu_mem_gib is multiplied by), not 0"));
   EXPECT_THAT(errors(R"({"mem_factr": 2})"), HasSubstr("did you mean \"mem_factor\"?"));
   EXPECT_THAT(errors(R"({"env": ["BATCH_SIZE"]})"), HasSubstr("on_oom.env must be an object of variables"));
   EXPECT_THAT(errors(R"({"env": {"BATCH SIZE": "half"}})"), HasSubstr("\"BATCH SIZE\" is not a variable name"));
@@ -253,6 +256,40 @@ TEST(OnOom, TheEngineRunsAnOutOfMemoryAgainAtOnceResizedAndBounded) {
   // A plain failure of a job with on_oom is no out-of-memory: no on_oom retry.
   r.engine.apply(ev::Exited{r.id("plain"), 30, 1});
   EXPECT_EQ(kind_of(r.engine.life(r.id("plain"))), LifeKind::Ended);
+}
+
+// A job that packs: its retry declares gpu_mem_gib times gpu_mem_factor, and is placed by it.
+TEST(OnOom, APackedJobsRetryIsPlacedWithItsNewGpuMemory) {
+  Plan plan = plan_of(R"([{"id": "t", "script": "s", "gpus": 1, "gpu_mem_gib": 30, "on_oom": {"gpu_mem_factor": 2}},
+                          {"id": "p", "script": "s", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 9}])");
+  EXPECT_EQ(oom_values(plan.jobs[0], 1).text, "gpu_mem_gib 60");
+  Policy p;
+  p.node_gpus = {0};
+  p.gpu_mem_gib = 80;
+  p.gpu_mem_headroom = 0;
+  Engine e(plan, p, 1);
+  ev::Tick t;
+  t.now = 0;
+  e.apply(t);
+  ASSERT_EQ(e.effects().launches.size(), 2u);  // 30 + 30 on the one 80 GiB GPU
+  EXPECT_DOUBLE_EQ(e.packed_gib(0), 30);
+  e.apply(ev::Exited{0, 10, 1, Outcome::OomGpu});
+  ASSERT_EQ(kind_of(e.life(0)), LifeKind::Waiting);
+  EXPECT_DOUBLE_EQ(e.packed_gib(0), 60);
+  t.now = 11;
+  e.apply(t);
+  EXPECT_TRUE(e.effects().launches.empty()) << "60 GiB does not fit beside p's 30 on 80";
+  Engine copy = e;  // a prediction's copy places it by the same size
+  e.apply(ev::Exited{1, 20, 0});
+  t.now = 21;
+  e.apply(t);
+  ASSERT_EQ(e.effects().launches.size(), 1u);
+  EXPECT_EQ(e.effects().launches[0].job, 0u);
+  EXPECT_DOUBLE_EQ(e.declared_gib(0, 0), 60);
+  copy.apply(ev::Exited{1, 20, 0});
+  copy.apply(t);
+  ASSERT_EQ(copy.effects().launches.size(), 1u);
+  EXPECT_DOUBLE_EQ(copy.declared_gib(0, 0), 60);
 }
 
 TEST(OnOom, TheRetryIsKeptInTheStateAndAnEngineLoadedFromItCountsTheNewSize) {

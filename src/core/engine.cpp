@@ -188,7 +188,8 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   waiting_ = running_ = 0;
   preemptible_running_.clear();
   held_for_.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
-  if (host_ && index_->on_oom)  // on_oom: each job's size is that of its next (or running) attempt
+  gib_.clear();
+  if (index_->on_oom)  // on_oom: each job's size is that of its next (or running) attempt
     for (size_t j = 0; j < n; ++j) {
       const Life& l = lives_[j];
       long long oom = 0;
@@ -266,6 +267,7 @@ void Engine::hold_gpus(size_t j, const Running& r, int by) {
 }
 
 double Engine::packed_gib(size_t j) const {
+  if (!gib_.empty()) return gib_[j];
   return packs_ && !index_->gib.empty() ? index_->gib[j] : 0;
 }
 
@@ -497,6 +499,7 @@ void Engine::mark(size_t j, int32_t slot) {
 
 void Engine::pass(const ev::Tick& t) {
   in_.placement = &policy_.placement;  // this engine's (a copy of an engine points at its own)
+  in_.gib = gib_;                      // likewise: empty unless an on_oom retry resized a packed job
   for (size_t k = 0; k < free_nodes_.size(); ++k) free_nodes_[k] = in_.node & ~busy_[k];
   free_nodes_[0] &= ~t.unavailable;
   in_.free = free_nodes_[0];
@@ -595,8 +598,13 @@ void Engine::operator()(const ev::OomRetry& e) { oom_retry(e.job); }
 // The host memory job j's next attempt counts: its mem_gib after `oom_retries` on_oom retries
 // (host_mem.h). Only while it is not running: a running job's share stays what it took.
 void Engine::size_for(size_t j, long long oom_retries) {
-  if (!host_ || !plan_.jobs[j].on_oom) return;
-  host_need_[j].mem_gib = static_cast<float>(oom_values(plan_.jobs[j], oom_retries).mem_gib);
+  if (!plan_.jobs[j].on_oom) return;
+  OomValues v = oom_values(plan_.jobs[j], oom_retries);
+  if (host_) host_need_[j].mem_gib = static_cast<float>(v.mem_gib);
+  if (packs_ && !index_->gib.empty() && plan_.jobs[j].gpus > 0 && plan_.jobs[j].gpu_mem_gib) {
+    if (gib_.empty()) gib_ = index_->gib;  // this engine's own sizes, from the first retried job on
+    gib_[j] = static_cast<float>(v.gpu_mem_gib);
+  }
 }
 
 namespace {

@@ -81,11 +81,14 @@ std::optional<std::string> scaled(const std::string& value, bool half) {
 OomValues oom_values(const Job& job, long long n) {
   OomValues out;
   out.mem_gib = job.mem_gib;
+  out.gpu_mem_gib = job.gpu_mem_gib.value_or(0);
   if (!job.on_oom || n <= 0) return out;
   const OnOom& o = *job.on_oom;
   out.mem_gib = job.mem_gib * std::pow(o.mem_factor, static_cast<double>(n));
+  out.gpu_mem_gib *= std::pow(o.gpu_mem_factor, static_cast<double>(n));
   std::vector<std::string> said;
   if (job.mem_gib > 0 && o.mem_factor != 1) said.push_back(fmt::format("mem_gib {:g}", out.mem_gib));
+  if (out.gpu_mem_gib > 0 && o.gpu_mem_factor != 1) said.push_back(fmt::format("gpu_mem_gib {:g}", out.gpu_mem_gib));
   for (const auto& [name, rule] : o.env) {
     std::optional<std::string> value;
     for (const auto& [k, v] : job.env)

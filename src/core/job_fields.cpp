@@ -233,7 +233,7 @@ void read_mem_gib(JobReader& r, const JobField& f, const element& v) {
     r.job.mem_gib = std::max(static_cast<float>(*x), std::numeric_limits<float>::min());
 }
 
-// {"retries": N, "mem_factor": F, "env": {"NAME": "half" | "double" | text}}: each key checked,
+// {"retries": N, "mem_factor": F, "gpu_mem_factor": F, "env": {"NAME": "half" | "double" | text}}: each key checked,
 // a misspelt one named with the nearest.
 void read_on_oom(JobReader& r, const JobField& f, const element& v) {
   if (!v.is_object()) {
@@ -242,7 +242,7 @@ void read_on_oom(JobReader& r, const JobField& f, const element& v) {
                       f.name, type_name(v), show(v)));
     return;
   }
-  static const std::vector<std::string_view> keys{"retries", "mem_factor", "env"};
+  static const std::vector<std::string_view> keys{"retries", "mem_factor", "gpu_mem_factor", "env"};
   OnOom o;
   bool good = true;
   for (auto [key, value] : simdjson::dom::object(v)) {
@@ -256,11 +256,12 @@ void read_on_oom(JobReader& r, const JobField& f, const element& v) {
         bad(fmt::format("must be a whole number from 1 to 100, not {}", show(value)));
       else
         o.retries = static_cast<long long>(json_as_double(value));
-    } else if (k == "mem_factor") {
+    } else if (k == "mem_factor" || k == "gpu_mem_factor") {
       if (!json_is_number(value) || json_as_double(value) < 1 || json_as_double(value) > 100)
-        bad(fmt::format("must be a number from 1 to 100 (what mem_gib is multiplied by), not {}", show(value)));
+        bad(fmt::format("must be a number from 1 to 100 (what {} is multiplied by), not {}",
+                        k == "mem_factor" ? "mem_gib" : "gpu_mem_gib", show(value)));
       else
-        o.mem_factor = json_as_double(value);
+        (k == "mem_factor" ? o.mem_factor : o.gpu_mem_factor) = json_as_double(value);
     } else if (k == "env") {
       if (!value.is_object()) {
         bad(fmt::format("must be an object of variables, e.g. {{\"BATCH_SIZE\": \"half\"}}, not {} ({})",
@@ -279,7 +280,7 @@ void read_on_oom(JobReader& r, const JobField& f, const element& v) {
           o.env.emplace_back(std::string(name), *text);
       }
     } else {
-      bad(fmt::format("is no key of on_oom (retries, mem_factor, env){}", did_you_mean(k, keys)));
+      bad(fmt::format("is no key of on_oom (retries, mem_factor, gpu_mem_factor, env){}", did_you_mean(k, keys)));
     }
   }
   if (good) r.job.on_oom = std::move(o);
@@ -415,7 +416,7 @@ constexpr JobField kJobFields[] = {
      "(see CPU cores and host memory)"},
     {"on_oom", P::Nullable, read_on_oom, same_as<&Job::on_oom>, "object", "none",
      "gpuq's own: after an out-of-memory (`over memory`, `oom (GPU)`, `oom (host)`), run the job again at once with "
-     "more memory or a changed environment, e.g. `{\"retries\": 2, \"mem_factor\": 1.5, \"env\": "
+     "more memory or a changed environment, e.g. `{\"retries\": 2, \"gpu_mem_factor\": 1.5, \"env\": "
      "{\"BATCH_SIZE\": \"half\"}}` (see Host memory enforced, and out of memory told apart)"},
     {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
      "none (`--quiet-minutes`)",

@@ -361,6 +361,7 @@ class Engine {
   std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
   bool host_ = false;                // the plan counts cores and host memory: the three below are kept
   std::vector<HostNeed> host_need_;  // per job
+  std::vector<float> gib_;  // per job: the GiB it packs with, where an on_oom retry resized one (else empty)
   std::vector<HostRoom> host_used_;  // per node: what its running jobs need
   std::vector<HostRoom> host_room_;  // per node: PassInput::host_room of the last pass
   ReadySet ready_;

@@ -46,11 +46,12 @@ bool oom_kill_in_kernel_log(std::string_view kernel_log, const std::vector<long 
 bool is_oom(Outcome o);
 
 /// What a job's attempt runs with after `n` on_oom retries (plan.h's OnOom): its mem_gib times
-/// mem_factor^n, and each on_oom env variable changed n times ("half", "double": of its number in
+/// mem_factor^n, its gpu_mem_gib times gpu_mem_factor^n, and each on_oom env variable changed n times ("half", "double": of its number in
 /// the job's env, a whole number kept whole and at least 1; a variable with no number there is
 /// left as it is; any other text: set). n = 0: the job's own values, no variable changed.
 struct OomValues {
   double mem_gib = 0;
+  double gpu_mem_gib = 0;  ///< 0: the job gives none
   std::vector<std::pair<std::string, std::string>> env;  ///< the variables on_oom changed, to set
   /// "mem_gib 0.375, BATCH_SIZE=32" ("" for n = 0): how history and run name the attempt's values.
   std::string text;

@@ -54,11 +54,12 @@ struct SignalSpec {
 
 /// A job's "on_oom": after an attempt that ran out of memory (outcomes "over memory", "oom (GPU)",
 /// "oom (host)"), up to `retries` attempts more, at once and not counted against max_retries, each
-/// with mem_gib times `mem_factor` and `env` changed: "half" or "double" scales the variable's
+/// with mem_gib times `mem_factor`, gpu_mem_gib times `gpu_mem_factor` and `env` changed: "half" or "double" scales the variable's
 /// number (the job's env's, then the previous attempt's), any other text sets it.
 struct OnOom {
   long long retries = 1;
   double mem_factor = 1;
+  double gpu_mem_factor = 1;  ///< gpu_mem_gib times this (a job that packs)
   std::vector<std::pair<std::string, std::string>> env;
   bool operator==(const OnOom&) const = default;
 };
