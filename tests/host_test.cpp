@@ -147,6 +147,7 @@ TEST(HostPass, AJobTooBigForTheNodeHoldsNoneBackButOneWaitingForCoresSetsTheBack
   EXPECT_EQ(wait.tick(0, true), (std::vector<std::string>{"busy", "short"}))
       << "wide waits for 8 cores: only short jobs may start meanwhile";
   EXPECT_EQ(wait.e->why(wait.at("long")).kind, Why::Kind::Backfill);
+  EXPECT_TRUE(wait.e->why(wait.at("long")).head_host) << "wide waits for cores, not GPUs: the reason says so";
   EXPECT_EQ(wait.e->why(wait.at("wide")).kind, Why::Kind::Host);
 }
 

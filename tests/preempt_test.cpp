@@ -13,6 +13,7 @@
 #include "gpuq/core/engine.h"
 #include "gpuq/core/simulate.h"
 #include "test_util.h"
+#include "tick_loop.h"
 
 namespace gpuq {
 namespace {
@@ -212,6 +213,27 @@ TEST(Preempt, TheSimulationPredictsThePreemptionAndTheResume) {
   }
 }
 
+// A random plan of long preemptible work of larger priority values, and urgent jobs that become
+// ready later (after a 0-GPU gate of their own, or another job). Estimates in quarter hours.
+std::string random_preempt_plan(std::mt19937_64& rng) {
+  auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  int n = 3 + below(8);
+  std::string jobs = "[";
+  for (int k = 0; k < n; ++k) {
+    bool preemptible = below(2);
+    std::string deps = k > 0 && below(3) == 0 ? fmt::format(", \"deps\": [\"j{}\"]", below(k))
+                       : !preemptible         ? fmt::format(", \"deps\": [\"g{}\"]", k)
+                                              : "";
+    jobs += fmt::format(R"({}{{"id": "j{}", "script": "s.sh", "gpus": {}, "priority": {}, "est_hours": {}{}{}}})",
+                        k ? ", " : "", k, 1 + below(4), preemptible ? 30 + 10 * below(4) : 10 * below(3),
+                        0.25 * (1 + below(8)), preemptible ? ", \"preemptible\": true" : "", deps);
+    if (!preemptible)
+      jobs += fmt::format(R"(, {{"id": "g{}", "script": "g.sh", "gpus": 0, "est_hours": {}}})", k, 0.25 * below(5));
+  }
+  jobs += "]";
+  return jobs;
+}
+
 // Random plans of preemptible and ordinary jobs, predicted: no GPU is held by two jobs at once,
 // every preemption lets its job start at that instant, no job is preempted again within its
 // least run, and every job ends done with its whole estimate run (its attempts add up to it).
@@ -222,22 +244,7 @@ TEST(Preempt, RandomPlansKeepEveryRule) {
   auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   int preempted_trials = 0;  // the property is not vacuous: preemptions happen
   for (int trial = 0; trial < 200; ++trial) {
-    // Long preemptible work of larger priority values, and urgent jobs that become ready later
-    // (after a 0-GPU gate of their own, or another job).
-    int n = 3 + below(8);
-    std::string jobs = "[";
-    for (int k = 0; k < n; ++k) {
-      bool preemptible = below(2);
-      std::string deps = k > 0 && below(3) == 0 ? fmt::format(", \"deps\": [\"j{}\"]", below(k))
-                         : !preemptible         ? fmt::format(", \"deps\": [\"g{}\"]", k)
-                                                : "";
-      jobs += fmt::format(R"({}{{"id": "j{}", "script": "s.sh", "gpus": {}, "priority": {}, "est_hours": {}{}{}}})",
-                          k ? ", " : "", k, 1 + below(4), preemptible ? 30 + 10 * below(4) : 10 * below(3),
-                          0.25 * (1 + below(8)), preemptible ? ", \"preemptible\": true" : "", deps);
-      if (!preemptible)
-        jobs += fmt::format(R"(, {{"id": "g{}", "script": "g.sh", "gpus": 0, "est_hours": {}}})", k, 0.25 * below(5));
-    }
-    jobs += "]";
+    std::string jobs = random_preempt_plan(rng);
     Plan plan = plan_of(jobs);
     SimOptions opt;
     opt.node_gpus = {0, 1, 2, 3};
@@ -274,6 +281,92 @@ TEST(Preempt, RandomPlansKeepEveryRule) {
       }
   }
   EXPECT_GE(preempted_trials, 20);
+}
+
+// Run does what simulate predicted, with preemption: random plans of the test above run by
+// `run`'s loop over the fakes (a clock moved by hand; a job ends when its estimate, less what its
+// earlier attempts ran, has passed; a preemption's SIGTERM ends it at once, and the loop looks
+// again at once, as the waker makes it). Every attempt starts and ends when and where simulate
+// said, and the preemptions are the ones it predicted.
+TEST(Preempt, RunOverTheFakesDoesWhatSimulatePredicted) {
+  uint64_t seed = test::test_seed(4444);
+  SCOPED_TRACE(test::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  int preempted_trials = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::string jobs = random_preempt_plan(rng);
+    const double min_minutes = 15 * below(3);
+    SCOPED_TRACE(fmt::format("trial {}, preempt_min_minutes {}: {}", trial, min_minutes, jobs));
+    test::Loop q(jobs, [&](RunOptions& o) { o.preempt_min_minutes = min_minutes; }, {0, 1, 2, 3});
+    SimOptions opt;
+    opt.node_gpus = {0, 1, 2, 3};
+    opt.preempt_min_minutes = min_minutes;
+    Simulation sim = simulate(q.plan, opt);
+    ASSERT_TRUE(sim.stuck.empty());
+    // The run: each attempt (job, start, end in hours from the start, GPUs).
+    struct Attempt {
+      std::string id;
+      double start, end = -1;
+      std::vector<int> gpus;
+    };
+    std::map<long long, Attempt> ran;
+    std::map<std::string, double> worked;  // hours its ended attempts ran
+    const double t0 = q.clock.t;
+    auto hours = [&] { return (q.clock.t - t0) / 3600; };
+    size_t seen_launches = 0;
+    bool finished = false;
+    for (int step = 0; step < 2000 && !finished; ++step) {
+      TickResult r = q.tick();
+      finished = r.next == TickResult::Next::Finished;
+      ASSERT_NE(r.next, TickResult::Next::Fatal);
+      for (; seen_launches < q.launcher.launches.size(); ++seen_launches) {
+        const LaunchSpec& l = q.launcher.launches[seen_launches];
+        ran[q.launcher.pid_of(l.id)] = {l.id, hours(), -1, l.gpus};
+      }
+      // Ended at this tick by its signal (a preemption): it ran until now; the loop looks again now.
+      bool again = false;
+      for (auto& [pid, a] : ran)
+        if (a.end < 0 && q.launcher.procs[pid].seen.kind == Observed::Kind::Exited) {
+          a.end = hours();
+          worked[a.id] += a.end - a.start;
+          again = true;
+        }
+      if (finished || again) continue;
+      // The next moment: the first running attempt to end, or the loop's own wake.
+      double next = r.wake_in / 3600;
+      for (const auto& [pid, a] : ran)
+        if (a.end < 0) next = std::min(next, q.plan.find(a.id)->est_hours - worked[a.id] - (hours() - a.start));
+      ASSERT_LT(next, 100) << "nothing to wait for";
+      q.clock.advance(std::max(0.0, next) * 3600);
+      for (auto& [pid, a] : ran)
+        if (a.end < 0 && q.plan.find(a.id)->est_hours - worked[a.id] - (hours() - a.start) < 1e-9) {
+          q.launcher.exit(pid, 0);
+          a.end = hours();
+          worked[a.id] += a.end - a.start;
+        }
+    }
+    ASSERT_TRUE(finished) << "the run did not end";
+    // The same attempts as the prediction, in the same order per job.
+    std::map<std::string, std::vector<std::tuple<double, double, std::vector<int>>>> got, want;
+    for (const auto& [pid, a] : ran) got[a.id].push_back({a.start, a.end, a.gpus});
+    for (const SimRow& r : sim.rows) want[q.plan.jobs[r.job].id].push_back({r.start, r.end, r.gpus});
+    ASSERT_EQ(got.size(), want.size());
+    for (auto& [id, w] : want) {
+      std::vector<std::tuple<double, double, std::vector<int>>>& g = got[id];
+      std::sort(g.begin(), g.end());
+      std::sort(w.begin(), w.end());
+      ASSERT_EQ(g.size(), w.size()) << id << ": attempts";
+      for (size_t k = 0; k < w.size(); ++k) {
+        EXPECT_NEAR(std::get<0>(g[k]), std::get<0>(w[k]), 1e-6) << id << " attempt " << k + 1 << ": start";
+        EXPECT_NEAR(std::get<1>(g[k]), std::get<1>(w[k]), 1e-6) << id << " attempt " << k + 1 << ": end";
+        EXPECT_EQ(std::get<2>(g[k]), std::get<2>(w[k])) << id << " attempt " << k + 1 << ": GPUs";
+      }
+      preempted_trials += w.size() > 1;
+    }
+    EXPECT_EQ(q.status("j0") == Status::Done, true);
+  }
+  EXPECT_GE(preempted_trials, 5) << "preemptions happened";
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"preemptible", R"("preemptible": true)"},
       {"preempt_signal", R"("preempt_signal": "B:USR1")"},
       {"cpus", R"("cpus": 4)"},
-      {"mem_gib", R"("mem_gib": 8)"},
+      {"mem_gib", R"("mem_gib": 12)"},
       {"on_oom", R"("on_oom": {"env": {"BATCH_SIZE": "half"}})"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";

@@ -38,6 +38,17 @@ TEST(SlurmUnit, SbatchArgsForAJob) {
   EXPECT_THAT(none, Contains("--reservation=maint"));
 }
 
+// A job's cores and host memory go to Slurm as --cpus-per-task and --mem (MiB, rounded up);
+// a job that gives neither leaves Slurm's defaults.
+TEST(SlurmUnit, CpusAndMemGibGoToCpusPerTaskAndMem) {
+  Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "cpus": 6, "mem_gib": 1.5},
+                       {"id": "b", "script": "b.sh", "mem_gib": 0.3},
+                       {"id": "c", "script": "c.sh"}])");
+  EXPECT_EQ(slurm_host_args(p.jobs[0]), (std::vector<std::string>{"--cpus-per-task=6", "--mem=1536M"}));
+  EXPECT_EQ(slurm_host_args(p.jobs[1]), (std::vector<std::string>{"--mem=308M"}));  // 307.2 MiB, up
+  EXPECT_TRUE(slurm_host_args(p.jobs[2]).empty());
+}
+
 TEST(SlurmUnit, TimeFromLimitOrEstimateTimesMargin) {
   Plan p = plan_of(R"([{"id": "a", "script": "a.sh", "est_hours": 2},
                        {"id": "b", "script": "b.sh", "est_hours": 2, "time_limit_hours": 0.5},

@@ -299,6 +299,18 @@ std::optional<double> Engine::retry_at(size_t j) const {
   return *e->end + policy_.retry_after / unit_seconds_;
 }
 
+std::optional<double> Engine::next_preemptible(double now) const {
+  if (!preempts_ || !waiting_) return std::nullopt;
+  const double min_run = policy_.preempt_min_minutes * 60 / unit_seconds_;
+  std::optional<double> next;
+  for (size_t j : preemptible_running_) {
+    const Running& r = std::get<Running>(lives_[j]);
+    if (r.preempt || r.requeue) continue;
+    if (double at = r.start + min_run; at > now + kEps) next = std::min(next.value_or(at), at);
+  }
+  return next;
+}
+
 std::optional<double> Engine::next_retry() {
   while (!retries_.empty() && retries_.front().second.second != version_[retries_.front().second.first])
     heap_pop(retries_);
@@ -991,6 +1003,7 @@ Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
   w.closed = h.closed;
   w.room = h.room;
   w.head = h.head;
+  w.head_host = h.head_host;
   if (w.kind != Why::Kind::Gpus) return w;
   const auto& mine = plan.reservations_of[j];
   for (size_t r = 0; r < plan.reservations.size(); ++r) {

@@ -480,7 +480,12 @@ struct PassRunner {
         continue;
       }
       if (head && k > *head && a.is_long && !lift_limit) {
-        out.held.push_back({j, PassedOver::Why::Backfill, 0, 0, *out.waiting_head});
+        PassedOver b{j, PassedOver::Why::Backfill, 0, 0, *out.waiting_head};
+        // What the head waits for: its own entry is before this one (it ranks first).
+        b.head_host = std::any_of(out.held.begin(), out.held.end(), [&](const PassedOver& h) {
+          return h.job == *out.waiting_head && h.why == PassedOver::Why::Host;
+        });
+        out.held.push_back(b);
       } else if (counts_host() && gpus_fit(free, k) && !host_fits_where_gpus(free, k)) {
         PassedOver h{j, PassedOver::Why::Host, 0, 0, 0};
         h.need = host_need(j);

@@ -100,7 +100,6 @@ struct Prediction::World {
   MinHeap<std::pair<double, size_t>> produce;      // (when a job not yet started gets its files, job)
   MinHeap<double> gates;                           // when a shared node lets a job of the plan start (not_before)
   std::vector<Resumed> rs;                         // per job, where jobs may be preempted; else empty
-  MinHeap<std::pair<double, size_t>> may_preempt;  // when a running preemptible job has run its least
   double busy_until = 0;
   GpuMask dying = 0;          // GPUs of jobs stopped at their limit now: free once their processes are
   double dying_until = 0;     // gone, at the next instant (the tick that stops a job starts none on them)
@@ -319,13 +318,12 @@ void Prediction::World::tick(bool explain) {
   if (!eng.effects().preempted.empty()) stop_preempted();
 }
 
-// The row of job j's attempt just started, and when it ends (where jobs may be preempted); a
-// preemptible job may give way once it has run its least.
+// The row of job j's attempt just started, and when it ends (where jobs may be preempted; when a
+// preemptible job may give way is the engine's next_preemptible).
 void Prediction::World::note_attempt(size_t j, double end) {
   if (rs.empty()) return;
   rs[j].end = end;
   rs[j].row = static_cast<uint32_t>(sim.rows.size());
-  if (opt.preemptible(plan.jobs[j])) may_preempt.push({now[j].start + opt.preempt_min_minutes / 60, j});
 }
 
 // The jobs the tick preempted give way at once (a checkpointing job exits on its signal): each
@@ -394,10 +392,7 @@ double Prediction::World::next_event() {
   while (!gates.empty() && !(gates.top() > t + kEps)) gates.pop();
   if (!gates.empty()) nxt = std::min(nxt, gates.top());
   // A waiting job may preempt a running one once it has run its least: the pass looks again then.
-  while (!may_preempt.empty() && (!(may_preempt.top().first > t + kEps) ||
-                                  kind_of(eng.life(may_preempt.top().second)) != LifeKind::Running))
-    may_preempt.pop();
-  if (!may_preempt.empty() && eng.waiting()) nxt = std::min(nxt, may_preempt.top().first);
+  if (std::optional<double> p = eng.next_preemptible(t)) nxt = std::min(nxt, *p);
   if (dying && dying_until > t + kEps) nxt = std::min(nxt, dying_until);
   return nxt;
 }

@@ -1,6 +1,7 @@
 #include "gpuq/live/launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,6 +19,7 @@
 #include <optional>
 
 #include "gpuq/core/progress.h"
+#include "gpuq/live/host.h"
 #include "gpuq/live/proc.h"
 
 extern char** environ;
@@ -92,6 +94,15 @@ std::vector<std::string> job_environment(const LaunchSpec& spec, const std::stri
   env["GPUQ_PROGRESS"] = progress_file;
   env["GPUQ_PREEMPTIONS"] = std::to_string(spec.preemptions);
   if (!checkpoint_dir.empty()) env["GPUQ_CHECKPOINT_DIR"] = checkpoint_dir;
+  if (!spec.cores.empty()) {
+    // Its cores: the thread pools of OpenMP, MKL and OpenBLAS take their number (unless its "env"
+    // sets them, below); the wrapper pins itself to them.
+    std::string n = std::to_string(spec.cores.size()), list = core_list_text(spec.cores);
+    env["GPUQ_CPUS"] = n;
+    env["GPUQ_CORES"] = list;
+    for (const char* pool : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) env[pool] = n;
+    env[kPinCoresEnv] = list;
+  }
   for (const auto& [k, v] : spec.env) env[k] = v;
   if (spec.warn_shell_only) env[kWarnShellEnv] = "1";
   if (spec.checkpoint_dir) env[kOutliveTermEnv] = "1";  // preemptible: its code after SIGTERM tells done from preempted
@@ -477,6 +488,20 @@ int job_wrapper(int argc, char** argv) {
     got += static_cast<size_t>(n);
   }
   bool go = std::string(buf, got) == "go\n";
+  // Its cores (kPinCoresEnv): set before the script runs, every process of the job inherits them.
+  // The kernel refusing them (cores offline, a cpuset of this process without them) is said in the
+  // log, and the job runs unpinned.
+  if (const char* pin = std::getenv(kPinCoresEnv)) {
+    std::string list = pin;
+    ::unsetenv(kPinCoresEnv);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : parse_core_list(list))
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    if (go && ::sched_setaffinity(0, sizeof set, &set) != 0)
+      std::fprintf(stderr, "gpuq: cannot pin the job to cores %s (sched_setaffinity: %s); it runs on any core\n",
+                   list.c_str(), std::strerror(errno));
+  }
   // Cut short: the aborted file is made before the start line closes, so that whoever sees the
   // line closed and no aborted file knows the job was let run (PosixLauncher::at_start_line).
   if (!go) {

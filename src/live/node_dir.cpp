@@ -201,12 +201,8 @@ NodeView read_node_dir(const std::string& dir, GpuMask node, std::string_view ow
       bool run_alive = alive(r.pid, r.pid_start);
       r.gone = !run_alive;
       if (!run_alive) r.wants.clear();
-      // The reading run's own holds stay: a job of it that has ended but is not yet reaped (its
-      // GPUs still busy to the run, a preempted one stopping) is the run's to end at its tick; left
-      // out here, its GPUs would be neither free nor held, and a preemption would take more.
-      const bool this_run = user == own_user && r.plan == own_plan && r.pid == getpid();
       std::erase_if(r.holds, [&](const NodeHold& h) {
-        if (this_run || (h.pid ? alive(h.pid, h.pid_start) : run_alive)) return false;
+        if (h.pid ? alive(h.pid, h.pid_start) : run_alive) return false;
         if (!run_alive && !(user == own_user && r.plan == own_plan))
           v.notes.push_back(fmt::format("{}'s claim for {} (GPUs {}) reaped: its process {} has ended", user, h.id,
                                         py_list(h.gpus), h.pid));
@@ -231,7 +227,8 @@ void NodeShare::leave() {
   lock_fd_ = -1;
 }
 
-GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout) {
+GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout,
+                         const std::vector<NodeHold>* holds) {
   leave();
   std::string lock = dir_ + "/.lock";
   int fd = open(lock.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
@@ -308,6 +305,10 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     me->runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});
     it = std::prev(me->runs.end());
   }
+  // This run's holds as the run has them now: the file's, read above, drop a job whose process
+  // has ended (it is reaped at this tick's end): its GPUs, still busy to the run and left out of
+  // `free`, would be neither free nor held, and a preemption would stop one job more for them.
+  if (holds) it->holds = *holds;
   mine_ = *me;
   it->wants = wants;
   others_wait_ = false;

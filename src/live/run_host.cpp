@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpuq/core/cores.h"
 #include "gpuq/core/host_mem.h"
 #include "gpuq/core/rules.h"
+#include "gpuq/live/host.h"
 #include "run_tick.h"
 
 namespace gpuq {
@@ -21,6 +23,15 @@ void RunLoop::watch_host(Tick& t) {
       say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "
                              "--node-cpus, --node-mem-gib)",
                              j.id, host_too_big_text(engine.policy(), j)));
+}
+
+// The cores job j is pinned to at its launch: its cpus of the node's cores, apart from those the
+// running jobs were pinned to (their entries' "cores") where enough are free.
+std::vector<int> RunLoop::cores_for(size_t job) const {
+  std::vector<std::vector<int>> held;
+  for (const auto& [id, s] : q_->state().entries())
+    if (s.status == Status::Running && s.cores && id != plan_.jobs[job].id) held.push_back(parse_core_list(*s.cores));
+  return choose_cores(opt_.node_cores, held, q_->engine().host_need(job).cpus);
 }
 
 // How often run samples the resident memory of jobs with mem_gib, at the longest (seconds): a job

@@ -14,6 +14,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/control.h"
+#include "gpuq/live/host.h"
 #include "gpuq/live/phase.h"
 #include "gpuq/live/slurm.h"
 #include "run_tick.h"
@@ -383,6 +384,7 @@ void RunLoop::decide(Tick& t) {
     say(t.now, fmt::format("auto-retry {} (retry {})", plan_.jobs[j].id, n));
   }
   if (std::optional<double> next = engine.next_retry()) t.wake_in = std::min(t.wake_in, *next - t.now);
+  if (std::optional<double> next = engine.next_preemptible(t.now)) t.wake_in = std::min(t.wake_in, *next - t.now);
   if (fx.pass.stall_broken)
     say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",
@@ -409,10 +411,12 @@ void RunLoop::start(Tick& t) {
                       (j.warn_signal && j.warn_signal->shell_only) || j.preempt_signal.shell_only, ""};
       spec.preemptions = q_->entry(i).preemptions.value_or(0);
       spec.checkpoint_dir = q_->engine().policy().preemptible(j);
+      if (q_->engine().counts_host()) spec.cores = cores_for(i);
       if (j.mem_gib > 0 || j.on_oom) oom_launch(i, life, spec);
       if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
+      if (!spec.cores.empty()) q_->entry(i).cores = core_list_text(spec.cores);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);

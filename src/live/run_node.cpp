@@ -36,7 +36,9 @@ void RunLoop::node_enter(Tick& t) {
   GpuMask node = mask_of(opt_.node_gpus);
   try {
     if (engine.packs()) node_->set_room(engine.policy().gpu_rooms());
-    GpuMask closed = node_->enter(t.now, wants, node & ~t.busy, [&](const std::string& line) { say(t.now, "node: " + line); });
+    const std::vector<NodeHold> holds = node_holds(t);
+    GpuMask closed = node_->enter(t.now, wants, node & ~t.busy,
+                                  [&](const std::string& line) { say(t.now, "node: " + line); }, 30, &holds);
     t.busy |= closed;
     // Packed jobs (Tick::mem_other): none on a GPU the node gives this run no job on; on one it
     // gives, the room is less by what the other runs' packed jobs there declared, at least.
@@ -70,11 +72,9 @@ void RunLoop::node_enter(Tick& t) {
   }
 }
 
-// This run's holds (its running jobs' GPUs and processes) and wants (its ready jobs that wait
-// for GPUs), written before the jobs just launched are let run; the node lock goes with it.
-// A run that cannot publish lets none of its new GPU jobs run: their claims would be unseen.
-void RunLoop::node_publish(Tick& t) {
-  if (!node_ || !t.node_in) return;
+// This run's holds now: its running jobs' GPUs and processes (a job whose process has ended but
+// that is not reaped yet still holds its GPUs).
+std::vector<NodeHold> RunLoop::node_holds(const Tick& t) const {
   std::vector<NodeHold> holds;
   for (const auto& [id, s] : q_->state().entries()) {
     if (s.status != Status::Running || !s.gpus || s.gpus->empty()) continue;
@@ -86,8 +86,16 @@ void RunLoop::node_publish(Tick& t) {
     holds.back().preempt_after = s.start.value_or(t.now) + opt_.preempt_min_minutes * 60;
     holds.back().preempting = s.preempt.has_value();
   }
+  return holds;
+}
+
+// This run's holds (its running jobs' GPUs and processes) and wants (its ready jobs that wait
+// for GPUs), written before the jobs just launched are let run; the node lock goes with it.
+// A run that cannot publish lets none of its new GPU jobs run: their claims would be unseen.
+void RunLoop::node_publish(Tick& t) {
+  if (!node_ || !t.node_in) return;
   try {
-    node_->publish(t.now, std::move(holds), node_wants());
+    node_->publish(t.now, node_holds(t), node_wants());
   } catch (const NodeError& e) {
     std::erase_if(t.launched, [&](const std::pair<size_t, Launched>& p) {
       if (plan_.jobs[p.first].gpus == 0) return false;

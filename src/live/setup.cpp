@@ -266,8 +266,16 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.mem_margin_percent = s.mem_margin_percent;
   // Cores and host memory: as given, else this machine's less the system's reserve (counted only
   // where a job of the plan gives cpus or mem_gib).
+  std::vector<int> usable = usable_cores();
   opt.node_cpus = s.node_cpus > 0 ? s.node_cpus
-                                  : std::max(1.0, static_cast<double>(usable_cores().size()) - double(s.reserve_cpus));
+                                  : std::max(1.0, static_cast<double>(usable.size()) - double(s.reserve_cpus));
+  // The cores jobs are pinned to: this process's, less the lowest reserve_cpus (the system's
+  // interrupts and daemons favour them) where that leaves some, at most node_cpus of them.
+  opt.node_cores = usable;
+  if (s.reserve_cpus > 0 && usable.size() > static_cast<size_t>(s.reserve_cpus))
+    opt.node_cores.erase(opt.node_cores.begin(), opt.node_cores.begin() + s.reserve_cpus);
+  if (size_t most = static_cast<size_t>(std::ceil(opt.node_cpus)); most > 0 && opt.node_cores.size() > most)
+    opt.node_cores.resize(most);
   double machine = machine_mem_gib();
   opt.node_mem_gib = s.node_mem_gib > 0 ? s.node_mem_gib : machine > 0 ? std::max(machine / 2, machine - s.reserve_mem_gib) : 0;
   return opt;

@@ -184,6 +184,14 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   std::vector<std::pair<std::string, std::string>> env{{"GPUQ_JOB_ID", spec.id},
                                                        {"GPUQ_ATTEMPT", std::to_string(spec.attempt)},
                                                        {"GPUQ_PREEMPTIONS", std::to_string(spec.preemptions)}};
+  if (job) {  // its cores and host memory, where it gives them; its thread pools take its cores
+    std::vector<std::string> host = slurm_host_args(*job);
+    argv.insert(argv.end() - 1, host.begin(), host.end());  // before --wrap
+    if (job->cpus)
+      for (const char* pool : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+        if (std::none_of(spec.env.begin(), spec.env.end(), [&](const auto& kv) { return kv.first == pool; }))
+          env.push_back({pool, std::to_string(job->cpus)});  // the job's "env" wins
+  }
   if (spec.checkpoint_dir) {
     // A preemptible job: Slurm may requeue it when the cluster preempts it (its PreemptMode
     // decides whether it does; CANCEL ignores --requeue), with its preempt_signal first where the

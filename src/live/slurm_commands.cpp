@@ -135,6 +135,13 @@ std::vector<long long> slurm_nice(const Plan& plan) {
   return out;
 }
 
+std::vector<std::string> slurm_host_args(const Job& job) {
+  std::vector<std::string> a;
+  if (job.cpus) a.push_back(fmt::format("--cpus-per-task={}", job.cpus));
+  if (job.mem_gib > 0) a.push_back(fmt::format("--mem={}M", static_cast<long long>(std::ceil(job.mem_gib * 1024.0 - 1e-6))));
+  return a;
+}
+
 std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& name, long long gpus, long long minutes,
                                      long long nice, const std::string& log, const std::string& reservation,
                                      const std::string& wrap, long long shards) {

@@ -134,8 +134,9 @@ std::string waiting(const Plan& plan, const Outlook& o, const JobView& v, const 
     case Why::Kind::Paused: return "paused: ready, starts at the first tick after " + hint("resume");
     case Why::Kind::Backfill:
       return fmt::format("held back by the backfill limit: est {}h is over --backfill-max-hours {} while {} "
-                         "waits for GPUs",
-                         j.est_hours, o.policy.backfill_max_hours, plan.jobs[w.head].id);
+                         "waits for {}",
+                         j.est_hours, o.policy.backfill_max_hours, plan.jobs[w.head].id,
+                         w.head_host ? "cores or host memory" : "GPUs");
     case Why::Kind::Gpus: {
       std::string why = fmt::format("needs {} GPU{}, {} free", j.gpus, j.gpus == 1 ? "" : "s", w.free);
       if (o.policy.packed_gib(j) > 0)
@@ -289,8 +290,8 @@ std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
       }
     }
     case Why::Kind::Backfill:
-      return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for GPUs", job.est_hours,
-                         p.backfill_max_hours, plan.jobs[w.head].id);
+      return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for {}", job.est_hours,
+                         p.backfill_max_hours, plan.jobs[w.head].id, w.head_host ? "cores or host memory" : "GPUs");
     case Why::Kind::Held: return "held by hand";
     case Why::Kind::Paused: return "paused: starts after " + hint("resume");
     case Why::Kind::Host: return p.host_too_big(job) ? host_too_big_text(p, job) : host_text(w);

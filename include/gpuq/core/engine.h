@@ -177,6 +177,7 @@ struct Why {
   HostNeed need{};  ///< Host: the cores and host GiB it needs
   HostRoom host{};  ///< Host: the most free on a node
   size_t head = 0;
+  bool head_host = false;  ///< Backfill: `head` waits for cores or host memory, not GPUs
   /// Gpus: each open reservation that closes GPUs to the job, with its members that keep it open.
   std::vector<std::pair<size_t, std::vector<size_t>>> closing;
 };
@@ -251,6 +252,10 @@ class Engine {
 
   /// When the next automatic retry falls due (driver's time), if one will.
   std::optional<double> next_retry();
+  /// After `now`, when the next running preemptible job (not stopping) has run preempt_min_minutes
+  /// since its (re)start, while some job waits: a preemption may let a waiting job start then, so
+  /// run's tick and the prediction both look again at that moment (driver's time).
+  std::optional<double> next_preemptible(double now) const;
   /// When job j's automatic retry falls due, if it has ended and one will come.
   std::optional<double> retry_at(size_t j) const;
   /// Job j ended out of memory and its on_oom has a retry left: run once its processes are gone

@@ -174,6 +174,7 @@ struct PassedOver {
   int free_for_job = 0;    ///< GPUs it could use now (Gpus; with PassInput::nodes, on the node with most)
   GpuMask closed = 0;      ///< free GPUs a reservation closes to it (Gpus)
   size_t head = 0;         ///< the waiting job that set the backfill limit (Backfill)
+  bool head_host = false;  ///< ... which waits for cores or host memory, not GPUs (Backfill)
   double room = 0;         ///< a job that packs: the most GiB a GPU open to it has room for (Gpus)
   HostRoom host{};         ///< the most cores and host GiB free on a node (Host)
   HostNeed need{};         ///< what it needs of them (Host)

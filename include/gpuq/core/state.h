@@ -41,6 +41,7 @@ struct JobState {
   std::optional<double> requeue;                ///< when `gpuq requeue` stopped it: pending again once its group is gone
   std::optional<double> preempt;                ///< when a preemption stopped it (its signal sent; SIGKILL after preempt_grace)
   std::optional<std::string> preempt_for;       ///< the job it gave way to ("" by hand: `gpuq preempt`)
+  std::optional<std::string> cores;             ///< the cores it was pinned to, "0-3,8" (its cpus, where counted)
   std::optional<long long> preemptions;         ///< how many times it was preempted (GPUQ_PREEMPTIONS), across attempts
   std::optional<double> removed;                ///< when a reload of the plan dropped the job (`run` never starts it
                                                 ///< again; a running one is left to finish)

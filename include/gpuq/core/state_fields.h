@@ -72,6 +72,9 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own: the job a preemption stopped it for (`\"\"`: `gpuq preempt` by hand)"},
     {"preemptions", StateKind::Integer, &JobState::preemptions,
      "gpuq's own: how many times the job was preempted so far (`GPUQ_PREEMPTIONS`), across its attempts"},
+    {"cores", StateKind::Text, &JobState::cores,
+     "gpuq's own: the cores `run` pinned the job to (`\"0-3,8\"`, as `Cpus_allowed_list` writes them), where its plan "
+     "counts `cpus`"},
     {"removed", StateKind::UnixSeconds, &JobState::removed,
      "gpuq's own: when a reload of the plan dropped the job (never started again)"},
     {"outcome", StateKind::Text, &JobState::outcome,

@@ -78,8 +78,11 @@ class NodeShare {
   /// the GPUs this run may not start on now: every GPU but those the decision gives its `wants`
   /// (at the first call, every GPU: its wants are published first, so that runs started
   /// together share from the start).
+  /// `holds`, when given, are this run's holds now (its running jobs, those that have ended but
+  /// are not yet reaped too): the decision counts them rather than those its last publish wrote.
   /// Throws NodeError (the lock not taken: the caller starts no job on a GPU).
-  GpuMask enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout = 30);
+  GpuMask enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout = 30,
+                const std::vector<NodeHold>* holds = nullptr);
 
   /// Writes this run's entry (its holds and its wants now) into its user's file, with its usage
   /// accounted, then lets the node lock go. Throws NodeError when the file cannot be written.

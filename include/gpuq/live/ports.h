@@ -54,6 +54,9 @@ struct LaunchSpec {
   std::string cwd;  ///< where it runs and its relative script is taken from ("": the launcher's workdir): a snapshot's checkout
   long long preemptions = 0;  ///< GPUQ_PREEMPTIONS: how many times it was preempted so far
   bool checkpoint_dir = false;  ///< a preemptible job: GPUQ_CHECKPOINT_DIR, its folder (made), kept across attempts
+  /// The cores it is pinned to (its `cpus`, where the plan counts cores): GPUQ_CORES, GPUQ_CPUS and
+  /// OMP_NUM_THREADS and the like unless its "env" sets them. Empty: not pinned, nothing set.
+  std::vector<int> cores;
 };
 
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash
@@ -65,6 +68,9 @@ inline constexpr const char* kOutliveTermEnv = "GPUQ_OUTLIVE_TERM";
 /// In a job wrapper's environment: the path of its exit code's room, open on its fd 4
 /// (PlanPaths::exit_room). The wrapper takes it out of the job's environment.
 inline constexpr const char* kExitRoomEnv = "GPUQ_EXIT_ROOM";
+/// In a job wrapper's environment: the cores (a Cpus_allowed_list text) it pins itself to before
+/// it runs the script, so that every process of the job has them. Taken out of the job's environment.
+inline constexpr const char* kPinCoresEnv = "GPUQ_PIN_CORES";
 
 /// A job as a batch queue shows it (Slurm's squeue or sacct).
 struct QueueJob {

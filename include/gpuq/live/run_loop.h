@@ -147,6 +147,7 @@ class RunLoop {
   void watch_memory(Tick& t);
   void oom_launch(size_t i, const Life& life, LaunchSpec& spec);
   void stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib);
+  std::vector<int> cores_for(size_t job) const;
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);
@@ -157,6 +158,7 @@ class RunLoop {
   void node_enter(Tick& t);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
+  std::vector<NodeHold> node_holds(const Tick& t) const;
   void decide(Tick& t);
   void start(Tick& t);
   void launch_held(Tick& t, const std::string& problem, const std::string& detail);

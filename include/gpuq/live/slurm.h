@@ -83,6 +83,10 @@ std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& n
                                      long long nice, const std::string& log, const std::string& reservation,
                                      const std::string& wrap, long long shards = 0);
 
+/// sbatch's arguments for a job's cores and host memory, where it gives them: `--cpus-per-task`
+/// and `--mem` (in MiB, rounded up). Slurm's own defaults for a job that gives neither.
+std::vector<std::string> slurm_host_args(const Job& job);
+
 // run_command (proc.h) runs sbatch, squeue and sacct.
 
 /// Thrown by launch() when Slurm refuses more jobs (AssocMaxSubmitJobLimit,

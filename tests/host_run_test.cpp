@@ -1,0 +1,153 @@
+// Cores and host memory (issue 45) with real `gpuq run`s and real bash jobs: each job is pinned
+// to its own cores (its /proc/self/status Cpus_allowed_list), the thread pools take their number,
+// no more jobs run than the cores allow, a job whose memory does not fit beside another's waits,
+// and a plan that gives neither field runs its jobs as before (unpinned, nothing set).
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "gpuq/core/events.h"
+#include "gpuq/live/host.h"
+#include "gpuq/live/journal.h"
+#include "test_util.h"
+
+namespace gpuq::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A job that writes what it was given: its allowed cores, the thread pools' sizes, GPUQ_CORES,
+// and when it ran (unix seconds), one line of its own in seen/ID.
+constexpr const char* kSeer =
+    "mkdir -p seen\n"
+    "start=$(date +%s.%N)\n"
+    "sleep \"${1:-1}\"\n"
+    "echo \"$(grep Cpus_allowed_list: /proc/self/status | cut -f2) omp=${OMP_NUM_THREADS-unset} "
+    "mkl=${MKL_NUM_THREADS-unset} openblas=${OPENBLAS_NUM_THREADS-unset} cores=${GPUQ_CORES-unset} "
+    "$start $(date +%s.%N)\" > \"seen/$GPUQ_JOB_ID\"\n";
+
+struct Seen {
+  std::vector<int> allowed;
+  std::map<std::string, std::string> vars;  // omp, mkl, openblas, cores
+  double start = 0, end = 0;
+};
+
+std::map<std::string, Seen> seen_in(const std::string& folder) {
+  std::map<std::string, Seen> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(folder + "/seen", ec)) {
+    std::vector<std::string> l = lines_of(e.path().string());
+    if (l.empty()) continue;
+    std::stringstream ss(l[0]);
+    std::string allowed, w;
+    Seen s;
+    ss >> allowed;
+    s.allowed = parse_core_list(allowed);
+    for (int k = 0; k < 4 && ss >> w; ++k) s.vars[w.substr(0, w.find('='))] = w.substr(w.find('=') + 1);
+    ss >> s.start >> s.end;
+    out[e.path().filename().string()] = s;
+  }
+  return out;
+}
+
+// The issue's first case, on the cores this machine has (CI: 2): n jobs of one core each on a
+// node given n cores run n at a time, each pinned to a core of its own; one more waits for a
+// core; OMP_NUM_THREADS and the like are 1 (but where the job's "env" sets one); the state
+// records each job's cores.
+TEST(HostRun, EachJobIsPinnedToCoresOfItsOwnAndNoMoreRunThanTheCoresAllow) {
+  std::vector<int> usable = usable_cores();
+  const int n = static_cast<int>(std::min<size_t>(usable.size(), 4));
+  ASSERT_GE(n, 1);
+  PlanFolder f(2);
+  f.d.write("seer.sh", kSeer);
+  std::string jobs;
+  for (int k = 0; k <= n; ++k)
+    jobs += fmt::format(R"({}{{"id": "j{}", "script": "seer.sh", "gpus": 0, "cpus": 1, "args": ["1.5"]{}}})",
+                        k ? ", " : "", k, k == 0 ? R"(, "env": {"OMP_NUM_THREADS": "7"})" : "");
+  f.plan("[" + jobs + "]");
+  Output r = f.gpuq({"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", "off", "--node-cpus",
+                     std::to_string(n), "--reserve-cpus", "0"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::map<std::string, Seen> seen = seen_in(f.d.path());
+  ASSERT_EQ(seen.size(), static_cast<size_t>(n + 1)) << r.out;
+  std::set<int> mine(usable.begin(), usable.end());
+  for (const auto& [id, s] : seen) {
+    ASSERT_EQ(s.allowed.size(), 1u) << id << " is pinned to its one core";
+    EXPECT_TRUE(mine.count(s.allowed[0])) << id << " on core " << s.allowed[0] << ", not one gpuq may use";
+    EXPECT_EQ(s.vars.at("omp"), id == "j0" ? "7" : "1") << id << ": its env wins";
+    EXPECT_EQ(s.vars.at("mkl"), "1") << id;
+    EXPECT_EQ(s.vars.at("openblas"), "1") << id;
+    EXPECT_EQ(s.vars.at("cores"), core_list_text(s.allowed)) << id;
+  }
+  // Jobs that ran at once ran on different cores, and never more than n at once.
+  for (const auto& [a, sa] : seen)
+    for (const auto& [b, sb] : seen) {
+      if (a < b && sa.start < sb.end && sb.start < sa.end)
+        EXPECT_NE(sa.allowed, sb.allowed) << a << " and " << b << " ran at once on one core";
+    }
+  for (const auto& [a, sa] : seen) {
+    int at_once = 0;
+    for (const auto& [b, sb] : seen) at_once += sb.start <= sa.start && sa.start < sb.end;
+    EXPECT_LE(at_once, n) << "when " << a << " started";
+  }
+  // The state says each job's cores as the job saw them.
+  nlohmann::json st = f.state();
+  for (const auto& [id, s] : seen) EXPECT_EQ(st[id].value("cores", ""), core_list_text(s.allowed)) << id;
+}
+
+// The issue's second case: on a node given 2 GiB for jobs, a job of 1.5 GiB waits while one of
+// 1 GiB runs (both start at once with 3 GiB), and status said what it waited for. Cores are
+// plenty (a 2-core machine has 1 for jobs by default: one job at a time).
+TEST(HostRun, AJobWhoseMemoryDoesNotFitBesideAnothersWaitsForIt) {
+  PlanFolder f(2);
+  f.d.write("seer.sh", kSeer);
+  f.plan(R"([{"id": "one", "script": "seer.sh", "gpus": 0, "mem_gib": 1, "args": ["2"]},
+             {"id": "big", "script": "seer.sh", "gpus": 0, "mem_gib": 1.5, "args": ["0.2"]}])");
+  auto run = f.background({"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", "off", "--node-mem-gib", "2",
+                            "--node-cpus", "4"});
+  ASSERT_TRUE(eventually([&] { return f.status_of("one") == "running"; })) << run->out();
+  Output st = f.gpuq({"status", "--node-mem-gib", "2",
+                            "--node-cpus", "4"});
+  EXPECT_THAT(st.out, HasSubstr("needs 1.5 GiB of host memory, 1.0 free")) << st.out;
+  Output r = run->wait(kPatience);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::map<std::string, Seen> seen = seen_in(f.d.path());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_GE(seen["big"].start, seen["one"].end - 0.05) << "big waited for one's memory";
+  // With 3 GiB for jobs they run side by side.
+  PlanFolder g(2);
+  g.d.write("seer.sh", kSeer);
+  g.plan(f.d.read("plan.json"));
+  Output r3 = g.gpuq({"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", "off", "--node-mem-gib", "3", "--node-cpus", "4"});
+  ASSERT_EQ(r3.status, 0) << r3.out << r3.err;
+  seen = seen_in(g.d.path());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_LT(seen["big"].start, seen["one"].end) << "3 GiB: both at once\n" << r3.out;
+}
+
+// A plan that gives neither cpus nor mem_gib: its jobs run on every core gpuq may use, with no
+// thread pool set and no "cores" in the state, whatever --node-cpus says.
+TEST(HostRun, APlanWithoutTheFieldsRunsItsJobsUnpinned) {
+  std::vector<int> usable = usable_cores();
+  PlanFolder f(2);
+  f.d.write("seer.sh", kSeer);
+  f.plan(R"([{"id": "a", "script": "seer.sh", "gpus": 1, "args": ["0.1"]},
+             {"id": "b", "script": "seer.sh", "gpus": 1, "args": ["0.1"]}])");
+  Output r = f.gpuq({"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", "off", "--node-cpus", "1"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::map<std::string, Seen> seen = seen_in(f.d.path());
+  ASSERT_EQ(seen.size(), 2u);
+  for (const auto& [id, s] : seen) {
+    EXPECT_EQ(s.allowed, usable) << id;
+    EXPECT_EQ(s.vars.at("omp"), "unset") << id;
+    EXPECT_EQ(s.vars.at("cores"), "unset") << id;
+  }
+  EXPECT_LT(seen["a"].start, seen["b"].end) << "one core counted for neither: both at once";
+  EXPECT_EQ(f.d.read("plan.state.json").find("\"cores\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuq::test
