@@ -114,6 +114,7 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"preempt_signal", R"("preempt_signal": "B:USR1")"},
       {"cpus", R"("cpus": 4)"},
       {"mem_gib", R"("mem_gib": 12)"},
+      {"on_oom", R"("on_oom": {"env": {"BATCH_SIZE": "half"}})"},
   };
   const std::string k = R"({"id": "k", "script": "k.sh"})";
   Plan p = plan_of(R"([{"id": "j", "script": "a.sh"}, )" + k + "]");

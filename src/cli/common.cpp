@@ -127,6 +127,12 @@ void add_host_flags(CLI::App* sub, Flags& f) {
   setting_flag(f, sub->add_option("--reserve-mem-gib", f.reserve_mem_gib, "GiB of host memory kept for the system")
                       ->check(CLI::NonNegativeNumber.description(""))
                       ->group(""));
+  setting_flag(f, sub->add_option("--mem-margin-percent", f.mem_margin_percent,
+                                  "run stops a job whose processes' resident memory is over its mem_gib by more "
+                                  "than this percent")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber.description(""))
+                      ->type_name("P"));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {

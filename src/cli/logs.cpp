@@ -33,6 +33,12 @@ std::string how_it_ended(const JobState& s) {
       return fmt::format("{}: stopped by the hang watchdog ({})", status_name(s.status), code);
     case Outcome::Unstartable:
       return fmt::format("{}: could not start: {}", status_name(s.status), s.reason.value_or("no reason recorded"));
+    case Outcome::OverMemory:
+      return fmt::format("{}: stopped over its mem_gib ({})", status_name(s.status), code);
+    case Outcome::OomGpu:
+      return fmt::format("{}: out of memory on the GPU, as its log says ({})", status_name(s.status), code);
+    case Outcome::OomHost:
+      return fmt::format("{}: killed by the kernel's OOM killer ({})", status_name(s.status), code);
     case Outcome::Lost:
       return fmt::format("{}: its process vanished without an exit code, or it could not start", status_name(s.status));
     case Outcome::Failed:

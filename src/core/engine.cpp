@@ -1,5 +1,6 @@
 // The engine: each rule of the queue once, over incremental indexes.
 #include "gpuq/core/engine.h"
+#include "gpuq/core/host_mem.h"
 
 #include <fmt/format.h>
 
@@ -63,6 +64,7 @@ PlanIndex::PlanIndex(const Plan& plan) {
     const Job& job = plan.jobs[j];
     own_retries |= job.max_retries.has_value();
     host_fields |= job.cpus || job.mem_gib > 0;
+    on_oom |= job.on_oom.has_value();
     if (job.gpu_mem_gib && job.gpus > 0) {
       if (gib.empty()) gib.assign(n, 0);
       gib[j] = static_cast<float>(*job.gpu_mem_gib);
@@ -186,6 +188,16 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   waiting_ = running_ = 0;
   preemptible_running_.clear();
   held_for_.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
+  gib_.clear();
+  if (index_->on_oom)  // on_oom: each job's size is that of its next (or running) attempt
+    for (size_t j = 0; j < n; ++j) {
+      const Life& l = lives_[j];
+      long long oom = 0;
+      if (const Waiting* w = std::get_if<Waiting>(&l)) oom = w->oom_retries;
+      if (const Running* r = std::get_if<Running>(&l)) oom = r->oom_retries;
+      if (const Ended* d = std::get_if<Ended>(&l)) oom = d->oom_retries;
+      size_for(j, oom);
+    }
   flags_.resize(n);
   kinds_.resize(n);
   for (size_t j = 0; j < n; ++j) {
@@ -255,6 +267,7 @@ void Engine::hold_gpus(size_t j, const Running& r, int by) {
 }
 
 double Engine::packed_gib(size_t j) const {
+  if (!gib_.empty()) return gib_[j];
   return packs_ && !index_->gib.empty() ? index_->gib[j] : 0;
 }
 
@@ -381,9 +394,11 @@ void Engine::settle() {
 // pending at a retry, and its next tick blocks again those whose deps still fail).
 void Engine::retry(size_t j, bool automatic) {
   long long attempts = 0;
+  long long oom = 0;  // an automatic retry keeps the on_oom size; one by hand starts over
   if (automatic)
-    if (const Ended* e = std::get_if<Ended>(&lives_[j])) attempts = e->attempts + 1;
-  enter(j, Waiting{attempts}, automatic ? Cause::AutoRetry : Cause::Retry);
+    if (const Ended* e = std::get_if<Ended>(&lives_[j])) attempts = e->attempts + 1, oom = e->oom_retries;
+  enter(j, Waiting{attempts, std::nullopt, oom}, automatic ? Cause::AutoRetry : Cause::Retry);
+  size_for(j, oom);
   unblock_all();
   settle();
 }
@@ -496,6 +511,7 @@ void Engine::mark(size_t j, int32_t slot) {
 
 void Engine::pass(const ev::Tick& t) {
   in_.placement = &policy_.placement;  // this engine's (a copy of an engine points at its own)
+  in_.gib = gib_;                      // likewise: empty unless an on_oom retry resized a packed job
   for (size_t k = 0; k < free_nodes_.size(); ++k) free_nodes_[k] = in_.node & ~busy_[k];
   free_nodes_[0] &= ~t.unavailable;
   in_.free = free_nodes_[0];
@@ -547,9 +563,10 @@ void Engine::pass(const ev::Tick& t) {
     return;
   }
   for (Start& s : fx_.pass.starts) {
-    long long attempts = std::get<Waiting>(lives_[s.job]).attempts;
+    const Waiting& w = std::get<Waiting>(lives_[s.job]);
+    long long attempts = w.attempts, oom = w.oom_retries;
     fx_.launches.push_back({s.job, s.node, attempts + 1});
-    enter(s.job, Running{attempts, t.now, std::move(s.gpus), s.node, std::nullopt}, Cause::Start);
+    enter(s.job, Running{attempts, t.now, std::move(s.gpus), s.node, std::nullopt, std::nullopt, oom}, Cause::Start);
   }
   settle();
 }
@@ -559,12 +576,47 @@ void Engine::end_running(size_t j, Ended e, Cause cause, bool stop) {
   if (const Running* r = std::get_if<Running>(&lives_[j])) {
     e.attempts = r->attempts;
     e.start = r->start;
+    e.oom_retries = r->oom_retries;
   } else if (const Queued* q = std::get_if<Queued>(&lives_[j])) {
     e.attempts = q->attempts;
   }
   if (stop) fx_.stops.push_back({j, cause});
   enter(j, std::move(e), cause);
   settle();
+  // on_oom: at once, resized; one gpuq stops (over memory) once its processes are gone (ev::OomRetry).
+  if (!stop) oom_retry(j);
+}
+
+bool Engine::oom_retry_due(size_t j) const {
+  const Ended* e = std::get_if<Ended>(&lives_[j]);
+  const Job& job = plan_.jobs[j];
+  return e && is_oom(e->outcome) && job.on_oom && e->oom_retries < job.on_oom->retries;
+}
+
+// An attempt that ran out of memory runs again at once, resized (size_for), no automatic retry
+// spent: its end is in the log, then its retry.
+void Engine::oom_retry(size_t j) {
+  if (!oom_retry_due(j)) return;
+  const Ended& e = std::get<Ended>(lives_[j]);
+  long long attempts = e.attempts, oom = e.oom_retries + 1;
+  enter(j, Waiting{attempts, std::nullopt, oom}, Cause::OomRetry);
+  size_for(j, oom);
+  unblock_all();
+  settle();
+}
+
+void Engine::operator()(const ev::OomRetry& e) { oom_retry(e.job); }
+
+// The host memory job j's next attempt counts: its mem_gib after `oom_retries` on_oom retries
+// (host_mem.h). Only while it is not running: a running job's share stays what it took.
+void Engine::size_for(size_t j, long long oom_retries) {
+  if (!plan_.jobs[j].on_oom) return;
+  OomValues v = oom_values(plan_.jobs[j], oom_retries);
+  if (host_) host_need_[j].mem_gib = static_cast<float>(v.mem_gib);
+  if (packs_ && !index_->gib.empty() && plan_.jobs[j].gpus > 0 && plan_.jobs[j].gpu_mem_gib) {
+    if (gib_.empty()) gib_ = index_->gib;  // this engine's own sizes, from the first retried job on
+    gib_[j] = static_cast<float>(v.gpu_mem_gib);
+  }
 }
 
 namespace {
@@ -590,12 +642,13 @@ void Engine::operator()(const ev::Exited& e) {
   bool checkpointed = !preempted && k == LifeKind::Running && e.code == kCheckpointExit &&
                       policy_.preemptible(plan_.jobs[e.job]);
   if (preempted || checkpointed) {
-    enter(e.job, Waiting{std::get<Running>(lives_[e.job]).attempts, e.at},
-          preempted ? Cause::Preempted : Cause::Checkpointed);
+    const Running& r = std::get<Running>(lives_[e.job]);
+    enter(e.job, Waiting{r.attempts, e.at, r.oom_retries}, preempted ? Cause::Preempted : Cause::Checkpointed);
     settle();
     return;
   }
   Ended end = ended_by_exit(e.code, e.at, k == LifeKind::Queued ? std::optional<double>(e.at) : std::nullopt, 0);
+  if (e.oom && e.code != 0) end.outcome = *e.oom;
   end_running(e.job, std::move(end), Cause::Exit, false);
 }
 
@@ -603,7 +656,8 @@ void Engine::operator()(const ev::Vanished& e) {
   LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
   if (preempting(lives_[e.job])) {
-    enter(e.job, Waiting{std::get<Running>(lives_[e.job]).attempts, e.at}, Cause::Preempted);
+    const Running& r = std::get<Running>(lives_[e.job]);
+    enter(e.job, Waiting{r.attempts, e.at, r.oom_retries}, Cause::Preempted);
     settle();
     return;
   }
@@ -611,11 +665,11 @@ void Engine::operator()(const ev::Vanished& e) {
 }
 
 void Engine::operator()(const ev::Aborted& e) {
-  long long attempts = 0;
-  if (const Running* r = std::get_if<Running>(&lives_[e.job])) attempts = r->attempts;
+  long long attempts = 0, oom = 0;
+  if (const Running* r = std::get_if<Running>(&lives_[e.job])) attempts = r->attempts, oom = r->oom_retries;
   else if (const Queued* q = std::get_if<Queued>(&lives_[e.job])) attempts = q->attempts;
   else return;
-  enter(e.job, Waiting{attempts}, Cause::Abort);
+  enter(e.job, Waiting{attempts, std::nullopt, oom}, Cause::Abort);
   settle();
 }
 
@@ -655,10 +709,19 @@ void Engine::operator()(const ev::Hung& e) {
   end_running(e.job, std::move(end), Cause::Hung, true);
 }
 
+void Engine::operator()(const ev::OverMemory& e) {
+  if (!running(e.job)) return;
+  Ended end;
+  end.outcome = Outcome::OverMemory;
+  end.exit = timeout_exit(plan_.jobs[e.job]);
+  end.end = e.at;
+  end_running(e.job, std::move(end), Cause::OverMemory, true);
+}
+
 void Engine::operator()(const ev::GroupGone& e) {
   const Running* r = std::get_if<Running>(&lives_[e.job]);
   if (!r || !r->requeue) return;
-  enter(e.job, Waiting{r->attempts}, Cause::Requeued);
+  enter(e.job, Waiting{r->attempts, std::nullopt, r->oom_retries}, Cause::Requeued);
   settle();
 }
 
@@ -773,13 +836,13 @@ bool Engine::start_held_head(const ev::Tick& t) {
     return false;
   }
   held_for_.reset();
-  long long attempts = std::get<Waiting>(lives_[h]).attempts;
+  long long attempts = std::get<Waiting>(lives_[h]).attempts, oom = std::get<Waiting>(lives_[h]).oom_retries;
   fx_.launches.push_back({h, 0, attempts + 1});
   if (t.explain) {
     pass_slot_.resize(plan_.jobs.size(), -1);
     mark(h, -2);
   }
-  enter(h, Running{attempts, t.now, std::move(*gpus), 0, std::nullopt}, Cause::Start);
+  enter(h, Running{attempts, t.now, std::move(*gpus), 0, std::nullopt, std::nullopt, oom}, Cause::Start);
   settle();
   free_nodes_[0] = in_.node & ~busy_[0] & ~t.unavailable;
   in_.free = free_nodes_[0];

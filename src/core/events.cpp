@@ -81,6 +81,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.started = started;
     if (started && after.end) e.seconds = *after.end - *started;
     e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
+    e.mem_peak_mib = after.mem_peak_mib;
     out.push_back(std::move(e));
   };
   bool was_running = b.status == Status::Running;
@@ -111,6 +112,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.gpus = after.gpus;
     e.pid = after.pid;
     note_snapshot(e, after);
+    if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
     out.push_back(std::move(e));
     if (is_end) end_of(a.attempts + 1, a.start);
   } else if (failed_launch) {
@@ -136,6 +138,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
         e.gpus = after.gpus;
         e.pid = after.pid;
         note_snapshot(e, after);
+        if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
         out.push_back(std::move(e));
       }
       break;
@@ -154,6 +157,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       e.started = ran ? before.start : std::nullopt;
       if (e.started && d.end) e.seconds = *d.end - *e.started;
       e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
+      e.mem_peak_mib = after.mem_peak_mib;
       out.push_back(std::move(e));
       break;
     }
@@ -249,6 +253,7 @@ std::string event_line(const Event& e) {
   if (e.started) j["start"] = *e.started;
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
+  if (e.mem_peak_mib) j["mem_peak_mib"] = *e.mem_peak_mib;
   if (e.snapshot) j["snapshot"] = *e.snapshot;
   if (e.snapshot_dirty) j["snapshot_dirty"] = *e.snapshot_dirty;
   if (e.repo) j["repo"] = *e.repo;
@@ -284,6 +289,8 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
     if (j.contains("seconds") && j["seconds"].is_number()) e.seconds = j["seconds"].get<double>();
     if (j.contains("gpu_mem_peak_mib") && j["gpu_mem_peak_mib"].is_number_integer())
       e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
+    if (j.contains("mem_peak_mib") && j["mem_peak_mib"].is_number_integer())
+      e.mem_peak_mib = j["mem_peak_mib"].get<long long>();
     if (j.contains("snapshot") && j["snapshot"].is_string()) e.snapshot = j["snapshot"].get<std::string>();
     if (j.contains("snapshot_dirty") && j["snapshot_dirty"].is_boolean())
       e.snapshot_dirty = j["snapshot_dirty"].get<bool>();
@@ -311,6 +318,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a.snapshot = e.snapshot;
       a.snapshot_dirty = e.snapshot_dirty;
       a.repo = e.repo;
+      if (e.detail && e.detail->starts_with("on_oom: ")) a.on_oom = e.detail->substr(8);
       open[e.id] = out.size();
       out.push_back(std::move(a));
     } else if (e.kind == "kill" || e.kind == "timeout") {
@@ -335,6 +343,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a->outcome = e.outcome.value_or("unknown");
       a->exit = e.exit;
       a->gpu_mem_peak_mib = e.gpu_mem_peak_mib;
+      a->mem_peak_mib = e.mem_peak_mib;
     }
   }
   return out;
@@ -346,7 +355,7 @@ std::string estimate_prefix(std::string_view id) {
 }
 
 std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan) {
-  std::map<std::string, std::vector<double>> ratios, took, peaks;
+  std::map<std::string, std::vector<double>> ratios, took, peaks, host_peaks;
   for (const Attempt& a : attempts) {
     if (a.outcome != "done" || !a.start || !a.end) continue;
     const Job* j = plan.find(a.id);
@@ -356,6 +365,7 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
     ratios[estimate_prefix(a.id)].push_back(hours / j->est_hours);
     took[estimate_prefix(a.id)].push_back(hours);
     if (a.gpu_mem_peak_mib) peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
+    if (a.mem_peak_mib) host_peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.mem_peak_mib) / 1024);
   }
   auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -371,6 +381,11 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
       l.peak_gib = median(p);
       l.peak_max_gib = p.back();
     }
+    if (std::vector<double>& p = host_peaks[prefix]; !p.empty()) {
+      l.host_peak_runs = p.size();
+      l.host_peak_gib = median(p);
+      l.host_peak_max_gib = p.back();
+    }
     out.push_back(std::move(l));
   }
   return out;
@@ -378,15 +393,28 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
 
 std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
                                              double room, size_t min_runs) {
-  std::map<std::string, const Learned*> by_prefix;
-  for (const Learned& l : learned)
+  std::map<std::string, const Learned*> by_prefix, host_by_prefix;
+  for (const Learned& l : learned) {
     if (l.peak_runs >= min_runs) by_prefix[l.prefix] = &l;
+    if (l.host_peak_runs >= min_runs) host_by_prefix[l.prefix] = &l;
+  }
   std::vector<EstimateWarning> out;
-  if (by_prefix.empty()) return out;
+  if (by_prefix.empty() && host_by_prefix.empty()) return out;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const Job& j = plan.jobs[i];
     Status st = state.status_of(plan, i);
-    if ((st != Status::Pending && st != Status::Held) || j.gpus == 0) continue;
+    if (st != Status::Pending && st != Status::Held) continue;
+    // Host memory: a mem_gib under what the prefix's runs held, which run would stop over memory.
+    if (auto h = host_by_prefix.find(estimate_prefix(j.id)); h != host_by_prefix.end() && j.mem_gib > 0 &&
+                                                             j.mem_gib < h->second->host_peak_max_gib) {
+      const Learned& l = *h->second;
+      out.push_back({j.id, fmt::format("mem_gib {:g} is less than the {} {}* runs in the event log held at the most "
+                                       "({:.2f} GiB of host memory, median {:.2f}): run may stop it over memory; give it "
+                                       "at least {:g}",
+                                       j.mem_gib, l.host_peak_runs, l.prefix, l.host_peak_max_gib, l.host_peak_gib,
+                                       std::ceil(l.host_peak_max_gib * 10) / 10)});
+    }
+    if (j.gpus == 0) continue;
     auto it = by_prefix.find(estimate_prefix(j.id));
     if (it == by_prefix.end()) continue;
     const Learned& l = *it->second;

@@ -6,6 +6,7 @@
 #include "plan_read.h"
 
 #include "gpuq/core/limits.h"
+#include "gpuq/core/suggest.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -232,6 +233,59 @@ void read_mem_gib(JobReader& r, const JobField& f, const element& v) {
     r.job.mem_gib = std::max(static_cast<float>(*x), std::numeric_limits<float>::min());
 }
 
+// {"retries": N, "mem_factor": F, "gpu_mem_factor": F, "env": {"NAME": "half" | "double" | text}}: each key checked,
+// a misspelt one named with the nearest.
+void read_on_oom(JobReader& r, const JobField& f, const element& v) {
+  if (!v.is_object()) {
+    r.add(fmt::format("\"{}\" must be an object, e.g. {{\"retries\": 2, \"mem_factor\": 1.5, \"env\": "
+                      "{{\"BATCH_SIZE\": \"half\"}}}}, not {} ({})",
+                      f.name, type_name(v), show(v)));
+    return;
+  }
+  static const std::vector<std::string_view> keys{"retries", "mem_factor", "gpu_mem_factor", "env"};
+  OnOom o;
+  bool good = true;
+  for (auto [key, value] : simdjson::dom::object(v)) {
+    std::string k(key);
+    auto bad = [&](const std::string& what) {
+      r.add(fmt::format("{}.{} {}", f.name, k, what));
+      good = false;
+    };
+    if (k == "retries") {
+      if (!json_is_integer(value) || json_as_double(value) < 1 || json_as_double(value) > 100)
+        bad(fmt::format("must be a whole number from 1 to 100, not {}", show(value)));
+      else
+        o.retries = static_cast<long long>(json_as_double(value));
+    } else if (k == "mem_factor" || k == "gpu_mem_factor") {
+      if (!json_is_number(value) || json_as_double(value) < 1 || json_as_double(value) > 100)
+        bad(fmt::format("must be a number from 1 to 100 (what {} is multiplied by), not {}",
+                        k == "mem_factor" ? "mem_gib" : "gpu_mem_gib", show(value)));
+      else
+        (k == "mem_factor" ? o.mem_factor : o.gpu_mem_factor) = json_as_double(value);
+    } else if (k == "env") {
+      if (!value.is_object()) {
+        bad(fmt::format("must be an object of variables, e.g. {{\"BATCH_SIZE\": \"half\"}}, not {} ({})",
+                        type_name(value), show(value)));
+        continue;
+      }
+      for (auto [name, what] : simdjson::dom::object(value)) {
+        std::optional<std::string> text = value_text(what);
+        if (!env_name(name))
+          bad(fmt::format("\"{}\" is not a variable name (letters, digits, '_', not starting with a digit)",
+                          std::string(name)));
+        else if (!text)
+          bad(fmt::format("\"{}\" must be \"half\", \"double\", or a string or number to set, not {} ({})",
+                          std::string(name), type_name(what), show(what)));
+        else
+          o.env.emplace_back(std::string(name), *text);
+      }
+    } else {
+      bad(fmt::format("is no key of on_oom (retries, mem_factor, gpu_mem_factor, env){}", did_you_mean(k, keys)));
+    }
+  }
+  if (good) r.job.on_oom = std::move(o);
+}
+
 void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
   if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
 }
@@ -360,6 +414,10 @@ constexpr JobField kJobFields[] = {
     {"mem_gib", P::Nullable, read_mem_gib, same_as<&Job::mem_gib>, "number > 0", "none (not counted)",
      "gpuq's own: GiB of host memory the job needs; a job starts where they are free, and `run` stops it past them "
      "(see CPU cores and host memory)"},
+    {"on_oom", P::Nullable, read_on_oom, same_as<&Job::on_oom>, "object", "none",
+     "gpuq's own: after an out-of-memory (`over memory`, `oom (GPU)`, `oom (host)`), run the job again at once with "
+     "more memory or a changed environment, e.g. `{\"retries\": 2, \"gpu_mem_factor\": 1.5, \"env\": "
+     "{\"BATCH_SIZE\": \"half\"}}` (see Host memory enforced, and out of memory told apart)"},
     {"quiet_minutes", P::Nullable, read_quiet_minutes, same_as<&Job::quiet_minutes>, "number > 0",
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "

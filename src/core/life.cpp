@@ -1,5 +1,6 @@
 #include "gpuq/core/life.h"
 
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/watchdog.h"
@@ -15,6 +16,9 @@ const char* outcome_name(Outcome o) {
     case Outcome::Timeout: return "timeout";
     case Outcome::Hung: return "hung";
     case Outcome::Unstartable: return "unstartable";
+    case Outcome::OverMemory: return kOverMemoryOutcome;
+    case Outcome::OomGpu: return kOomGpuOutcome;
+    case Outcome::OomHost: return kOomHostOutcome;
   }
   return "failed";
 }
@@ -80,14 +84,17 @@ bool will_retry(const Ended& e, long long max_retries) {
 
 namespace {
 
-// The outcome an ended entry records: gpuq's field "outcome" where it says timeout, hung or
-// unstartable, else the exit code (the original's convention).
+// The outcome an ended entry records: gpuq's field "outcome" where it says timeout, hung,
+// unstartable or out of memory, else the exit code (the original's convention).
 Outcome ended_outcome(const JobState& s) {
   if (s.status == Status::Done) return Outcome::Done;
   if (s.outcome) {
     if (*s.outcome == kTimeoutOutcome) return Outcome::Timeout;
     if (*s.outcome == kHungOutcome) return Outcome::Hung;
     if (*s.outcome == kUnstartableOutcome) return Outcome::Unstartable;
+    if (*s.outcome == kOverMemoryOutcome) return Outcome::OverMemory;
+    if (*s.outcome == kOomGpuOutcome) return Outcome::OomGpu;
+    if (*s.outcome == kOomHostOutcome) return Outcome::OomHost;
   }
   long long exit = s.exit.value_or(kLostExit);
   if (exit == kKilledExit) return Outcome::Killed;
@@ -101,12 +108,13 @@ Life life_of(const JobState* s, bool has_handle, double now) {
   if (!s) return Waiting{};
   long long attempts = s->attempts_or0();
   switch (s->status) {
-    case Status::Pending: return Waiting{attempts};
+    case Status::Pending: return Waiting{attempts, std::nullopt, s->oom_retries.value_or(0)};
     case Status::Held: return Held{attempts, has_handle};
     case Status::Blocked: return Blocked{};
     case Status::Running:
       if (has_handle && !s->start) return Queued{attempts};
-      return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue, s->preempt};
+      return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue, s->preempt,
+                     s->oom_retries.value_or(0)};
     case Status::Done:
     case Status::Failed: {
       Ended e;
@@ -115,6 +123,7 @@ Life life_of(const JobState* s, bool has_handle, double now) {
       e.exit = s->exit.value_or(s->status == Status::Done ? 0 : kLostExit);
       e.end = s->end;
       e.start = s->start;
+      e.oom_retries = s->oom_retries.value_or(0);
       return e;
     }
   }
@@ -156,6 +165,9 @@ const char* outcome_field(Outcome o) {
     case Outcome::Timeout: return kTimeoutOutcome;
     case Outcome::Hung: return kHungOutcome;
     case Outcome::Unstartable: return kUnstartableOutcome;
+    case Outcome::OverMemory: return kOverMemoryOutcome;
+    case Outcome::OomGpu: return kOomGpuOutcome;
+    case Outcome::OomHost: return kOomHostOutcome;
     default: return nullptr;
   }
 }
@@ -185,8 +197,10 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
       JobState next = fresh_from(e, Status::Pending, cause == Cause::Abort);  // an aborted launch never ran
       // The original writes the attempts with an automatic retry; a release by hand starts over.
       // A preemption spends none.
-      if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued || preempted)
+      if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued || cause == Cause::OomRetry ||
+          preempted)
         next.attempts = w.attempts;
+      if (w.oom_retries > 0) next.oom_retries = w.oom_retries;
       if (preempted) next.preemptions = e.preemptions.value_or(0) + 1;
       e = std::move(next);
       return;
@@ -219,6 +233,7 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
         e = fresh_from(e, Status::Running);
         e.gpus = r.gpus;
         e.attempts = r.attempts;
+        if (r.oom_retries > 0) e.oom_retries = r.oom_retries;
       }
       e.status = Status::Running;
       e.start = r.start;

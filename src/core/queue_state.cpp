@@ -92,6 +92,7 @@ void QueueState::launched(size_t j, long long pid, std::optional<unsigned long l
     if (it->id == id && it->kind == "start") {
       it->pid = pid;
       note_snapshot(*it, e);  // the snapshot taken at its launch, when it had none
+      if (e.oom_values) it->detail = "on_oom: " + *e.oom_values;  // what it runs with after on_oom retries
       break;
     }
 }

@@ -276,7 +276,7 @@ struct PassRunner {
 
   // ---- Jobs that pack (PassInput::room).
 
-  double need(size_t job) const { return *plan.jobs[job].gpu_mem_gib; }
+  double need(size_t job) const { return in.gib.empty() ? *plan.jobs[job].gpu_mem_gib : in.gib[job]; }
 
   // The GPUs of node n outside `closed` with room for `gib`.
   int fitting(const Free& free, size_t n, double gib, GpuMask closed) const {
@@ -500,7 +500,7 @@ struct PassRunner {
           most = std::max(most, fitting(free, n, need(j), c));
           for (GpuMask m = in.node & ~c; m; m &= m - 1) room = std::max(room, free.room_of(n)[std::countr_zero(m)]);
         }
-        out.held.push_back({j, PassedOver::Why::Gpus, most, *free.begin() & c, 0, room});
+        out.held.push_back({j, PassedOver::Why::Gpus, most, *free.begin() & c, 0, false, room});
       } else {
         GpuMask c = closed[a.sig];
         out.held.push_back({j, PassedOver::Why::Gpus, free.most(c), *free.begin() & c, 0});
@@ -524,7 +524,7 @@ void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in,
     GpuMask usable = in.node & ~runner.closed_to(head);
     const Job& job = plan.jobs[head];
     if (!in.room.empty() && ready.packs(head))
-      stalled = !(count(usable) >= job.gpus && *job.gpu_mem_gib <= in.room_empty);
+      stalled = !(count(usable) >= job.gpus && (in.gib.empty() ? *job.gpu_mem_gib : in.gib[head]) <= in.room_empty);
     else
       stalled = !pick_gpus(job.gpus, usable, in.placement);  // else it will fit once GPUs free up
   }

@@ -115,6 +115,10 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
     {.name = "reserve_mem_gib", .flag = "--reserve-mem-gib", .kind = K::Number, .default_json = "4",
      .doc = "GiB of host memory kept for the system where node_mem_gib is read from the machine",
      .member = &Settings::reserve_mem_gib},
+    {.name = "mem_margin_percent", .flag = "--mem-margin-percent", .kind = K::Number, .default_json = "10",
+     .doc = "run stops a job whose process tree's resident memory is over its mem_gib by more than this percent "
+            "(outcome \"over memory\"); jobs without mem_gib are never stopped for memory",
+     .member = &Settings::mem_margin_percent},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.
@@ -259,7 +263,8 @@ Settings::Settings() {
 Settings::Settings(std::monostate)
     : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
       quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0),
-      preempt_grace(0), preempt_min_minutes(0), node_cpus(0), node_mem_gib(0), reserve_cpus(0), reserve_mem_gib(0) {}
+      preempt_grace(0), preempt_min_minutes(0), node_cpus(0), node_mem_gib(0), reserve_cpus(0), reserve_mem_gib(0),
+      mem_margin_percent(0) {}
 
 std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }
 

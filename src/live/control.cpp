@@ -1,6 +1,8 @@
 // The live queue's records over the ports: refresh and the control commands, as events to the
 // engine (queue_state.h), their stops carried out here.
 #include "gpuq/live/control.h"
+
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/hint.h"
 #include "gpuq/core/job_words.h"
 #include "gpuq/live/journal.h"
@@ -84,6 +86,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       continue;
     }
     if (o.kind == Observed::Kind::Running) continue;
+    std::optional<Outcome> oom;
     if (s->preempt && o.kind != Observed::Kind::Aborted) {
       // Preempted: it gives its GPUs up once nothing of it is left (run sends SIGKILL after
       // --preempt-grace); an exit 0 on its signal is done, any other end makes it pending again.
@@ -96,13 +99,18 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
                                               id, how)});
     } else {
       ended.push_back({id, ended_line(id, o)});
+      // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
+      if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
+        if ((oom = launcher.out_of_memory(id, *s, o.exit)))
+          ended.back().line += fmt::format(": out of memory ({})", *oom == Outcome::OomGpu ? "GPU: its log says so"
+                                                                                           : "host: the kernel's OOM killer");
     }
     if (!j) {
       settle_alone(*s, o, now);
       continue;
     }
     switch (o.kind) {
-      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit}); break;
+      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit, oom}); break;
       case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;
       case Observed::Kind::Aborted: (*apply)(ev::Aborted{*j}); break;
       case Observed::Kind::Running: break;
@@ -117,10 +125,20 @@ std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
   auto apply = [&](const EngineEvent& e) { q.apply(e, now); };
   std::vector<EndedLine> ended = refresh_entries(launcher, q.plan(), q.state(), now, &apply);
   // A preemptible job's own exit 85 is its checkpoint, not a failure: the engine made it waiting.
+  // An out-of-memory with an on_oom retry left: the engine made it waiting, resized (host_mem.h).
   for (EndedLine& e : ended)
     if (std::optional<size_t> j = job_index(q.plan(), e.id);
-        j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting)
-      e.line = fmt::format("checkpointed {} (exit {}): it runs again when GPUs allow", e.id, kCheckpointExit);
+        j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting) {
+      const Waiting& w = std::get<Waiting>(q.engine().life(*j));
+      if (e.line.find(": out of memory (") != std::string::npos && w.oom_retries > 0)
+        e.line += fmt::format("; on_oom runs it again at once (retry {} of {}{})", w.oom_retries,
+                              q.plan().jobs[*j].on_oom->retries,
+                              oom_values(q.plan().jobs[*j], w.oom_retries).text.empty()
+                                  ? ""
+                                  : ": " + oom_values(q.plan().jobs[*j], w.oom_retries).text);
+      else
+        e.line = fmt::format("checkpointed {} (exit {}): it runs again when GPUs allow", e.id, kCheckpointExit);
+    }
   return ended;
 }
 

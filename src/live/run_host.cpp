@@ -1,7 +1,11 @@
 // `run`'s steps for the rest of the box (issue 45): cores and host memory.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "gpuq/core/cores.h"
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/live/host.h"
 #include "run_tick.h"
@@ -28,6 +32,59 @@ std::vector<int> RunLoop::cores_for(size_t job) const {
   for (const auto& [id, s] : q_->state().entries())
     if (s.status == Status::Running && s.cores && id != plan_.jobs[job].id) held.push_back(parse_core_list(*s.cores));
   return choose_cores(opt_.node_cores, held, q_->engine().host_need(job).cpus);
+}
+
+// How often run samples the resident memory of jobs with mem_gib, at the longest (seconds): a job
+// that grows is stopped before the kernel's OOM killer picks a victim (--poll may be longer).
+constexpr double kMemorySample = 5;
+
+// Each running job with a mem_gib: the resident memory of its process tree (one pass over /proc for
+// all of them, live/proc.h's resident_trees), its attempt's peak kept in its entry; one over its
+// mem_gib by more than --mem-margin-percent is stopped as at a time limit (outcome "over memory").
+// Nothing at all is read where no running job gives mem_gib.
+void RunLoop::watch_memory(Tick& t) {
+  std::vector<long long> groups;
+  std::vector<std::pair<std::string, long long>> watched;
+  for (auto& [id, s] : q_->state().entries()) {
+    if (s.status != Status::Running || !s.pid || s.kill_sent || s.preempt || s.requeue) continue;
+    const Job* job = job_of(id);
+    if (!job || !(job->mem_gib > 0)) continue;
+    groups.push_back(*s.pid);
+    watched.emplace_back(id, *s.pid);
+  }
+  if (groups.empty()) return;
+  t.wake_in = std::min(t.wake_in, kMemorySample);
+  std::map<long long, ResidentTree> trees = os_.launcher.resident(groups);
+  std::vector<std::pair<std::string, double>> over;
+  for (const auto& [id, group] : watched) {
+    auto it = trees.find(group);
+    if (it == trees.end() || it->second.pids.empty()) continue;  // gone since: refresh sees its end
+    JobState& s = *q_->state().find(id);
+    if (os_.launcher.identify(s) != Identity::Same) continue;  // a recycled pid is no job's
+    double gib = static_cast<double>(it->second.bytes) / (1024.0 * 1024 * 1024);
+    long long mib = std::llround(static_cast<double>(it->second.bytes) / (1024.0 * 1024));
+    if (mib > s.mem_peak_mib.value_or(-1)) s.mem_peak_mib = mib;
+    if (over_memory(*job_of(id), gib, opt_.mem_margin_percent)) over.emplace_back(id, gib);
+  }
+  for (const auto& [id, gib] : over) stop_over_memory(t, *job_of(id), id, gib);
+}
+
+// A job with mem_gib or on_oom: GPUQ_MEM_GIB says the host memory its attempt may use, and after
+// on_oom retries (host_mem.h) the attempt's variables are the changed ones; the entry keeps what
+// they are (oom_values: the start event and history show them).
+void RunLoop::oom_launch(size_t i, const Life& life, LaunchSpec& spec) {
+  const Job& j = plan_.jobs[i];
+  const Running* r = std::get_if<Running>(&life);
+  OomValues v = oom_values(j, r ? r->oom_retries : 0);
+  for (const auto& [name, value] : v.env) {
+    auto it = std::find_if(spec.env.begin(), spec.env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != spec.env.end())
+      it->second = value;
+    else
+      spec.env.emplace_back(name, value);
+  }
+  if (v.mem_gib > 0) spec.env.emplace_back("GPUQ_MEM_GIB", fmt::format("{:g}", v.mem_gib));
+  if (!v.text.empty()) q_->entry(i).oom_values = v.text;
 }
 
 }  // namespace gpuq

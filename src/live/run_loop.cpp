@@ -55,6 +55,7 @@ TickResult RunLoop::tick() {
     note_pause(t);
     refresh_ended(t);
     enforce_limits(t);
+    watch_memory(t);
     escalate_kills(t);
     note_running(t);
     watch_host(t);
@@ -411,6 +412,7 @@ void RunLoop::start(Tick& t) {
       spec.preemptions = q_->entry(i).preemptions.value_or(0);
       spec.checkpoint_dir = q_->engine().policy().preemptible(j);
       if (q_->engine().counts_host()) spec.cores = cores_for(i);
+      if (j.mem_gib > 0 || j.on_oom) oom_launch(i, life, spec);
       if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/watchdog.h"
@@ -111,6 +112,7 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.
 // A preempted job gets it after --preempt-grace, its time to checkpoint and exit.
 void RunLoop::escalate_kills(Tick& t) {
+  std::vector<std::string> gone_over;  // stopped over memory, and gone: their on_oom retry, if due
   for (auto& [id, s] : q_->state().entries()) {
     if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
@@ -129,6 +131,7 @@ void RunLoop::escalate_kills(Tick& t) {
     if (!s.kill_sent || !s.pid) continue;
     if (!os_.launcher.group_alive(*s.pid)) {
       s.kill_sent.reset();
+      if (s.outcome == kOverMemoryOutcome) gone_over.push_back(id);
       continue;
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
@@ -140,6 +143,16 @@ void RunLoop::escalate_kills(Tick& t) {
       t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
+  }
+  for (const std::string& id : gone_over) {
+    std::optional<size_t> j = index_of(id);
+    if (!j || !q_->engine().oom_retry_due(*j)) continue;
+    q_->apply(ev::OomRetry{*j}, t.now);
+    const Waiting* w = std::get_if<Waiting>(&q_->engine().life(*j));
+    long long n = w ? w->oom_retries : 0;
+    std::string values = oom_values(plan_.jobs[*j], n).text;
+    say(t.now, fmt::format("{}'s processes are gone: on_oom runs it again (retry {} of {}{})", id, n,
+                           plan_.jobs[*j].on_oom->retries, values.empty() ? "" : ": " + values));
   }
 }
 
@@ -189,6 +202,29 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
                                                c.detail(), opt_.kill_grace));
 }
 
+// A job over its mem_gib is stopped as time_out stops one at its limit: the engine's OverMemory,
+// SIGTERM, SIGKILL after --kill-grace, its GPUs busy until the group is gone. Not retried
+// automatically unless retry_on_timeout (its exit code as a timeout's).
+void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib) {
+  if (std::optional<size_t> j = index_of(id))
+    q_->apply(ev::OverMemory{*j, t.now}, t.now);
+  else
+    stop_alone(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
+  JobState& s = *q_->state().find(id);
+  bool sent = stop(t, s);
+  std::string why = over_memory_text(job, resident_gib, opt_.mem_margin_percent);
+  std::optional<size_t> j = index_of(id);
+  std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
+                      : job.retry_on_timeout              ? "retried automatically (retry_on_timeout)"
+                                                          : "not retried automatically";
+  say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
+                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
+                         retry));
+  os_.launcher.note_in_log(job.id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
+                                               "SIGKILL after --kill-grace {:g} s",
+                                               why, opt_.kill_grace));
+}
+
 // "10 done, 1 failed (hang: killed)": how each job of the plan ended.
 std::string RunLoop::outcomes(const State& state) const {
   size_t done = 0;
@@ -204,6 +240,9 @@ std::string RunLoop::outcomes(const State& state) const {
       case Outcome::Killed: how = "killed"; break;
       case Outcome::Timeout: how = "timed out"; break;
       case Outcome::Hung: how = "stopped as hung"; break;
+      case Outcome::OverMemory: how = "over memory"; break;
+      case Outcome::OomGpu: how = fmt::format("out of memory (GPU), exit {}", s->exit.value_or(kLostExit)); break;
+      case Outcome::OomHost: how = "out of memory (host: the kernel's OOM killer)"; break;
       case Outcome::Unstartable: how = "could not start"; break;
       case Outcome::Lost: how = "lost"; break;
       default: how = fmt::format("exit {}", s->exit.value_or(kLostExit));

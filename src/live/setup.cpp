@@ -263,6 +263,7 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.preemptible_default = s.preemptible == "true";
   opt.preempt_min_minutes = s.preempt_min_minutes;
   opt.preempt_grace = s.preempt_grace;
+  opt.mem_margin_percent = s.mem_margin_percent;
   // Cores and host memory: as given, else this machine's less the system's reserve (counted only
   // where a job of the plan gives cpus or mem_gib).
   std::vector<int> usable = usable_cores();

@@ -60,6 +60,8 @@ std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOut
     j["exit"] = a.exit ? nlohmann::ordered_json(*a.exit) : nlohmann::ordered_json();
     j["causes"] = a.causes;
     j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
+    if (a.mem_peak_mib) j["mem_peak_mib"] = *a.mem_peak_mib;  // only where run sampled it (a job with mem_gib)
+    if (a.on_oom) j["on_oom"] = *a.on_oom;  // an attempt after on_oom retries: what it ran with
     if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
       j["snapshot"] = {{"commit", *a.snapshot},
                        {"dirty", a.snapshot_dirty.value_or(false)},
@@ -79,6 +81,8 @@ std::string attempts_text(const std::vector<Attempt>& attempts, const AttemptOut
     std::string o = outcome(a);
     if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
     if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
+    if (a.mem_peak_mib) o += fmt::format(", host peak {:.2f} GiB", static_cast<double>(*a.mem_peak_mib) / 1024);
+    if (a.on_oom) o += ", on_oom: " + *a.on_oom;
     if (a.snapshot)
       o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");
     out += fmt::format("{:<{}}  {:>7}  {:<10} {:<19} {:<19} {:>8}  {}\n", a.id, w, a.attempt, list(a.gpus),
@@ -160,7 +164,11 @@ std::string estimates_json(const std::vector<Learned>& learned) {
       out.push_back({{"prefix", l.prefix}, {"runs", l.runs}, {"median_ratio", l.median}, {"lowest", l.low},
                      {"highest", l.high},
                      {"median_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_gib) : nlohmann::ordered_json()},
-                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()}});
+                     {"highest_peak_gib", l.peak_runs ? nlohmann::ordered_json(l.peak_max_gib) : nlohmann::ordered_json()},
+                     {"median_host_peak_gib",
+                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_gib) : nlohmann::ordered_json()},
+                     {"highest_host_peak_gib",
+                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_max_gib) : nlohmann::ordered_json()}});
     return out.dump(1) + "\n";
   }
 }
@@ -180,6 +188,14 @@ std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned
     for (const Learned& l : learned)
       if (l.peak_runs)
         out += fmt::format("{:<16} {:>5} {:>6.1f} GiB {:>6.1f} GiB\n", l.prefix, l.peak_runs, l.peak_gib, l.peak_max_gib);
+  }
+  if (std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.host_peak_runs > 0; })) {
+    out += fmt::format("\nHost memory peak of the job's processes (jobs with mem_gib), from the same runs:\n");
+    out += fmt::format("{:<16} {:>5} {:>10} {:>10}\n", "prefix", "runs", "median", "highest");
+    for (const Learned& l : learned)
+      if (l.host_peak_runs)
+        out += fmt::format("{:<16} {:>5} {:>6.2f} GiB {:>6.2f} GiB\n", l.prefix, l.host_peak_runs, l.host_peak_gib,
+                           l.host_peak_max_gib);
   }
   // The runs furthest from their estimate, either way.
   struct Off {

@@ -71,6 +71,17 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
     }
     return why + " (on_quiet \"kill\")" + next_for(j, s, o);
   }
+  if (out == Outcome::OverMemory) {
+    std::string why = "stopped over memory";
+    if (s.mem_peak_mib)
+      why += fmt::format(": {:.2f} GiB resident at the most, its mem_gib is {:g}",
+                         static_cast<double>(*s.mem_peak_mib) / 1024, j.mem_gib);
+    return why + next_for(j, s, o);
+  }
+  if (out == Outcome::OomGpu || out == Outcome::OomHost)
+    return fmt::format("out of memory ({}; exit {}){}",
+                       out == Outcome::OomGpu ? "GPU: its log says so" : "host: the kernel's OOM killer",
+                       s.exit.value_or(kLostExit), next_for(j, s, o));
   if (out == Outcome::Killed) return "killed; " + hint("retry", {j.id}) + " runs it again";
   if (out == Outcome::Unstartable)
     return fmt::format("could not start: {}; not retried automatically: fix that, then {}",

@@ -51,7 +51,12 @@ struct Tick {
   /// packed jobs as its room allows. Empty: none beyond them, and `unavailable` GPUs take none.
   std::span<const double> mem_other;
 };
-struct Exited { size_t job; double at; long long code; };      ///< its script exited with `code`
+struct Exited {                                                ///< its script exited with `code`; a failure
+  size_t job;                                                  ///< `oom` names (Outcome::OomGpu, OomHost)
+  double at;                                                   ///< ends with that outcome (host_mem.h)
+  long long code;
+  std::optional<Outcome> oom{};
+};
 struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
 struct Aborted { size_t job; };                                ///< its launch was cut short: it never ran
 struct LaunchFailed {                                          ///< it could not be launched (why: the
@@ -63,6 +68,9 @@ struct LaunchFailed {                                          ///< it could not
 struct QueueStarted { size_t job; double at; };                ///< the batch queue started a queued job
 struct LimitReached { size_t job; double at; };                ///< its time limit is reached
 struct Hung { size_t job; double at; };                        ///< the watchdog stops it (on_quiet "kill")
+struct OverMemory { size_t job; double at; };                  ///< run stops it above its mem_gib (host_mem.h)
+struct OomRetry { size_t job; };                               ///< the processes of a job stopped over memory are
+                                                               ///< gone: its on_oom retry, if one is due
 struct GroupGone { size_t job; };                              ///< a requeued job's processes are all gone
 struct Retry { size_t job; };                                  ///< `gpuq retry` (a job held in a batch
                                                                ///< queue: released there by the caller)
@@ -81,7 +89,7 @@ struct Dequeued { size_t job; };                               ///< its batch qu
 }  // namespace ev
 
 using EngineEvent = std::variant<ev::Tick, ev::Exited, ev::Vanished, ev::Aborted, ev::LaunchFailed, ev::QueueStarted,
-                           ev::LimitReached, ev::Hung, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
+                           ev::LimitReached, ev::Hung, ev::OverMemory, ev::OomRetry, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
                            ev::Files, ev::Dequeued, ev::Preempt>;
 
 /// A job to launch now: its GPUs are its life's (Running::gpus, of `node`); attempt = its
@@ -192,6 +200,8 @@ struct PlanIndex {
   std::vector<float> gib;
   /// Some job gives cpus or mem_gib: the plan counts cores and host memory (Policy::counts_host).
   bool host_fields = false;
+  /// Some job gives on_oom: its next attempt's host memory follows its on_oom retries (host_mem.h).
+  bool on_oom = false;
 };
 
 /// What the engine's reasons read of a tick, kept apart from the engine: a few bytes a job
@@ -248,6 +258,9 @@ class Engine {
   std::optional<double> next_preemptible(double now) const;
   /// When job j's automatic retry falls due, if it has ended and one will come.
   std::optional<double> retry_at(size_t j) const;
+  /// Job j ended out of memory and its on_oom has a retry left: run once its processes are gone
+  /// (ev::OomRetry), at once for an attempt that exited.
+  bool oom_retry_due(size_t j) const;
   /// Jobs waiting with every job dep met whose file: deps decide whether they are ready.
   bool wants_files(size_t j) const;
   /// Jobs not yet finished that could still start or are running (the queue is not over).
@@ -298,6 +311,8 @@ class Engine {
   void tick(const ev::Tick& t);
   void pass(const ev::Tick& t);
   void end_running(size_t j, Ended e, Cause cause, bool stop);
+  void size_for(size_t j, long long oom_retries);
+  void oom_retry(size_t j);
   void update_ready(size_t j);
   void hold_gpus(size_t j, const Running& r, int by);
   void mark(size_t j, int32_t slot);
@@ -313,6 +328,8 @@ class Engine {
   void operator()(const ev::QueueStarted& e);
   void operator()(const ev::LimitReached& e);
   void operator()(const ev::Hung& e);
+  void operator()(const ev::OverMemory& e);
+  void operator()(const ev::OomRetry& e);
   void operator()(const ev::GroupGone& e);
   void operator()(const ev::Retry& e);
   void operator()(const ev::Hold& e);
@@ -349,6 +366,7 @@ class Engine {
   std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
   bool host_ = false;                // the plan counts cores and host memory: the three below are kept
   std::vector<HostNeed> host_need_;  // per job
+  std::vector<float> gib_;  // per job: the GiB it packs with, where an on_oom retry resized one (else empty)
   std::vector<HostRoom> host_used_;  // per node: what its running jobs need
   std::vector<HostRoom> host_room_;  // per node: PassInput::host_room of the last pass
   ReadySet ready_;

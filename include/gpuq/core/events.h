@@ -31,6 +31,7 @@ struct Event {
   std::optional<double> started;         ///< end: when the attempt started (key "start"), if known
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
+  std::optional<long long> mem_peak_mib;      ///< end: the most resident host memory (MiB) of its process tree
   std::optional<std::string> snapshot;   ///< start: the commit of the code it runs (snapshot.h)
   std::optional<bool> snapshot_dirty;    ///< start: that snapshot holds uncommitted changes
   std::optional<std::string> repo;       ///< start: the repository the commit is in
@@ -101,9 +102,11 @@ struct Attempt {
   std::optional<long long> exit;
   std::vector<std::string> causes;     ///< kill, timeout: what ended it
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
+  std::optional<long long> mem_peak_mib;      ///< the most resident host memory of its process tree (MiB)
   std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
   std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
   std::optional<std::string> repo;            ///< the repository the commit is in
+  std::optional<std::string> on_oom;          ///< what it ran with after on_oom retries ("BATCH_SIZE=32")
 };
 
 /// Every attempt the events tell of, in the order they started (a job held or
@@ -120,6 +123,9 @@ struct Learned {
   size_t peak_runs = 0;      ///< those runs with a GPU memory peak (run with NVML)
   double peak_gib = 0;       ///< the median of their peaks, GiB
   double peak_max_gib = 0;   ///< the highest of their peaks, GiB
+  size_t host_peak_runs = 0;      ///< those runs with a host memory peak (run sampled them: mem_gib)
+  double host_peak_gib = 0;       ///< the median of those peaks, GiB
+  double host_peak_max_gib = 0;   ///< the highest of them, GiB
 };
 
 /// The prefix estimates group a job under.
@@ -142,7 +148,8 @@ std::vector<EstimateWarning> estimate_warnings(const Plan& plan, const State& st
 /// Pending jobs whose GPU memory disagrees with what their prefix's done runs (at least
 /// `min_runs` with a peak) used: a gpu_mem_gib below the highest peak (jobs sharing its GPU may
 /// run out of memory), or a whole-GPU job whose peak would let several share a GPU (`room`: the
-/// GiB a GPU takes, Policy::gpu_room).
+/// GiB a GPU takes, Policy::gpu_room); and a mem_gib below the highest host memory peak (run
+/// would stop it over memory).
 std::vector<EstimateWarning> memory_warnings(const Plan& plan, const State& state, const std::vector<Learned>& learned,
                                              double room, size_t min_runs = 3);
 

@@ -36,10 +36,13 @@ enum class Outcome {
   Timeout,      ///< stopped at its time limit (exit -15, or 124 with retry_on_timeout)
   Hung,         ///< stopped by the hang watchdog, on_quiet "kill" (its exit code as Timeout's)
   Unstartable,  ///< could not be started, and a retry would not help (a missing script)
+  OverMemory,   ///< stopped by `run` above its mem_gib (host_mem.h; its exit code as Timeout's)
+  OomGpu,       ///< failed with a GPU out-of-memory in its log's last lines
+  OomHost,      ///< killed by the kernel's OOM killer (SIGKILL not sent by gpuq, seen in the kernel log)
 };
 
 /// The outcome as `status --json` and the event log spell it: "done", "failed", "killed", "lost",
-/// "timeout", "hung", "unstartable".
+/// "timeout", "hung", "unstartable", "over memory", "oom (GPU)", "oom (host)".
 const char* outcome_name(Outcome o);
 
 /// Not started: its deps, files, GPUs or the pass keep it waiting. `attempts`: automatic
@@ -48,6 +51,7 @@ const char* outcome_name(Outcome o);
 struct Waiting {
   long long attempts = 0;
   std::optional<double> ended{};
+  long long oom_retries = 0;  ///< on_oom retries used (host_mem.h): its next attempt's size
 };
 
 /// Held by hand (`gpuq hold`): nothing starts it until `gpuq retry` releases it. `in_queue`:
@@ -75,6 +79,7 @@ struct Running {
   /// When a preemption stopped it (its preempt_signal sent): an exit 0 is done, any other end makes
   /// it wait again, not failed and no retry spent (preempt.h).
   std::optional<double> preempt{};
+  long long oom_retries = 0;  ///< on_oom retries used before this attempt (host_mem.h)
 };
 
 /// Its last attempt ended.
@@ -84,6 +89,7 @@ struct Ended {
   long long exit = 0;
   std::optional<double> end;            ///< absent only in entries written by hand
   std::optional<double> start;          ///< absent when it never started (a launch that failed)
+  long long oom_retries = 0;            ///< on_oom retries used before this attempt (host_mem.h)
 };
 
 /// How an attempt whose script exited with `code` at `at` ended (started at `start`, if known).
@@ -143,6 +149,8 @@ enum class Cause {
   LaunchFail,   ///< it could not be launched
   Limit,        ///< stopped at its time limit
   Hung,         ///< stopped by the hang watchdog
+  OverMemory,   ///< stopped by `run` above its mem_gib
+  OomRetry,     ///< on_oom runs it again at once after an out-of-memory (host_mem.h)
   AutoRetry,    ///< the automatic retry
   Retry,        ///< `gpuq retry`
   Unblock,      ///< a retry released it

@@ -52,6 +52,18 @@ struct SignalSpec {
   std::string text() const;
 };
 
+/// A job's "on_oom": after an attempt that ran out of memory (outcomes "over memory", "oom (GPU)",
+/// "oom (host)"), up to `retries` attempts more, at once and not counted against max_retries, each
+/// with mem_gib times `mem_factor`, gpu_mem_gib times `gpu_mem_factor` and `env` changed: "half" or "double" scales the variable's
+/// number (the job's env's, then the previous attempt's), any other text sets it.
+struct OnOom {
+  long long retries = 1;
+  double mem_factor = 1;
+  double gpu_mem_factor = 1;  ///< gpu_mem_gib times this (a job that packs)
+  std::vector<std::pair<std::string, std::string>> env;
+  bool operator==(const OnOom&) const = default;
+};
+
 /// A job of the plan, with the original's defaults filled in. How the plan names and
 /// gives each field: job_fields.h (a new field needs a row there).
 struct Job {
@@ -91,6 +103,9 @@ struct Job {
   float mem_gib = 0;    ///< "mem_gib": GiB of host memory it needs (0: not given, not counted)
   std::vector<std::string> args;           ///< passed to the script after its path (a sweep's {KEY} filled in)
   std::vector<std::pair<std::string, std::string>> env;  ///< set in the job's environment (a sweep's values too)
+  /// "on_oom": an attempt that ran out of memory (host_mem.h) is run again at once, bounded and
+  /// resized; none: such an attempt is a failure like any other.
+  std::optional<OnOom> on_oom;
 
   bool has_file_dep() const;
 };

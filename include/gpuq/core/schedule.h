@@ -136,6 +136,9 @@ struct PassInput {
   /// shares a whole job's.
   std::span<const double> room;
   double room_empty = 0;  ///< what an empty GPU takes (fix 12: could the waiting job ever fit?)
+  /// Per job: the GiB it packs with where that is not its gpu_mem_gib (an on_oom retry's, host_mem.h);
+  /// empty: each job's gpu_mem_gib.
+  std::span<const float> gib;
   /// Packed jobs spread over idle GPUs while the ready whole jobs leave some (see `room`); false:
   /// the fullest first always (a shared node's decision, where spreading took a user past their cap).
   bool spread = true;

@@ -50,6 +50,7 @@ struct Settings {
   double node_mem_gib;        ///< GiB of host memory jobs may use at once (0: the machine's less reserve_mem_gib)
   long long reserve_cpus;     ///< cores kept for the system where node_cpus is the machine's
   double reserve_mem_gib;     ///< GiB kept for the system where node_mem_gib is the machine's
+  double mem_margin_percent;  ///< run stops a job over its mem_gib by more than this percent (host_mem.h)
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -90,7 +91,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 31;
+inline constexpr size_t kSettingCount = 32;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

@@ -47,6 +47,7 @@ struct JobState {
                                                 ///< again; a running one is left to finish)
   std::optional<std::string> outcome;           ///< "timeout": stopped at its time limit (limits.h);
                                                 ///< "hung": stopped by the watchdog (watchdog.h);
+                                                ///< "over memory", "oom (GPU)", "oom (host)" (host_mem.h);
                                                 ///< "unstartable": it could not be started (rules.h)
   std::optional<std::string> reason;            ///< why it could not be started (outcome "unstartable")
   std::optional<long long> queue_id;            ///< its job id in a batch queue (`run --slurm`); `pid` holds it too; the file's key is "slurm_id"
@@ -59,6 +60,10 @@ struct JobState {
   std::optional<double> gpus_read;    ///< when run last had a utilization reading of all its GPUs
   std::optional<double> hung_noted;   ///< when run said it looks hung (said once, until the log grows)
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
+  std::optional<long long> mem_peak_mib;      ///< the most resident host memory its attempt's process tree used (MiB;
+                                              ///< sampled by run for a job with mem_gib, host_mem.h)
+  std::optional<long long> oom_retries;       ///< on_oom retries used before this attempt (host_mem.h); absent: none
+  std::optional<std::string> oom_values;     ///< what the attempt runs with after them ("mem_gib 0.375, BATCH_SIZE=32")
   // What run read of a running job's progress (progress.h): the first reading and the latest
   // that moved, each a fraction (0-1) and when.
   std::optional<double> progress_first;

@@ -78,7 +78,9 @@ inline constexpr StateField kStateFields[] = {
     {"removed", StateKind::UnixSeconds, &JobState::removed,
      "gpuq's own: when a reload of the plan dropped the job (never started again)"},
     {"outcome", StateKind::Text, &JobState::outcome,
-     "gpuq's own: `timeout` (stopped at its time limit), `hung` (stopped by the hang watchdog) or `unstartable`"},
+     "gpuq's own: `timeout` (stopped at its time limit), `hung` (stopped by the hang watchdog), `unstartable`, "
+     "`over memory` (stopped above its `mem_gib`), `oom (GPU)` (a GPU out-of-memory in its log) or `oom (host)` "
+     "(the kernel's OOM killer)"},
     {"reason", StateKind::Text, &JobState::reason, "gpuq's own: why the job could not be started (`unstartable`)"},
     {"log_size", StateKind::Bytes, &JobState::log_size,
      "gpuq's own, for the hang watchdog: bytes of the job's log at `run`'s last look"},
@@ -95,6 +97,14 @@ inline constexpr StateField kStateFields[] = {
     {"gpu_mem_peak_mib", StateKind::Bytes, &JobState::gpu_mem_peak_mib,
      "gpuq's own: the most GPU memory (MiB) the attempt's processes used on one of its GPUs, as NVML's "
      "process list showed `run`"},
+    {"mem_peak_mib", StateKind::Bytes, &JobState::mem_peak_mib,
+     "gpuq's own: the most resident host memory (MiB) the attempt's process tree used, as `run` sampled it "
+     "(jobs with `mem_gib` only)"},
+    {"oom_retries", StateKind::Integer, &JobState::oom_retries,
+     "gpuq's own: the `on_oom` retries used before this attempt (each at once after an out-of-memory, not counted "
+     "in `attempts`)"},
+    {"oom_values", StateKind::Text, &JobState::oom_values,
+     "gpuq's own: what this attempt runs with after its `on_oom` retries (`mem_gib 0.375, BATCH_SIZE=32`)"},
     {"attempt", StateKind::Integer, &JobState::attempt,
      "gpuq's own: the number of this attempt (`GPUQ_ATTEMPT`), where it is not `attempts` + 1: numbers go on "
      "after a `requeue` or a `retry` by hand"},

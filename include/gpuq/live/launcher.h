@@ -71,11 +71,18 @@ class PosixLauncher : public Launcher {
   std::optional<ProgressSeen> progress(const std::string& id, bool from_log) override;
   bool group_alive(long long group) override;
   void reap() override;
+  /// One pass over /proc (proc.h's resident_trees); the pids seen are kept for out_of_memory.
+  std::map<long long, ResidentTree> resident(const std::vector<long long>& groups) override;
+  /// The last kOomLogTail bytes of logs/ID.log (host_mem.h's gpu_oom_in_log); for a SIGKILL (exit
+  /// 137), the kernel log (/dev/kmsg, read without blocking; nothing when unreadable) for an OOM
+  /// kill of the job's pid or of a pid resident() saw in its tree. Both in resident.cpp.
+  std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) override;
 
  private:
   PlanPaths paths_;
   std::string workdir_;
   std::map<long long, int> start_lines_;  // pid -> write end of its start line
+  std::map<long long, std::vector<long long>> tree_pids_;  // by group: the pids resident() saw in its tree
 };
 
 }  // namespace gpuq

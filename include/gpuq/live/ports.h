@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpuq/core/gpu_use.h"
+#include "gpuq/core/life.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/core/topology.h"
 #include "gpuq/core/state.h"
@@ -114,6 +115,13 @@ struct Observed {
   std::string note;           ///< a problem with what the job left (for the log line)
 };
 
+/// A job's process tree as /proc shows it now (its group and their descendants): the sum of their
+/// resident memory, and their pids.
+struct ResidentTree {
+  long long bytes = 0;
+  std::vector<long long> pids;
+};
+
 /// A signal to a job's process group.
 enum class Signal { Term, Kill };
 
@@ -185,6 +193,19 @@ class Launcher {
   }
   /// True while some process is still in group `group`.
   virtual bool group_alive(long long group) = 0;
+  /// The resident memory of each job's process tree, by its group (a job's pid): the processes of
+  /// the group and their descendants. Empty where the launcher cannot look (a batch queue's nodes).
+  virtual std::map<long long, ResidentTree> resident(const std::vector<long long>& groups) {
+    (void)groups;
+    return {};
+  }
+  /// Whether the attempt of job `id` (entry `s`), which failed with `exit`, ran out of memory:
+  /// Outcome::OomGpu (its log's last lines), Outcome::OomHost (a SIGKILL the kernel's OOM killer
+  /// recorded for one of its processes), else nullopt. Best effort: nullopt when it cannot tell.
+  virtual std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) {
+    (void)id, (void)s, (void)exit;
+    return std::nullopt;
+  }
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;
   /// The batch queue the jobs wait in, for a launcher over one; null on this machine.

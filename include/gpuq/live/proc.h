@@ -45,6 +45,16 @@ GpuProcess describe_process(long long pid);
 /// True when some process is still in process group `pgid`.
 bool group_alive(long long pgid);
 
+/// The resident memory of each of `groups`' process trees, in one pass over /proc/PID/stat: a
+/// process belongs to the tree of a group when it is in that group or descends from a process that
+/// is (a child that made a group or session of its own stays its job's). Processes gone between
+/// the listing and their reading are skipped.
+std::map<long long, ResidentTree> resident_trees(const std::vector<long long>& groups);
+
+/// The kernel log's lines, read from /dev/kmsg without blocking (as much as it holds now); nullopt
+/// when it cannot be read (no permission, a container without it).
+std::optional<std::string> kernel_log();
+
 /// Sends `sig` to process group `pgid`; false when there was none.
 bool signal_group(long long pgid, int sig);
 
