@@ -500,7 +500,7 @@ struct PassRunner {
           most = std::max(most, fitting(free, n, need(j), c));
           for (GpuMask m = in.node & ~c; m; m &= m - 1) room = std::max(room, free.room_of(n)[std::countr_zero(m)]);
         }
-        out.held.push_back({j, PassedOver::Why::Gpus, most, *free.begin() & c, 0, false, room});
+        out.held.push_back({j, PassedOver::Why::Gpus, most, *free.begin() & c, 0, room});
       } else {
         GpuMask c = closed[a.sig];
         out.held.push_back({j, PassedOver::Why::Gpus, free.most(c), *free.begin() & c, 0});
