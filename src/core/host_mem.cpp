@@ -15,13 +15,20 @@ double memory_limit_gib(const Job& job, double margin_percent) {
   return job.mem_gib * (1 + margin_percent / 100);
 }
 
+bool over_memory(double mem_gib, double resident_gib, double margin_percent) {
+  return mem_gib > 0 && resident_gib > mem_gib * (1 + margin_percent / 100);
+}
+
 bool over_memory(const Job& job, double resident_gib, double margin_percent) {
-  double limit = memory_limit_gib(job, margin_percent);
-  return limit > 0 && resident_gib > limit;
+  return over_memory(static_cast<double>(job.mem_gib), resident_gib, margin_percent);
+}
+
+std::string over_memory_text(double mem_gib, double resident_gib, double margin_percent) {
+  return fmt::format("{:.2f} GiB resident, its mem_gib is {:g} (+{:g}%)", resident_gib, mem_gib, margin_percent);
 }
 
 std::string over_memory_text(const Job& job, double resident_gib, double margin_percent) {
-  return fmt::format("{:.2f} GiB resident, its mem_gib is {:g} (+{:g}%)", resident_gib, job.mem_gib, margin_percent);
+  return over_memory_text(static_cast<double>(job.mem_gib), resident_gib, margin_percent);
 }
 
 bool gpu_oom_in_log(std::string_view tail) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "gpuq/core/cores.h"
 #include "gpuq/core/host_mem.h"
@@ -55,7 +56,7 @@ void RunLoop::watch_memory(Tick& t) {
   if (groups.empty()) return;
   t.wake_in = std::min(t.wake_in, kMemorySample);
   std::map<long long, ResidentTree> trees = os_.launcher.resident(groups);
-  std::vector<std::pair<std::string, double>> over;
+  std::vector<std::tuple<std::string, double, double>> over;  // id, resident GiB, the attempt's mem_gib
   for (const auto& [id, group] : watched) {
     auto it = trees.find(group);
     if (it == trees.end() || it->second.pids.empty()) continue;  // gone since: refresh sees its end
@@ -64,9 +65,14 @@ void RunLoop::watch_memory(Tick& t) {
     double gib = static_cast<double>(it->second.bytes) / (1024.0 * 1024 * 1024);
     long long mib = std::llround(static_cast<double>(it->second.bytes) / (1024.0 * 1024));
     if (mib > s.mem_peak_mib.value_or(-1)) s.mem_peak_mib = mib;
-    if (over_memory(*job_of(id), gib, opt_.mem_margin_percent)) over.emplace_back(id, gib);
+    // The attempt's own mem_gib: after on_oom retries, the plan's times mem_factor.
+    double mem = job_of(id)->mem_gib;
+    if (std::optional<size_t> j = index_of(id))
+      if (const Running* r = std::get_if<Running>(&q_->engine().life(*j)); r && r->oom_retries > 0)
+        mem = oom_values(*job_of(id), r->oom_retries).mem_gib;
+    if (over_memory(mem, gib, opt_.mem_margin_percent)) over.emplace_back(id, gib, mem);
   }
-  for (const auto& [id, gib] : over) stop_over_memory(t, *job_of(id), id, gib);
+  for (const auto& [id, gib, mem] : over) stop_over_memory(t, *job_of(id), id, gib, mem);
 }
 
 // A job with mem_gib or on_oom: GPUQ_MEM_GIB says the host memory its attempt may use, and after

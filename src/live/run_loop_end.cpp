@@ -205,14 +205,14 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
 // A job over its mem_gib is stopped as time_out stops one at its limit: the engine's OverMemory,
 // SIGTERM, SIGKILL after --kill-grace, its GPUs busy until the group is gone. Not retried
 // automatically unless retry_on_timeout (its exit code as a timeout's).
-void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib) {
+void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib, double mem_gib) {
   if (std::optional<size_t> j = index_of(id))
     q_->apply(ev::OverMemory{*j, t.now}, t.now);
   else
     stop_alone(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
   JobState& s = *q_->state().find(id);
   bool sent = stop(t, s);
-  std::string why = over_memory_text(job, resident_gib, opt_.mem_margin_percent);
+  std::string why = over_memory_text(mem_gib, resident_gib, opt_.mem_margin_percent);
   std::optional<size_t> j = index_of(id);
   std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
                       : job.retry_on_timeout              ? "retried automatically (retry_on_timeout)"

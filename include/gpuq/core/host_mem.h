@@ -33,6 +33,10 @@ bool over_memory(const Job& job, double resident_gib, double margin_percent);
 /// "2.31 GiB resident, its mem_gib is 2 (+10%)": why run stopped it.
 std::string over_memory_text(const Job& job, double resident_gib, double margin_percent);
 
+/// The same of an attempt whose mem_gib is `mem_gib` (after on_oom retries: oom_values' mem_gib).
+bool over_memory(double mem_gib, double resident_gib, double margin_percent);
+std::string over_memory_text(double mem_gib, double resident_gib, double margin_percent);
+
 /// True when `tail` (a log's last lines) says a GPU ran out of memory: PyTorch's "CUDA out of
 /// memory" and OutOfMemoryError, cuBLAS's CUBLAS_STATUS_ALLOC_FAILED, XLA/TensorFlow's
 /// RESOURCE_EXHAUSTED.
