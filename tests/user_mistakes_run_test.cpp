@@ -477,5 +477,6 @@ TEST(IdleRun, WakesOnlyForAReason) {
   long long before = wakeups_of(run->pid());
   std::this_thread::sleep_for(std::chrono::seconds(3));
   long long woke = wakeups_of(run->pid()) - before;
-  EXPECT_LE(woke, 4) << "wakeups in 3 s of an idle run";
+  // 2 to 4 on a quiet machine; a busy CI box lets a stray one in (5 seen): the fault was 15.
+  EXPECT_LE(woke, 6) << "wakeups in 3 s of an idle run";
 }
