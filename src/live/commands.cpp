@@ -392,12 +392,7 @@ WhatIf predict_from(const Look& l, const Plan& plan) {
   }
   if (!sim.stuck.empty()) w.finish.reset();
   for (const SimPreemption& p : sim.preemptions) {
-    std::optional<double> back;
-    for (const SimRow& r : sim.rows)
-      if (r.job == p.job && r.start > p.at + 1e-9) {
-        back = r.start;
-        break;
-      }
+    std::optional<double> back = sim.resumes_at(p);
     w.preempts.push_back({plan.jobs[p.by].id,
                           fmt::format("{} at ~{} (it ran {}; {})", plan.jobs[p.job].id,
                                       local_time(l.now + p.at * 3600, l.now), duration_text(p.ran * 3600),

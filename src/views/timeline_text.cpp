@@ -132,12 +132,7 @@ std::string timeline_note(const Plan& plan, const Simulation& sim, bool all) {
   note = note.empty() ? "" : "gpuq: " + note + "\n";
   // A preempted job's row spans its attempts: each preemption on a line of its own.
   for (const SimPreemption& p : sim.preemptions) {
-    std::optional<double> back;
-    for (const SimRow& r : sim.rows)
-      if (r.job == p.job && r.start > p.at + 1e-9) {
-        back = r.start;
-        break;
-      }
+    std::optional<double> back = sim.resumes_at(p);
     note += fmt::format("gpuq: {} is preempted at {:.2f}h for {} (it ran {:.2f}h){}\n", plan.jobs[p.job].id, p.at,
                         plan.jobs[p.by].id, p.ran,
                         back ? fmt::format("; it resumes at {:.2f}h", *back) : std::string("; it does not resume"));

@@ -108,6 +108,12 @@ struct SimPreemption {
 struct Simulation {
   std::vector<SimRow> rows;          ///< in the order jobs were started
   std::vector<SimPreemption> preemptions;  ///< in the order they come
+  /// When the job preemption `p` stopped starts again (its next row), if it does.
+  std::optional<double> resumes_at(const SimPreemption& p) const {
+    for (const SimRow& r : rows)
+      if (r.job == p.job && r.start > p.at + 1e-9) return r.start;
+    return std::nullopt;
+  }
   std::vector<std::string> notes;    ///< stall-breaker notes (fix 12), for stderr
   std::vector<Stuck> stuck;          ///< non-empty when the plan cannot be scheduled
   std::vector<Stuck> blocked;        ///< jobs predicted never to run because a plain dep of theirs (or of
