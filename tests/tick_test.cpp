@@ -263,6 +263,36 @@ TEST(Tick, AnAbortedLaunchIsRequeuedWithItsAttemptsAndStartedAgain) {
   EXPECT_THAT(q.launcher.signals, IsEmpty());
 }
 
+// The launch removes the last attempt's exit and aborted files: a run killed between that and
+// its save would leave a state naming the last attempt with nothing to say how it ended (CI saw
+// "failed job14 (its process is gone without an exit code)" after repeated SIGKILLs). So the end
+// is saved, durably, before the launch, and the state on disk then says pending.
+TEST(Tick, AJobLaunchedAgainInTheTickThatSawItsEndHasThatEndSavedFirst) {
+  Loop q(kOne);
+  q.adopt("a", 4242, {0}, 1);
+  q.launcher.abort(4242);
+  q.journal.clear();
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "launch a", "save", "sync", "release a", "unlock"));
+  // A retry at once (--retry-after 0): the failure saved before the second attempt's launch.
+  Loop r(kOne, [](RunOptions& o) {
+    o.max_retries = 1;
+    o.retry_after = 0;
+  });
+  r.tick();
+  r.launcher.exit(1000, 3);
+  r.journal.clear();
+  r.tick();
+  EXPECT_THAT(r.journal, ElementsAre("lock", "save", "sync", "launch a", "save", "sync", "release a", "unlock"));
+  // A job that ended and is not launched again is saved once, at the tick's end, as before.
+  Loop d(kOne);
+  d.tick();
+  d.launcher.exit(1000, 0);
+  d.journal.clear();
+  d.tick();
+  EXPECT_THAT(d.journal, ElementsAre("lock", "save", "unlock"));
+}
+
 TEST(Tick, WhatAnEndedJobLeftIsNotKilledWhenItsPidIsAnotherProcessNow) {
   Loop q(kOne);
   q.adopt("a", 4242, {0});

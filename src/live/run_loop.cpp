@@ -399,6 +399,11 @@ void RunLoop::start(Tick& t) {
     for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
     return;
   }
+  save_ends_before_relaunch(t);
+  if (!last_save_problem_.empty()) {
+    for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
+    return;
+  }
   for (size_t k = 0; k < t.launches.size(); ++k) {
     size_t i = t.launches[k].job;
     const Job& j = plan_.jobs[i];
@@ -472,16 +477,30 @@ size_t RunLoop::running_count() const {
   return n;
 }
 
+// A job launched again in the tick that saw its last attempt end (requeued after a launch cut
+// short, retried at once): that end is saved, durably, before the launch. The launch removes the
+// last attempt's exit and aborted files, and a run killed before its own save would leave a
+// state still naming the last attempt with no trace left of how it ended: the next run would
+// take it for one gone without an exit code, and fail it.
+void RunLoop::save_ends_before_relaunch(Tick& t) {
+  bool relaunch = false;
+  for (const Launch& l : t.launches) relaunch = relaunch || t.ended.count(plan_.jobs[l.job].id) > 0;
+  if (!relaunch) return;
+  save(t, true);
+  if (t.saved) t.ended.clear();
+}
+
 // The jobs just launched never run unless this save succeeds; after a failed one they are
 // started again once a save succeeds.
 // A launched job passes its start line only once this save, and the folder's record of it, are
 // on disk (fsynced): a start is never lost, so a restart adopts the job rather than run it
 // again. A failed save abandons them (they never run), and nothing else starts until a save
 // succeeds (decide's look first saves alone).
-void RunLoop::save(Tick& t) {
+void RunLoop::save(Tick& t, bool durable) {
   try {
-    os_.store.write(q_->state(), !t.launched.empty());
-    if (!t.launched.empty()) os_.store.sync();  // the rename too, before any start line opens
+    durable = durable || !t.launched.empty();
+    os_.store.write(q_->state(), durable);
+    if (durable) os_.store.sync();  // the rename too, before any start line opens
     t.saved = true;
     if (!last_save_problem_.empty()) {
       last_save_problem_.clear();

@@ -31,6 +31,7 @@ void RunLoop::refresh_ended(Tick& t) {
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
       os_.launcher.signal_group(*s.pid, Signal::Kill);
     say(t.now, e.line);
+    t.ended.insert(e.id);
   }
 }
 

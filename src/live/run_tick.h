@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <set>
 #include <vector>
 
 #include "gpuq/live/run_loop.h"
@@ -27,6 +28,7 @@ struct RunLoop::Tick {
   bool node_in = false;                    // this tick holds the node lock (node_enter)
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
   std::vector<Preemption> preempts;        // the engine's preemptions: their signals go once the state is saved
+  std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
 };
 
 /// A hash of the jobs' statuses and starts: what makes a prediction worth making again.

@@ -163,7 +163,8 @@ class RunLoop {
   void start(Tick& t);
   void launch_held(Tick& t, const std::string& problem, const std::string& detail);
   size_t running_count() const;
-  void save(Tick& t);
+  void save(Tick& t, bool durable = false);  // durable: fsynced, the folder too
+  void save_ends_before_relaunch(Tick& t);
   void release_started(Tick& t);
   std::vector<double> last_checkpoints() const;
   void send_preempts(Tick& t);
