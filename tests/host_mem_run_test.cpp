@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "gpuq/live/cgroup.h"
 #include "gpuq/live/proc.h"
 #include "test_util.h"
 
@@ -20,6 +23,7 @@ using namespace gpuq::test;
 using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -27,8 +31,9 @@ struct MemQueue : PlanFolder {
   MemQueue() : PlanFolder(1) {}
   Output run(const std::string& text, std::vector<std::string> extra = {}) {
     plan(text);
+    // The sampling alone (the cgroups of --mem-cgroup auto: HostMemCgroup below).
     std::vector<std::string> args{"run", "--gpus", "0", "--poll", "0.2", "--kill-grace", "2", "--node-mem-gib", "8",
-                                  "--max-retries", "0", "--node-dir", "off"};
+                                  "--max-retries", "0", "--node-dir", "off", "--mem-cgroup", "off"};
     args.insert(args.end(), extra.begin(), extra.end());
     return background(args)->wait(kPatience);
   }
@@ -63,6 +68,8 @@ TEST(HostMemRun, AJobGrowingPastItsMemGibIsStoppedOverMemoryAndTheOtherIsUntouch
   EXPECT_THAT(r.out, HasSubstr("stopped big: over memory: "));
   EXPECT_THAT(r.out, HasSubstr(" GiB resident, its mem_gib is 0.25 (+10%); SIGTERM to process group"));
   EXPECT_THAT(r.out, HasSubstr("1 failed (big: over memory)"));
+  EXPECT_THAT(r.out, HasSubstr("host memory of jobs with mem_gib: sampled only (--mem-cgroup off)"));
+  EXPECT_FALSE(big.contains("mem_cgroup_peak_mib"));  // never in a cgroup
   EXPECT_THAT(q.d.read("logs/big.log"), HasSubstr("gpuq] over memory: "));
   // The job declared large ran to its end, its peak kept (its 120 MiB, and Python's own).
   EXPECT_EQ(small["status"], "done");
@@ -212,4 +219,77 @@ TEST(HostMemRun, HistoryEstimatesGiveTheHostPeakAndValidateWarnsOfAMemGibUnderIt
   Output v = q.gpuq({"validate"});
   EXPECT_THAT(v.out + v.err, HasSubstr("prep_4"));
   EXPECT_THAT(v.out + v.err, HasSubstr("mem_gib 0.1 is less than the 3 prep_* runs in the event log held at the most"));
+}
+
+// --mem-cgroup auto (the default), on whatever this node allows (cgroup.h): where gpuq may make a
+// cgroup (root, with the v1 memory controller or cgroup v2), a job that allocates past its limit at
+// once, faster than any sampling, is killed by the kernel inside its own group and ends "over
+// memory"; its group's peak is kept, the group removed, and a process that left the job's process
+// group (setsid) is killed with it. Where it may not, the run says so and the sampling stops the job.
+TEST(HostMemCgroup, AJobPastItsLimitIsKilledInItsOwnCgroupOrStoppedByTheSampling) {
+  gpuq::Cgroups node = gpuq::look_at_cgroups(false);
+  std::printf("this node: %s\n", node.why.c_str());
+  MemQueue q;
+  q.d.write("big.sh", "setsid sleep 300 &\necho $! > escaped.pid\n" + holder(400, 30));
+  q.d.write("small.sh", holder(60, 0.5));
+  q.plan(R"([{"id": "big", "script": "big.sh", "gpus": 0, "mem_gib": 0.25},
+             {"id": "small", "script": "small.sh", "gpus": 0, "mem_gib": 2}])");
+  Output r = q.background({"run", "--gpus", "0", "--poll", "0.2", "--kill-grace", "2", "--node-mem-gib", "8",
+                           "--max-retries", "0", "--node-dir", "off"})
+                 ->wait(kPatience);
+  ASSERT_EQ(r.status, 3) << r.out << r.err;
+  json big = q.state()["big"], small = q.state()["small"];
+  EXPECT_EQ(big["outcome"], "over memory") << r.out;
+  EXPECT_EQ(small["status"], "done") << r.out;
+  EXPECT_FALSE(big.contains("cgroup")) << big;  // removed, once it ended
+  EXPECT_FALSE(small.contains("cgroup")) << small;
+  long long escaped = std::stoll(q.d.read("escaped.pid"));
+  if (node.kind == gpuq::Cgroups::Kind::None) {
+    EXPECT_THAT(r.out, HasSubstr("host memory of jobs with mem_gib: sampled only (" + node.why + ")"));
+    EXPECT_EQ(big["exit"], -15);  // the sampling's stop
+    EXPECT_FALSE(big.contains("mem_cgroup_peak_mib"));
+    ::kill(static_cast<pid_t>(escaped), SIGKILL);
+    return;
+  }
+  EXPECT_THAT(r.out, HasSubstr("host memory of jobs with mem_gib: sampled, and held by the kernel: " + node.why));
+  EXPECT_EQ(big["exit"], 137) << r.out;  // the kernel's SIGKILL, in its group, before any sample
+  EXPECT_THAT(r.out, HasSubstr("failed big (exit 137): over memory (the kernel's OOM killer in its cgroup, whose "
+                               "limit is its mem_gib plus --mem-margin-percent)"));
+  EXPECT_THAT(r.out, HasSubstr("1 failed (big: over memory)"));
+  // Its group's peak: up to its limit, 0.25 GiB + 10% (282 MiB), and past what the job held before.
+  ASSERT_TRUE(big.contains("mem_cgroup_peak_mib")) << big;
+  EXPECT_GT(big["mem_cgroup_peak_mib"].get<long long>(), 200);
+  EXPECT_LE(big["mem_cgroup_peak_mib"].get<long long>(), 282);
+  ASSERT_TRUE(small.contains("mem_cgroup_peak_mib")) << small;
+  EXPECT_GE(small["mem_cgroup_peak_mib"].get<long long>(), 60);
+  // No group of theirs is left, and what escaped their process groups is gone with them.
+  for (const std::string& id : {"big", "small"})
+    for (const auto& e : fs::directory_iterator(node.parent))
+      EXPECT_NE(e.path().filename().string().rfind(id + ".", 0), 0u) << e.path() << " was left";
+  EXPECT_TRUE(eventually([&] { return !gpuq::process_alive(escaped, std::nullopt); }))
+      << "the process that left big's process group (pid " << escaped << ") is alive";
+  ::kill(static_cast<pid_t>(escaped), SIGKILL);
+  // The event log has the outcome; history says it.
+  EXPECT_THAT(q.d.read("plan.events.jsonl"), HasSubstr(R"("outcome":"over memory")"));
+  EXPECT_THAT(q.gpuq({"history"}).out, HasSubstr("over memory (exit 137)"));
+}
+
+// What a group's files say, read as the kernel writes them: v2's memory.events and memory.peak,
+// v1's memory.oom_control and memory.max_usage_in_bytes (a folder of plain files here).
+TEST(HostMemCgroup, ReadsTheOomKillsAndThePeakOfAV1OrV2Group) {
+  TempDir v2, v1, none;
+  v2.write("memory.events", "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n");
+  v2.write("memory.peak", "295047168\n");
+  v1.write("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+  v1.write("memory.max_usage_in_bytes", "104857600\n");
+  EXPECT_EQ(gpuq::cgroup_oom_kills(v2.path()), 2);
+  EXPECT_EQ(gpuq::cgroup_peak_bytes(v2.path()), 295047168);
+  EXPECT_EQ(gpuq::cgroup_oom_kills(v1.path()), 1);
+  EXPECT_EQ(gpuq::cgroup_peak_bytes(v1.path()), 104857600);
+  v1.write("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");  // a kernel before 4.13: no count
+  EXPECT_EQ(gpuq::cgroup_oom_kills(v1.path()), std::nullopt);
+  EXPECT_EQ(gpuq::cgroup_oom_kills(none.path() + "/gone"), std::nullopt);
+  EXPECT_EQ(gpuq::cgroup_peak_bytes(none.path() + "/gone"), std::nullopt);
+  EXPECT_TRUE(gpuq::remove_cgroup(none.path() + "/gone"));  // gone already: nothing to wait for
+  EXPECT_FALSE(gpuq::kill_cgroup(none.path() + "/gone"));
 }

@@ -2,7 +2,9 @@
 // "settings", a flag wins for its command, `status` and `simulate --from-state` predict with
 // the settings of the `gpuq run` that holds the plan, `gpuq settings` says where each came
 // from, and a bad setting is a load error.
+#include <sched.h>
 #include <signal.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -266,4 +268,39 @@ TEST(SettingsErrors, EveryCommandRefusesABadSetting) {
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("(2 problems)"));
   EXPECT_THAT(r.err, HasSubstr(R"(plan.json: "settings": "poll": must be a number, not a string ("fast"))"));
+}
+
+// `gpuq settings` says what run takes of this machine where node_cpus and node_mem_gib are 0 (the
+// machine's less a reserve: the numbers, not "0"), and what would hold a job's memory here.
+TEST(PlanSettings, SettingsShowTheMachinesCoresMemoryAndWhatHoldsAJobsMemory) {
+  PlanFolder q(8);
+  q.plan(kJobs);
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  int cores = CPU_COUNT(&set);  // this process's, as gpuq's (its child's) own
+  std::string allowed;
+  for (const std::string& line : lines_of("/proc/self/status"))
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) allowed = line.substr(line.find_first_not_of(" \t", 18));
+  json m = json::parse(q.gpuq({"settings", "--json", "--reserve-cpus", "0"}).out)["machine"];
+  EXPECT_EQ(m["node_cpus"].get<double>(), static_cast<double>(cores)) << m;  // all of them: no reserve
+  EXPECT_EQ(m["cores"], allowed);
+  EXPECT_EQ(m["pinned_to"], m["cores"]);
+  EXPECT_GT(m["mem_gib"].get<double>(), 0);
+  EXPECT_NEAR(m["node_mem_gib"].get<double>(), std::max(m["mem_gib"].get<double>() / 2, m["mem_gib"].get<double>() - 4),
+              1e-6);
+  EXPECT_TRUE(m["cgroup"] == "v1" || m["cgroup"] == "v2" || m["cgroup"] == "none") << m;
+  EXPECT_FALSE(m["cgroup_note"].get<std::string>().empty());
+  // As text, with given values, and with the cgroups turned off.
+  Output t = q.gpuq({"settings", "--node-cpus", "3", "--node-mem-gib", "12.5", "--mem-cgroup", "off"});
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("this machine, for jobs that give cpus or mem_gib:"));
+  EXPECT_THAT(t.out, HasSubstr("; jobs may use 3 at once, pinned to "));
+  EXPECT_THAT(t.out, HasSubstr("(node_cpus 3)"));
+  EXPECT_THAT(t.out, HasSubstr("jobs may use 12.5 GiB at once (node_mem_gib 12.5)"));
+  EXPECT_THAT(t.out, HasSubstr("memory held  sampled (each job's resident memory, every 5 s at most), on every node; "
+                               "no cgroup: --mem-cgroup off"));
+  Output d = q.gpuq({"settings", "--reserve-cpus", "0"});
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("jobs may use {} at once", cores)));
+  EXPECT_THAT(d.out, HasSubstr("(node_cpus 0: the machine's less reserve_cpus 0)"));
+  EXPECT_THAT(d.out, HasSubstr(m["cgroup_note"].get<std::string>()));
 }

@@ -133,6 +133,12 @@ void add_host_flags(CLI::App* sub, Flags& f) {
                       ->capture_default_str()
                       ->check(CLI::NonNegativeNumber.description(""))
                       ->type_name("P"));
+  setting_flag(f, sub->add_option("--mem-cgroup", f.mem_cgroup,
+                                  "auto: each job with mem_gib in a cgroup whose memory limit the kernel holds, "
+                                  "where the node allows; off: never")
+                      ->capture_default_str()
+                      ->check(CLI::IsMember({"auto", "off"}).description(""))
+                      ->type_name("WHEN"));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {

@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "gpuq/core/settings.h"
+#include "gpuq/live/host.h"
+#include "gpuq/live/setup.h"
 
 #include "cli.h"
 
@@ -25,6 +27,36 @@ void take_flags_and_env(Flags& f) {
   take_env(f);
 }
 
+namespace {
+
+const char* cgroup_kind(const Cgroups& cg) {
+  switch (cg.kind) {
+    case Cgroups::Kind::V1: return "v1";
+    case Cgroups::Kind::V2: return "v2";
+    default: return "none";
+  }
+}
+
+// The rest of the box as run would take it (node_cpus and node_mem_gib 0 are the machine's, less a
+// reserve: their values here), and what would hold a job's memory.
+void print_node_host(const Flags& f, const NodeHost& h) {
+  std::string cpus = f.node_cpus > 0 ? fmt::format("node_cpus {:g}", f.node_cpus)
+                                     : fmt::format("node_cpus 0: the machine's less reserve_cpus {}", f.reserve_cpus);
+  std::string mem = f.node_mem_gib > 0 ? fmt::format("node_mem_gib {:g}", f.node_mem_gib)
+                                       : fmt::format("node_mem_gib 0: the machine's less reserve_mem_gib {:g}, at "
+                                                     "least half",
+                                                     f.reserve_mem_gib);
+  fmt::print("\nthis machine, for jobs that give cpus or mem_gib:\n");
+  fmt::print("  cores        {} ({}); jobs may use {:g} at once, pinned to {} ({})\n", h.usable.size(),
+             core_list_text(h.usable), h.cpus, core_list_text(h.cores), cpus);
+  fmt::print("  host memory  {}; jobs may use {:.1f} GiB at once ({})\n",
+             h.machine_gib > 0 ? fmt::format("{:.1f} GiB", h.machine_gib) : std::string("unread"), h.mem_gib, mem);
+  fmt::print("  memory held  sampled (each job's resident memory, every 5 s at most), on every node; {}{}\n",
+             h.cgroups.kind == Cgroups::Kind::None ? "no cgroup: " : "", h.cgroups.why);
+}
+
+}  // namespace
+
 int cmd_settings(Flags& f) {
   if (!take_plan_settings_only(f, "settings")) return kExitBadInput;
   if (std::string err; f.source_of("gpus") == SettingSource::Flag && !parse_gpu_list(f.gpus, &err)) {
@@ -36,6 +68,11 @@ int cmd_settings(Flags& f) {
     out["plan"] = f.plan;
     out["run_info"] = f.run_info_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.run_info_file);
     out["settings"] = settings_sources_json(f);
+    NodeHost h = node_host(f);
+    out["machine"] = {{"cores", core_list_text(h.usable)},  {"pinned_to", core_list_text(h.cores)},
+                      {"node_cpus", h.cpus},                {"mem_gib", h.machine_gib},
+                      {"node_mem_gib", h.mem_gib},          {"cgroup", cgroup_kind(h.cgroups)},
+                      {"cgroup_note", h.cgroups.why}};
     fmt::print("{}\n", out.dump(1));
     return 0;
   }
@@ -56,6 +93,7 @@ int cmd_settings(Flags& f) {
     std::string value = setting_text(spec, f);
     fmt::print("{:<20} {:<26} {:<8} {:<21} {}\n", spec.name, value, source_name(f.from[i]), spec.flag, note);
   }
+  print_node_host(f, node_host(f));
   std::fflush(stdout);
   return 0;
 }

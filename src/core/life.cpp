@@ -148,6 +148,7 @@ JobState fresh_from(const JobState& prev, Status st, bool same_attempt = false) 
   bool over = !same_attempt && (prev.start || prev.status == Status::Done || prev.status == Status::Failed);
   next.attempt = attempt_of(prev) + (over ? 1 : 0);
   next.preemptions = prev.preemptions;  // GPUQ_PREEMPTIONS: kept across attempts, retries too
+  next.cgroup = prev.cgroup;            // until run has removed it (the attempt's processes gone)
   keep_attempts(prev, next);
   return next;
 }

@@ -119,6 +119,11 @@ constexpr std::array<SettingSpec, kSettingCount> kTable{{
      .doc = "run stops a job whose process tree's resident memory is over its mem_gib by more than this percent "
             "(outcome \"over memory\"); jobs without mem_gib are never stopped for memory",
      .member = &Settings::mem_margin_percent},
+    {.name = "mem_cgroup", .flag = "--mem-cgroup", .kind = K::Choice, .default_json = R"("auto")",
+     .doc = "auto: each job with mem_gib runs in a cgroup of its own whose memory limit (mem_gib plus "
+            "mem_margin_percent) the kernel holds, where the node lets gpuq make one (`gpuq settings` says); off: "
+            "never. Its resident memory is sampled either way",
+     .member = &Settings::mem_cgroup, .choices = "auto|off"},
 }};
 
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.

@@ -102,8 +102,12 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
       if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
         if ((oom = launcher.out_of_memory(id, *s, o.exit)))
-          ended.back().line += fmt::format(": out of memory ({})", *oom == Outcome::OomGpu ? "GPU: its log says so"
-                                                                                           : "host: the kernel's OOM killer");
+          ended.back().line += *oom == Outcome::OverMemory
+                                   ? std::string(": over memory (the kernel's OOM killer in its cgroup, whose limit is its "
+                                                 "mem_gib plus --mem-margin-percent)")
+                                   : fmt::format(": out of memory ({})", *oom == Outcome::OomGpu
+                                                                             ? "GPU: its log says so"
+                                                                             : "host: the kernel's OOM killer");
     }
     if (!j) {
       settle_alone(*s, o, now);

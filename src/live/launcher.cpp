@@ -287,7 +287,47 @@ PosixLauncher::~PosixLauncher() {
 Launched PosixLauncher::launch(const LaunchSpec& spec) {
   Spawned s = spawn_job(paths_, workdir_, spec);
   start_lines_[s.pid] = s.go_fd;
-  return {s.pid, s.pid_start, std::nullopt};
+  Launched l{s.pid, s.pid_start, std::nullopt};
+  if (spec.mem_limit_bytes > 0) {
+    // Its memory held by the kernel too, where the node lets gpuq make a cgroup: the wrapper, held
+    // at its start line, is put in the group before it starts anything, so the whole job is in it.
+    // A node without (or a group that cannot be made) leaves the sampling alone: said once.
+    bool first = !cgroups_said_;
+    cgroups_said_ = true;
+    if (!cgroups_) cgroups_ = look_at_cgroups(true);
+    if (cgroups_->kind != Cgroups::Kind::None) {
+      std::string name = spec.id;
+      std::replace(name.begin(), name.end(), '/', '_');
+      try {
+        l.cgroup = make_job_cgroup(*cgroups_, fmt::format("{}.{}", name, s.pid), spec.mem_limit_bytes, s.pid);
+        if (first) l.note = "host memory of jobs with mem_gib: sampled, and held by the kernel: " + cgroups_->why;
+      } catch (const std::exception& e) {
+        // Said for the first such job (run says each note once): the others are alike, as a rule.
+        if (!cgroup_failed_said_)
+          l.note = fmt::format("host memory of jobs with mem_gib: sampled only for {} and any other job whose cgroup "
+                               "cannot be made ({})",
+                               spec.id, e.what());
+        cgroup_failed_said_ = true;
+      }
+    } else if (first) {
+      l.note = fmt::format("host memory of jobs with mem_gib: sampled only ({})", cgroups_->why);
+    }
+  }
+  return l;
+}
+
+void PosixLauncher::kill_cgroup(const std::string& group) { gpuq::kill_cgroup(group); }
+
+CgroupGone PosixLauncher::remove_cgroup(const std::string& group) {
+  CgroupGone g;
+  g.peak_bytes = cgroup_peak_bytes(group);
+  // Its processes get SIGKILL; those that left the job's tree are run's children (its subreaper),
+  // and a zombie keeps the group busy: reaped, and the removal tried again, for up to 0.1 s.
+  for (int i = 0; i < 20 && !(g.gone = gpuq::remove_cgroup(group)); ++i) {
+    reap_children();
+    ::usleep(5000);
+  }
+  return g;
 }
 
 void PosixLauncher::release(const std::vector<Launched>& jobs) {

@@ -136,6 +136,9 @@ std::map<long long, ResidentTree> PosixLauncher::resident(const std::vector<long
 
 std::optional<Outcome> PosixLauncher::out_of_memory(const std::string& id, const JobState& s, long long exit) {
   if (exit == 0) return std::nullopt;
+  // Its cgroup's OOM killer: the job went over the limit gpuq gave it (mem_gib plus the margin).
+  if (s.cgroup)
+    if (std::optional<long long> kills = cgroup_oom_kills(*s.cgroup); kills && *kills > 0) return Outcome::OverMemory;
   // The log's last bytes: a CUDA out-of-memory the job printed before it failed.
   int fd = ::open(paths_.log(id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd >= 0) {

@@ -89,7 +89,11 @@ void RunLoop::oom_launch(size_t i, const Life& life, LaunchSpec& spec) {
     else
       spec.env.emplace_back(name, value);
   }
-  if (v.mem_gib > 0) spec.env.emplace_back("GPUQ_MEM_GIB", fmt::format("{:g}", v.mem_gib));
+  if (v.mem_gib > 0) {
+    spec.env.emplace_back("GPUQ_MEM_GIB", fmt::format("{:g}", v.mem_gib));
+    // The kernel's limit, where the node gives the job a cgroup: where the sampling stops it.
+    spec.mem_limit_bytes = static_cast<long long>(std::ceil(v.mem_gib * (1 + opt_.mem_margin_percent / 100) * 1073741824.0));
+  }
   if (!v.text.empty()) q_->entry(i).oom_values = v.text;
 }
 

@@ -422,6 +422,11 @@ void RunLoop::start(Tick& t) {
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       if (!spec.cores.empty()) q_->entry(i).cores = core_list_text(spec.cores);
+      if (std::optional<std::string>& group = q_->entry(i).cgroup; group != l.cgroup) {
+        if (group) cgroups_left_.push_back(*group);  // an earlier attempt's, its processes still dying
+        group = l.cgroup;
+      }
+      if (!l.note.empty() && launch_notes_.insert(l.note).second) say(t.now, l.note);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);

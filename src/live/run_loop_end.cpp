@@ -33,6 +33,21 @@ void RunLoop::refresh_ended(Tick& t) {
     say(t.now, e.line);
     t.ended.insert(e.id);
   }
+  remove_cgroups(t);
+}
+
+// The cgroups of attempts that ended (cgroup.h): what is left in each killed, its peak kept in the
+// entry, the group removed; one whose processes still die is tried again in a second.
+void RunLoop::remove_cgroups(Tick& t) {
+  auto remove = [&](const std::string& group, JobState* s) {
+    CgroupGone g = os_.launcher.remove_cgroup(group);
+    if (s && g.peak_bytes) s->mem_cgroup_peak_mib = (*g.peak_bytes + (1 << 20) - 1) >> 20;
+    if (!g.gone) t.wake_in = std::min(t.wake_in, 1.0);
+    return g.gone;
+  };
+  for (auto& [id, s] : q_->state().entries())
+    if (s.cgroup && s.status != Status::Running && remove(*s.cgroup, &s)) s.cgroup.reset();
+  std::erase_if(cgroups_left_, [&](const std::string& group) { return remove(group, nullptr); });
 }
 
 // Time limits (limits.h), measured from the start the state records (an adopted job keeps
@@ -119,6 +134,7 @@ void RunLoop::escalate_kills(Tick& t) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
       if (t.now - *s.preempt >= opt_.preempt_grace) {
         os_.launcher.signal_group(*s.pid, Signal::Kill);
+        if (s.cgroup) os_.launcher.kill_cgroup(*s.cgroup);  // what left its process group too
         say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
                                "(--preempt-grace {:g} s)",
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
@@ -137,6 +153,7 @@ void RunLoop::escalate_kills(Tick& t) {
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
       os_.launcher.signal_group(*s.pid, Signal::Kill);
+      if (s.cgroup) os_.launcher.kill_cgroup(*s.cgroup);  // what left its process group too
       say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
                              t.now - *s.kill_sent));
       s.kill_sent.reset();

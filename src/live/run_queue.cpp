@@ -58,6 +58,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     fmt::print(stderr, "gpuq run: prctl(PR_SET_CHILD_SUBREAPER): {}\n", std::strerror(errno));
   SystemClock clock;
   PosixLauncher local_launcher(paths, opt.workdir);
+  if (!opt.mem_cgroup) local_launcher.no_cgroups();
   // Read in the background (every second at most, once per tick at least): a tick never waits for it.
   // Not in Slurm mode: the cluster's GPUs are Slurm's business.
   std::optional<BackgroundProbe> local_probe;

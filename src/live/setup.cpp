@@ -264,6 +264,7 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.preempt_min_minutes = s.preempt_min_minutes;
   opt.preempt_grace = s.preempt_grace;
   opt.mem_margin_percent = s.mem_margin_percent;
+  opt.mem_cgroup = s.mem_cgroup != "off";
   // Cores and host memory: as given, else this machine's less the system's reserve (counted only
   // where a job of the plan gives cpus or mem_gib).
   std::vector<int> usable = usable_cores();
@@ -279,6 +280,18 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   double machine = machine_mem_gib();
   opt.node_mem_gib = s.node_mem_gib > 0 ? s.node_mem_gib : machine > 0 ? std::max(machine / 2, machine - s.reserve_mem_gib) : 0;
   return opt;
+}
+
+NodeHost node_host(const PlanSetup& s) {
+  RunOptions opt = run_options(s, {});
+  NodeHost h;
+  h.usable = usable_cores();
+  h.cores = opt.node_cores;
+  h.cpus = opt.node_cpus;
+  h.machine_gib = machine_mem_gib();
+  h.mem_gib = opt.node_mem_gib;
+  h.cgroups = opt.mem_cgroup ? look_at_cgroups(false) : Cgroups{Cgroups::Kind::None, "", "--mem-cgroup off"};
+  return h;
 }
 
 std::optional<Placement> placement_of(const PlanSetup& s, const char* dflt, const std::vector<int>& gpus,

@@ -51,6 +51,7 @@ struct Settings {
   long long reserve_cpus;     ///< cores kept for the system where node_cpus is the machine's
   double reserve_mem_gib;     ///< GiB kept for the system where node_mem_gib is the machine's
   double mem_margin_percent;  ///< run stops a job over its mem_gib by more than this percent (host_mem.h)
+  std::string mem_cgroup;     ///< "auto" or "off": a job with mem_gib gets a cgroup where the node allows (cgroup.h)
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -91,7 +92,7 @@ struct SettingSpec {
 };
 
 /// The number of settings.
-inline constexpr size_t kSettingCount = 32;
+inline constexpr size_t kSettingCount = 33;
 
 /// The table, in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();

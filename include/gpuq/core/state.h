@@ -42,6 +42,7 @@ struct JobState {
   std::optional<double> preempt;                ///< when a preemption stopped it (its signal sent; SIGKILL after preempt_grace)
   std::optional<std::string> preempt_for;       ///< the job it gave way to ("" by hand: `gpuq preempt`)
   std::optional<std::string> cores;             ///< the cores it was pinned to, "0-3,8" (its cpus, where counted)
+  std::optional<std::string> cgroup;            ///< the cgroup its attempt runs in (mem_gib, where the node allows)
   std::optional<long long> preemptions;         ///< how many times it was preempted (GPUQ_PREEMPTIONS), across attempts
   std::optional<double> removed;                ///< when a reload of the plan dropped the job (`run` never starts it
                                                 ///< again; a running one is left to finish)
@@ -62,6 +63,7 @@ struct JobState {
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory its attempt's process tree used (MiB;
                                               ///< sampled by run for a job with mem_gib, host_mem.h)
+  std::optional<long long> mem_cgroup_peak_mib;  ///< the most memory its attempt's cgroup used (MiB; page cache too)
   std::optional<long long> oom_retries;       ///< on_oom retries used before this attempt (host_mem.h); absent: none
   std::optional<std::string> oom_values;     ///< what the attempt runs with after them ("mem_gib 0.375, BATCH_SIZE=32")
   // What run read of a running job's progress (progress.h): the first reading and the latest

@@ -75,6 +75,9 @@ inline constexpr StateField kStateFields[] = {
     {"cores", StateKind::Text, &JobState::cores,
      "gpuq's own: the cores `run` pinned the job to (`\"0-3,8\"`, as `Cpus_allowed_list` writes them), where its plan "
      "counts `cpus`"},
+    {"cgroup", StateKind::Text, &JobState::cgroup,
+     "gpuq's own: the cgroup `run` put the attempt in (jobs with `mem_gib`, where the node lets gpuq make one); "
+     "removed, and the field with it, once the job has ended"},
     {"removed", StateKind::UnixSeconds, &JobState::removed,
      "gpuq's own: when a reload of the plan dropped the job (never started again)"},
     {"outcome", StateKind::Text, &JobState::outcome,
@@ -100,6 +103,8 @@ inline constexpr StateField kStateFields[] = {
     {"mem_peak_mib", StateKind::Bytes, &JobState::mem_peak_mib,
      "gpuq's own: the most resident host memory (MiB) the attempt's process tree used, as `run` sampled it "
      "(jobs with `mem_gib` only)"},
+    {"mem_cgroup_peak_mib", StateKind::Bytes, &JobState::mem_cgroup_peak_mib,
+     "gpuq's own: the most memory (MiB) the attempt's cgroup used, page cache included, read when it ended"},
     {"oom_retries", StateKind::Integer, &JobState::oom_retries,
      "gpuq's own: the `on_oom` retries used before this attempt (each at once after an out-of-memory, not counted "
      "in `attempts`)"},

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "gpuq/live/cgroup.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/store.h"
 
@@ -77,12 +78,19 @@ class PosixLauncher : public Launcher {
   /// 137), the kernel log (/dev/kmsg, read without blocking; nothing when unreadable) for an OOM
   /// kill of the job's pid or of a pid resident() saw in its tree. Both in resident.cpp.
   std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) override;
+  /// --mem-cgroup off: no job is put in a cgroup (its memory is sampled only).
+  void no_cgroups() { cgroups_ = Cgroups{Cgroups::Kind::None, "", "--mem-cgroup off"}; }
+  void kill_cgroup(const std::string& group) override;
+  CgroupGone remove_cgroup(const std::string& group) override;
 
  private:
   PlanPaths paths_;
   std::string workdir_;
   std::map<long long, int> start_lines_;  // pid -> write end of its start line
   std::map<long long, std::vector<long long>> tree_pids_;  // by group: the pids resident() saw in its tree
+  std::optional<Cgroups> cgroups_;  // looked at (and the parent made) at the first launch with a memory limit
+  bool cgroups_said_ = false;
+  bool cgroup_failed_said_ = false;       // what holds the jobs' memory said (Launched::note), at that first launch
 };
 
 }  // namespace gpuq

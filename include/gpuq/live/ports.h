@@ -57,6 +57,10 @@ struct LaunchSpec {
   /// The cores it is pinned to (its `cpus`, where the plan counts cores): GPUQ_CORES, GPUQ_CPUS and
   /// OMP_NUM_THREADS and the like unless its "env" sets them. Empty: not pinned, nothing set.
   std::vector<int> cores;
+  /// The host memory its attempt may use before the kernel stops it (its mem_gib after on_oom, plus
+  /// --mem-margin-percent), in bytes: where the node lets gpuq make a cgroup, the job gets one with
+  /// this limit (cgroup.h). 0: none.
+  long long mem_limit_bytes = 0;
 };
 
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash
@@ -106,6 +110,14 @@ struct Launched {
   long long pid = 0;                           ///< the job's id for observe and signals (its process group)
   std::optional<unsigned long long> pid_start; ///< tells this process from a later one with the same pid
   std::optional<long long> queue_id;           ///< a batch queue's job id (then `pid` is the same number)
+  std::optional<std::string> cgroup;           ///< the cgroup it was put in (LaunchSpec::mem_limit_bytes)
+  std::string note;                            ///< a line for run to say once (what enforces its memory)
+};
+
+/// What removing an ended job's cgroup found.
+struct CgroupGone {
+  bool gone = true;                     ///< removed (or already gone); false while its processes still die
+  std::optional<long long> peak_bytes;  ///< the most memory it used, page cache included, where it was read
 };
 
 /// How a running job looks from outside.
@@ -205,6 +217,14 @@ class Launcher {
   virtual std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) {
     (void)id, (void)s, (void)exit;
     return std::nullopt;
+  }
+  /// SIGKILL to every process of a job's cgroup (LaunchSpec::mem_limit_bytes): what left its
+  /// process group goes too.
+  virtual void kill_cgroup(const std::string& group) { (void)group; }
+  /// An ended job's cgroup: what is left in it killed, its peak read, the group removed.
+  virtual CgroupGone remove_cgroup(const std::string& group) {
+    (void)group;
+    return {};
   }
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;

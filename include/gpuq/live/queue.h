@@ -28,6 +28,7 @@ struct RunOptions : Policy {
   double kill_grace = 30;
   std::vector<int> node_cores;  ///< the cores jobs are pinned to, where the plan counts cpus (the machine's less reserve_cpus)
   double preempt_grace = 120;  ///< --preempt-grace: seconds from a preemption's signal to SIGKILL of the group
+  bool mem_cgroup = true;           ///< --mem-cgroup auto: a job with mem_gib gets a cgroup where the node allows
   double mem_margin_percent = 10;  ///< --mem-margin-percent: a job over its mem_gib by more is stopped (host_mem.h)
   std::string nvidia_smi = "nvidia-smi";
   double nvidia_smi_timeout = 30;

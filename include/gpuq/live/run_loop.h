@@ -165,6 +165,7 @@ class RunLoop {
   size_t running_count() const;
   void save(Tick& t, bool durable = false);  // durable: fsynced, the folder too
   void save_ends_before_relaunch(Tick& t);
+  void remove_cgroups(Tick& t);
   void release_started(Tick& t);
   std::vector<double> last_checkpoints() const;
   void send_preempts(Tick& t);
@@ -192,6 +193,8 @@ class RunLoop {
   std::set<std::string> too_big_said_;               // jobs said to pack with more GiB than any GPU takes
   uint64_t host_seen_ = 0;                           // the plan (serial) last looked over for jobs too big for the node
   std::set<std::string> host_said_;                  // jobs said to need more cores or host memory than the node has
+  std::set<std::string> launch_notes_;               // the launcher's notes said (Launched::note: once each)
+  std::vector<std::string> cgroups_left_;            // cgroups of earlier attempts not yet removed (remove_cgroups)
   std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
   std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)

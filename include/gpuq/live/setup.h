@@ -19,6 +19,7 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/settings.h"
+#include "gpuq/live/cgroup.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/store.h"
 
@@ -112,6 +113,18 @@ std::string absolute_workdir(const Workdir& wd);
 
 /// The run options the settings give for the node's GPUs `gpus`.
 RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus);
+
+/// The rest of the box as `run` would take it with these settings (`gpuq settings` shows it): the
+/// machine's cores and memory, what jobs may use of them, and what holds a job's memory.
+struct NodeHost {
+  std::vector<int> usable;   ///< the cores this process may run on
+  std::vector<int> cores;    ///< those jobs are pinned to
+  double cpus = 0;           ///< node_cpus as run takes it
+  double machine_gib = 0;    ///< the machine's memory (0: unread)
+  double mem_gib = 0;        ///< node_mem_gib as run takes it
+  Cgroups cgroups;           ///< what --mem-cgroup auto would use here (looked at, nothing made)
+};
+NodeHost node_host(const PlanSetup& s);
 
 /// The --pairs setting (or `dflt` when unset) as a Placement for the node's `gpus` (the topology
 /// of "auto" is the caller's to read); nullopt with the problem: not a placement, or pairs that
