@@ -5,7 +5,8 @@
 // its --chdir, with the environment sbatch had, its output appended to its -o log), and
 // answer squeue from those files:
 // held jobs PENDING (JobHeldUser), released ones RUNNING until their exit file appears,
-// then COMPLETED. The test steers them with files in DIR/slurm/: `squeue.fail` (squeue
+// then COMPLETED (or what a job wrote in DIR/slurm/jobs/$SLURM_JOB_ID/final: OUT_OF_MEMORY, say).
+// The test steers them with files in DIR/slurm/: `squeue.fail` (squeue
 // prints it on stderr and exits 1), `squeue.garbage` (squeue prints it and exits 0).
 // `queued_at_submit` gets a line per sbatch: how many of the plan's jobs were in the queue
 // (not cancelled, no exit file yet) with the new one.
@@ -62,7 +63,7 @@ printf '{"jobs": ['
 for j in "$F"/jobs/*; do
   [ -d "$j" ] || continue
   if [ -e "$j/cancelled" ]; then st=CANCELLED r=None
-  elif [ -e "$(cat "$j/exitf")" ]; then st=COMPLETED r=None
+  elif [ -e "$(cat "$j/exitf")" ]; then st=$(cat "$j/final" 2>/dev/null || echo COMPLETED) r=None
   elif [ -e "$j/released" ]; then st=RUNNING r=None
   else st=PENDING r=JobHeldUser
   fi
@@ -80,7 +81,7 @@ for id in "${ids[@]}"; do
   j="$F/jobs/$id"
   [ -d "$j" ] && [ ! -e "$j/released" ] || continue
   touch "$j/released"
-  ( cd "$(cat "$j/chdir")" && source "$j/env" && exec bash -c "$(cat "$j/wrap")" ) >> "$(cat "$j/log")" 2>&1 < /dev/null &
+  ( cd "$(cat "$j/chdir")" && source "$j/env" && export SLURM_JOB_ID="$id" && exec bash -c "$(cat "$j/wrap")" ) >> "$(cat "$j/log")" 2>&1 < /dev/null &
 done
 )sh",
             0755);

@@ -254,3 +254,43 @@ TEST(SlurmFake, AJobInTheQueueRunsTheCodeOfItsSnapshotNotTheEditMadeSince) {
   EXPECT_EQ(run({"git", "-C", repo, "show", commit + ":train.py"}).out, "print('v1')\n");
   EXPECT_TRUE(std::filesystem::is_empty(d.path() + "/plan.snapshots")) << o.out;
 }
+
+// Out of memory in Slurm (issue 45): a job Slurm ends OUT_OF_MEMORY (its cgroup held it to --mem,
+// its mem_gib) ends "over memory", not a bare exit 137, and on_oom submits it again at once with
+// the --mem of its next attempt, which its GPUQ_MEM_GIB says too.
+TEST(SlurmFake, AJobSlurmEndsOutOfMemoryIsOverMemoryAndOnOomAsksForMoreMemory) {
+  TempDir d;
+  FakeSlurm slurm(d);
+  d.write("job.sh", "echo \"$GPUQ_ATTEMPT $GPUQ_MEM_GIB\" >> seen\n"
+                    "if [ \"$GPUQ_ATTEMPT\" = 1 ]; then echo OUT_OF_MEMORY > \"" + slurm.dir() +
+                        "/jobs/$SLURM_JOB_ID/final\"; kill -9 $$; fi\n");
+  d.write("plan.json", R"([{"id": "prep", "script": "job.sh", "gpus": 0, "est_hours": 0.1, "mem_gib": 1,
+                            "on_oom": {"mem_factor": 2}}])");
+  Output o = start_gpuq({"run", "--plan", "plan.json", "--slurm", "--poll", "0.3", "--max-retries", "0"}, d.path(),
+                        slurm.env())
+                 ->wait(kPatience);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_EQ(lines_of(d.path() + "/seen"), (std::vector<std::string>{"1 1", "2 2"})) << o.out;
+  std::vector<long long> jobs = slurm.jobs();
+  ASSERT_EQ(jobs.size(), 2u) << o.out;
+  auto mem_of = [&](const std::string& name) {
+    for (long long id : jobs) {
+      std::vector<std::string> a = slurm.args(id);
+      if (std::find_if(a.begin(), a.end(), [&](const std::string& x) { return x.find(name) != std::string::npos; }) ==
+          a.end())
+        continue;
+      for (const std::string& x : a)
+        if (x.rfind("--mem=", 0) == 0) return x;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(mem_of("-prep-1"), "--mem=1024M");
+  EXPECT_EQ(mem_of("-prep-2"), "--mem=2048M");
+  EXPECT_THAT(o.out, HasSubstr(fmt::format("failed prep (exit 137): over memory (Slurm job {} ended OUT_OF_MEMORY: its "
+                                           "--mem, the attempt's mem_gib, was reached); on_oom runs it again at once",
+                                           jobs[0])));
+  json h = json::parse(run_gpuq({"history", "--plan", "plan.json", "--json"}, d.path()).out);
+  ASSERT_EQ(h.size(), 2u) << h.dump(1);
+  EXPECT_EQ(h[0]["outcome"], "over memory") << h.dump(1);
+  EXPECT_EQ(h[1]["outcome"], "done") << h.dump(1);
+}

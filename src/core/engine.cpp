@@ -190,14 +190,7 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   held_for_.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
   gib_.clear();
   if (index_->on_oom)  // on_oom: each job's size is that of its next (or running) attempt
-    for (size_t j = 0; j < n; ++j) {
-      const Life& l = lives_[j];
-      long long oom = 0;
-      if (const Waiting* w = std::get_if<Waiting>(&l)) oom = w->oom_retries;
-      if (const Running* r = std::get_if<Running>(&l)) oom = r->oom_retries;
-      if (const Ended* d = std::get_if<Ended>(&l)) oom = d->oom_retries;
-      size_for(j, oom);
-    }
+    for (size_t j = 0; j < n; ++j) size_for(j, oom_retries_of(lives_[j]));
   flags_.resize(n);
   kinds_.resize(n);
   for (size_t j = 0; j < n; ++j) {
@@ -493,8 +486,9 @@ void Engine::tick(const ev::Tick& t) {
     if (policy_.paused) return;
     // A batch queue places jobs itself: every ready job in ready order, as many as it takes now.
     for (size_t j : ready_.in_order(t.room < 0 ? ready_.size() : static_cast<size_t>(t.room))) {
-      long long attempts = std::get<Waiting>(lives_[j]).attempts;
-      enter(j, Queued{attempts}, Cause::Start);
+      const Waiting& w = std::get<Waiting>(lives_[j]);
+      long long attempts = w.attempts;
+      enter(j, Queued{attempts, w.oom_retries}, Cause::Start);
       fx_.launches.push_back({j, 0, attempts + 1});
     }
     settle();
@@ -579,6 +573,7 @@ void Engine::end_running(size_t j, Ended e, Cause cause, bool stop) {
     e.oom_retries = r->oom_retries;
   } else if (const Queued* q = std::get_if<Queued>(&lives_[j])) {
     e.attempts = q->attempts;
+    e.oom_retries = q->oom_retries;
   }
   if (stop) fx_.stops.push_back({j, cause});
   enter(j, std::move(e), cause);
@@ -667,7 +662,7 @@ void Engine::operator()(const ev::Vanished& e) {
 void Engine::operator()(const ev::Aborted& e) {
   long long attempts = 0, oom = 0;
   if (const Running* r = std::get_if<Running>(&lives_[e.job])) attempts = r->attempts, oom = r->oom_retries;
-  else if (const Queued* q = std::get_if<Queued>(&lives_[e.job])) attempts = q->attempts;
+  else if (const Queued* q = std::get_if<Queued>(&lives_[e.job])) attempts = q->attempts, oom = q->oom_retries;
   else return;
   enter(e.job, Waiting{attempts, std::nullopt, oom}, Cause::Abort);
   settle();
@@ -687,7 +682,7 @@ void Engine::operator()(const ev::LaunchFailed& e) {
 void Engine::operator()(const ev::QueueStarted& e) {
   const Queued* q = std::get_if<Queued>(&lives_[e.job]);
   if (!q) return;
-  enter(e.job, Running{q->attempts, e.at, {}, 0, std::nullopt}, Cause::QueueStart);
+  enter(e.job, Running{q->attempts, e.at, {}, 0, std::nullopt, std::nullopt, q->oom_retries}, Cause::QueueStart);
   settle();
 }
 

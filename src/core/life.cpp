@@ -104,6 +104,14 @@ Outcome ended_outcome(const JobState& s) {
 
 }  // namespace
 
+long long oom_retries_of(const Life& l) {
+  if (const Waiting* w = std::get_if<Waiting>(&l)) return w->oom_retries;
+  if (const Queued* q = std::get_if<Queued>(&l)) return q->oom_retries;
+  if (const Running* r = std::get_if<Running>(&l)) return r->oom_retries;
+  if (const Ended* d = std::get_if<Ended>(&l)) return d->oom_retries;
+  return 0;
+}
+
 Life life_of(const JobState* s, bool has_handle, double now) {
   if (!s) return Waiting{};
   long long attempts = s->attempts_or0();
@@ -112,7 +120,7 @@ Life life_of(const JobState* s, bool has_handle, double now) {
     case Status::Held: return Held{attempts, has_handle};
     case Status::Blocked: return Blocked{};
     case Status::Running:
-      if (has_handle && !s->start) return Queued{attempts};
+      if (has_handle && !s->start) return Queued{attempts, s->oom_retries.value_or(0)};
       return Running{attempts, s->start.value_or(now), s->gpus.value_or(std::vector<int>{}), 0, s->requeue, s->preempt,
                      s->oom_retries.value_or(0)};
     case Status::Done:
@@ -224,6 +232,7 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
       if (cause == Cause::Start) e = fresh_from(e, Status::Running);  // the handle is the caller's to add
       e.status = Status::Running;
       e.attempts = q.attempts;
+      if (q.oom_retries > 0) e.oom_retries = q.oom_retries;
       e.start.reset();
       e.gpus = std::vector<int>{};
       return;

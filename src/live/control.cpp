@@ -100,11 +100,11 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
     } else {
       ended.push_back({id, ended_line(id, o)});
       // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
+      std::string why;
       if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
-        if ((oom = launcher.out_of_memory(id, *s, o.exit)))
-          ended.back().line += *oom == Outcome::OverMemory
-                                   ? std::string(": over memory (the kernel's OOM killer in its cgroup, whose limit is its "
-                                                 "mem_gib plus --mem-margin-percent)")
+        if ((oom = launcher.out_of_memory(id, *s, o.exit, &why)))
+          ended.back().oom = true, ended.back().line += *oom == Outcome::OverMemory
+                                   ? fmt::format(": over memory ({})", why)
                                    : fmt::format(": out of memory ({})", *oom == Outcome::OomGpu
                                                                              ? "GPU: its log says so"
                                                                              : "host: the kernel's OOM killer");
@@ -134,7 +134,7 @@ std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
     if (std::optional<size_t> j = job_index(q.plan(), e.id);
         j && e.line.starts_with("failed ") && kind_of(q.engine().life(*j)) == LifeKind::Waiting) {
       const Waiting& w = std::get<Waiting>(q.engine().life(*j));
-      if (e.line.find(": out of memory (") != std::string::npos && w.oom_retries > 0)
+      if (e.oom && w.oom_retries > 0)
         e.line += fmt::format("; on_oom runs it again at once (retry {} of {}{})", w.oom_retries,
                               q.plan().jobs[*j].on_oom->retries,
                               oom_values(q.plan().jobs[*j], w.oom_retries).text.empty()

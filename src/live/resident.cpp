@@ -134,11 +134,15 @@ std::map<long long, ResidentTree> PosixLauncher::resident(const std::vector<long
   return trees;
 }
 
-std::optional<Outcome> PosixLauncher::out_of_memory(const std::string& id, const JobState& s, long long exit) {
+std::optional<Outcome> PosixLauncher::out_of_memory(const std::string& id, const JobState& s, long long exit,
+                                                    std::string* why) {
   if (exit == 0) return std::nullopt;
   // Its cgroup's OOM killer: the job went over the limit gpuq gave it (mem_gib plus the margin).
   if (s.cgroup)
-    if (std::optional<long long> kills = cgroup_oom_kills(*s.cgroup); kills && *kills > 0) return Outcome::OverMemory;
+    if (std::optional<long long> kills = cgroup_oom_kills(*s.cgroup); kills && *kills > 0) {
+      *why = "the kernel's OOM killer in its cgroup, whose limit is its mem_gib plus --mem-margin-percent";
+      return Outcome::OverMemory;
+    }
   // The log's last bytes: a CUDA out-of-memory the job printed before it failed.
   int fd = ::open(paths_.log(id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd >= 0) {

@@ -80,8 +80,7 @@ void RunLoop::watch_memory(Tick& t) {
 // they are (oom_values: the start event and history show them).
 void RunLoop::oom_launch(size_t i, const Life& life, LaunchSpec& spec) {
   const Job& j = plan_.jobs[i];
-  const Running* r = std::get_if<Running>(&life);
-  OomValues v = oom_values(j, r ? r->oom_retries : 0);
+  OomValues v = oom_values(j, oom_retries_of(life));
   for (const auto& [name, value] : v.env) {
     auto it = std::find_if(spec.env.begin(), spec.env.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != spec.env.end())
@@ -91,6 +90,7 @@ void RunLoop::oom_launch(size_t i, const Life& life, LaunchSpec& spec) {
   }
   if (v.mem_gib > 0) {
     spec.env.emplace_back("GPUQ_MEM_GIB", fmt::format("{:g}", v.mem_gib));
+    spec.mem_gib = v.mem_gib;
     // The kernel's limit, where the node gives the job a cgroup: where the sampling stops it.
     spec.mem_limit_bytes = static_cast<long long>(std::ceil(v.mem_gib * (1 + opt_.mem_margin_percent / 100) * 1073741824.0));
   }

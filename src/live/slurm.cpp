@@ -185,7 +185,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
                                                        {"GPUQ_ATTEMPT", std::to_string(spec.attempt)},
                                                        {"GPUQ_PREEMPTIONS", std::to_string(spec.preemptions)}};
   if (job) {  // its cores and host memory, where it gives them; its thread pools take its cores
-    std::vector<std::string> host = slurm_host_args(*job);
+    std::vector<std::string> host = slurm_host_args(*job, spec.mem_gib);
     argv.insert(argv.end() - 1, host.begin(), host.end());  // before --wrap
     if (job->cpus)
       for (const char* pool : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
@@ -267,6 +267,10 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
         o.exit = 1;
         o.note = fmt::format("{} holds \"{}\", not an exit code", paths_.exit(id), t);
       }
+      // Killed by a signal while Slurm still has it (COMPLETING): its end is seen once Slurm says
+      // how it ended, so that out_of_memory reads OUT_OF_MEMORY rather than a state not yet final.
+      if (o.exit > 128 && squeue_ok_ && s.queue_id)
+        if (const QueueJob* q = queued(*s.queue_id); q && !terminal(q->state)) return Observed{};
       return o;
     }
   }
@@ -286,6 +290,20 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
                                        accounting_off_ ? " (and Slurm's accounting is off)" : "")
                          : fmt::format("Slurm job {} ended {} without {}", *s.queue_id, state, paths_.exit(id));
   return o;
+}
+
+// Slurm's own word: a job its cgroup killed for going over its --mem (its attempt's mem_gib) ends
+// OUT_OF_MEMORY, in squeue (for MinJobAge seconds) or sacct.
+std::optional<Outcome> SlurmLauncher::out_of_memory(const std::string& id, const JobState& s, long long exit,
+                                                    std::string* why) {
+  (void)id;
+  if (exit == 0 || !s.queue_id) return std::nullopt;
+  const QueueJob* q = queued(*s.queue_id);
+  auto acc = accounted_.find(*s.queue_id);
+  std::string state = q ? q->state : acc != accounted_.end() ? acc->second.state : "";
+  if (state != "OUT_OF_MEMORY") return std::nullopt;
+  *why = fmt::format("Slurm job {} ended OUT_OF_MEMORY: its --mem, the attempt's mem_gib, was reached", *s.queue_id);
+  return Outcome::OverMemory;
 }
 
 Identity SlurmLauncher::identify(const JobState& s) {

@@ -135,10 +135,11 @@ std::vector<long long> slurm_nice(const Plan& plan) {
   return out;
 }
 
-std::vector<std::string> slurm_host_args(const Job& job) {
+std::vector<std::string> slurm_host_args(const Job& job, double mem_gib) {
   std::vector<std::string> a;
   if (job.cpus) a.push_back(fmt::format("--cpus-per-task={}", job.cpus));
-  if (job.mem_gib > 0) a.push_back(fmt::format("--mem={}M", static_cast<long long>(std::ceil(job.mem_gib * 1024.0 - 1e-6))));
+  if (mem_gib <= 0) mem_gib = job.mem_gib;
+  if (mem_gib > 0) a.push_back(fmt::format("--mem={}M", static_cast<long long>(std::ceil(mem_gib * 1024.0 - 1e-6))));
   return a;
 }
 

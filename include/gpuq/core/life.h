@@ -67,6 +67,7 @@ struct Blocked {};
 /// Handed to a batch queue (a cluster's scheduler), which has not started it yet.
 struct Queued {
   long long attempts = 0;
+  long long oom_retries = 0;  ///< on_oom retries before this attempt (host_mem.h): its --mem is their size
 };
 
 /// Running since `start` on `gpus` (of `node`, in a prediction over several nodes).
@@ -105,6 +106,10 @@ using Life = std::variant<Waiting, Held, Blocked, Queued, Running, Ended>;
 enum class LifeKind { Waiting, Held, Blocked, Queued, Running, Ended };
 
 inline LifeKind kind_of(const Life& l) { return static_cast<LifeKind>(l.index()); }
+
+/// The on_oom retries of a life (host_mem.h): of its next attempt (waiting), of its attempt
+/// (queued, running) or its last (ended); 0 for the others.
+long long oom_retries_of(const Life& l);
 
 /// The state file's status of a life (a queued job is "running" to the file, so that neither
 /// gpuq nor the original starts it twice).

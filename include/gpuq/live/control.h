@@ -25,6 +25,7 @@ namespace gpuq {
 struct EndedLine {
   std::string id;
   std::string line;  ///< "done ID", "failed ID (exit N)", ... (without the clock stamp)
+  bool oom = false;  ///< it ran out of memory (an on_oom retry may follow)
 };
 
 /// The original's refresh of the queue at `now`: each running entry as the launcher sees it

@@ -77,7 +77,8 @@ class PosixLauncher : public Launcher {
   /// The last kOomLogTail bytes of logs/ID.log (host_mem.h's gpu_oom_in_log); for a SIGKILL (exit
   /// 137), the kernel log (/dev/kmsg, read without blocking; nothing when unreadable) for an OOM
   /// kill of the job's pid or of a pid resident() saw in its tree. Both in resident.cpp.
-  std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) override;
+  std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit,
+                                       std::string* why) override;
   /// --mem-cgroup off: no job is put in a cgroup (its memory is sampled only).
   void no_cgroups() { cgroups_ = Cgroups{Cgroups::Kind::None, "", "--mem-cgroup off"}; }
   void kill_cgroup(const std::string& group) override;

@@ -61,6 +61,8 @@ struct LaunchSpec {
   /// --mem-margin-percent), in bytes: where the node lets gpuq make a cgroup, the job gets one with
   /// this limit (cgroup.h). 0: none.
   long long mem_limit_bytes = 0;
+  /// Its attempt's mem_gib: the plan's, times on_oom's mem_factor after its retries (0: none).
+  double mem_gib = 0;
 };
 
 /// In a job wrapper's environment: the warning signals it gets go on to the script's bash
@@ -213,9 +215,12 @@ class Launcher {
   }
   /// Whether the attempt of job `id` (entry `s`), which failed with `exit`, ran out of memory:
   /// Outcome::OomGpu (its log's last lines), Outcome::OomHost (a SIGKILL the kernel's OOM killer
-  /// recorded for one of its processes), else nullopt. Best effort: nullopt when it cannot tell.
-  virtual std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit) {
-    (void)id, (void)s, (void)exit;
+  /// recorded for one of its processes), Outcome::OverMemory (killed at the memory limit its
+  /// cgroup or batch queue held it to, `why` says which), else nullopt. Best effort: nullopt when
+  /// it cannot tell.
+  virtual std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit,
+                                               std::string* why) {
+    (void)id, (void)s, (void)exit, (void)why;
     return std::nullopt;
   }
   /// SIGKILL to every process of a job's cgroup (LaunchSpec::mem_limit_bytes): what left its

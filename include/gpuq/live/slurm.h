@@ -84,8 +84,9 @@ std::vector<std::string> sbatch_args(const SlurmOptions& o, const std::string& n
                                      const std::string& wrap, long long shards = 0);
 
 /// sbatch's arguments for a job's cores and host memory, where it gives them: `--cpus-per-task`
-/// and `--mem` (in MiB, rounded up). Slurm's own defaults for a job that gives neither.
-std::vector<std::string> slurm_host_args(const Job& job);
+/// and `--mem` (in MiB, rounded up: `mem_gib`, its attempt's after on_oom retries, else the job's).
+/// Slurm's own defaults for a job that gives neither.
+std::vector<std::string> slurm_host_args(const Job& job, double mem_gib = 0);
 
 // run_command (proc.h) runs sbatch, squeue and sacct.
 
@@ -113,6 +114,9 @@ class SlurmLauncher : public Launcher, public BatchQueue {
   void release(const std::vector<Launched>& jobs) override;
   void abandon(const Launched& job) override;
   Observed observe(const std::string& id, const JobState& s) override;
+  /// OUT_OF_MEMORY in squeue or sacct: OverMemory (its --mem, its mem_gib, reached).
+  std::optional<Outcome> out_of_memory(const std::string& id, const JobState& s, long long exit,
+                                       std::string* why) override;
   Identity identify(const JobState& s) override;
   /// scancel (Term: SIGTERM to the job's steps, then Slurm's KillWait; Kill: -s KILL).
   bool signal_group(long long slurm_id, Signal sig) override;
