@@ -64,6 +64,7 @@ TickResult RunLoop::tick() {
     note_progress(t);
     phase("tick: refresh, probe");
     if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
+    else save_ends_before_relaunch(t);
     node_enter(t);
     decide(t);
     phase("tick: decide");
@@ -367,6 +368,7 @@ void RunLoop::decide(Tick& t) {
   tick.now = t.now;
   tick.unavailable = t.busy;
   tick.mem_other = t.mem_other;
+  if (node_ && t.node_in) tick.host_other = {node_->others_host().cpus, node_->others_host().mem_gib};
   tick.others_running = q_->others_running();
   tick.files = &files;
   if (BatchQueue* queue = os_.launcher.queue()) tick.room = queue->room(q_->state());
@@ -395,11 +397,6 @@ void RunLoop::decide(Tick& t) {
 // The engine's launches, held at their start lines; a launch that fails fails its job (the
 // engine's LaunchFailed). A full batch queue (QueueFull) leaves this one and the rest waiting.
 void RunLoop::start(Tick& t) {
-  if (!last_save_problem_.empty()) {
-    for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
-    return;
-  }
-  save_ends_before_relaunch(t);
   if (!last_save_problem_.empty()) {
     for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
     return;
@@ -482,17 +479,18 @@ size_t RunLoop::running_count() const {
   return n;
 }
 
-// A job launched again in the tick that saw its last attempt end (requeued after a launch cut
-// short, retried at once): that end is saved, durably, before the launch. The launch removes the
-// last attempt's exit and aborted files, and a run killed before its own save would leave a
-// state still naming the last attempt with no trace left of how it ended: the next run would
-// take it for one gone without an exit code, and fail it.
+// A job this tick saw end, other than done, may be launched again in it (requeued after a launch
+// cut short, preempted, retried at once): its end is saved, durably, before decide. The launch
+// removes the last attempt's exit and aborted files, and a run killed before its own save would
+// leave a state still naming the last attempt with no trace left of how it ended: the next run
+// would take it for one gone without an exit code, and fail it. Before decide, not after: then
+// the state holds the new launches as running, without their pids. (A failed save: nothing
+// starts, as after any.)
 void RunLoop::save_ends_before_relaunch(Tick& t) {
-  bool relaunch = false;
-  for (const Launch& l : t.launches) relaunch = relaunch || t.ended.count(plan_.jobs[l.job].id) > 0;
-  if (!relaunch) return;
-  save(t, true);
-  if (t.saved) t.ended.clear();
+  bool again = false;
+  for (const std::string& id : t.ended)
+    if (const JobState* s = q_->state().find(id); s && s->status != Status::Done) again = true;
+  if (again) save(t, true);
 }
 
 // The jobs just launched never run unless this save succeeds; after a failed one they are
