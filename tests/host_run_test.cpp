@@ -12,6 +12,7 @@
 #include "gpuq/core/events.h"
 #include "gpuq/live/host.h"
 #include "gpuq/live/journal.h"
+#include "gpuq/live/node_dir.h"
 #include "test_util.h"
 
 namespace gpuq::test {
@@ -147,6 +148,58 @@ TEST(HostRun, APlanWithoutTheFieldsRunsItsJobsUnpinned) {
   }
   EXPECT_LT(seen["a"].start, seen["b"].end) << "one core counted for neither: both at once";
   EXPECT_EQ(f.d.read("plan.state.json").find("\"cores\""), std::string::npos);
+}
+
+
+// One node, two runs (issue 45, point 2: the node-wide decision counts cores and host memory across
+// runs): each run publishes the cores and host memory of its running jobs in the node directory,
+// and the other counts them taken. A job of 1.5 GiB of plan B waits while one of plan A holds 1.5
+// of the node's 2 GiB; then two one-core jobs, one per plan, run at once on different cores.
+TEST(HostRun, AnotherRunsJobsCoresAndMemoryAreTakenOnASharedNode) {
+  TempDir node;
+  PlanFolder a(2), b(2);
+  for (PlanFolder* f : {&a, &b}) f->d.write("seer.sh", kSeer);
+  a.plan(R"([{"id": "a", "script": "seer.sh", "gpus": 0, "mem_gib": 1.5, "args": ["2"]}])");
+  b.plan(R"([{"id": "b", "script": "seer.sh", "gpus": 0, "mem_gib": 1.5, "args": ["0.2"]}])");
+  std::vector<std::string> flags{"run", "--gpus", "0-1", "--poll", "5", "--node-dir", node.path(), "--node-mem-gib", "2",
+                                 "--node-cpus", "4", "--mem-cgroup", "off"};
+  auto ra = a.background(flags);
+  ASSERT_TRUE(eventually([&] { return a.status_of("a") == "running"; })) << ra->out();
+  // A's entry in the node directory says what a holds.
+  std::string mine = node.read(node_user_me() + ".json");
+  EXPECT_THAT(mine, HasSubstr("\"host_mem_gib\": 1.5")) << mine;
+  auto rb = b.background(flags);
+  Output ob = rb->wait(kPatience), oa = ra->wait(kPatience);
+  ASSERT_EQ(oa.status, 0) << oa.out << oa.err;
+  ASSERT_EQ(ob.status, 0) << ob.out << ob.err;
+  std::map<std::string, Seen> sa = seen_in(a.d.path()), sb = seen_in(b.d.path());
+  ASSERT_EQ(sa.size(), 1u);
+  ASSERT_EQ(sb.size(), 1u);
+  EXPECT_GE(sb["b"].start, sa["a"].end - 0.05) << "b started while a held 1.5 of the node's 2 GiB\n" << ob.out;
+  EXPECT_LT(sb["b"].start, sa["a"].end + 3) << "b waited long past a's end (--poll 5: it looks again each second)";
+
+  // Cores: two one-core jobs on a node of two, one per run, each pinned to a core the other's is not.
+  std::vector<int> usable = usable_cores();
+  if (usable.size() < 2) {
+    std::printf("one core here: the cores of two runs at once are not exercised\n");
+    return;
+  }
+  PlanFolder c(2), d(2);
+  for (PlanFolder* f : {&c, &d}) f->d.write("seer.sh", kSeer);
+  c.plan(R"([{"id": "c", "script": "seer.sh", "gpus": 0, "cpus": 1, "args": ["1.5"]}])");
+  d.plan(R"([{"id": "d", "script": "seer.sh", "gpus": 0, "cpus": 1, "args": ["1.5"]}])");
+  std::vector<std::string> two{"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", node.path(), "--node-cpus", "2",
+                               "--reserve-cpus", "0"};
+  auto rc = c.background(two);
+  ASSERT_TRUE(eventually([&] { return c.status_of("c") == "running"; })) << rc->out();
+  Output od = d.gpuq(two), oc = rc->wait(kPatience);
+  ASSERT_EQ(oc.status, 0) << oc.out << oc.err;
+  ASSERT_EQ(od.status, 0) << od.out << od.err;
+  Seen sc = seen_in(c.d.path())["c"], sd = seen_in(d.d.path())["d"];
+  EXPECT_LT(sd.start, sc.end) << "two cores for two one-core jobs: both at once";
+  ASSERT_EQ(sc.allowed.size(), 1u);
+  ASSERT_EQ(sd.allowed.size(), 1u);
+  EXPECT_NE(sc.allowed, sd.allowed) << "c and d ran at once on one core";
 }
 
 }  // namespace

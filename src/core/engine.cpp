@@ -541,7 +541,8 @@ void Engine::pass(const ev::Tick& t) {
   }
   if (host_) {
     for (size_t n = 0; n < host_used_.size(); ++n)
-      host_room_[n] = {in_.host_total.cpus - host_used_[n].cpus, in_.host_total.mem_gib - host_used_[n].mem_gib};
+      host_room_[n] = {in_.host_total.cpus - host_used_[n].cpus - (n == 0 ? t.host_other.cpus : 0),
+                       in_.host_total.mem_gib - host_used_[n].mem_gib - (n == 0 ? t.host_other.mem_gib : 0)};
     in_.host_room = host_room_;
     in_.host_need = host_need_;
   }
@@ -821,7 +822,9 @@ bool Engine::start_held_head(const ev::Tick& t) {
   GpuMask avail = held_for_->gpus & in_.node & ~busy_[0] & ~t.unavailable;
   std::optional<std::vector<int>> gpus = pick_gpus(plan_.jobs[h].gpus, avail, &policy_.placement);
   if (gpus && host_ &&
-      !HostRoom{in_.host_total.cpus - host_used_[0].cpus, in_.host_total.mem_gib - host_used_[0].mem_gib}.fits(
+      !HostRoom{in_.host_total.cpus - host_used_[0].cpus - t.host_other.cpus,
+                in_.host_total.mem_gib - host_used_[0].mem_gib - t.host_other.mem_gib}
+           .fits(
           host_need_[h]))
     gpus.reset();  // its cores or memory are not free yet: as if its GPUs were not
   if (!gpus) {

@@ -121,6 +121,10 @@ std::string write_node_user(const NodeUser& user) {
         holds.back()["preempt_after"] = h.preempt_after;
       }
       if (h.preempting) holds.back()["preempting"] = true;
+      // Cores and host memory only where its plan counts them (issue 45).
+      if (h.cpus > 0) holds.back()["cpus"] = h.cpus;
+      if (h.host_mem_gib > 0) holds.back()["host_mem_gib"] = h.host_mem_gib;
+      if (!h.cores.empty()) holds.back()["cores"] = h.cores;
     }
     for (const NodeWant& w : r.wants) {
       wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
@@ -204,10 +208,15 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         h.preemptible = flag("preemptible");
         h.preempting = flag("preempting");
         if (h.preemptible && hj.contains("preempt_after")) h.preempt_after = number(hj, "preempt_after");
+        if (hj.contains("cpus")) h.cpus = number(hj, "cpus");
+        if (hj.contains("host_mem_gib")) h.host_mem_gib = number(hj, "host_mem_gib");
+        if (hj.contains("cores")) h.cores = text(hj, "cores");
         const json& g = hj.at("gpus");
         if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
         std::string bad;
         if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
+        if (h.cpus < 0 || h.host_mem_gib < 0 || !std::isfinite(h.cpus) || !std::isfinite(h.host_mem_gib))
+          bad = "negative cores or host memory";
         GpuMask m = 0;
         for (const json& x : g) {
           if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
@@ -326,6 +335,20 @@ GpuMask held_mask(const NodeUser& u) {
 }  // namespace
 
 int held_gpus(const NodeUser& u) { return count(held_mask(u)); }
+
+HostTaken host_taken_on(const std::vector<NodeUser>& users, const std::pair<std::string_view, std::string_view>* skip) {
+  HostTaken t;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs) {
+      if (skip && u.name == skip->first && r.plan == skip->second) continue;
+      for (const NodeHold& h : r.holds) {
+        t.cpus += h.cpus;
+        t.mem_gib += h.host_mem_gib;
+        if (!h.cores.empty()) t.cores.push_back(h.cores);
+      }
+    }
+  return t;
+}
 
 std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
                                   const std::pair<std::string_view, std::string_view>* skip) {

@@ -318,6 +318,12 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
       if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;
+  // Cores and host memory are not decided node-wide: taken as they are held, from the first look
+  // (a job without GPUs starts before the first decision, as it needs none of the GPUs it gives).
+  {
+    const std::pair<std::string_view, std::string_view> own{me_, plan_};
+    others_host_ = host_taken_on(v.users, &own);
+  }
   // The first looks, for the node config's window_seconds, only make this run's wants known: runs
   // started within it then meet at their first decision, rather than the first to lock taking the
   // node (the first look alone, with a window of 0).

@@ -32,6 +32,8 @@ std::vector<int> RunLoop::cores_for(size_t job) const {
   std::vector<std::vector<int>> held;
   for (const auto& [id, s] : q_->state().entries())
     if (s.status == Status::Running && s.cores && id != plan_.jobs[job].id) held.push_back(parse_core_list(*s.cores));
+  if (node_)  // other runs' jobs on this node (their holds): their cores are theirs
+    for (const std::string& cores : node_->others_host().cores) held.push_back(parse_core_list(cores));
   return choose_cores(opt_.node_cores, held, q_->engine().host_need(job).cpus);
 }
 

@@ -59,7 +59,10 @@ void RunLoop::node_enter(Tick& t) {
       }
     if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
     node_problem_.clear();
-    if (!wants.empty()) t.wake_in = std::min(t.wake_in, std::min(opt_.poll, kNodeLook));
+    // Ready jobs waiting while other runs hold GPUs, or cores and host memory: looked at again soon.
+    const HostTaken& host = node_->others_host();
+    if (!wants.empty() || ((host.cpus > 0 || host.mem_gib > 0) && !engine.ready_jobs(1).empty()))
+      t.wake_in = std::min(t.wake_in, std::min(opt_.poll, kNodeLook));
     if (std::optional<double> at = node_->deciding_at())  // its first decision, with the runs that start with it
       t.wake_in = std::min(t.wake_in, std::max(0.0, *at - t.now));
   } catch (const NodeError& e) {
@@ -73,18 +76,28 @@ void RunLoop::node_enter(Tick& t) {
 }
 
 // This run's holds now: its running jobs' GPUs and processes (a job whose process has ended but
-// that is not reaped yet still holds its GPUs).
+// that is not reaped yet still holds its GPUs), and where the plan counts them, their cores and
+// host memory (a job without GPUs too: other users' runs count them taken).
 std::vector<NodeHold> RunLoop::node_holds(const Tick& t) const {
   std::vector<NodeHold> holds;
+  const Engine& engine = q_->engine();
   for (const auto& [id, s] : q_->state().entries()) {
-    if (s.status != Status::Running || !s.gpus || s.gpus->empty()) continue;
+    if (s.status != Status::Running) continue;
     const Job* j = job_of(id);
-    holds.push_back({id, *s.gpus, s.pid.value_or(0), s.pid_start.value_or(0), s.start.value_or(t.now),
+    HostNeed host;
+    if (j && engine.counts_host()) host = engine.host_need(static_cast<size_t>(j - plan_.jobs.data()));
+    bool gpus = s.gpus && !s.gpus->empty();
+    if (!gpus && !(host.cpus > 0 || host.mem_gib > 0)) continue;
+    holds.push_back({id, s.gpus.value_or(std::vector<int>{}), s.pid.value_or(0), s.pid_start.value_or(0),
+                     s.start.value_or(t.now),
                      j ? j->est_hours : 0, j ? q_->engine().packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0});
     // Whether another user's waiting job may preempt it, from when, and whether it is stopping.
     holds.back().preemptible = j && q_->engine().policy().preemptible(*j);
     holds.back().preempt_after = s.start.value_or(t.now) + opt_.preempt_min_minutes * 60;
     holds.back().preempting = s.preempt.has_value();
+    holds.back().cpus = host.cpus;
+    holds.back().host_mem_gib = host.mem_gib;
+    holds.back().cores = s.cores.value_or("");
   }
   return holds;
 }

@@ -50,6 +50,8 @@ struct Tick {
   /// memory not yet let go); +inf closes a GPU to packed jobs. Given: an `unavailable` GPU takes
   /// packed jobs as its room allows. Empty: none beyond them, and `unavailable` GPUs take none.
   std::span<const double> mem_other;
+  /// Cores and host memory that jobs of other runs on the node hold (node 0): not free to this plan.
+  HostRoom host_other{};
 };
 struct Exited {                                                ///< its script exited with `code`; a failure
   size_t job;                                                  ///< `oom` names (Outcome::OomGpu, OomHost)

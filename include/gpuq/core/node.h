@@ -29,7 +29,18 @@ struct NodeHold {
   bool preemptible = false;           ///< another user's waiting job may preempt it (preempt.h)
   double preempt_after = 0;           ///< ... once this time has passed (its start + its run's preempt_min_minutes)
   bool preempting = false;            ///< its run is stopping it for a preemption: its GPUs come free soon
+  double cpus = 0;                    ///< the cores it counts (its cpus, where its plan counts them); 0: none
+  double host_mem_gib = 0;            ///< the host memory it counts (its attempt's mem_gib); 0: none
+  std::string cores;                  ///< the cores it is pinned to ("0-3,8"); "": none
 };
+
+/// What other runs' jobs on the node hold of the rest of the box (NodeHold::cpus, ...).
+struct HostTaken {
+  double cpus = 0;
+  double mem_gib = 0;
+  std::vector<std::string> cores;  ///< each job's pinned cores, as its hold gives them
+};
+
 
 /// A ready job of a run that waits for GPUs, in its run's ready order.
 struct NodeWant {
@@ -174,6 +185,9 @@ using NodeRoom = std::vector<double>;
 /// (a user's name and plan), that run's holds are left out.
 std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
                                   const std::pair<std::string_view, std::string_view>* skip = nullptr);
+
+/// The cores and host memory the holds of every run but `skip` (user, plan) take.
+HostTaken host_taken_on(const std::vector<NodeUser>& users, const std::pair<std::string_view, std::string_view>* skip);
 
 /// One decision for the whole node. `free`: the GPUs free as the deciding run sees them
 /// (its node's, less its probe's busy ones; a GPU packed holds share may be busy by its memory

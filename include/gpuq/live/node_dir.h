@@ -109,6 +109,9 @@ class NodeShare {
   /// The GiB other runs' packed holds declared on each GPU (by GPU id), as the last enter read
   /// them: on a GPU given to this run's packed jobs, its engine's room is less by at least that.
   const std::vector<double>& others_packed() const { return others_packed_; }
+  /// The cores and host memory other runs' jobs hold, as the last enter read them: this run's
+  /// engine counts them taken, and pins its jobs apart from their cores.
+  const HostTaken& others_host() const { return others_host_; }
 
   /// This run's holds the last decision preempts for another user's want: (the job's id, whose
   /// want: "bo's eval"). The run stops each (its own preemption), and publishes it `preempting`.
@@ -132,6 +135,7 @@ class NodeShare {
   NodeConfig config_;
   bool others_wait_ = false;
   std::vector<std::string> others_files_;
+  HostTaken others_host_;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   std::vector<std::pair<std::string, std::string>> preempts_;  // preempts()
   bool first_ = true;
