@@ -7,7 +7,8 @@
 //               "total_mib": 81559, "used_mib": 0, "util": 0 (null: not supported),
 //               "lost": false, "fail": 0 (a return code for every call on it),
 //               "processes": [{"pid": 4242, "used_mib": 20000}],
-//               "nvlinks": ["00000000:2A:00.0", "switch", ...]}],   one entry per active link
+//               "nvlinks": ["00000000:2A:00.0", "switch", ...],     one entry per active link
+//               "cpus": [0, 1, 2, 3]}],                            its CPU affinity (none: Not Supported)
 //  "ancestors": [["00000000:18:00.0", "00000000:2A:00.0", 10]]}     others: 50 (SYSTEM)
 #include <sys/stat.h>
 
@@ -223,6 +224,18 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
     std::string x = e[0], y = e[1];
     if ((x == (*da)["bus_id"] && y == (*db)["bus_id"]) || (y == (*da)["bus_id"] && x == (*db)["bus_id"])) *level = e[2];
   }
+  return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t h, unsigned int words, unsigned long* set) {
+  LOCKED;
+  const json* d = device(h);
+  if (!d) return 2;
+  if (!d->contains("cpus")) return 3;
+  std::memset(set, 0, words * sizeof *set);
+  const unsigned bits = sizeof *set * 8;
+  for (unsigned c : (*d)["cpus"])
+    if (c / bits < words) set[c / bits] |= 1UL << (c % bits);
   return 0;
 }
 

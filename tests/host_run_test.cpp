@@ -1,7 +1,8 @@
 // Cores and host memory (issue 45) with real `gpuq run`s and real bash jobs: each job is pinned
 // to its own cores (its /proc/self/status Cpus_allowed_list), the thread pools take their number,
 // no more jobs run than the cores allow, a job whose memory does not fit beside another's waits,
-// and a plan that gives neither field runs its jobs as before (unpinned, nothing set).
+// a job's cores are on its GPUs' NUMA node where `nvidia-smi topo -m` says which, and a plan that
+// gives neither field runs its jobs as before (unpinned, nothing set).
 #include <fmt/format.h>
 #include <sched.h>
 
@@ -200,6 +201,66 @@ TEST(HostRun, AnotherRunsJobsCoresAndMemoryAreTakenOnASharedNode) {
   ASSERT_EQ(sc.allowed.size(), 1u);
   ASSERT_EQ(sd.allowed.size(), 1u);
   EXPECT_NE(sc.allowed, sd.allowed) << "c and d ran at once on one core";
+}
+
+// `nvidia-smi topo -m` of 8 GPUs, all NV12, GPUs 0-3 on the NUMA node of cores `low`, 4-7 on
+// that of `high` (the columns of a recent driver: CPU Affinity, NUMA Affinity, GPU NUMA ID).
+std::string topo_of(const std::string& low, const std::string& high) {
+  std::string t;
+  for (int g = 0; g < 8; ++g) t += fmt::format("\tGPU{}", g);
+  t += "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n";
+  for (int g = 0; g < 8; ++g) {
+    t += fmt::format("GPU{}", g);
+    for (int o = 0; o < 8; ++o) t += o == g ? "\t X " : "\tNV12";
+    t += fmt::format("\t{}\t{}\t\tN/A\n", g < 4 ? low : high, g < 4 ? 0 : 1);
+  }
+  return t + "\nLegend:\n\n  X    = Self\n";
+}
+
+// Issue 45: a job's cores are on the NUMA node of its GPUs where `nvidia-smi topo -m` gives their
+// CPU Affinity. GPU 0's node has the second core gpuq may use, GPU 4's the first: the job on GPU 0
+// (launched first) gets the second, where the rule without a topology would give it the first.
+// With both GPUs on the first core's node, the job launched second spills to the other core, and
+// its start line says so.
+TEST(HostRun, EachJobIsPinnedOnTheNumaNodeOfItsGpus) {
+  std::vector<int> usable = usable_cores();
+  if (usable.size() < 2) GTEST_SKIP() << "needs 2 cores";
+  const std::string first = std::to_string(usable[0]), second = std::to_string(usable[1]);
+  for (bool spill : {false, true}) {
+    SCOPED_TRACE(spill ? "both GPUs on the first core's node" : "GPU 0 on the second core's node");
+    PlanFolder f(idle_gpus(8));
+    f.d.write("topo.txt", spill ? topo_of(first, first) : topo_of(second, first));
+    f.d.write("nvidia-smi",
+              "#!/bin/sh\nd=$(dirname \"$0\")\n"
+              "if [ \"$1\" = topo ]; then cat \"$d/topo.txt\"; else cat \"$d/smi.txt\"; fi\n",
+              0755);
+    f.d.write("seer.sh", kSeer);
+    f.plan(R"([{"id": "on0", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["1"]},
+               {"id": "on4", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["1"]}])");
+    Output r = f.gpuq({"run", "--gpus", "0,4", "--poll", "0.2", "--node-dir", "off", "--node-cpus", "2",
+                       "--reserve-cpus", "0", "--gpu-probe", "nvidia-smi"});
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    nlohmann::json st = f.state();
+    ASSERT_EQ(st["on0"]["gpus"], nlohmann::json::array({0})) << st.dump();
+    ASSERT_EQ(st["on4"]["gpus"], nlohmann::json::array({4})) << st.dump();
+    std::map<std::string, Seen> seen = seen_in(f.d.path());
+    ASSERT_EQ(seen.size(), 2u) << r.out;
+    EXPECT_LT(seen["on0"].start, seen["on4"].end) << "both at once, on a core each";
+    const std::vector<int> on0{spill ? usable[0] : usable[1]}, on4{spill ? usable[1] : usable[0]};
+    EXPECT_EQ(seen["on0"].allowed, on0) << r.out;
+    EXPECT_EQ(seen["on4"].allowed, on4) << r.out;
+    EXPECT_EQ(st["on0"].value("cores", ""), core_list_text(on0));
+    EXPECT_EQ(st["on4"].value("cores", ""), core_list_text(on4));
+    std::string start4;  // on4's start line
+    for (std::stringstream lines(r.out); std::getline(lines, start4);)
+      if (start4.find("start on4 on GPUs [4] (pid ") != std::string::npos) break;
+    const std::string off =
+        fmt::format("); cores {} are off its GPUs' NUMA node (cores {}: too few free)", second, first);
+    if (spill)
+      EXPECT_TRUE(start4.ends_with(off)) << start4 << "\n" << r.out;
+    else
+      EXPECT_THAT(r.out, ::testing::Not(HasSubstr("NUMA node"))) << "each on its GPU's node";
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <random>
 
+#include "gpuq/core/cores.h"
 #include "gpuq/core/engine.h"
 #include "gpuq/core/outlook.h"
 #include "gpuq/core/simulate.h"
@@ -183,6 +184,89 @@ TEST(HostPrediction, SimulateAndStatusAccountCoresAsRunDoes) {
   EXPECT_EQ(why_text(plan, st, o, *b), "needs 2 cores, 0 free");
   ASSERT_TRUE(b->predicted_start);
   EXPECT_DOUBLE_EQ(*b->predicted_start, 3600) << "when a ends";
+}
+
+// choose_cores before issue 45's NUMA preference, kept here word for word: with no preference
+// the choice must stay exactly this.
+std::vector<int> choose_cores_before(const std::vector<int>& node, const std::vector<std::vector<int>>& held, int n) {
+  std::vector<int> cores = node;
+  std::sort(cores.begin(), cores.end());
+  cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
+  n = std::min<int>(n, static_cast<int>(cores.size()));
+  if (n <= 0) return {};
+  std::map<int, int> use;
+  for (const std::vector<int>& job : held)
+    for (int c : job) ++use[c];
+  auto used = [&](int c) {
+    auto it = use.find(c);
+    return it == use.end() ? 0 : it->second;
+  };
+  for (size_t i = 0; i + static_cast<size_t>(n) <= cores.size(); ++i) {
+    bool run = true;
+    for (size_t k = i; k < i + static_cast<size_t>(n) && run; ++k)
+      run = used(cores[k]) == 0 && (k == i || cores[k] == cores[k - 1] + 1);
+    if (run) return {cores.begin() + static_cast<long>(i), cores.begin() + static_cast<long>(i) + n};
+  }
+  std::stable_sort(cores.begin(), cores.end(), [&](int a, int b) { return used(a) < used(b); });
+  std::vector<int> out(cores.begin(), cores.begin() + n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> range(int from, int to) {
+  std::vector<int> out;
+  for (int c = from; c <= to; ++c) out.push_back(c);
+  return out;
+}
+
+// A job whose GPUs are on the NUMA node of cores 8-15 gets its cores there: a run of free ones
+// (8-9 are held), where the rule without a preference takes 0-3; near cores of two nodes (8-11,
+// 0-3 as two GPUs give them) are one pool; near cores that are not the node's (16-20) are none.
+TEST(Cores, APreferenceThatFitsIsTakenARunWithinItFirst) {
+  const std::vector<int> node = range(0, 15);
+  EXPECT_EQ(choose_cores(node, {{8, 9}}, 4, range(8, 15)), (std::vector<int>{10, 11, 12, 13}));
+  EXPECT_EQ(choose_cores(node, {{8, 9}}, 4), (std::vector<int>{0, 1, 2, 3})) << "no preference: as before";
+  std::vector<int> two = range(8, 11);
+  two.insert(two.end(), {0, 1, 2, 3});
+  EXPECT_EQ(choose_cores(node, {{1}, {9}}, 3, two), (std::vector<int>{0, 2, 3})) << "no run of 3 free there";
+  EXPECT_EQ(choose_cores(node, {{1}, {9}}, 2, two), (std::vector<int>{2, 3})) << "the first run within them";
+  EXPECT_EQ(choose_cores(node, {}, 2, range(14, 20)), (std::vector<int>{14, 15}));
+  EXPECT_EQ(choose_cores(node, {}, 5, range(14, 20)), (std::vector<int>{0, 1, 2, 14, 15})) << "16-20: not the node's";
+}
+
+// Too few of the near cores free: those that are, and the rest by the rule without a preference
+// over the other cores; none free (or none of the node's): exactly the choice without one.
+TEST(Cores, APreferencePartlyFullSpillsToTheOtherCores) {
+  const std::vector<int> node = range(0, 15);
+  EXPECT_EQ(choose_cores(node, {{8, 9, 10}}, 4, range(8, 11)), (std::vector<int>{0, 1, 2, 11}));
+  EXPECT_EQ(choose_cores(node, {{0}, {8, 9, 10}}, 4, range(8, 11)), (std::vector<int>{1, 2, 3, 11}));
+  EXPECT_EQ(choose_cores(node, {{8, 9, 10, 11}}, 2, range(8, 11)), choose_cores_before(node, {{8, 9, 10, 11}}, 2));
+  // More cores asked than are free: the free near one, then the least shared of the rest, lowest first.
+  EXPECT_EQ(choose_cores(range(0, 3), {{0, 1}, {2}}, 3, {2, 3}), (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(choose_cores(range(0, 3), {{0, 1}, {2}}, 3, {1}), choose_cores_before(range(0, 3), {{0, 1}, {2}}, 3));
+}
+
+// No topology (no preference, or one naming none of the node's cores): the choice of before,
+// exactly, on random nodes, holdings and sizes.
+TEST(Cores, WithoutAPreferenceTheChoiceIsExactlyAsBefore) {
+  uint64_t seed = test::test_seed(4545);
+  SCOPED_TRACE(test::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<int> node;
+    int cores = 1 + static_cast<int>(rng() % 24);
+    for (int c = 0; c < cores; ++c)
+      if (rng() % 4) node.push_back(c + (rng() % 8 == 0 ? 32 : 0));
+    std::shuffle(node.begin(), node.end(), rng);
+    std::vector<std::vector<int>> held(rng() % 5);
+    for (auto& h : held)
+      for (int k = static_cast<int>(rng() % 6); k > 0; --k) h.push_back(static_cast<int>(rng() % 40));
+    int n = static_cast<int>(rng() % 10) - 1;
+    std::vector<int> before = choose_cores_before(node, held, n);
+    EXPECT_EQ(choose_cores(node, held, n), before) << round;
+    EXPECT_EQ(choose_cores(node, held, n, {}), before) << round;
+    EXPECT_EQ(choose_cores(node, held, n, {100, 101}), before) << round;
+  }
 }
 
 // Plans that give neither field count neither: the engine passes nothing of the host to the

@@ -112,6 +112,22 @@ TEST(Nvml, PcieBoardWithBridgedPairsAndNoUtilization) {
   EXPECT_EQ(pairs_in_use(p, mask_of({0, 1, 2, 3})), (std::vector<std::pair<int, int>>{{0, 2}, {1, 3}}));
 }
 
+// Issue 45: each GPU's CPU affinity (the cores of its NUMA node) is kept, as topo -m's column
+// is; a GPU the library answers Not Supported for has none.
+TEST(Nvml, EachGpusCpuAffinityIsKept) {
+  json node = bridged();
+  node["devices"][0]["cpus"] = {0, 1, 2, 3, 70};
+  node["devices"][1]["cpus"] = {0, 1, 2, 3, 70};
+  node["devices"][2]["cpus"] = {64, 65, 4095};
+  FakeNvml fake(node);
+  NvmlProbe probe(FAKE_NVML);
+  ASSERT_TRUE(probe.ok()) << probe.problem();
+  Topology t = *probe.topology();
+  const std::vector<int> near01{0, 1, 2, 3, 70}, near2{64, 65, 4095};
+  EXPECT_EQ(t.cpus, (std::map<int, std::vector<int>>{{0, near01}, {1, near01}, {2, near2}}));
+  EXPECT_EQ(t.cores_near({1, 2, 3}), (std::vector<int>{0, 1, 2, 3, 64, 65, 70, 4095}));
+}
+
 TEST(Nvml, BoardWithoutNvLinkUsesTheCommonAncestor) {
   json node = bridged();
   for (json& d : node["devices"]) d.erase("nvlinks");

@@ -155,6 +155,38 @@ TEST(TopoMatrix, PcieBoxesGiveTheirSocketsAndBridges) {
   EXPECT_EQ(pairs_in_use(p, mask_of({0, 1, 2, 3})), (std::vector<std::pair<int, int>>{{0, 2}, {1, 3}}));
 }
 
+// Issue 45: each GPU's CPU Affinity (the cores of its NUMA node) is kept; N/A, and a matrix with
+// no such column, give none. The cores near a set of GPUs are their affinities together.
+TEST(TopoMatrix, EachGpusCpuAffinityIsKeptAndNaIsNone) {
+  std::string err;
+  auto t = parse_topo_matrix(
+      "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+      "GPU0\t X \tNV4\tSYS\tPIX\t0-3,8-11\t0\t\tN/A\n"
+      "GPU1\tNV4\t X \tSYS\tPIX\t0-3,8-11\t0\t\tN/A\n"
+      "GPU2\tSYS\tSYS\t X \tSYS\tN/A\tN/A\t\tN/A\n"
+      "NIC0\tPIX\tPIX\tSYS\t X \n\nLegend:\n\n  X    = Self\n",
+      &err);
+  ASSERT_TRUE(t) << err;
+  EXPECT_EQ(t->between(0, 1), kNv4);
+  const std::vector<int> node0{0, 1, 2, 3, 8, 9, 10, 11};
+  EXPECT_EQ(t->cpus, (std::map<int, std::vector<int>>{{0, node0}, {1, node0}}));
+  EXPECT_EQ(t->cores_near({2}), std::vector<int>{});
+  EXPECT_EQ(t->cores_near({1, 2}), node0);
+  auto none = parse_topo_matrix("\tGPU0\tGPU1\nGPU0\t X \tPHB\nGPU1\tPHB\t X \n", &err);
+  ASSERT_TRUE(none) << err;
+  EXPECT_TRUE(none->cpus.empty());
+  // A captured DGX A100: two GPUs on each of four NUMA nodes.
+  auto dgx = parse_topo_matrix(fixture("dgx-a100.txt"), &err);
+  ASSERT_TRUE(dgx) << err;
+  ASSERT_EQ(dgx->cpus.size(), 8u);
+  std::vector<int> node7;
+  for (int c = 112; c <= 127; ++c) node7.push_back(c);
+  for (int c = 240; c <= 255; ++c) node7.push_back(c);
+  EXPECT_EQ(dgx->cpus.at(4), node7);
+  EXPECT_EQ(dgx->cores_near({4, 5}), node7);
+  EXPECT_EQ(dgx->cores_near({0, 4}).size(), 64u);
+}
+
 TEST(TopoMatrix, BadInputSaysTheLineAndWhatWasExpected) {
   std::string err;
   EXPECT_FALSE(parse_topo_matrix("0, 1000\n1, 20\n", &err));

@@ -1,19 +1,18 @@
 #include "gpuq/core/cores.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
+#include <sstream>
+#include <string_view>
 
 namespace gpuq {
 
-std::vector<int> choose_cores(const std::vector<int>& node, const std::vector<std::vector<int>>& held, int n) {
-  std::vector<int> cores = node;
-  std::sort(cores.begin(), cores.end());
-  cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
-  n = std::min<int>(n, static_cast<int>(cores.size()));
-  if (n <= 0) return {};
-  std::map<int, int> use;
-  for (const std::vector<int>& job : held)
-    for (int c : job) ++use[c];
+namespace {
+
+// `n` of `cores` (sorted, each once, n <= their number) by the rule without a preference: the
+// first run of n free consecutive cores, else the least used, lowest first. Sorted.
+std::vector<int> pick(std::vector<int> cores, const std::map<int, int>& use, int n) {
   auto used = [&](int c) {
     auto it = use.find(c);
     return it == use.end() ? 0 : it->second;
@@ -28,6 +27,49 @@ std::vector<int> choose_cores(const std::vector<int>& node, const std::vector<st
   std::stable_sort(cores.begin(), cores.end(), [&](int a, int b) { return used(a) < used(b); });
   std::vector<int> out(cores.begin(), cores.begin() + n);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> choose_cores(const std::vector<int>& node, const std::vector<std::vector<int>>& held, int n,
+                              const std::vector<int>& near) {
+  std::vector<int> cores = node;
+  std::sort(cores.begin(), cores.end());
+  cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
+  n = std::min<int>(n, static_cast<int>(cores.size()));
+  if (n <= 0) return {};
+  std::map<int, int> use;
+  for (const std::vector<int>& job : held)
+    for (int c : job) ++use[c];
+  // The free cores near the job's GPUs come first; the rest, the old rule's (all of it without them).
+  std::vector<int> mine, rest;
+  for (int c : cores)
+    (!use.count(c) && std::find(near.begin(), near.end(), c) != near.end() ? mine : rest).push_back(c);
+  if (static_cast<int>(mine.size()) >= n) return pick(mine, use, n);
+  std::vector<int> more = pick(rest, use, n - static_cast<int>(mine.size()));
+  mine.insert(mine.end(), more.begin(), more.end());
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
+std::vector<int> parse_core_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) part.pop_back();
+    if (part.empty()) continue;
+    int a = 0, b = 0;
+    size_t dash = part.find('-');
+    std::string_view first(part.data(), dash == std::string::npos ? part.size() : dash);
+    if (std::from_chars(first.data(), first.data() + first.size(), a).ec != std::errc()) return {};
+    b = a;
+    if (dash != std::string::npos &&
+        std::from_chars(part.data() + dash + 1, part.data() + part.size(), b).ec != std::errc())
+      return {};
+    if (b < a || b - a > 65536) return {};
+    for (int c = a; c <= b; ++c) out.push_back(c);
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "gpuq/core/topology.h"
 
+#include "gpuq/core/cores.h"
+
 #include <algorithm>
 #include <charconv>
 #include <sstream>
@@ -37,6 +39,15 @@ void Topology::set(int a, int b, Link l) {
 
 bool Topology::empty() const {
   return std::none_of(links.begin(), links.end(), [](const auto& kv) { return kv.second.path != Path::Unknown; });
+}
+
+std::vector<int> Topology::cores_near(const std::vector<int>& ids) const {
+  std::vector<int> out;
+  for (int g : ids)
+    if (auto it = cpus.find(g); it != cpus.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 namespace {
@@ -204,6 +215,7 @@ std::optional<Topology> parse_topo_matrix(const std::string& text, std::string* 
   std::istringstream in(text);
   std::string line;
   std::vector<std::optional<int>> columns;  // per device column: its GPU id (NICs: none)
+  bool affinity = false;                     // the header has "CPU Affinity" after the devices
   Topology t;
   int n = 0;
   bool any_row = false;
@@ -216,7 +228,10 @@ std::optional<Topology> parse_topo_matrix(const std::string& text, std::string* 
       if (!gpu_name(w[0])) continue;  // a banner before the header
       // The header: device columns until "CPU Affinity" (or the end).
       for (const std::string& c : w) {
-        if (c == "CPU" || c == "NUMA") break;
+        if (c == "CPU" || c == "NUMA") {
+          affinity = c == "CPU";
+          break;
+        }
         columns.push_back(gpu_name(c));
       }
       continue;
@@ -237,6 +252,9 @@ std::optional<Topology> parse_topo_matrix(const std::string& text, std::string* 
       }
       if (columns[c] && *columns[c] != *row) t.set(*row, *columns[c], *l);
     }
+    // The cell after the devices: the cores of its NUMA node ("0-31,64-95"; "N/A" is none).
+    if (affinity && w.size() > columns.size() + 1)
+      if (std::vector<int> cores = parse_core_list(w[columns.size() + 1]); !cores.empty()) t.cpus[*row] = cores;
     any_row = true;
   }
   if (!any_row) {

@@ -5,9 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <fstream>
-#include <sstream>
 
 namespace gpuq {
 
@@ -44,26 +42,6 @@ std::string core_list_text(const std::vector<int>& cores) {
     while (k + 1 < cores.size() && cores[k + 1] == cores[k] + 1) ++k;
     out += (out.empty() ? "" : ",") + (k == i ? std::to_string(cores[i]) : fmt::format("{}-{}", cores[i], cores[k]));
     i = k + 1;
-  }
-  return out;
-}
-
-std::vector<int> parse_core_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) {
-    while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) part.pop_back();
-    if (part.empty()) continue;
-    int a = 0, b = 0;
-    size_t dash = part.find('-');
-    std::string_view first(part.data(), dash == std::string::npos ? part.size() : dash);
-    if (std::from_chars(first.data(), first.data() + first.size(), a).ec != std::errc()) return {};
-    b = a;
-    if (dash != std::string::npos &&
-        std::from_chars(part.data() + dash + 1, part.data() + part.size(), b).ec != std::errc())
-      return {};
-    if (b < a || b - a > 65536) return {};
-    for (int c = a; c <= b; ++c) out.push_back(c);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <vector>
 
 #include "gpuq/live/proc.h"
 
@@ -79,6 +80,7 @@ struct NvmlProbe::Api {
   nvmlReturn_t (*ancestor)(nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t*);
   nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
   nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
+  nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long*);  ///< none: not asked
 
   std::string words(nvmlReturn_t rc) const {
     const char* s = error_string ? error_string(rc) : nullptr;
@@ -124,6 +126,8 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   sym(a.ancestor, "nvmlDeviceGetTopologyCommonAncestor");
   sym(a.link_state, "nvmlDeviceGetNvLinkState");
   sym(a.link_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  // The cores near each GPU: without it, only they are unknown (the probe does without).
+  a.cpu_affinity = reinterpret_cast<decltype(a.cpu_affinity)>(::dlsym(lib_, "nvmlDeviceGetCpuAffinity"));
   if (!problem_.empty()) return;
   if (nvmlReturn_t rc = a.init(); rc != NVML_SUCCESS) {
     problem_ = fmt::format("nvmlInit_v2: {}", a.words(rc));
@@ -250,6 +254,18 @@ std::optional<Topology> NvmlProbe::topology() {
       }
       t.set(static_cast<int>(i), static_cast<int>(j), link);
     }
+  // Each GPU's CPU affinity (the cores of its NUMA node, as topo -m's column): a bit per core.
+  constexpr unsigned kWords = 64;  // 64 words of 64 bits: 4096 cores
+  constexpr int kBits = static_cast<int>(sizeof(unsigned long) * 8);
+  for (size_t i = 0; i < n && a.cpu_affinity; ++i) {
+    std::vector<unsigned long> set(kWords, 0);
+    if (a.cpu_affinity(devices_[i].handle, kWords, set.data()) != NVML_SUCCESS) continue;
+    std::vector<int> cores;
+    for (unsigned w = 0; w < kWords; ++w)
+      for (int b = 0; b < kBits; ++b)
+        if (set[w] >> b & 1UL) cores.push_back(static_cast<int>(w) * kBits + b);
+    if (!cores.empty()) t.cpus[static_cast<int>(i)] = cores;
+  }
   return t;
 }
 

@@ -27,14 +27,29 @@ void RunLoop::watch_host(Tick& t) {
 }
 
 // The cores job j is pinned to at its launch: its cpus of the node's cores, apart from those the
-// running jobs were pinned to (their entries' "cores") where enough are free.
-std::vector<int> RunLoop::cores_for(size_t job) const {
+// running jobs were pinned to (their entries' "cores") where enough are free, and on the NUMA node
+// of its `gpus` where the topology gives their CPU affinity (the topology run read at its start).
+std::vector<int> RunLoop::cores_for(size_t job, const std::vector<int>& gpus) const {
   std::vector<std::vector<int>> held;
   for (const auto& [id, s] : q_->state().entries())
     if (s.status == Status::Running && s.cores && id != plan_.jobs[job].id) held.push_back(parse_core_list(*s.cores));
   if (node_)  // other runs' jobs on this node (their holds): their cores are theirs
     for (const std::string& cores : node_->others_host().cores) held.push_back(parse_core_list(cores));
-  return choose_cores(opt_.node_cores, held, q_->engine().host_need(job).cpus);
+  return choose_cores(opt_.node_cores, held, q_->engine().host_need(job).cpus,
+                      opt_.placement.topology.cores_near(gpus));
+}
+
+// For the start line of job j, pinned away from its GPUs' NUMA node (too few of its cores were
+// free, or gpuq's): "; cores 40-47 are off its GPUs' NUMA node (cores 0-31: too few free)". Else "".
+std::string RunLoop::cores_note(size_t job, const std::vector<int>& gpus) const {
+  const JobState* s = q_->state().of(plan_, job);
+  std::vector<int> near = opt_.placement.topology.cores_near(gpus);
+  if (!q_->engine().counts_host() || !s || !s->cores || near.empty()) return "";
+  for (int c : parse_core_list(*s->cores))
+    if (!std::binary_search(near.begin(), near.end(), c))
+      return fmt::format("; cores {} are off its GPUs' NUMA node (cores {}: too few free)", *s->cores,
+                         core_list_text(near));
+  return "";
 }
 
 // How often run samples the resident memory of jobs with mem_gib, at the longest (seconds): a job

@@ -413,7 +413,7 @@ void RunLoop::start(Tick& t) {
                       (j.warn_signal && j.warn_signal->shell_only) || j.preempt_signal.shell_only, ""};
       spec.preemptions = q_->entry(i).preemptions.value_or(0);
       spec.checkpoint_dir = q_->engine().policy().preemptible(j);
-      if (q_->engine().counts_host()) spec.cores = cores_for(i);
+      if (q_->engine().counts_host()) spec.cores = cores_for(i, gpus);
       if (j.mem_gib > 0 || j.on_oom) oom_launch(i, life, spec);
       if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
@@ -578,8 +578,9 @@ void RunLoop::release_started(Tick& t) {
                              n ? fmt::format("gpu:{}", n) : std::string("no GPU")));
       continue;
     }
-    say(t.now, fmt::format("start {} on GPUs {} (pid {})", plan_.jobs[i].id,
-                           py_list(q_->state().of(plan_, i)->gpus.value_or(std::vector<int>{})), l.pid));
+    std::vector<int> gpus = q_->state().of(plan_, i)->gpus.value_or(std::vector<int>{});
+    say(t.now,
+        fmt::format("start {} on GPUs {} (pid {}){}", plan_.jobs[i].id, py_list(gpus), l.pid, cores_note(i, gpus)));
   }
 }
 

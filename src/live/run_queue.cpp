@@ -84,10 +84,13 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     fmt::print(out, "{}\n", line);
     std::fflush(out);
   };
-  if (!slurm && opt.placement.kind == Placement::Kind::Auto) {
+  // The topology, read once: --pairs auto places by it, and a plan that counts cores has them
+  // chosen on its GPUs' NUMA node (its CPU affinity; other placements take no other part of it).
+  const bool auto_pairs = opt.placement.kind == Placement::Kind::Auto;
+  if (!slurm && (auto_pairs || opt.counts_host(plan)))
     opt.placement.topology = local_probe->topology().value_or(Topology{});
+  if (!slurm && auto_pairs)
     say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
-  }
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
   std::vector<HookSpec> specs;
   for (const std::string& text : opt.on_event)

@@ -40,10 +40,11 @@ int link_score(Link l);
 /// `nvidia-smi topo -m`'s word for a link: "NV12", "PIX", "SYS", "?".
 std::string link_name(Link l);
 
-/// The connection matrix of a node: a link for each pair of GPU ids.
+/// The connection matrix of a node: a link for each pair of GPU ids, and the cores near each GPU.
 struct Topology {
   std::vector<int> gpus;                      ///< the GPU ids it covers, ascending
   std::map<std::pair<int, int>, Link> links;  ///< (a, b) with a < b
+  std::map<int, std::vector<int>> cpus;       ///< GPU id: its NUMA node's cores (topo -m's CPU Affinity), where known
 
   /// The link between a and b (Unknown when not known, or a == b).
   Link between(int a, int b) const;
@@ -51,6 +52,8 @@ struct Topology {
   void set(int a, int b, Link l);
   /// True when no pair has a known link.
   bool empty() const;
+  /// The cores near any of `gpus` (their CPU affinities together), ascending; empty where none is known.
+  std::vector<int> cores_near(const std::vector<int>& gpus) const;
 };
 
 /// How multi-GPU jobs are placed (--pairs).
@@ -79,8 +82,9 @@ std::optional<std::vector<int>> pick_gpus(int n, GpuMask free, const Placement* 
 /// ones, or from the topology each GPU's best partner (for `gpuq gpus`).
 std::vector<std::pair<int, int>> pairs_in_use(const Placement& p, GpuMask node);
 
-/// Parses the matrix `nvidia-smi topo -m` prints (GPU rows and columns; NIC columns, the
-/// affinity columns and the legend are skipped). Nullopt, with `err` saying the line and
+/// Parses the matrix `nvidia-smi topo -m` prints (GPU rows and columns; NIC columns, the NUMA
+/// affinity columns and the legend are skipped), with each GPU's CPU Affinity where it gives one
+/// (a cpu list such as 0-31,64-95; N/A or none: not known). Nullopt, with `err` saying the line and
 /// what was expected, when it has no GPU matrix or a cell that is no link word.
 std::optional<Topology> parse_topo_matrix(const std::string& text, std::string* err);
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/cores.h"  // parse_core_list
+
 namespace gpuq {
 
 /// The cores this process may run on (sched_getaffinity), in increasing order; [0, n) from
@@ -20,8 +22,5 @@ double machine_mem_gib();
 
 /// "0-3,8,10-11": a list of cores as /proc/self/status's Cpus_allowed_list writes it.
 std::string core_list_text(const std::vector<int>& cores);
-
-/// The cores a Cpus_allowed_list-style text names ("0-3,8"); empty for a text that is not one.
-std::vector<int> parse_core_list(const std::string& text);
 
 }  // namespace gpuq

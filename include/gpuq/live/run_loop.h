@@ -147,7 +147,8 @@ class RunLoop {
   void watch_memory(Tick& t);
   void oom_launch(size_t i, const Life& life, LaunchSpec& spec);
   void stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib, double mem_gib);
-  std::vector<int> cores_for(size_t job) const;
+  std::vector<int> cores_for(size_t job, const std::vector<int>& gpus) const;
+  std::string cores_note(size_t job, const std::vector<int>& gpus) const;
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);
