@@ -138,7 +138,8 @@ void add_host_flags(CLI::App* sub, Flags& f) {
                                   "where the node allows; off: never")
                       ->capture_default_str()
                       ->check(CLI::IsMember({"auto", "off"}).description(""))
-                      ->type_name("WHEN"));
+                      ->type_name("WHEN")
+                      ->group(""));
 }
 
 void add_quiet_minutes(CLI::App* sub, Flags& f) {

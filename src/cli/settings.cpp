@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "gpuq/core/settings.h"
-#include "gpuq/live/host.h"
+#include "gpuq/core/cores.h"
 #include "gpuq/live/setup.h"
 
 #include "cli.h"

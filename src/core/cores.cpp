@@ -1,5 +1,7 @@
 #include "gpuq/core/cores.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -69,6 +71,17 @@ std::vector<int> parse_core_list(const std::string& text) {
       return {};
     if (b < a || b - a > 65536) return {};
     for (int c = a; c <= b; ++c) out.push_back(c);
+  }
+  return out;
+}
+
+std::string core_list_text(const std::vector<int>& cores) {
+  std::string out;
+  for (size_t i = 0; i < cores.size();) {
+    size_t k = i;
+    while (k + 1 < cores.size() && cores[k + 1] == cores[k] + 1) ++k;
+    out += (out.empty() ? "" : ",") + (k == i ? std::to_string(cores[i]) : fmt::format("{}-{}", cores[i], cores[k]));
+    i = k + 1;
   }
   return out;
 }

@@ -35,15 +35,5 @@ double machine_mem_gib() {
   return 0;
 }
 
-std::string core_list_text(const std::vector<int>& cores) {
-  std::string out;
-  for (size_t i = 0; i < cores.size();) {
-    size_t k = i;
-    while (k + 1 < cores.size() && cores[k + 1] == cores[k] + 1) ++k;
-    out += (out.empty() ? "" : ",") + (k == i ? std::to_string(cores[i]) : fmt::format("{}-{}", cores[i], cores[k]));
-    i = k + 1;
-  }
-  return out;
-}
 
 }  // namespace gpuq

@@ -21,4 +21,7 @@ std::vector<int> choose_cores(const std::vector<int>& node, const std::vector<st
 /// `nvidia-smi topo -m`'s CPU Affinity write them), in its order; empty for a text that is not one.
 std::vector<int> parse_core_list(const std::string& text);
 
+/// "0-3,8,10-11": a list of cores as /proc/self/status's Cpus_allowed_list writes it.
+std::string core_list_text(const std::vector<int>& cores);
+
 }  // namespace gpuq

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gpuq/core/cores.h"  // parse_core_list
+#include "gpuq/core/cores.h"  // parse_core_list, core_list_text
 
 namespace gpuq {
 
@@ -19,8 +19,5 @@ std::vector<int> usable_cores();
 
 /// GiB of memory of this machine (MemTotal of /proc/meminfo), or 0 when it cannot be read.
 double machine_mem_gib();
-
-/// "0-3,8,10-11": a list of cores as /proc/self/status's Cpus_allowed_list writes it.
-std::string core_list_text(const std::vector<int>& cores);
 
 }  // namespace gpuq
