@@ -293,3 +293,36 @@ TEST(HostMemCgroup, ReadsTheOomKillsAndThePeakOfAV1OrV2Group) {
   EXPECT_TRUE(gpuq::remove_cgroup(none.path() + "/gone"));  // gone already: nothing to wait for
   EXPECT_FALSE(gpuq::kill_cgroup(none.path() + "/gone"));
 }
+
+// Learned sizes (issue 45, point 7): each attempt's CPU time (user + system of what its script
+// waited for, read by its wrapper) is kept in its state entry and end event, and history
+// --estimates gives each prefix's median and the cores its runs kept busy. A job that sleeps used
+// next to none.
+TEST(HostMemRun, EachAttemptsCpuTimeIsKeptAndHistoryEstimatesGiveItPerPrefix) {
+  MemQueue q;
+  q.d.write("burn.sh", "python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 1.6: pass'\n");
+  q.d.write("nap.sh", "sleep 1.2\n");
+  Output r = q.run(R"([{"id": "burn_1", "script": "burn.sh", "gpus": 0, "est_hours": 0.001},
+                      {"id": "burn_2", "script": "burn.sh", "gpus": 0, "est_hours": 0.001},
+                      {"id": "nap_1", "script": "nap.sh", "gpus": 0, "est_hours": 0.001}])");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  json st = q.state();
+  for (const char* id : {"burn_1", "burn_2"}) {
+    ASSERT_TRUE(st[id].contains("cpu_seconds")) << st[id];
+    EXPECT_GE(st[id]["cpu_seconds"].get<long long>(), 1) << id;  // 1.6 s, rounded
+    EXPECT_LE(st[id]["cpu_seconds"].get<long long>(), 4) << id;
+  }
+  EXPECT_EQ(st["nap_1"]["cpu_seconds"], 0);
+  EXPECT_FALSE(fs::exists(q.d.path() + "/logs/burn_1.cpu.tmp"));
+  std::string events = q.d.read("plan.events.jsonl");
+  EXPECT_THAT(events, HasSubstr(R"("cpu_seconds":)"));
+  json ej = json::parse(q.gpuq({"history", "--estimates", "--json"}).out);
+  std::map<std::string, json> by;
+  for (const json& l : ej) by[l["prefix"]] = l;
+  ASSERT_TRUE(by.count("burn_")) << ej;
+  EXPECT_GE(by["burn_"]["median_cpu_hours"].get<double>() * 3600, 1);
+  EXPECT_LE(by["burn_"]["median_cpu_hours"].get<double>() * 3600, 4);
+  EXPECT_GT(by["burn_"]["median_cores_busy"].get<double>(), 0.2);
+  EXPECT_LT(by["nap_"]["median_cores_busy"].get<double>(), 0.2);
+  EXPECT_THAT(q.gpuq({"history", "--estimates"}).out, HasSubstr("CPU time (user + system) of the job's processes"));
+}

@@ -82,6 +82,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     if (started && after.end) e.seconds = *after.end - *started;
     e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
     e.mem_peak_mib = after.mem_peak_mib;
+    e.cpu_seconds = after.cpu_seconds;
     out.push_back(std::move(e));
   };
   bool was_running = b.status == Status::Running;
@@ -158,6 +159,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       if (e.started && d.end) e.seconds = *d.end - *e.started;
       e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
       e.mem_peak_mib = after.mem_peak_mib;
+      e.cpu_seconds = after.cpu_seconds;
       out.push_back(std::move(e));
       break;
     }
@@ -254,6 +256,7 @@ std::string event_line(const Event& e) {
   if (e.seconds) j["seconds"] = std::round(*e.seconds * 1000) / 1000;
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
   if (e.mem_peak_mib) j["mem_peak_mib"] = *e.mem_peak_mib;
+  if (e.cpu_seconds) j["cpu_seconds"] = *e.cpu_seconds;
   if (e.snapshot) j["snapshot"] = *e.snapshot;
   if (e.snapshot_dirty) j["snapshot_dirty"] = *e.snapshot_dirty;
   if (e.repo) j["repo"] = *e.repo;
@@ -291,6 +294,8 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
       e.gpu_mem_peak_mib = j["gpu_mem_peak_mib"].get<long long>();
     if (j.contains("mem_peak_mib") && j["mem_peak_mib"].is_number_integer())
       e.mem_peak_mib = j["mem_peak_mib"].get<long long>();
+    if (j.contains("cpu_seconds") && j["cpu_seconds"].is_number_integer())
+      e.cpu_seconds = j["cpu_seconds"].get<long long>();
     if (j.contains("snapshot") && j["snapshot"].is_string()) e.snapshot = j["snapshot"].get<std::string>();
     if (j.contains("snapshot_dirty") && j["snapshot_dirty"].is_boolean())
       e.snapshot_dirty = j["snapshot_dirty"].get<bool>();
@@ -344,6 +349,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a->exit = e.exit;
       a->gpu_mem_peak_mib = e.gpu_mem_peak_mib;
       a->mem_peak_mib = e.mem_peak_mib;
+      a->cpu_seconds = e.cpu_seconds;
     }
   }
   return out;
@@ -355,7 +361,7 @@ std::string estimate_prefix(std::string_view id) {
 }
 
 std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const Plan& plan) {
-  std::map<std::string, std::vector<double>> ratios, took, peaks, host_peaks;
+  std::map<std::string, std::vector<double>> ratios, took, peaks, host_peaks, cpu, busy;
   for (const Attempt& a : attempts) {
     if (a.outcome != "done" || !a.start || !a.end) continue;
     const Job* j = plan.find(a.id);
@@ -366,6 +372,10 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
     took[estimate_prefix(a.id)].push_back(hours);
     if (a.gpu_mem_peak_mib) peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
     if (a.mem_peak_mib) host_peaks[estimate_prefix(a.id)].push_back(static_cast<double>(*a.mem_peak_mib) / 1024);
+    if (a.cpu_seconds) {
+      cpu[estimate_prefix(a.id)].push_back(static_cast<double>(*a.cpu_seconds) / 3600);
+      if (hours > 0) busy[estimate_prefix(a.id)].push_back(static_cast<double>(*a.cpu_seconds) / 3600 / hours);
+    }
   }
   auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -385,6 +395,11 @@ std::vector<Learned> learn_estimates(const std::vector<Attempt>& attempts, const
       l.host_peak_runs = p.size();
       l.host_peak_gib = median(p);
       l.host_peak_max_gib = p.back();
+    }
+    if (std::vector<double>& c = cpu[prefix]; !c.empty()) {
+      l.cpu_runs = c.size();
+      l.cpu_hours = median(c);
+      if (std::vector<double>& b = busy[prefix]; !b.empty()) l.cores_busy = median(b);
     }
     out.push_back(std::move(l));
   }

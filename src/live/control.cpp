@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 
@@ -113,6 +114,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       settle_alone(*s, o, now);
       continue;
     }
+    if (o.cpu_seconds) s->cpu_seconds = std::llround(*o.cpu_seconds);
     switch (o.kind) {
       case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit, oom}); break;
       case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;

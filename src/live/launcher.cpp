@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +137,7 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
               abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id)),
               roomf = absolute(paths.exit_room(spec.id));
   ::unlink(exitf.c_str());
+  ::unlink(paths.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
   ::unlink(abortf.c_str());
   ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
   // Every file the job needs, before it is spawned: one that cannot be made (a full disk, no file
@@ -364,6 +366,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
     if (!code && alive) return o;
     o.kind = Observed::Kind::Exited;
     o.exit = code.value_or(1);
+    o.cpu_seconds = read_cpu_seconds(paths_, id);
     return o;
   }
   if (alive) return o;
@@ -373,6 +376,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
       if (std::optional<long long> code = parse_exit_file(*room, paths_.exit_room(id), &o.note)) {
         o.kind = Observed::Kind::Exited;
         o.exit = *code;
+        o.cpu_seconds = read_cpu_seconds(paths_, id);
         return o;
       }
   } catch (const StoreError&) {
@@ -502,6 +506,48 @@ bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(grou
 
 void PosixLauncher::reap() { reap_children(); }
 
+namespace {
+
+// The file of an attempt's CPU time beside its exit file: logs/ID.exit -> logs/ID.cpu (PlanPaths::cpu).
+std::string cpu_file_of(const std::string& exitf) {
+  const std::string ext = ".exit";
+  if (exitf.size() > ext.size() && exitf.compare(exitf.size() - ext.size(), ext.size(), ext) == 0)
+    return exitf.substr(0, exitf.size() - ext.size()) + ".cpu";
+  return exitf + ".cpu";
+}
+
+// The CPU time (user + system) of what the wrapper waited for: the script's bash and every
+// process it waited for in turn (a process that left the tree is not counted). Written before the
+// exit file, whole or not at all (write, then rename); best effort: a full disk loses it alone.
+void write_cpu_time(const std::string& exitf) {
+  struct rusage ru;
+  if (::getrusage(RUSAGE_CHILDREN, &ru) != 0) return;
+  double s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  std::string file = cpu_file_of(exitf), tmp = file + ".tmp." + std::to_string(::getpid());
+  std::string text = fmt::format("{:.3f}\n", s);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
+std::optional<double> read_cpu_seconds(const PlanPaths& paths, const std::string& id) {
+  try {
+    std::optional<std::string> text = read_file(paths.cpu(id), true);
+    if (!text) return std::nullopt;
+    size_t used = 0;
+    double s = std::stod(*text, &used);
+    if (!(s >= 0) || s > 1e12) return std::nullopt;
+    return s;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 int job_wrapper(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE [ARG...]\n", kJobWrapperArg);
@@ -581,6 +627,7 @@ int job_wrapper(int argc, char** argv) {
       while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
       }
       code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+      write_cpu_time(exitf);
     }
   }
   std::string text = std::to_string(code) + "\n";

@@ -267,6 +267,7 @@ Observed SlurmLauncher::observe(const std::string& id, const JobState& s) {
         o.exit = 1;
         o.note = fmt::format("{} holds \"{}\", not an exit code", paths_.exit(id), t);
       }
+      o.cpu_seconds = read_cpu_seconds(paths_, id);
       // Killed by a signal while Slurm still has it (COMPLETING): its end is seen once Slurm says
       // how it ended, so that out_of_memory reads OUT_OF_MEMORY rather than a state not yet final.
       if (o.exit > 128 && squeue_ok_ && s.queue_id)

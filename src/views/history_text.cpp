@@ -168,7 +168,9 @@ std::string estimates_json(const std::vector<Learned>& learned) {
                      {"median_host_peak_gib",
                       l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_gib) : nlohmann::ordered_json()},
                      {"highest_host_peak_gib",
-                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_max_gib) : nlohmann::ordered_json()}});
+                      l.host_peak_runs ? nlohmann::ordered_json(l.host_peak_max_gib) : nlohmann::ordered_json()},
+                     {"median_cpu_hours", l.cpu_runs ? nlohmann::ordered_json(l.cpu_hours) : nlohmann::ordered_json()},
+                     {"median_cores_busy", l.cpu_runs ? nlohmann::ordered_json(l.cores_busy) : nlohmann::ordered_json()}});
     return out.dump(1) + "\n";
   }
 }
@@ -196,6 +198,15 @@ std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned
       if (l.host_peak_runs)
         out += fmt::format("{:<16} {:>5} {:>6.2f} GiB {:>6.2f} GiB\n", l.prefix, l.host_peak_runs, l.host_peak_gib,
                            l.host_peak_max_gib);
+  }
+  if (std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.cpu_runs > 0; })) {
+    out += fmt::format("\nCPU time (user + system) of the job's processes, from the same runs (cores busy: CPU time "
+                       "/ run time, what cpus might say):\n");
+    out += fmt::format("{:<16} {:>5} {:>12} {:>12}\n", "prefix", "runs", "median", "cores busy");
+    for (const Learned& l : learned)
+      if (l.cpu_runs)
+        out += fmt::format("{:<16} {:>5} {:>12} {:>12.1f}\n", l.prefix, l.cpu_runs, duration_text(l.cpu_hours * 3600),
+                           l.cores_busy);
   }
   // The runs furthest from their estimate, either way.
   struct Off {

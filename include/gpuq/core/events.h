@@ -32,6 +32,7 @@ struct Event {
   std::optional<double> seconds;         ///< end: how long the attempt ran
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< end: the most resident host memory (MiB) of its process tree
+  std::optional<long long> cpu_seconds;       ///< end: the CPU time (user + system, s) of its processes
   std::optional<std::string> snapshot;   ///< start: the commit of the code it runs (snapshot.h)
   std::optional<bool> snapshot_dirty;    ///< start: that snapshot holds uncommitted changes
   std::optional<std::string> repo;       ///< start: the repository the commit is in
@@ -103,6 +104,7 @@ struct Attempt {
   std::vector<std::string> causes;     ///< kill, timeout: what ended it
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory of its process tree (MiB)
+  std::optional<long long> cpu_seconds;       ///< the CPU time (user + system, s) its processes used
   std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
   std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
   std::optional<std::string> repo;            ///< the repository the commit is in
@@ -126,6 +128,9 @@ struct Learned {
   size_t host_peak_runs = 0;      ///< those runs with a host memory peak (run sampled them: mem_gib)
   double host_peak_gib = 0;       ///< the median of those peaks, GiB
   double host_peak_max_gib = 0;   ///< the highest of them, GiB
+  size_t cpu_runs = 0;            ///< those runs with a CPU time (gpuq's own wrapper ran them)
+  double cpu_hours = 0;           ///< the median of those CPU times, hours
+  double cores_busy = 0;          ///< the median of CPU time / run time: the cores they kept busy
 };
 
 /// The prefix estimates group a job under.

@@ -63,6 +63,7 @@ struct JobState {
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory its attempt's process tree used (MiB;
                                               ///< sampled by run for a job with mem_gib, host_mem.h)
+  std::optional<long long> cpu_seconds;          ///< the CPU time (user + system) its attempt's processes used
   std::optional<long long> mem_cgroup_peak_mib;  ///< the most memory its attempt's cgroup used (MiB; page cache too)
   std::optional<long long> oom_retries;       ///< on_oom retries used before this attempt (host_mem.h); absent: none
   std::optional<std::string> oom_values;     ///< what the attempt runs with after them ("mem_gib 0.375, BATCH_SIZE=32")

@@ -103,6 +103,9 @@ inline constexpr StateField kStateFields[] = {
     {"mem_peak_mib", StateKind::Bytes, &JobState::mem_peak_mib,
      "gpuq's own: the most resident host memory (MiB) the attempt's process tree used, as `run` sampled it "
      "(jobs with `mem_gib` only)"},
+    {"cpu_seconds", StateKind::Bytes, &JobState::cpu_seconds,
+     "gpuq's own: the CPU time (user + system, seconds) the attempt's processes used, those its script waited "
+     "for, as its wrapper read it when it ended"},
     {"mem_cgroup_peak_mib", StateKind::Bytes, &JobState::mem_cgroup_peak_mib,
      "gpuq's own: the most memory (MiB) the attempt's cgroup used, page cache included, read when it ended"},
     {"oom_retries", StateKind::Integer, &JobState::oom_retries,

@@ -27,6 +27,10 @@ inline constexpr const char* kJobWrapperArg = "__job";
 /// fault signals); bash and its children get them with their default actions.
 int job_wrapper(int argc, char** argv);
 
+/// logs/ID.cpu, the CPU time the wrapper wrote for the attempt that ended (nullopt: none, or not a
+/// number: the original's wrapper writes none).
+std::optional<double> read_cpu_seconds(const PlanPaths& paths, const std::string& id);
+
 /// The Launcher of this machine. A job is the wrapper (gpuq itself) for its
 /// script, in a session of its own (its pid is its process group) with stdin
 /// from /dev/null and stdout+stderr appended to logs/ID.log; its environment

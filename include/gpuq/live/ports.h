@@ -127,6 +127,7 @@ struct Observed {
   enum class Kind { Running, Exited, Vanished, Aborted } kind = Kind::Running;
   long long exit = 0;         ///< Exited: its exit code; Vanished, Aborted: kLostExit
   std::string note;           ///< a problem with what the job left (for the log line)
+  std::optional<double> cpu_seconds;  ///< Exited: the user + system CPU time of its processes, where known
 };
 
 /// A job's process tree as /proc shows it now (its group and their descendants): the sum of their

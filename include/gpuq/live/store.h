@@ -34,6 +34,9 @@ struct PlanPaths {
   std::string log(const std::string& id) const { return logs + "/" + id + ".log"; }
   std::string exit(const std::string& id) const { return logs + "/" + id + ".exit"; }
   std::string aborted(const std::string& id) const { return logs + "/" + id + ".aborted"; }
+  /// The CPU time its attempt's processes used (the wrapper's getrusage of what it waited for),
+  /// written before its exit file; the wrapper names it after its exit file (cpu_file_of).
+  std::string cpu(const std::string& id) const { return logs + "/" + id + ".cpu"; }
   /// The exit code's room, made before the job may start (launcher.h): its wrapper writes the
   /// code into it in place and renames it to exit(id), so that a full disk cannot lose an end.
   std::string exit_room(const std::string& id) const { return exit(id) + ".new"; }
