@@ -286,6 +286,28 @@ TEST(Journal, LogsEachChangeOnceAndCatchesUpWithOtherWriters) {
   EXPECT_EQ(kinds(all), (V{"start", "kill", "end", "retry", "start"}));
 }
 
+// The log begins when the run's tick read the state (its clock), not when the file was made later
+// in the tick: a job that tick launched, its run killed before its first append, is logged from its
+// start by the next run, not taken for one that ran before logging began (the file's own coarse
+// mtime came after job0's start under load, and its start was never logged).
+TEST(Journal, ALogMadeInATickBeginsAtThatTicksClock) {
+  TempDir d;
+  std::string path = d.path() + "/p.events.jsonl";
+  State st;
+  st.set("before", running(500, 0));  // in the state when logging began: its past is not logged
+  Journal j(path, 0);
+  j.catch_up(st, nullptr, nullptr, 1000.0);
+  struct stat made {};
+  ASSERT_EQ(::stat(path.c_str(), &made), 0);
+  EXPECT_NEAR(static_cast<double>(made.st_mtim.tv_sec) + made.st_mtim.tv_nsec * 1e-9, 1000.0, 0.01);
+  st.set("job0", running(1000.0, 0));  // launched at the tick's clock; the run dies before its append
+  Journal again(path, 0);
+  again.catch_up(st, nullptr, nullptr, 1005.0);
+  std::vector<Event> late = again.record(st, 1005.0, "run");
+  ASSERT_EQ(kinds(late), V{"start"});
+  EXPECT_EQ(late[0].id, "job0");
+}
+
 TEST(Journal, RotatesPastItsSizeAndReadersReadEveryPartInOrder) {
   TempDir d;
   std::string path = d.path() + "/p.events.jsonl";

@@ -129,7 +129,7 @@ void add_host_flags(CLI::App* sub, Flags& f) {
                       ->group(""));
   setting_flag(f, sub->add_option("--mem-margin-percent", f.mem_margin_percent,
                                   "run stops a job whose processes' resident memory is over its mem_gib by more "
-                                  "than this percent")
+                                  "than this percent (a job's cgroup holds it there too: --mem-cgroup)")
                       ->capture_default_str()
                       ->check(CLI::NonNegativeNumber.description(""))
                       ->type_name("P"));

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+
+#include <cmath>
 #include <unistd.h>
 
 #include <cerrno>
@@ -123,7 +125,7 @@ void Journal::apply(const Event& e) {
 }
 
 std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string>* warnings,
-                                    std::vector<Event>* past) {
+                                    std::vector<Event>* past, std::optional<double> now) {
   std::vector<Event> others;
   if (!loaded_) {
     loaded_ = true;
@@ -137,8 +139,22 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
       // No log yet: logging begins with the state as it is, and the (empty) log is made
       // now, so that a run killed before its first append does not take a job it started
       // for one that ran before logging began (its mtime says when logging began).
+      // Its mtime is when logging began: the tick's own clock where given. The file's own time
+      // (coarse, and taken later in the tick) may come after the start run records for the
+      // jobs this tick launches, and a restart would take them for jobs from before the log,
+      // whose start is not logged (a SIGKILL before the first append lost job0's start).
       int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd >= 0) ::close(fd);
+      if (fd >= 0) {
+        if (now && *now > 0) {
+          struct timespec at[2];
+          at[0].tv_nsec = UTIME_OMIT;
+          double begin = *now - 0.001;  // below it, whatever the rounding of the read back
+          at[1].tv_sec = static_cast<time_t>(std::floor(begin));
+          at[1].tv_nsec = static_cast<long>((begin - std::floor(begin)) * 1e9);
+          ::futimens(fd, at);
+        }
+        ::close(fd);
+      }
       for (const auto& [id, s] : state.entries()) {
         index_.emplace(id, view_.size());
         view_.emplace_back(id, seen_of(s));

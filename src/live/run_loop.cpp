@@ -622,7 +622,7 @@ void RunLoop::catch_up_events(Tick& t) {
   std::vector<std::string> warnings;
   std::vector<Event> past;
   bool first = hooks_ && !hooks_begun_;
-  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings, first ? &past : nullptr);
+  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings, first ? &past : nullptr, t.now);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
   if (first) {  // the events logged since each hook's last run (while no run was going)
     hooks_->begin(past);

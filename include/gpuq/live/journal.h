@@ -50,9 +50,10 @@ class Journal {
   /// the first call reads every part of the log, later ones what others appended since.
   /// With no log yet, `state` is where logging begins (its past is not logged).
   /// Returns the events others appended (for the hooks); the first call puts every event
-  /// already in the log in `past` (when given).
+  /// already in the log in `past` (when given). `now`, when given, is the caller's clock at the
+  /// state's read: a log made now begins then (its mtime), not at the file's own later time.
   std::vector<Event> catch_up(const State& state, std::vector<std::string>* warnings,
-                              std::vector<Event>* past = nullptr);
+                              std::vector<Event>* past = nullptr, std::optional<double> now = std::nullopt);
 
   /// How many events the log holds (all its parts) as far as it has been read or written:
   /// the number of the last one, counting from 1 (the hooks' marks count the same way).
