@@ -326,3 +326,24 @@ TEST(HostMemRun, EachAttemptsCpuTimeIsKeptAndHistoryEstimatesGiveItPerPrefix) {
   EXPECT_LT(by["nap_"]["median_cores_busy"].get<double>(), 0.2);
   EXPECT_THAT(q.gpuq({"history", "--estimates"}).out, HasSubstr("CPU time (user + system) of the job's processes"));
 }
+
+// A job in a cgroup that gpuq stops (here at its time limit) has its --kill-grace to save: its
+// entry says failed at once, but its group is not killed and removed until the grace is over or
+// its processes are gone. (Removed at the next tick, it was SIGKILLed mid-checkpoint.)
+TEST(HostMemCgroup, AStoppedJobKeepsItsGraceBeforeItsGroupIsKilled) {
+  gpuq::Cgroups node = gpuq::look_at_cgroups(false);
+  std::printf("this node: %s\n", node.why.c_str());
+  MemQueue q;
+  q.d.write("ckpt.sh", "trap 'sleep 1.5; echo saved > saved; exit 0' TERM\nsleep 60 &\nwait\n");
+  q.plan(R"([{"id": "train", "script": "ckpt.sh", "gpus": 0, "mem_gib": 1, "time_limit_hours": 0.0004}])");
+  Output r = q.background({"run", "--gpus", "0", "--poll", "0.2", "--kill-grace", "6", "--max-retries", "0",
+                           "--node-dir", "off"})
+                 ->wait(kPatience);
+  ASSERT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("timed out train"));
+  EXPECT_EQ(q.d.read("saved"), "saved\n") << "its checkpoint was cut short\n" << r.out;
+  EXPECT_FALSE(q.state()["train"].contains("cgroup")) << q.state()["train"];  // removed once it was gone
+  if (node.kind != gpuq::Cgroups::Kind::None)
+    for (const auto& e : fs::directory_iterator(node.parent))
+      EXPECT_NE(e.path().filename().string().rfind("train.", 0), 0u) << e.path() << " was left";
+}

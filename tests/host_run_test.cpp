@@ -169,6 +169,8 @@ TEST(HostRun, AnotherRunsJobsCoresAndMemoryAreTakenOnASharedNode) {
   // A's entry in the node directory says what a holds.
   std::string mine = node.read(node_user_me() + ".json");
   EXPECT_THAT(mine, HasSubstr("\"host_mem_gib\": 1.5")) << mine;
+  Output node_view = b.gpuq({"status", "--node", "--node-dir", node.path()});
+  EXPECT_THAT(node_view.out, HasSubstr("no GPU, 1 cores, 1.5 GiB")) << node_view.out << node_view.err;
   auto rb = b.background(flags);
   Output ob = rb->wait(kPatience), oa = ra->wait(kPatience);
   ASSERT_EQ(oa.status, 0) << oa.out << oa.err;

@@ -300,3 +300,16 @@ TEST(HostPass, APlanWithoutTheFieldsIsScheduledExactlyAsBefore) {
 
 }  // namespace
 }  // namespace gpuq
+
+// A core list is read as Cpus_allowed_list writes it, and nothing else: other users' node files
+// give them too, so a range past any machine's cores (or one whose end would overflow) is none.
+TEST(Cores, ACoreListIsReadBackAndOneOutOfRangeIsNone) {
+  EXPECT_EQ(gpuq::parse_core_list("0-3,8,10-11"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(gpuq::core_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(gpuq::parse_core_list(gpuq::core_list_text({5, 7, 9, 10})), (std::vector<int>{5, 7, 9, 10}));
+  EXPECT_TRUE(gpuq::parse_core_list("2147483640-2147483647").empty());
+  EXPECT_TRUE(gpuq::parse_core_list("3-1").empty());
+  EXPECT_TRUE(gpuq::parse_core_list("-1").empty());
+  EXPECT_TRUE(gpuq::parse_core_list("0-70000").empty());
+  EXPECT_TRUE(gpuq::parse_core_list("a-b").empty());
+}

@@ -69,7 +69,7 @@ std::vector<int> parse_core_list(const std::string& text) {
     if (dash != std::string::npos &&
         std::from_chars(part.data() + dash + 1, part.data() + part.size(), b).ec != std::errc())
       return {};
-    if (b < a || b - a > 65536) return {};
+    if (a < 0 || b < a || b > kMaxCoreId) return {};  // a list from another user's node file too
     for (int c = a; c <= b; ++c) out.push_back(c);
   }
   return out;

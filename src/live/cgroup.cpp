@@ -110,9 +110,7 @@ Cgroups look_at_cgroups(bool make, const std::string& root) {
     cg.parent = root + "/gpuq";
     if (!make) {
       if (!could_make(cg.parent)) {
-        cg.why = fmt::format("cgroup v2 at {}, but {} cannot be made by this user (root may, or a delegated "
-                             "cgroup)",
-                             root, cg.parent);
+        cg.why = fmt::format("cgroup v2 at {}, but {} cannot be made by this user (root may)", root, cg.parent);
         return cg;
       }
     } else {
@@ -200,7 +198,9 @@ bool kill_cgroup(const std::string& group) {
 bool remove_cgroup(const std::string& group) {
   if (::access(group.c_str(), F_OK) != 0) return true;
   kill_cgroup(group);
-  return ::rmdir(group.c_str()) == 0 || errno == ENOENT;
+  // EBUSY: its processes still die (tried again). Any other refusal (not ours to remove, a
+  // read-only hierarchy) would stay one: given up, the group left as it is.
+  return ::rmdir(group.c_str()) == 0 || errno != EBUSY;
 }
 
 }  // namespace gpuq

@@ -349,6 +349,8 @@ void PosixLauncher::abandon(const Launched& job) {
   if (it == start_lines_.end()) return;
   ::close(it->second);
   start_lines_.erase(it);
+  // Its group is in no saved state: removed now (the wrapper, let go, leaves it at once).
+  if (job.cgroup) remove_cgroup(*job.cgroup);
 }
 
 Observed PosixLauncher::observe(const std::string& id, const JobState& s) {

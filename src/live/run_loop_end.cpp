@@ -37,7 +37,10 @@ void RunLoop::refresh_ended(Tick& t) {
 }
 
 // The cgroups of attempts that ended (cgroup.h): what is left in each killed, its peak kept in the
-// entry, the group removed; one whose processes still die is tried again in a second.
+// entry, the group removed; one whose processes still die is tried again in a second. Not the
+// group of a job stopped and still in its --kill-grace (a time limit, `gpuq kill`, over memory:
+// its entry says failed at once): it may be saving a checkpoint; escalate_kills kills the group
+// when the grace is over, and its removal follows.
 void RunLoop::remove_cgroups(Tick& t) {
   auto remove = [&](const std::string& group, JobState* s) {
     CgroupGone g = os_.launcher.remove_cgroup(group);
@@ -45,8 +48,11 @@ void RunLoop::remove_cgroups(Tick& t) {
     if (!g.gone) t.wake_in = std::min(t.wake_in, 1.0);
     return g.gone;
   };
-  for (auto& [id, s] : q_->state().entries())
-    if (s.cgroup && s.status != Status::Running && remove(*s.cgroup, &s)) s.cgroup.reset();
+  for (auto& [id, s] : q_->state().entries()) {
+    if (!s.cgroup || s.status == Status::Running) continue;
+    if (s.kill_sent && s.pid && os_.launcher.group_alive(*s.pid)) continue;  // in its grace
+    if (remove(*s.cgroup, &s)) s.cgroup.reset();
+  }
   std::erase_if(cgroups_left_, [&](const std::string& group) { return remove(group, nullptr); });
 }
 

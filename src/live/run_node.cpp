@@ -111,7 +111,8 @@ void RunLoop::node_publish(Tick& t) {
     node_->publish(t.now, node_holds(t), node_wants());
   } catch (const NodeError& e) {
     std::erase_if(t.launched, [&](const std::pair<size_t, Launched>& p) {
-      if (plan_.jobs[p.first].gpus == 0) return false;
+      HostNeed host = q_->engine().counts_host() ? q_->engine().host_need(p.first) : HostNeed{};
+      if (plan_.jobs[p.first].gpus == 0 && !(host.cpus > 0 || host.mem_gib > 0)) return false;
       os_.launcher.abandon(p.second);
       q_->apply(ev::Aborted{p.first}, t.now);
       return true;

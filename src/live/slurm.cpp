@@ -169,6 +169,7 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
     throw CannotStart(fmt::format("its script {} is missing or not a readable file", script), 127);
   std::string exitf = std::filesystem::absolute(paths_.exit(spec.id)).string();
   ::unlink(exitf.c_str());
+  ::unlink(paths_.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
   std::string wrap = "exec " + shell_quote(opt_.gpuq_binary) + " " + kJobWrapperArg + " " + shell_quote(script) + " " +
                      shell_quote(exitf) + " -";
   for (const std::string& a : spec.args) wrap += " " + shell_quote(a);

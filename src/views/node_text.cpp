@@ -78,10 +78,15 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
       for (const NodeHold& h : r.holds) {
         bool overdue = h.est_hours > 0 && now - h.start > h.est_hours * 3600;
         std::string when = preempted_text(w, ui, ri, h, now);
-        rows.push_back({u.name, h.id, py_list(h.gpus) + packed_text(h.mem_gib), "running",
+        // A job without GPUs is on the node for its cores and host memory (issue 45).
+        std::string held = !h.gpus.empty() ? py_list(h.gpus) + packed_text(h.mem_gib)
+                                           : fmt::format("no GPU, {:g} cores, {:g} GiB", h.cpus, h.host_mem_gib);
+        rows.push_back({u.name, h.id, held, "running",
                         fmt::format("since {}, est. {}{}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
                                     overdue ? ", overdue" : "", when,
-                                    r.gone ? "; its gpuq run has ended (the job goes on, its GPUs kept until it ends)"
+                                    r.gone ? h.gpus.empty() ? "; its gpuq run has ended (the job goes on)"
+                                                            : "; its gpuq run has ended (the job goes on, its GPUs kept "
+                                                              "until it ends)"
                                            : "")});
       }
     }

@@ -19,7 +19,9 @@ std::vector<int> choose_cores(const std::vector<int>& node, const std::vector<st
 
 /// The cores a Linux cpu list names ("0-3,8", as /proc/self/status's Cpus_allowed_list and
 /// `nvidia-smi topo -m`'s CPU Affinity write them), in its order; empty for a text that is not one.
+/// (Core ids above kMaxCoreId make the whole text none.)
 std::vector<int> parse_core_list(const std::string& text);
+inline constexpr int kMaxCoreId = 1 << 16;
 
 /// "0-3,8,10-11": a list of cores as /proc/self/status's Cpus_allowed_list writes it.
 std::string core_list_text(const std::vector<int>& cores);

@@ -45,8 +45,8 @@ std::optional<long long> cgroup_peak_bytes(const std::string& group);
 /// cgroup.procs): what left the job's process group goes too. False where the group is gone.
 bool kill_cgroup(const std::string& group);
 
-/// Kills what is left in the group and removes it: true once it is gone (or was), false while
-/// processes still die in it (tried again later).
+/// Kills what is left in the group and removes it: true once it is gone (or was, or cannot be
+/// removed at all: EACCES, EROFS), false while processes still die in it (EBUSY: tried again later).
 bool remove_cgroup(const std::string& group);
 
 }  // namespace gpuq
