@@ -234,7 +234,11 @@ TEST(HostMemCgroup, AJobPastItsLimitIsKilledInItsOwnCgroupOrStoppedByTheSampling
   q.d.write("small.sh", holder(60, 0.5));
   q.plan(R"([{"id": "big", "script": "big.sh", "gpus": 0, "mem_gib": 0.25},
              {"id": "small", "script": "small.sh", "gpus": 0, "mem_gib": 2}])");
-  Output r = q.background({"run", "--gpus", "0", "--poll", "0.2", "--kill-grace", "2", "--node-mem-gib", "8",
+  // --poll 3: run's first sample of big comes seconds after its start, long after the kernel
+  // killed it (a sample in the middle of its allocation could stop it first: its tree's resident
+  // memory counts the wrapper's pages, which its group was never charged for; CI's sanitized
+  // wrapper is large).
+  Output r = q.background({"run", "--gpus", "0", "--poll", "3", "--kill-grace", "2", "--node-mem-gib", "8",
                            "--max-retries", "0", "--node-dir", "off"})
                  ->wait(kPatience);
   ASSERT_EQ(r.status, 3) << r.out << r.err;
