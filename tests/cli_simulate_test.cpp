@@ -209,3 +209,37 @@ TEST(CliSimulate, NodesRefusesGpuIdReservationsAndALiveState) {
   EXPECT_EQ(zero.out, "");
   EXPECT_THAT(zero.err, HasSubstr("gpuq: --nodes: Value 0 not in range 1 to 4096\n"));
 }
+
+// The fourth trial (issue 49): a job that needs more cores or host memory than the node has for
+// jobs made validate say nothing and simulate fail the whole plan. validate names it as an error;
+// simulate predicts the rest (the job waiting on it left out too), lists them and exits 3, as run
+// does for the same plan.
+TEST(CliSimulate, AJobTooBigForTheNodesCoresOrMemoryIsNamedByValidateAndListedBySimulate) {
+  TempDir d;
+  d.write("plan.json", R"({"settings": {"node_cpus": 2, "node_mem_gib": 8}, "jobs": [
+    {"id": "a", "script": "j.sh", "gpus": 1, "est_hours": 1},
+    {"id": "big", "script": "j.sh", "gpus": 1, "est_hours": 1, "mem_gib": 64},
+    {"id": "wide", "script": "j.sh", "gpus": 1, "est_hours": 1, "cpus": 4},
+    {"id": "after_big", "script": "j.sh", "gpus": 1, "est_hours": 1, "deps": ["big"]},
+    {"id": "b", "script": "j.sh", "gpus": 2, "est_hours": 2, "deps": ["a"]}]})");
+  d.write("j.sh", "#!/bin/bash\ntrue\n");
+  auto v = run_gpuq({"validate", "--plan", "plan.json", "--gpus", "0-3"}, d.path());
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  std::string vtext = v.out + v.err;
+  EXPECT_THAT(vtext, HasSubstr("job 'big': needs 64 GiB of host memory, the node has 8 for jobs (node_mem_gib): it "
+                               "would never start on this node"));
+  EXPECT_THAT(vtext, HasSubstr("job 'wide': needs 4 cores, the node has 2 for jobs (node_cpus): it would never start"));
+  auto r = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3"}, d.path());
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "  0.00h ->   1.00h gpus=[0]      a\n"
+            "  1.00h ->   3.00h gpus=[0, 1]   b\n"
+            "makespan 3.0h, GPU utilization 41.7%\n");  // (1 + 2 x 2) GPU-hours of 4 x 3
+  EXPECT_THAT(r.err, HasSubstr("gpuq: 3 job(s) can never start on this node; the rest is predicted without them:\n"));
+  EXPECT_THAT(r.err, HasSubstr("  big: needs 64 GiB of host memory, the node has 8 for jobs (node_mem_gib)\n"));
+  EXPECT_THAT(r.err, HasSubstr("  wide: needs 4 cores, the node has 2 for jobs (node_cpus)\n"));
+  EXPECT_THAT(r.err, HasSubstr("  after_big: "));
+  // --json exits as the text does.
+  auto json = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--json"}, d.path());
+  EXPECT_EQ(json.status, 3) << json.err;
+}

@@ -24,7 +24,8 @@
 namespace gpuq::cli {
 
 /// Exit statuses: 0 success, 1 the command could not do all its work, 2 bad input; `run` gives 3
-/// when every job finished but not all are done (kExitJobsNotDone, run_loop.h).
+/// when every job finished but not all are done, `simulate` when some never start on this node
+/// (kExitJobsNotDone, core/simulate.h).
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 

@@ -99,10 +99,20 @@ int print_simulation(const Flags& f, const Plan& plan, const std::vector<int>& g
                                        "gpuq simulate: " + f.plan, opt.nodes)))
       return kExitFailure;
   }
+  // Jobs that can never start on this node (and those waiting on them) leave the rest to predict:
+  // the timeline is printed, they are listed, and the exit is run's for the same plan (3).
+  const bool never_here = !from && only_never_here(plan, opt, sim.stuck);
   if (f.json) {
     std::string out = simulation_json(plan, f.plan, sim, opt);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return sim.stuck.empty() || from ? 0 : kExitFailure;
+    return sim.stuck.empty() || from ? 0 : never_here ? kExitJobsNotDone : kExitFailure;
+  }
+  std::string never_text;
+  if (never_here) {
+    never_text = fmt::format("gpuq: {} job(s) can never start on this node; the rest is predicted without them:\n",
+                             sim.stuck.size());
+    for (const Stuck& s : sim.stuck) never_text += fmt::format("  {}: {}\n", plan.jobs[s.job].id, stuck_text(plan, opt, s));
+    sim.stuck.clear();
   }
   if (from && !sim.stuck.empty()) {
     fmt::print(stderr, "gpuq: {} job(s) never start as things stand:\n", sim.stuck.size());
@@ -123,9 +133,9 @@ int print_simulation(const Flags& f, const Plan& plan, const std::vector<int>& g
     note += packing_note(plan, opt, sim, simulate(plan, whole, from));
   }
   if (opt.nodes > 1) note += cluster_note(plan, opt, sim);
-  std::fputs(note.c_str(), stderr);
+  std::fputs((note + never_text).c_str(), stderr);
   keep_until_exit(std::move(sim));
-  return 0;
+  return never_text.empty() ? 0 : kExitJobsNotDone;
 }
 
 }  // namespace

@@ -513,6 +513,25 @@ Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from) {
   return Prediction(plan, opt, from).finish();
 }
 
+bool only_never_here(const Plan& plan, const SimOptions& opt, const std::vector<Stuck>& stuck) {
+  std::vector<char> never(plan.jobs.size(), 0);
+  bool any = false;
+  for (const Stuck& s : stuck) {
+    const Job& j = plan.jobs[s.job];
+    if (opt.host_too_big(j) || opt.too_big(j) || opt.over_cap(j)) any = never[s.job] = 1;
+  }
+  if (!any) return false;
+  // The jobs waiting on them, through any chain of deps (each round marks at least one more).
+  for (bool more = true; more;) {
+    more = false;
+    for (const Stuck& s : stuck)
+      if (!never[s.job])
+        for (const Dep& d : plan.jobs[s.job].deps)
+          if (d.kind == Dep::Kind::Done && never[d.job]) more = never[s.job] = 1;
+  }
+  return std::all_of(stuck.begin(), stuck.end(), [&](const Stuck& s) { return never[s.job] != 0; });
+}
+
 bool packs(const Plan& plan, const Policy& p) {
   if (!p.pack || p.batch) return false;
   return std::any_of(plan.jobs.begin(), plan.jobs.end(), [](const Job& j) { return j.gpu_mem_gib && j.gpus > 0; });

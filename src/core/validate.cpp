@@ -133,6 +133,11 @@ std::vector<Finding> job_findings(const Plan& plan, const Policy* mem) {
                      fmt::format("gpu_mem_gib: it {}: it would never start (GPUs with more memory: give their GiB as "
                                  "--gpu-mem-gib, or \"gpu_mem_gib\" in the plan's \"settings\")",
                                  too_big_text(*mem, j))});
+    if (mem && mem->host_too_big(j))
+      out.push_back({true, j.id,
+                     fmt::format("{}: it would never start on this node (give it fewer, or run the plan on a bigger "
+                                 "node; `simulate` predicts the rest without it)",
+                                 host_too_big_text(*mem, j))});
     if (!j.est_given)
       out.push_back({false, j.id,
                      "has no est_hours: simulate and the backfill rule take 1.0; give it an estimate"});

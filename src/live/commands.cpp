@@ -191,10 +191,16 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
   const Plan* plan = load.plan ? &*load.plan : load.partial ? &*load.partial : nullptr;
   Workdir wd = workdir_of(s, plan ? plan->workdir : std::nullopt);
   LocalFiles files(wd.path);
-  // The node's memory, for a job that packs with more GiB than a GPU takes (it never starts).
+  // The node's memory, for a job that packs with more GiB than a GPU takes, and its cores and host
+  // memory as run counts them, for a job that needs more (either never starts).
   Policy mem;
   mem.gpu_mem_gib = s.gpu_mem_gib;
   mem.gpu_mem_headroom = s.gpu_mem_headroom;
+  {
+    RunOptions host = run_options(s, v.gpus);
+    mem.node_cpus = host.node_cpus;
+    mem.node_mem_gib = host.node_mem_gib;
+  }
   if (!load.plan) {
     // The loader's errors, and in the same round what the files and each job's own checks say of
     // the jobs it could read.

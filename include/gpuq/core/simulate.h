@@ -152,6 +152,19 @@ class Prediction {
 /// it produces it.
 Simulation simulate(const Plan& plan, const SimOptions& opt, LiveStart* from = nullptr);
 
+/// `gpuq run`'s status when every job has finished but not every one is done: one failed,
+/// timed out, was stopped as hung, could not start, was killed or lost, or is blocked by
+/// such a dep (so `gpuq run && notify` notifies only a plan that is all done); `simulate`'s when
+/// some jobs can never start on this node (only_never_here). 1 is a damaged state, 2 bad input
+/// (the CLI's kExitFailure and kExitBadInput).
+inline constexpr int kExitJobsNotDone = 3;
+
+/// Of a prediction's stuck jobs, those that can never start on this node whatever happens: more
+/// cores or host memory than the node has for jobs, more GiB than any GPU takes, more GPUs than the
+/// user's cap; and the jobs that wait on them (their `deps`, through any chain). When every stuck
+/// job is one of these, the rest of the plan is predicted and these are only listed (true).
+bool only_never_here(const Plan& plan, const SimOptions& opt, const std::vector<Stuck>& stuck);
+
 /// Some job of the plan packs under `p` (a gpu_mem_gib, and packing is on): GPUs may hold several jobs.
 bool packs(const Plan& plan, const Policy& p);
 

@@ -15,6 +15,7 @@
 #include "gpuq/core/clock_step.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/queue_state.h"
+#include "gpuq/core/simulate.h"
 #include "gpuq/core/watchdog.h"
 #include "gpuq/live/hooks.h"
 #include "gpuq/live/journal.h"
@@ -39,12 +40,6 @@ struct TickResult {
   } next = Next::Wait;
   double wake_in = 0;  ///< Wait: the latest the next tick is due, in seconds from now
 };
-
-/// `gpuq run`'s status when every job has finished but not every one is done: one failed,
-/// timed out, was stopped as hung, could not start, was killed or lost, or is blocked by
-/// such a dep (so `gpuq run && notify` notifies only a plan that is all done). 1 is a damaged
-/// state, 2 bad input (the CLI's kExitFailure and kExitBadInput).
-inline constexpr int kExitJobsNotDone = 3;
 
 /// The loop of `gpuq run` over a plan: the engine (engine.h, through queue_state.h) driven by
 /// the real clock and the real ports. Each tick, under the store's lock: load the state (or
