@@ -331,15 +331,17 @@ TEST(NodePrediction, APreemptionAcrossUsersIsPredictedAndNamedOnBothSides) {
 
 TEST(NodePrediction, WantsStartAsHoldsEndInFairOrderAndSayAfterWhom) {
   // ana holds 6 GPUs for 2 h, bo 2 GPUs for 1 h. bo (less used) waits for 4 GPUs, ana for 2
-  // (half an hour) and 1 (an hour). At 1 h bo's GPUs free: bo's 4 do not fit, and of ana's
-  // only the half-hour job may backfill while bo's waits (0.5 h at most). At 2 h bo's 4-GPU
-  // job starts after ana's hold, and ana's 1-GPU job beside it.
+  // (half an hour) and 1 (an hour). At 1 h bo's GPUs free: bo's 4 do not fit, and ana's
+  // half-hour job backfills while bo's waits (0.5 h at most). When it ends, ana's hour-long
+  // 1-GPU job is longer than the backfill limit, but it delays no one (issue 49: backfill across
+  // users): at 2 h, when bo's job can start, 7 GPUs are free with it running. It starts at 1.5 h,
+  // and bo's 4-GPU job still starts at 2 h, after ana's hold.
   std::vector<NodeUser> users = {
       user("ana", 10, {want("a2", 2, 0.5), want("a1", 1, 1)}, {NodeHold{"big", {0, 1, 2, 3, 4, 5}, 100, 1, kNow, 2}}),
       user("bo", 0, {want("b4", 4, 1)}, {NodeHold{"small", {6, 7}, 101, 1, kNow, 1}})};
   std::vector<std::string> got = predicted(predict_node(users, kNode8, kNow, {}, 0.5, nullptr), users);
-  EXPECT_EQ(got, (std::vector<std::string>{"ana:a2@1-1.5 after bo:small", "bo:b4@2-3 after ana:big",
-                                           "ana:a1@2-3 after ana:big"}));
+  EXPECT_EQ(got, (std::vector<std::string>{"ana:a2@1-1.5 after bo:small", "ana:a1@1.5-2.5 after ana:a2",
+                                           "bo:b4@2-3 after ana:big"}));
   // With no backfill at all, ana's half-hour job waits for bo's too.
   got = predicted(predict_node(users, kNode8, kNow, {}, 0, nullptr), users);
   EXPECT_EQ(got.front(), "bo:b4@2-3 after ana:big");
@@ -631,10 +633,10 @@ TEST(NodeText, APackedJobShowsItsGibBesideItsGpus) {
   std::vector<NodeUser> users = {user("ana", 0, {}, {packed_hold("small", {3}, 20)}),
                                  user("bo", 0, {packed("tiny", 12.5)})};
   std::string text = node_text("/var/lib/gpuq", users, {}, kNode8, kNow, {}, 0.5, room_of(76));
-  EXPECT_THAT(text, ::testing::ContainsRegex("ana +small +\\[3\\], 20 GiB +running"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("ana +ana/plan.json +small +\\[3\\], 20 GiB +running"));
   // bo's job takes an idle GPU at the next look rather than join ana's (issue 43: co-located jobs
   // slow each other; they share a GPU when none is idle).
-  EXPECT_THAT(text, ::testing::ContainsRegex("bo +tiny +1 GPU, 12.5 GiB +waiting +starts at its run's next look, on GPUs \\[0\\]"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("bo +bo/plan.json +tiny +1 GPU, 12.5 GiB +waiting +starts at its run's next look, on GPUs \\[0\\]"));
 }
 
 TEST(NodeMemory, PackedJobsOnOneGpuCountItOnceAgainstTheCap) {
@@ -660,4 +662,70 @@ TEST(NodeMemory, AWantOfMoreGibThanAnyGpuTakesNeverStartsAndSaysWhy) {
   EXPECT_EQ(w.why[0].kind, NodeWhy::Kind::Never);
   EXPECT_EQ(node_why_text(w.why[0], kNow), "never: 90 GiB, more than a GPU takes (76.0)");
   EXPECT_EQ(w.why[1].kind, NodeWhy::Kind::NextLook);  // it holds nothing back
+}
+
+// The fourth trial's preemption storm (issue 49): ana's 2-GPU want needs a core, and her own
+// running job holds the node's only one; bo, charged more, holds 6 GPUs with a preemptible job.
+// Decided on GPUs alone, bo's job was preempted each second for a want that then could not start.
+// Counting cores, nothing is preempted and ana's want is given no GPU; with a second core it
+// starts on the 2 GPUs free, still preempting nothing; wanting 4 GPUs, it preempts bo's job, and
+// only when what that frees lets it start.
+TEST(NodeDecision, NoHoldIsPreemptedForAWantWhoseCoresOrMemoryTheFreedResourcesDoNotGive) {
+  NodeHold mine{"c0", {0, 1}, 100, 1, kNow - 600, 1};
+  mine.cpus = 1;
+  NodeHold theirs{"long", {2, 3, 4, 5, 6, 7}, 200, 1, kNow - 600, 10};
+  theirs.preemptible = true;
+  theirs.preempt_after = kNow - 60;
+  NodeWant c1 = want("c1", 2);
+  c1.cpus = 1;
+  std::vector<NodeUser> users = {user("ana", 0, {c1}, {mine}), user("bo", 100, {}, {theirs})};
+  const HostRoom one_core{1, 64};
+  NodeDecision d = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr, {}, one_core);
+  EXPECT_TRUE(d.preempts.empty()) << "preempting bo frees no core";
+  EXPECT_TRUE(d.starts.empty());
+  // Decided on GPUs alone (as before this issue), the same node preempts bo: the storm.
+  EXPECT_EQ(decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr).preempts.size(), 1u);
+  // Two cores: no GPU is free, and bo's job frees 6 GPUs; now ana's want starts on what is freed.
+  const HostRoom two_cores{2, 64};
+  d = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr, {}, two_cores);
+  ASSERT_EQ(d.preempts.size(), 1u);
+  EXPECT_EQ(d.kept_for->user, 0u);
+  // bo's job held a core of its own: preempting it gives ana's want its core too.
+  users[1].runs[0].holds[0].cpus = 1;
+  d = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr, {}, two_cores);
+  EXPECT_EQ(d.preempts.size(), 1u);
+  // Memory counts the same way: a want of 40 GiB where holds leave 30 is given nothing.
+  users[1].runs[0].holds[0].cpus = 0;
+  users[0].runs[0].wants[0].cpus = 0;
+  users[0].runs[0].wants[0].host_mem_gib = 40;
+  users[0].runs[0].holds[0].host_mem_gib = 34;
+  d = decide_node(users, 0, kNode8, kNow, {}, 0.5, nullptr, {}, HostRoom{8, 64});
+  EXPECT_TRUE(d.preempts.empty());
+}
+
+// A want whose cores the node lacks holds no GPU back: the next want, of another user, starts on
+// the GPUs it would have had. A want that needs more than the node has is named never.
+TEST(NodeDecision, AWantWaitingForCoresHoldsNoGpuBackAndOneTooBigIsNever) {
+  NodeHold mine{"c0", {0}, 100, 1, kNow - 600, 1};
+  mine.cpus = 1;
+  NodeWant c1 = want("c1", 2), huge = want("huge", 1);
+  c1.cpus = 1;
+  huge.cpus = 4;
+  std::vector<NodeUser> users = {user("ana", 0, {huge, c1}, {mine}), user("bo", 10, {want("b0", 2)})};
+  NodeDecision d = decide_node(users, kNode8 & ~mask_of({0}), kNode8, kNow, {}, 0.5, nullptr, {}, HostRoom{1, 64});
+  EXPECT_EQ(starts(d, users), std::vector<std::string>{"bo:b0"});
+  ASSERT_EQ(d.host_never.size(), 1u);
+  EXPECT_EQ(users[0].runs[0].wants[d.host_never[0].want].id, "huge");
+  NodeWaits w = node_whys(users, kNode8, kNow, {}, 0.5, {}, HostRoom{1, 64});
+  std::string text = node_text("/n", users, {}, kNode8, kNow, {}, 0.5, {}, HostRoom{1, 64});
+  EXPECT_THAT(text, ::testing::ContainsRegex("ana +ana/plan.json +huge +1 GPU +waiting +never: needs 4 cores, the node "
+                                             "has 1 for jobs"))
+      << text;
+  // A want's host need is written and read back.
+  std::string file = write_node_user(users[0]);
+  std::string problem;
+  std::optional<NodeUser> back = read_node_user(file, "ana", kNode8, &problem, nullptr);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_EQ(back->runs[0].wants[0].cpus, 4);
+  EXPECT_EQ(back->runs[0].holds[0].cpus, 1);
 }

@@ -129,6 +129,9 @@ std::string write_node_user(const NodeUser& user) {
     for (const NodeWant& w : r.wants) {
       wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
       if (w.mem_gib > 0) wants.back()["mem_gib"] = w.mem_gib;
+      // What it needs of the rest of the box, where its plan counts it: the node's decision counts it.
+      if (w.cpus > 0) wants.back()["cpus"] = w.cpus;
+      if (w.host_mem_gib > 0) wants.back()["host_mem_gib"] = w.host_mem_gib;
     }
     runs.push_back({{"plan", r.plan}, {"pid", r.pid}, {"pid_start", r.pid_start}, {"updated", r.updated},
                     {"accounted", r.accounted}, {"holds", holds}, {"wants", wants}});
@@ -246,7 +249,9 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         w.priority = number(wj, "priority");
         w.est_hours = number(wj, "est_hours");
         w.mem_gib = packed_gib_of(wj);
-        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0) {
+        if (wj.contains("cpus")) w.cpus = number(wj, "cpus");
+        if (wj.contains("host_mem_gib")) w.host_mem_gib = number(wj, "host_mem_gib");
+        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0) {
           if (refused)
             refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, r.plan,
                                            g, w.est_hours,
@@ -371,9 +376,11 @@ namespace {
 // charged more than its own, that have run their least, whose GPUs with the free ones let it
 // start; the latest started first (the least work lost: other users' checkpoints are not known
 // here). Holds stopping already count as free soon: when they are enough, nothing more stops.
+// The want must start on what is freed: its cores and host memory (`host_free`: the node's less
+// every hold's) as well as its GPUs, or nothing is preempted for it.
 void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                           const NodeConfig& config, const Placement* placement, bool pack,
-                          const std::vector<char>& out, NodeDecision& d) {
+                          const std::vector<char>& out, const HostRoom& host_free, NodeDecision& d) {
   std::vector<char> started(d.order.size(), 0);
   std::vector<GpuMask> gave(d.order.size(), 0);  // per want in fair order: the GPUs the pass gave it
   for (const NodeStart& st : d.starts)
@@ -386,11 +393,21 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
   for (size_t k = 0; k < d.order.size() && !first; ++k)
     if (!out[k] && !started[k]) first = k;
   if (!first) return;
-  // The GPUs wants before it took; those the pass gave wants after it (backfill) are its to keep.
+  // The GPUs (and cores and memory) wants before it took; those the pass gave wants after it
+  // (backfill) are its to keep.
   GpuMask taken = 0;
-  for (size_t k = 0; k < *first; ++k) taken |= gave[k];
+  HostRoom host_avail = host_free;
+  auto take = [&](HostRoom& r, const HostNeed& n, double by) {
+    r.cpus -= by * n.cpus;
+    r.mem_gib -= by * n.mem_gib;
+  };
+  auto want_at = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
+  for (size_t k = 0; k < *first; ++k) {
+    taken |= gave[k];
+    if (started[k]) take(host_avail, want_at(d.order[k]).host(), 1);
+  }
   const NodeSlot slot = d.order[*first];
-  const NodeWant& want = users[slot.user].runs[slot.run].wants[slot.want];
+  const NodeWant& want = want_at(slot);
   if (pack && want.mem_gib > 0) return;
   GpuMask avail = free & ~d.held & ~taken;
   bool stopping = false;
@@ -399,9 +416,13 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
       for (const NodeHold& h : r.holds)
         if (h.preempting && !(h.mem_gib > 0)) {
           avail |= mask_of(h.gpus) & node;
+          take(host_avail, HostNeed{static_cast<float>(h.host_mem_gib), 0}, -1);
+          host_avail.cpus += h.cpus;
           stopping = true;
         }
-  if (std::optional<std::vector<int>> now_fits = pick_gpus(want.gpus, avail, placement)) {
+  // A want whose GPUs are there but not its cores or memory looks for holds that free those.
+  std::optional<std::vector<int>> now_fits = pick_gpus(want.gpus, avail, placement);
+  if (now_fits && host_avail.fits(want.host())) {
     if (stopping) {
       d.kept = mask_of(*now_fits);
       d.kept_for = slot;
@@ -438,8 +459,15 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
     for (size_t i = 0; i < k; ++i) idx[i] = i;
     while (true) {
       GpuMask m = avail;
-      for (size_t i : idx) m |= c[i].gpus;
-      if (std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement)) {
+      HostRoom h = host_avail;
+      for (size_t i : idx) {
+        m |= c[i].gpus;
+        const NodeHold& v = users[c[i].user].runs[c[i].run].holds[c[i].hold];
+        h.cpus += v.cpus;
+        h.mem_gib += v.host_mem_gib;
+      }
+      std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement);
+      if (gpus && h.fits(want.host())) {
         for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
         d.kept = mask_of(*gpus);
         d.kept_for = slot;
@@ -454,11 +482,107 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
   }
 }
 
+// Backfill across plans and users (EASY: no one ahead is delayed). The pass backfills only jobs
+// of at most backfill_max_hours while a job waits, the original's rule inside a plan; across the
+// node a longer want of another plan may start too, where it delays no one: the first want left
+// waiting (the head) is given the earliest moment the holds' estimated ends (and the starts just
+// made) free its GPUs, cores and memory; a want starts now if it fits now, within its user's cap,
+// and ends by then, or leaves the head room enough at that moment. Only a want all of whose run's
+// earlier wants start (its own plan's pass would hold a long job behind them) and that takes its
+// GPUs whole; none while a preemption keeps GPUs, or when the head packs; none at all with
+// backfill_max_hours 0 (no backfill, as asked).
+void backfill_across(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
+                     double backfill_max_hours, const Placement* placement, bool pack, const std::vector<char>& skip,
+                     const HostRoom& host_free, const std::vector<GpuMask>& held, const std::vector<int>& cap,
+                     NodeDecision& d) {
+  if (d.kept || !(backfill_max_hours > 0)) return;
+  auto want_at = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
+  auto same = [](const NodeSlot& a, const NodeSlot& b) { return a.user == b.user && a.run == b.run && a.want == b.want; };
+  std::vector<char> started(d.order.size(), 0);
+  GpuMask avail = free & node & ~d.held;
+  HostRoom room = host_free;
+  std::vector<GpuMask> taking = held;
+  // What is running or starting, and when it ends (hours from its start at its estimate).
+  struct End {
+    double at;
+    GpuMask gpus;
+    HostNeed host;
+  };
+  std::vector<End> ends;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds)
+        if (!(pack && h.mem_gib > 0))
+          ends.push_back({std::max(now, h.start + h.est_hours * 3600), mask_of(h.gpus) & node,
+                          HostNeed{static_cast<float>(h.host_mem_gib), static_cast<uint16_t>(std::min(h.cpus, 65535.0))}});
+  for (const NodeStart& st : d.starts) {
+    for (size_t k = 0; k < d.order.size(); ++k)
+      if (same(d.order[k], st.slot)) started[k] = 1;
+    const NodeWant& w = want_at(st.slot);
+    avail &= ~mask_of(st.gpus);
+    room.cpus -= w.cpus;
+    room.mem_gib -= w.host_mem_gib;
+    taking[st.slot.user] |= mask_of(st.gpus);
+    ends.push_back({now + w.est_hours * 3600, pack && w.mem_gib > 0 ? GpuMask{0} : mask_of(st.gpus), w.host()});
+  }
+  std::optional<size_t> head;
+  for (size_t k = 0; k < d.order.size() && !head; ++k)
+    if (!skip[k] && !started[k]) head = k;
+  if (!head) return;
+  const NodeWant& hw = want_at(d.order[*head]);
+  if (pack && hw.mem_gib > 0) return;
+  // The head's moment: the first end after which its GPUs, cores and memory are there.
+  std::sort(ends.begin(), ends.end(), [](const End& a, const End& b) { return a.at < b.at; });
+  double shadow = std::numeric_limits<double>::infinity();
+  GpuMask at_shadow = avail;
+  HostRoom room_at_shadow = room;
+  auto fits = [&](GpuMask m, const HostRoom& r) { return pick_gpus(hw.gpus, m, placement) && r.fits(hw.host()); };
+  if (fits(avail, room)) return;  // it waits for no resource (its cap): nothing to protect here
+  for (const End& e : ends) {
+    at_shadow |= e.gpus;
+    room_at_shadow.cpus += e.host.cpus;
+    room_at_shadow.mem_gib += e.host.mem_gib;
+    if (fits(at_shadow, room_at_shadow)) {
+      shadow = e.at;
+      break;
+    }
+  }
+  for (size_t k = *head + 1; k < d.order.size(); ++k) {
+    if (skip[k] || started[k]) continue;
+    const NodeSlot& s = d.order[k];
+    const NodeWant& w = want_at(s);
+    if (pack && w.mem_gib > 0) continue;
+    bool earlier_waits = false;  // an earlier want of its own run that does not start
+    for (size_t q = 0; q < d.order.size(); ++q)
+      if (d.order[q].user == s.user && d.order[q].run == s.run && d.order[q].want < s.want && !started[q])
+        earlier_waits = true;
+    if (earlier_waits) continue;
+    std::optional<std::vector<int>> gpus = pick_gpus(w.gpus, avail, placement);
+    if (!gpus || !room.fits(w.host())) continue;
+    GpuMask m = mask_of(*gpus);
+    if (cap[s.user] >= 0 && count(taking[s.user] | m) > cap[s.user]) continue;
+    HostRoom left{room_at_shadow.cpus - w.cpus, room_at_shadow.mem_gib - w.host_mem_gib};
+    bool ends_first = now + w.est_hours * 3600 <= shadow;
+    bool leaves_room = std::isfinite(shadow) && fits(at_shadow & ~m, left);
+    if (!ends_first && !leaves_room) continue;
+    if (!ends_first) {
+      at_shadow &= ~m;
+      room_at_shadow = left;
+    }
+    avail &= ~m;
+    room.cpus -= w.cpus;
+    room.mem_gib -= w.host_mem_gib;
+    taking[s.user] |= m;
+    started[k] = 1;
+    d.starts.push_back({s, std::move(*gpus)});
+  }
+}
+
 }  // namespace
 
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement,
-                         const NodeRoom& room) {
+                         const NodeRoom& room, const HostRoom& host) {
   NodeDecision d;
   const bool pack = !room.empty();
   GpuMask whole = 0;  // GPUs a hold takes whole (without room given, every hold does)
@@ -499,6 +623,26 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     int more = pack && w.mem_gib > 0 && w.gpus <= cap[u] ? 0 : w.gpus;
     if (cap[u] >= 0 && count(held[u]) + more > cap[u]) out[k] = 1;
   }
+  // The rest of the box: the cores and host memory every hold takes, and what each want needs.
+  // Counted where some want needs some (a node of plans that count neither decides on GPUs alone,
+  // exactly as before); a want that needs more than the node has never enters the pass.
+  HostRoom host_free = host;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds) {
+        host_free.cpus -= h.cpus;
+        host_free.mem_gib -= h.host_mem_gib;
+      }
+  std::vector<char> never_host(d.order.size(), 0);
+  bool counts_host = false;
+  for (size_t k = 0; k < d.order.size(); ++k) {
+    HostNeed n = want_of(d.order[k]).host();
+    counts_host = counts_host || n.cpus > 0 || n.mem_gib > 0;
+    if (!host.fits(n)) {
+      never_host[k] = 1;
+      d.host_never.push_back(d.order[k]);
+    }
+  }
   // The pass (below), made again with `closed` kept from every want: the GPUs a preemption keeps
   // for its want.
   std::vector<char> out0 = out;
@@ -514,9 +658,11 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   while (true) {
     Plan plan;
     std::vector<size_t> slot_of;
+    std::vector<HostNeed> needs;
     for (size_t k = 0; k < d.order.size(); ++k) {
-      if (out[k]) continue;
+      if (out[k] || never_host[k]) continue;
       const NodeWant& w = want_of(d.order[k]);
+      needs.push_back(w.host());
       Job j;
       j.id = std::to_string(k);
       j.gpus = w.gpus;
@@ -540,6 +686,15 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
       in.room = room_left;
       in.room_empty = d.most_room;
     }
+    const HostRoom rooms[1] = {host_free};
+    if (counts_host) {
+      in.host_need = needs;
+      in.host_room = rooms;
+      in.host_total = host;
+      in.host_least = {std::numeric_limits<float>::max(), std::numeric_limits<uint16_t>::max()};
+      for (const HostNeed& n : needs)
+        in.host_least = {std::min(in.host_least.mem_gib, n.mem_gib), std::min(in.host_least.cpus, n.cpus)};
+    }
     PassResult r = schedule_pass(plan, ready, in);
     std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
     std::vector<GpuMask> taking = held;  // GPUs, not jobs: packed jobs on one GPU count it once
@@ -562,8 +717,12 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   }
   };
   run_pass(0);
-  preempt_across_users(users, free & node, node, now, config, placement, pack, out, d);
+  std::vector<char> skip = out;
+  for (size_t k = 0; k < skip.size(); ++k) skip[k] = skip[k] || never_host[k];
+  preempt_across_users(users, free & node, node, now, config, placement, pack, skip, host_free, d);
   if (d.kept) run_pass(d.kept);
+  for (size_t k = 0; k < skip.size(); ++k) skip[k] = out[k] || never_host[k];
+  backfill_across(users, free, node, now, backfill_max_hours, placement, pack, skip, host_free, held, cap, d);
   for (size_t k = 0; k < d.order.size(); ++k)
     if (out[k]) {
       d.capped.push_back(d.order[k]);
@@ -575,7 +734,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
                                         const Placement* placement, const NodeRoom& room,
-                                        std::vector<NodePreemptedHold>* preempted) {
+                                        std::vector<NodePreemptedHold>* preempted, const HostRoom& host) {
   // The slot each want had in `users` as given, kept through the removals below (a preempted
   // job waiting again has none: kNoWant).
   constexpr size_t kNoWant = std::numeric_limits<size_t>::max();
@@ -598,7 +757,7 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
   // Each round places at least one want or ends at least one hold, so it ends; the cap guards
   // against what cannot happen.
   for (size_t round = 0; round < 100000; ++round) {
-    NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement, room);
+    NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement, room, host);
     if (!d.preempts.empty()) {
       // Its victims end now and wait again with what is left of their estimates (last in their
       // runs' ready order); the want they give way to starts on their GPUs at the next decision,
@@ -613,7 +772,7 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
         preempting_of[{p.want.user, p.want.run, w.id}].push_back(victim);
         if (preempted) preempted->push_back({p.user, p.run, h.id, t, for_want});
         double left = std::max(0.0, h.est_hours - (t - h.start) / 3600);
-        r.wants.push_back(NodeWant{h.id, static_cast<int>(h.gpus.size()), 50, left, h.mem_gib});
+        r.wants.push_back(NodeWant{h.id, static_cast<int>(h.gpus.size()), 50, left, h.mem_gib, h.cpus, h.host_mem_gib});
         origin[p.user][p.run].push_back({p.user, p.run, kNoWant});
         gone.push_back({p.user, p.run, h.id});
       }
@@ -633,7 +792,10 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
       }
       placed_ids.insert({s.slot.user, s.slot.run, w.id});
       if (p.slot.want != kNoWant) out.push_back(std::move(p));  // a preempted job's resume: no want of the look
-      placed.push_back({s.slot, NodeHold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours, w.mem_gib}});
+      NodeHold hold{w.id, std::move(s.gpus), 0, 0, t, w.est_hours, w.mem_gib};
+      hold.cpus = w.cpus;
+      hold.host_mem_gib = w.host_mem_gib;
+      placed.push_back({s.slot, std::move(hold)});
     }
     std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first.want > b.first.want; });
     for (auto& [slot, hold] : placed) {
@@ -687,16 +849,17 @@ GpuMask gpus_for(const NodeDecision& d, const std::vector<NodeUser>& users, std:
 }
 
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
-                    double backfill_max_hours, const NodeRoom& room) {
-  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr, room), {}, {}};
+                    double backfill_max_hours, const NodeRoom& room, const HostRoom& host) {
+  NodeWaits w{decide_node(users, node, node, now, config, backfill_max_hours, nullptr, room, host), {}, {}};
   const NodeDecision& d = w.d;
   using Key = std::tuple<size_t, size_t, size_t>;
   std::map<Key, std::vector<int>> next;
   for (const NodeStart& s : d.starts) next[{s.slot.user, s.slot.run, s.slot.want}] = s.gpus;
-  std::set<Key> capped, never;
+  std::set<Key> capped, never, host_never;
   for (const NodeSlot& s : d.capped) capped.insert({s.user, s.run, s.want});
   for (const NodeSlot& s : d.never) never.insert({s.user, s.run, s.want});
-  w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room, &w.preempted);
+  for (const NodeSlot& s : d.host_never) host_never.insert({s.user, s.run, s.want});
+  w.predicted = predict_node(users, node, now, config, backfill_max_hours, nullptr, room, &w.preempted, host);
   std::map<Key, const NodePredicted*> later;
   for (const NodePredicted& p : w.predicted) later[{p.slot.user, p.slot.run, p.slot.want}] = &p;
   for (size_t k = 0; k < d.order.size(); ++k) {
@@ -716,6 +879,11 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
       y.gpus = it->second;
     } else if (never.count(key)) {
       y.kind = NodeWhy::Kind::Never;
+    } else if (host_never.count(key)) {
+      y.kind = NodeWhy::Kind::Never;
+      y.host_never = true;
+      y.need = want.host();
+      y.host = host;
     } else if (!room.empty() && want.mem_gib > d.most_room) {
       y.kind = NodeWhy::Kind::Never;
       y.gib = want.mem_gib;
@@ -736,8 +904,8 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
 
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan, const NodeRoom& room) {
-  return waits_of(node_whys(users, node, now, config, backfill_max_hours, room), users, user, plan);
+                                          std::string_view plan, const NodeRoom& room, const HostRoom& host) {
+  return waits_of(node_whys(users, node, now, config, backfill_max_hours, room, host), users, user, plan);
 }
 
 std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,

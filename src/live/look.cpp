@@ -233,6 +233,12 @@ static NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
   return p.gpu_rooms();
 }
 
+// The node's cores and host memory for jobs, as a run of this setup counts them.
+static HostRoom node_host_of(const PlanSetup& s, const std::vector<int>& gpus) {
+  RunOptions o = run_options(s, gpus);
+  return node_host_room(o.node_cpus, o.node_mem_gib);
+}
+
 // The node look of the plan of `paths` on `gpus` (LookAsk::whole as there, `plan_wants` its first
 // ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
 // (gpuq, ends ~14:30)").
@@ -309,7 +315,7 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   }
   // Once for the node: why each of the plan's ready jobs waits, and when the others' waiting jobs
   // are predicted to run: their GPUs are busy in the plan's prediction meanwhile.
-  NodeWaits w = node_whys(v.users, node, now, v.config, s.backfill_max_hours, node_room(s, gpus));
+  NodeWaits w = node_whys(v.users, node, now, v.config, s.backfill_max_hours, node_room(s, gpus), node_host_of(s, gpus));
   look.waits = waits_of(w, v.users, me, mine);
   int waiting = 0;
   for (const NodePredicted& p : w.predicted) {
@@ -361,10 +367,12 @@ NodeStatus node_status(const PlanSetup& s, bool json) {
     GpuMask node = mask_of(*ids);
     NodeView v = read_node_dir(dir, node);
     if (json) {
-      out.text = node_json(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids));
+      out.text = node_json(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids),
+                           node_host_of(s, *ids));
       return out;
     }
-    out.text = node_text(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids));
+    out.text = node_text(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids),
+                         node_host_of(s, *ids));
     // Readable but not usable by this user: their runs would start nothing; say so here too.
     if (std::string why = node_dir_problem(dir); !why.empty())
       out.text += fmt::format("you: your runs cannot share this node: {}\n", why);
@@ -559,11 +567,14 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   }
   if (ask.node) {
     std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
+    const bool host = l.opt.counts_host(plan);
     if (ask.whole)
       for (uint32_t j : plan.by_rank) {
         const Job& job = plan.jobs[j];
         if (job.deps.empty() && job.gpus > 0)
-          first.push_back({job.id, job.gpus, job.priority, job.est_hours, l.opt.packed_gib(job)});
+          first.push_back(node_want(job, l.opt.packed_gib(job),
+                                    host ? HostNeed{job.mem_gib, static_cast<uint16_t>(std::min(l.opt.cpus_of(job), 65535))}
+                                         : HostNeed{}));
         if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
       }
     l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first);

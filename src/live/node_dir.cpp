@@ -342,7 +342,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   if (deciding_at_) return node_;
   const std::pair<std::string_view, std::string_view> own{me_, plan_};
   others_packed_ = packed_gib_on(v.users, &own);
-  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_);
+  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_, host_);
   preempts_.clear();
   for (const NodePreempt& p : d.preempts) {
     const NodeUser& u = v.users[p.user];

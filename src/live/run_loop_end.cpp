@@ -325,6 +325,9 @@ bool RunLoop::never_finishes(Tick& t) {
   if (never_sig_ && *never_sig_ == sig) return false;
   never_sig_ = sig;
   Policy p = e.policy();
+  // On a shared node the user's cap is this run's too: a job wider than it never starts here (the
+  // node's decision leaves it out), with or without a node directory the run ends.
+  if (node_) p.max_gpus = node_->cap();
   GpuMask free = mask_of(opt_.node_gpus) & ~t.busy;
   Outlook o = make_outlook(plan_, q_->state(), p, t.now, free, os_.files);
   std::set<size_t> never(o.never.begin(), o.never.end());

@@ -22,7 +22,7 @@ std::vector<NodeWant> RunLoop::node_wants() const {
   const Engine& engine = q_->engine();
   for (size_t i : engine.ready_jobs(kNodeMaxWants)) {
     const Job& j = plan_.jobs[i];
-    if (j.gpus > 0) wants.push_back({j.id, j.gpus, j.priority, j.est_hours, engine.packed_gib(i)});
+    if (j.gpus > 0) wants.push_back(node_want(j, engine.packed_gib(i), engine.host_need(i)));
   }
   return wants;
 }
@@ -36,6 +36,7 @@ void RunLoop::node_enter(Tick& t) {
   GpuMask node = mask_of(opt_.node_gpus);
   try {
     if (engine.packs()) node_->set_room(engine.policy().gpu_rooms());
+    node_->set_host(node_host_room(opt_.node_cpus, opt_.node_mem_gib));
     const std::vector<NodeHold> holds = node_holds(t);
     GpuMask closed = node_->enter(t.now, wants, node & ~t.busy,
                                   [&](const std::string& line) { say(t.now, "node: " + line); }, 30, &holds);

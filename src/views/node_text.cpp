@@ -30,6 +30,15 @@ std::string preempted_text(const NodeWaits& w, size_t user, size_t run, const No
   return "";
 }
 
+// A plan as status --node names it: its folder's name and its file ("exp/plan.json"), enough to
+// tell a user's scratch plan from their real one.
+std::string plan_short(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path;
+  size_t before = path.rfind('/', slash - 1);
+  return path.substr(before == std::string::npos ? 0 : before + 1);
+}
+
 }  // namespace
 
 std::string node_why_text(const NodeWhy& y, double now) {
@@ -40,6 +49,11 @@ std::string node_why_text(const NodeWhy& y, double now) {
     case NodeWhy::Kind::NextLook: return fmt::format("starts at its run's next look, on GPUs {}", py_list(y.gpus));
     case NodeWhy::Kind::Never:
       if (y.gib > 0) return fmt::format("never: {:g} GiB, more than a GPU takes ({:.1f})", y.gib, y.room);
+      if (y.host_never)
+        return y.need.cpus > y.host.cpus + 1e-9
+                   ? fmt::format("never: needs {} cores, the node has {:g} for jobs", y.need.cpus, y.host.cpus)
+                   : fmt::format("never: needs {:g} GiB of host memory, the node has {:.1f} for jobs", y.need.mem_gib,
+                                 y.host.mem_gib);
       return fmt::format("never: more GPUs than {}'s cap of {}", y.user, y.cap);
     case NodeWhy::Kind::Later:
       if (!y.preempting.empty())  // on the GPUs of the running jobs it preempts
@@ -59,16 +73,16 @@ std::string node_why_text(const NodeWhy& y, double now) {
 
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
-                      const NodeRoom& room) {
+                      const NodeRoom& room, const HostRoom& host) {
   std::string out;
   for (const std::string& n : notes) out += "node: " + n + "\n";
-  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room, host);
   const NodeDecision& d = w.d;
   out += fmt::format("node directory {}: {} of {} GPUs held, {} job(s) waiting for GPUs\n", dir, count(d.held),
                      count(node), d.order.size());
   // The columns as wide as their widest cell (a user, a job id, 8 GPUs' list), at least the usual.
   struct Row {
-    std::string user, job, gpus, status, when;
+    std::string user, plan, job, gpus, status, when;
   };
   std::vector<Row> rows;
   for (size_t ui = 0; ui < users.size(); ++ui)
@@ -81,7 +95,7 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
         // A job without GPUs is on the node for its cores and host memory (issue 45).
         std::string held = !h.gpus.empty() ? py_list(h.gpus) + packed_text(h.mem_gib)
                                            : fmt::format("no GPU, {:g} cores, {:g} GiB", h.cpus, h.host_mem_gib);
-        rows.push_back({u.name, h.id, held, "running",
+        rows.push_back({u.name, plan_short(r.plan), h.id, held, "running",
                         fmt::format("since {}, est. {}{}{}{}", local_time(h.start, now), duration_text(h.est_hours * 3600),
                                     overdue ? ", overdue" : "", when,
                                     r.gone ? h.gpus.empty() ? "; its gpuq run has ended (the job goes on)"
@@ -93,19 +107,22 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
   for (size_t k = 0; k < d.order.size(); ++k) {
     const NodeSlot& s = d.order[k];
     const NodeWant& want = users[s.user].runs[s.run].wants[s.want];
-    rows.push_back({users[s.user].name, want.id,
+    rows.push_back({users[s.user].name, plan_short(users[s.user].runs[s.run].plan), want.id,
                     fmt::format("{} GPU{}{}", want.gpus, want.gpus == 1 ? "" : "s", packed_text(want.mem_gib)),
                     "waiting", node_why_text(w.why[k], now)});
   }
-  size_t wu = 12, wj = 28, wg = 14;
+  size_t wu = 12, wp = 16, wj = 28, wg = 14;
   for (const Row& r : rows) {
     wu = std::max(wu, r.user.size());
+    wp = std::max(wp, r.plan.size());
     wj = std::max(wj, r.job.size());
     wg = std::max(wg, r.gpus.size());
   }
-  out += fmt::format("{:<{}} {:<{}} {:<{}} {:<8} {}\n", "user", wu, "job", wj, "GPUs", wg, "status", "when");
+  out += fmt::format("{:<{}} {:<{}} {:<{}} {:<{}} {:<8} {}\n", "user", wu, "plan", wp, "job", wj, "GPUs", wg, "status",
+                     "when");
   for (const Row& r : rows)
-    out += fmt::format("{:<{}} {:<{}} {:<{}} {:<8} {}\n", r.user, wu, r.job, wj, r.gpus, wg, r.status, r.when);
+    out += fmt::format("{:<{}} {:<{}} {:<{}} {:<{}} {:<8} {}\n", r.user, wu, r.plan, wp, r.job, wj, r.gpus, wg, r.status,
+                       r.when);
   std::string shares;
   for (const NodeUser& u : users) {
     const NodeLimits& l = config.limits_of(u.name);
@@ -124,9 +141,9 @@ std::string node_text(const std::string& dir, const std::vector<NodeUser>& users
 
 std::string node_json(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
-                      const NodeRoom& room) {
+                      const NodeRoom& room, const HostRoom& host) {
   using nlohmann::ordered_json;
-  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room);
+  NodeWaits w = node_whys(users, node, now, config, backfill_max_hours, room, host);
   // Each want's place in the node's fair order, and its reason.
   std::map<std::tuple<size_t, size_t, size_t>, size_t> at;
   for (size_t k = 0; k < w.d.order.size(); ++k) at[{w.d.order[k].user, w.d.order[k].run, w.d.order[k].want}] = k;
@@ -143,7 +160,8 @@ std::string node_json(const std::string& dir, const std::vector<NodeUser>& users
       ordered_json holds = ordered_json::array(), wants = ordered_json::array();
       for (const NodeHold& h : run.holds) {
         holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"start", h.start}, {"est_hours", h.est_hours},
-                         {"mem_gib", h.mem_gib}, {"preemptible", h.preemptible}, {"preempting", h.preempting}});
+                         {"mem_gib", h.mem_gib}, {"preemptible", h.preemptible}, {"preempting", h.preempting},
+                         {"cpus", h.cpus}, {"host_mem_gib", h.host_mem_gib}});
         for (const NodePreemptedHold& p : w.preempted)  // the prediction preempts it
           if (p.user == u && p.run == r && p.id == h.id) {
             holds.back()["preempted_at"] = p.at;
@@ -153,7 +171,7 @@ std::string node_json(const std::string& dir, const std::vector<NodeUser>& users
       for (size_t i = 0; i < run.wants.size(); ++i) {
         const NodeWant& x = run.wants[i];
         ordered_json j = {{"id", x.id}, {"gpus", x.gpus}, {"priority", x.priority}, {"est_hours", x.est_hours},
-                          {"mem_gib", x.mem_gib}};
+                          {"mem_gib", x.mem_gib}, {"cpus", x.cpus}, {"host_mem_gib", x.host_mem_gib}};
         if (auto k = at.find({u, r, i}); k != at.end()) {
           const NodeWhy& y = w.why[k->second];
           j["place"] = y.place;

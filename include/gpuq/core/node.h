@@ -3,6 +3,7 @@
 // every run computes from the same data. Pure: no file, no clock, no process.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "gpuq/core/events.h"
 #include "gpuq/core/gpus.h"
+#include "gpuq/core/schedule.h"
 #include "gpuq/core/topology.h"
 
 namespace gpuq {
@@ -49,7 +51,25 @@ struct NodeWant {
   double priority = 50;
   double est_hours = 1;
   double mem_gib = 0;                 ///< it packs: the GiB it declares per GPU; 0: it takes its GPUs whole
+  double cpus = 0;                    ///< the cores it needs, where its plan counts them (0: none)
+  double host_mem_gib = 0;            ///< the host memory it needs, where its plan counts it (0: none)
+  /// What it needs of the rest of the box, as the pass counts it.
+  HostNeed host() const { return {static_cast<float>(host_mem_gib), static_cast<uint16_t>(std::min(cpus, 65535.0))}; }
 };
+
+/// A ready job as the node sees it: its GPUs, priority and estimate, the GiB it packs with
+/// (0: whole), and what it needs of the rest of the box (none where its plan counts neither).
+inline NodeWant node_want(const Job& j, double packed_gib, HostNeed host) {
+  return {j.id, j.gpus, j.priority, j.est_hours, packed_gib, static_cast<double>(host.cpus), host.mem_gib};
+}
+
+/// The node's cores and host memory for jobs, as the deciding run counts them (its node_cpus and
+/// node_mem_gib): +inf where none is counted.
+inline constexpr HostRoom kHostUncounted{1e300, 1e300};
+/// The node's HostRoom from node_cpus and node_mem_gib (0: not counted).
+inline HostRoom node_host_room(double cpus, double mem_gib) {
+  return {cpus > 0 ? cpus : kHostUncounted.cpus, mem_gib > 0 ? mem_gib : kHostUncounted.mem_gib};
+}
 
 /// The most wants a run publishes (its first ready jobs, in ready order).
 inline constexpr size_t kNodeMaxWants = 256;
@@ -164,6 +184,9 @@ struct NodeDecision {
   std::vector<NodeSlot> order;
   std::vector<NodeSlot> capped;       ///< wants left out: their user's cap (max_gpus) is reached
   std::vector<NodeSlot> never;        ///< of `capped`, those wider than the cap: they never start
+  /// Wants that need more cores or host memory than the node has for jobs (`host`): left out of
+  /// the pass (they hold no GPU back, and no job is preempted for them); they never start.
+  std::vector<NodeSlot> host_never;
   /// Preemption across users: the first want in fair order left waiting, whose user is charged
   /// less than another user holding preemptible jobs that have run their least, gets the fewest
   /// of those holds that let it start (the latest started first): each is preempted by its own
@@ -192,9 +215,12 @@ HostTaken host_taken_on(const std::vector<NodeUser>& users, const std::pair<std:
 /// One decision for the whole node. `free`: the GPUs free as the deciding run sees them
 /// (its node's, less its probe's busy ones; a GPU packed holds share may be busy by its memory
 /// and still take a packed want); `node`: every GPU of the node.
+/// `host`: the node's cores and host memory for jobs; a want starts only where its own fit beside
+/// every hold's (NodeHold::cpus, host_mem_gib), and a hold is preempted only when the want then
+/// starts on what the preemption frees: its GPUs, cores and memory.
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement,
-                         const NodeRoom& room = {});
+                         const NodeRoom& room = {}, const HostRoom& host = kHostUncounted);
 
 /// When a want is predicted to start: its slot (into the users given), start and end (seconds
 /// since the epoch), GPUs, and the hold whose end lets it start ("" when it starts now).
@@ -228,14 +254,16 @@ struct NodePreemptedHold {
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
                                         const Placement* placement, const NodeRoom& room = {},
-                                        std::vector<NodePreemptedHold>* preempted = nullptr);
+                                        std::vector<NodePreemptedHold>* preempted = nullptr,
+                                        const HostRoom& host = kHostUncounted);
 
 /// Why a want waits on the node, as data (views/node_text.cpp says it in words).
 struct NodeWhy {
   enum class Kind {
     NextLook,  ///< the decision gives it `gpus`: its run's next look starts it
     Never,     ///< it takes more GPUs than its user's cap (`cap`), or packs with more GiB (`gib`)
-               ///< than any GPU takes (`room`)
+               ///< than any GPU takes (`room`), or needs more cores or host memory (`need`) than
+               ///< the node has for jobs (`host`)
     Later,     ///< the node's wants played forward (predict_node) start it at `start`
     AtCap,     ///< its user holds their cap, and no start is known
     InLine,    ///< it waits its turn, and no start is known
@@ -250,6 +278,9 @@ struct NodeWhy {
   std::string after_user, after_job;  ///< Later: the job whose end lets it start ("": none)
   bool after_waiting = false;         ///< Later: that job waits too (it is predicted to start first)
   double gib = 0, room = 0;           ///< Never for its memory: its GiB, the most a GPU takes
+  HostNeed need{};                    ///< Never for the rest of the box: what it needs ...
+  HostRoom host{};                    ///< ... and what the node has for jobs (+inf: not counted)
+  bool host_never = false;            ///< Never: for its cores or host memory
   std::vector<std::string> preempting;  ///< Later: the running jobs preempted for it ("ana's a7")
 };
 
@@ -262,14 +293,15 @@ struct NodeWaits {
   std::vector<NodePreemptedHold> preempted;  ///< running jobs the prediction preempts
 };
 NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now, const NodeConfig& config,
-                    double backfill_max_hours, const NodeRoom& room = {});
+                    double backfill_max_hours, const NodeRoom& room = {}, const HostRoom& host = kHostUncounted);
 
 /// Why each waiting job of `user`'s run of `plan` (its absolute path) waits on the node, by job
 /// id: plain `status` gives it as the job's reason, and a Later one's start delays the plan's
 /// own prediction of it.
 std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
                                           const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan, const NodeRoom& room = {});
+                                          std::string_view plan, const NodeRoom& room = {},
+                                          const HostRoom& host = kHostUncounted);
 /// The same, of node_whys' answer `w` over `users`.
 std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,
                                         std::string_view plan);

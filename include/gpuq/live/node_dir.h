@@ -99,6 +99,12 @@ class NodeShare {
   /// Several jobs on one GPU: the GiB each GPU offers packed jobs (the run's Policy::gpu_room per
   /// GPU id), for the decisions from now on. None given: wants that pack take GPUs whole.
   void set_room(NodeRoom room) { room_ = std::move(room); }
+  /// The node's cores and host memory for jobs (the run's node_cpus and node_mem_gib): the decision
+  /// starts a want only where what it needs of them fits beside every run's holds, and preempts for
+  /// it only what lets it start. Not given: decided on GPUs alone.
+  void set_host(HostRoom host) { host_ = host; }
+  /// This user's cap in the node config (max_gpus), as the last enter read it.
+  std::optional<int> cap() const { return config_.limits_of(me_).max_gpus; }
   /// The node directory is this user's own (own_node_dir): the first enter decides at once. (On a
   /// shared node the enters of the node config's window_seconds from the first only make the run's
   /// wants known, so that users' runs started together are decided together.)
@@ -136,6 +142,7 @@ class NodeShare {
   bool others_wait_ = false;
   std::vector<std::string> others_files_;
   HostTaken others_host_;
+  HostRoom host_ = kHostUncounted;
   std::optional<std::vector<NodeHold>> published_;  // this run's holds as it last wrote them
   std::vector<std::pair<std::string, std::string>> preempts_;  // preempts()
   bool first_ = true;

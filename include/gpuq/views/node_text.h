@@ -21,15 +21,16 @@ namespace gpuq {
 /// each user's decayed GPU-hours. `notes` (files refused, claims reaped) come first.
 std::string node_text(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
-                      const NodeRoom& room = {});
+                      const NodeRoom& room = {}, const HostRoom& host = kHostUncounted);
 
 /// The same as one JSON object (status --node --json): {"dir", "now", "notes", "gpus_held", "users":
 /// [{"name", "usage_gpu_hours", "runs": [{"plan", "pid", "ended", "holds": [{"id", "gpus", "start",
-/// "est_hours", "mem_gib", "preemptible", "preempting"}], "wants": [{"id", "gpus", "priority",
+/// "est_hours", "mem_gib", "preemptible", "preempting", "cpus", "host_mem_gib"}], "wants": [{"id", "gpus",
+/// "priority", "cpus", "host_mem_gib",
 /// "est_hours", "mem_gib", "place", "why", "start"}]}]}]}; a want's "start" is null unless known.
 std::string node_json(const std::string& dir, const std::vector<NodeUser>& users, const std::vector<std::string>& notes,
                       GpuMask node, double now, const NodeConfig& config, double backfill_max_hours,
-                      const NodeRoom& room = {});
+                      const NodeRoom& room = {}, const HostRoom& host = kHostUncounted);
 
 /// Why a want waits on the node, in words ("at ana's cap of 4 GPUs (4 held)", "starts ~14:30
 /// after bo's train, 3 in the node's fair order"): status --node's "when", and plain status's
