@@ -257,7 +257,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     throw;
   }
   for (const std::string& n : v.notes)
-    if (said_.insert(n).second) say(n);
+    if (told_.fresh(n)) say(n);
   config_ = v.config;
   // This user's file as read (a new one if it was refused or missing), with this run's wants now.
   mine_.reset();
@@ -358,7 +358,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     std::string line = fmt::format("{} needs {} GPUs, more than the node config's cap for {} ({}): it cannot start "
                                    "on this node",
                                    w.id, w.gpus, me_, config_.limits_of(me_).max_gpus.value_or(0));
-    if (said_.insert(line).second) say(line);
+    if (told_.fresh(line)) say(line);
   }
   return node_ & ~gpus_for(d, v.users, me_, plan_);
 }

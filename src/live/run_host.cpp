@@ -20,7 +20,7 @@ void RunLoop::watch_host(Tick& t) {
   if (!engine.counts_host() || host_seen_ == plan_.serial) return;
   host_seen_ = plan_.serial;
   for (const Job& j : plan_.jobs)
-    if (engine.policy().host_too_big(j) && host_said_.insert(j.id).second)
+    if (engine.policy().host_too_big(j) && told_.fresh("host too big:" + j.id))
       say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "
                              "--node-cpus, --node-mem-gib)",
                              j.id, host_too_big_text(engine.policy(), j)));

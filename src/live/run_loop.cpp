@@ -37,7 +37,7 @@ RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, 
 // While the state cannot be saved, each tick starts again from the one on disk and sees the same
 // ends again: each line is said once until a save succeeds.
 void RunLoop::say(double now, const std::string& line) const {
-  if (!last_save_problem_.empty() && !said_unsaved_.insert(line).second) return;
+  if (!last_save_problem_.empty() && !told_.fresh("unsaved:" + line)) return;
   out_(fmt::format("{} {}", clock_stamp(now), line));
 }
 
@@ -241,9 +241,8 @@ void RunLoop::note_running(Tick& t) {
 // taken before a job ended may still show that job's memory, so the next tick comes soon.
 void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
-  if (!reading.source_note.empty() && reading.source_note != last_source_note_)
-    say(t.now, "GPU probe: " + reading.source_note);
-  last_source_note_ = reading.source_note;
+  if (reading.source_note.empty()) told_.gone("probe source");
+  else if (told_.fresh("probe source", reading.source_note)) say(t.now, "GPU probe: " + reading.source_note);
   t.util_pct = reading.util_pct;
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
@@ -260,15 +259,13 @@ void RunLoop::probe(Tick& t) {
   if (reading.used_mib) {
     t.busy |= seen.busy;
     say_others(t, reading, rules, seen.others);
-    if (!last_probe_problem_.empty())
+    if (told_.gone("probe problem"))
       say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
-    last_probe_problem_.clear();
     for (const auto& [id, s] : q_->state().entries())
       if (reading.taken && s.status != Status::Running && s.end && *s.end > *reading.taken &&
           t.now - *s.end < 60)
         t.wake_in = std::min(t.wake_in, kStaleReadingWake);
-  } else if (reading.problem != last_probe_problem_) {
-    last_probe_problem_ = reading.problem;
+  } else if (told_.fresh("probe problem", reading.problem)) {
     say(t.now, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
                            "original does",
                            reading.problem));
@@ -286,13 +283,13 @@ void RunLoop::note_memory(Tick& t, MemoryUse& use) {
   if (engine.packs() && too_big_seen_ != std::pair{plan_.serial, engine.policy().most_room()}) {
     too_big_seen_ = {plan_.serial, engine.policy().most_room()};
     for (const Job& j : plan_.jobs)
-      if (engine.policy().too_big(j) && too_big_said_.insert(j.id).second)
+      if (engine.policy().too_big(j) && told_.fresh("too big:" + j.id))
         say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; GPUs with more memory: "
                                "--gpu-mem-gib)",
                                j.id, too_big_text(engine.policy(), j)));
   }
   for (const MemoryUse::Over& o : use.over)
-    if (over_said_.insert({o.id, o.gpu}).second)
+    if (told_.fresh(fmt::format("over:{}:{}", o.id, o.gpu)))
       say(t.now, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "
                              "on GPU {} while it does",
                              o.id, o.used_gib, o.gpu, o.declared_gib, o.gpu));
@@ -318,22 +315,20 @@ void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules, co
   auto foreign = foreign_processes(r, state, rules);
   for (auto& [g, text] : others) {
     GpuMask bit = GpuMask{1} << g;
-    if (!(node & bit) || (settling & bit) || others_said_.count(g)) continue;
-    others_said_[g] = text;
+    if (!(node & bit) || (settling & bit) || told_.active(fmt::format("busy GPU {}", g))) continue;
+    told_.fresh(fmt::format("busy GPU {}", g), text);
     const char* until = r.lost.count(g)       ? "; no job starts on it"
                         : foreign.count(g)    ? "; no job starts on it until that process ends"
                                               : "; no job starts on it until that memory is let go";
     say(t.now, text + until);
   }
-  for (auto it = others_said_.begin(); it != others_said_.end();) {
-    if (others.count(it->first)) {
-      ++it;
-      continue;
-    }
-    auto used = r.used_mib->find(it->first);
-    say(t.now, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", it->first,
+  for (const std::string& key : told_.under("busy GPU ")) {
+    int g = std::stoi(key);
+    if (others.count(g)) continue;
+    auto used = r.used_mib->find(g);
+    say(t.now, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", g,
                            used == r.used_mib->end() ? 0 : used->second, opt_.max_used_mib));
-    it = others_said_.erase(it);
+    told_.gone("busy GPU " + key);
   }
 }
 
@@ -423,7 +418,7 @@ void RunLoop::start(Tick& t) {
         if (group) cgroups_left_.push_back(*group);  // an earlier attempt's, its processes still dying
         group = l.cgroup;
       }
-      if (!l.note.empty() && launch_notes_.insert(l.note).second) say(t.now, l.note);
+      if (!l.note.empty() && told_.fresh("launch note:" + l.note)) say(t.now, l.note);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
@@ -432,10 +427,9 @@ void RunLoop::start(Tick& t) {
     } catch (const QueueFull& e) {
       // Slurm takes no more now: waiting still, submitted once the queue has room.
       for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
-      if (queue_full_said_ != e.what())
+      if (told_.fresh("queue full", e.what()))
         say(t.now, fmt::format("not submitting more jobs for now: {}; submitting goes on once the queue drains",
                                e.what()));
-      queue_full_said_ = e.what();
       t.wake_in = std::min(t.wake_in, 10.0);
       return;
     } catch (const CannotStart& e) {
@@ -456,19 +450,16 @@ void RunLoop::start(Tick& t) {
       say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
   }
-  if (!t.launches.empty() && !launch_problem_.empty()) {
-    say(t.now, fmt::format("jobs start again: {} is past", launch_problem_));
-    launch_problem_.clear();
-  }
+  if (!t.launches.empty())
+    if (std::optional<std::string> past = told_.gone("launch held")) say(t.now, fmt::format("jobs start again: {} is past", *past));
 }
 
 // Nothing starts while `problem` lasts: said once (with `detail`, the call and file that failed),
 // and looked at again every few seconds.
 void RunLoop::launch_held(Tick& t, const std::string& problem, const std::string& detail) {
-  if (launch_problem_ != problem)
+  if (told_.fresh("launch held", problem))
     say(t.now, fmt::format("{}: no job starts until it passes; {} running job(s) go on ({})", problem,
                            running_count(), detail));
-  launch_problem_ = problem;
   t.wake_in = std::min(t.wake_in, kFaultRetry);
 }
 
@@ -507,7 +498,7 @@ void RunLoop::save(Tick& t, bool durable) {
     t.saved = true;
     if (!last_save_problem_.empty()) {
       last_save_problem_.clear();
-      said_unsaved_.clear();
+      told_.forget("unsaved:");
       say(t.now, "the state is saved again: jobs start again");
     }
   } catch (const StoreError& e) {
@@ -569,7 +560,7 @@ void RunLoop::release_started(Tick& t) {
   for (auto& [i, l] : t.launched) all.push_back(l);
   if (!all.empty()) {
     os_.launcher.release(all);
-    queue_full_said_.clear();
+    told_.gone("queue full");
   }
   for (auto& [i, l] : t.launched) {
     if (l.queue_id) {
@@ -689,16 +680,14 @@ void RunLoop::record_events(Tick& t) {
         std::erase_if(unlogged_, [&](const Event& e) { return moved_on.count(e.id) > 0; });
       std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
       unlogged_.clear();
-      if (!last_journal_problem_.empty()) say(t.now, "the event log is written again");
-      last_journal_problem_.clear();
+      if (told_.gone("event log")) say(t.now, "the event log is written again");
       if (hooks_) hooks_->fire(events, journal_->count());
     } catch (const StoreError& e) {
       std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
-      if (last_journal_problem_ != problem)
+      if (told_.fresh("event log", problem))
         say(t.now, fmt::format("{}: the events are kept and logged at the first tick that can append them; jobs "
                                "start and end as before (the state records them; {})",
                                problem, e.what()));
-      last_journal_problem_ = problem;
       t.wake_in = std::min(t.wake_in, kFaultRetry);
     }
   }

@@ -58,8 +58,7 @@ void RunLoop::node_enter(Tick& t) {
         const Effects& fx = q_->apply(ev::Preempt{*j, t.now, std::nullopt, other}, t.now);
         for (const Preemption& p : fx.preempted) t.preempts.push_back(p);
       }
-    if (!node_problem_.empty()) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
-    node_problem_.clear();
+    if (told_.gone("node dir")) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
     // Ready jobs waiting while other runs hold GPUs, or cores and host memory: looked at again soon.
     const HostTaken& host = node_->others_host();
     if (!wants.empty() || ((host.cpus > 0 || host.mem_gib > 0) && !engine.ready_jobs(1).empty()))
@@ -68,10 +67,7 @@ void RunLoop::node_enter(Tick& t) {
       t.wake_in = std::min(t.wake_in, std::max(0.0, *at - t.now));
   } catch (const NodeError& e) {
     t.busy |= node;
-    if (node_problem_ != e.what())
-      say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
-                             e.what()));
-    node_problem_ = e.what();
+    say_node_problem(t, e);
     t.wake_in = std::min(t.wake_in, 5.0);
   }
 }
@@ -118,12 +114,16 @@ void RunLoop::node_publish(Tick& t) {
       q_->apply(ev::Aborted{p.first}, t.now);
       return true;
     });
-    if (node_problem_ != e.what())
-      say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
-                             e.what()));
-    node_problem_ = e.what();
+    say_node_problem(t, e);
     t.wake_in = std::min(t.wake_in, 5.0);
   }
+}
+
+// A node directory that cannot be used: said once for each problem, until it can be used again.
+void RunLoop::say_node_problem(const Tick& t, const NodeError& e) const {
+  if (told_.fresh("node dir", e.what()))
+    say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
+                           e.what()));
 }
 
 }  // namespace gpuq

@@ -126,7 +126,7 @@ void RunLoop::prune_snapshots(Tick& t) {
   // A user's output is never deleted: what a job wrote into its checkout (as root, whom its
   // read-only modes do not stop) was moved out first, and is named.
   for (const KeptWrites& k : kept) {
-    if (k.whole && !kept_whole_.insert(k.checkout).second) continue;  // each tick tries again; said once
+    if (k.whole && !told_.fresh("kept whole:" + k.checkout)) continue;  // each tick tries again; said once
     constexpr size_t kShown = 5;
     std::string files;
     for (size_t n = 0; n < k.files.size() && n < kShown; ++n) files += (n ? ", " : "") + k.files[n];

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpuq/core/node.h"
+#include "gpuq/core/notices.h"
 
 namespace gpuq {
 
@@ -136,7 +137,7 @@ class NodeShare {
   Placement placement_;
   double backfill_;
   int lock_fd_ = -1;
-  std::set<std::string> said_;       // the notes said once
+  Notices told_;                     // the notes said (once each)
   std::optional<NodeUser> mine_;     // this user's file as read at enter
   NodeConfig config_;
   bool others_wait_ = false;

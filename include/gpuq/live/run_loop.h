@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpuq/core/clock_step.h"
+#include "gpuq/core/notices.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/queue_state.h"
 #include "gpuq/core/simulate.h"
@@ -154,6 +155,7 @@ class RunLoop {
   void node_enter(Tick& t);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
+  void say_node_problem(const Tick& t, const NodeError& e) const;
   std::vector<NodeHold> node_holds(const Tick& t) const;
   void decide(Tick& t);
   void start(Tick& t);
@@ -183,22 +185,17 @@ class RunLoop {
   std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
   std::optional<QueueState> q_;         // the state and the engine over it
   bool kept_ = false;                   // q_ is what the last tick saved: kept while the store is unchanged
-  std::string last_probe_problem_;
-  std::map<int, std::string> others_said_;  // GPUs said busy for another user, and what was said
+  // What the pane has been told, by what it is about (notices.h): each line said once, and again
+  // only when its condition has gone and come back. Mutable: say() itself keeps the lines said
+  // while the state cannot be saved.
+  mutable Notices told_;
   std::pair<uint64_t, double> too_big_seen_{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
-  std::set<std::string> too_big_said_;               // jobs said to pack with more GiB than any GPU takes
   uint64_t host_seen_ = 0;                           // the plan (serial) last looked over for jobs too big for the node
-  std::set<std::string> host_said_;                  // jobs said to need more cores or host memory than the node has
-  std::set<std::string> launch_notes_;               // the launcher's notes said (Launched::note: once each)
   std::vector<std::string> cgroups_left_;            // cgroups of earlier attempts not yet removed (remove_cgroups)
-  std::set<std::pair<std::string, int>> over_said_;  // packed jobs said to use more than they declared, per GPU
-  std::string last_source_note_;           // the probe's source, as last said
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   std::optional<ClockReading> last_look_;  // both clocks at the last tick's start (clock_step.h)
   double tick_began_ = 0;                  // the monotonic clock then
   double due_in_ = 0;                      // the next tick was due this long after it, at the latest
-  std::string launch_problem_;      // the fault that kept the last launch from being made ("": none)
-  mutable std::set<std::string> said_unsaved_;  // lines said since the last save failed (said once)
   bool first_tick_ = true;
   std::function<void(double)> after_tick_;
   std::string summary_;  // how the jobs ended, for the last line
@@ -207,11 +204,9 @@ class RunLoop {
   std::string never_ids_;
   bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
   NodeShare* node_ = nullptr;              // share_node
-  std::string node_problem_;               // the last node-dir problem said
   Journal* journal_ = nullptr;
   HookRunner* hooks_ = nullptr;
   bool hooks_begun_ = false;               // given the log's past (HookRunner::begin)
-  std::string last_journal_problem_;
   std::vector<Event> unlogged_;            // the engine's events not yet in the log (its append failed)
   // Running entries another run left held at their start lines (it died between its save and
   // their release), by id, with their start: not logged until the launcher sees them let run
@@ -228,9 +223,6 @@ class RunLoop {
   std::string snap_root_, snap_workdir_, snap_setting_;
   bool snap_due_ = true;                   // a load (the first tick, a reload) whose jobs may need a snapshot
   std::set<std::string> snap_changed_;     // jobs the last reload changed: a new snapshot each
-  std::string snap_problem_;               // the last snapshot problem said (said once)
-  std::set<std::string> kept_whole_;       // checkouts left whole for what jobs wrote in them (said once)
-  std::string queue_full_said_;  // what was said of the full queue (said once until a job is submitted)
   // The eta event (run_progress.cpp): the plan's predicted finish last told (or first predicted),
   // each job's predicted end then, and when and at what cost `run` last predicted.
   std::optional<double> eta_told_;
