@@ -1080,3 +1080,45 @@ TEST(NodeRun, AUserCannotKillHoldOrPauseAnotherUsersPlanAndIsToldWhose) {
                    node.root.path());
   EXPECT_EQ(own.status, 0) << own.out << own.err;
 }
+
+// The fourth trial's preemption storm (issue 49), on real runs: bo's preemptible 6-GPU job runs;
+// ana, charged less, runs two 2-GPU jobs of one core each on a node with one core for jobs. Her
+// second job waits for the core her first holds, not for GPUs: bo's job is never preempted for it
+// (on 0e8b200 bo's pane said "preempt long for gqana's c1" once a second, and his job restarted
+// each time), and both runs end with every job run once.
+TEST(NodeRun, NoJobIsPreemptedForAJobThatCouldNotThenStart) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  const char* job = "echo \"start $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n"
+                    "trap 'echo \"end $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt; exit 143' TERM\n"
+                    "sleep \"$1\" & wait $!\n"
+                    "echo \"end $GPUQ_JOB_ID $CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >> rec.txt\n";
+  std::string fb = node.folder("gqbo", R"({"settings": {"preemptible": true, "preempt_min_minutes": 0,
+      "preempt_grace": 10, "node_cpus": 1},
+      "jobs": [{"id": "long", "script": "job.sh", "gpus": 6, "est_hours": 1, "args": ["5"]}]})", *bo);
+  node.root.write("gqbo/job.sh", job, 0755);
+  std::string fa = node.folder("gqana", R"({"settings": {"node_cpus": 1}, "jobs": [
+      {"id": "c0", "script": "job.sh", "gpus": 2, "cpus": 1, "est_hours": 0.0005, "args": ["2"]},
+      {"id": "c1", "script": "job.sh", "gpus": 2, "cpus": 1, "est_hours": 0.0005, "args": ["1"]}]})", *ana);
+  node.root.write("gqana/job.sh", job, 0755);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  auto b = node.run_as("gqbo", fb);
+  ASSERT_TRUE(eventually([&] { return !lines_of(fb + "/rec.txt").empty(); }, kPatience)) << b->out();
+  auto a = node.run_as("gqana", fa);
+  Output ra = a->wait(kPatience), rb = b->wait(kPatience);
+  ASSERT_EQ(ra.status, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  int b_starts = 0, a_starts = 0;
+  std::vector<Ran> bs = records("gqbo", fb, &b_starts), as = records("gqana", fa, &a_starts);
+  EXPECT_EQ(b_starts, 1) << "bo's job started once, never preempted:\n" << rb.out;
+  EXPECT_EQ(a_starts, 2) << ra.out;
+  EXPECT_THAT(rb.out, ::testing::Not(::testing::HasSubstr("preempt"))) << rb.out;
+  std::vector<Ran> all = as;
+  all.insert(all.end(), bs.begin(), bs.end());
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty());
+  // ana's jobs ran one after the other: one core.
+  ASSERT_EQ(as.size(), 2u);
+  EXPECT_TRUE(as[0].end <= as[1].start + 0.05 || as[1].end <= as[0].start + 0.05) << ra.out;
+}

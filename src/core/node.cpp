@@ -380,7 +380,8 @@ namespace {
 // every hold's) as well as its GPUs, or nothing is preempted for it.
 void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                           const NodeConfig& config, const Placement* placement, bool pack,
-                          const std::vector<char>& out, const HostRoom& host_free, NodeDecision& d) {
+                          const std::vector<char>& out, const HostRoom& host_free, const std::vector<GpuMask>& held,
+                          const std::vector<int>& cap, NodeDecision& d) {
   std::vector<char> started(d.order.size(), 0);
   std::vector<GpuMask> gave(d.order.size(), 0);  // per want in fair order: the GPUs the pass gave it
   for (const NodeStart& st : d.starts)
@@ -409,6 +410,14 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
   const NodeSlot slot = d.order[*first];
   const NodeWant& want = want_at(slot);
   if (pack && want.mem_gib > 0) return;
+  // Its user's cap, with the GPUs their wants ahead of it take: a want the cap keeps waiting is
+  // preempted for by no one.
+  GpuMask users_gpus = held[slot.user];
+  for (size_t k = 0; k < *first; ++k)
+    if (d.order[k].user == slot.user) users_gpus |= gave[k];
+  auto within_cap = [&](const std::vector<int>& gpus) {
+    return cap[slot.user] < 0 || count(users_gpus | mask_of(gpus)) <= cap[slot.user];
+  };
   GpuMask avail = free & ~d.held & ~taken;
   bool stopping = false;
   for (const NodeUser& u : users)
@@ -422,6 +431,7 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
         }
   // A want whose GPUs are there but not its cores or memory looks for holds that free those.
   std::optional<std::vector<int>> now_fits = pick_gpus(want.gpus, avail, placement);
+  if (now_fits && !within_cap(*now_fits)) return;
   if (now_fits && host_avail.fits(want.host())) {
     if (stopping) {
       d.kept = mask_of(*now_fits);
@@ -467,7 +477,7 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
         h.mem_gib += v.host_mem_gib;
       }
       std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement);
-      if (gpus && h.fits(want.host())) {
+      if (gpus && h.fits(want.host()) && within_cap(*gpus)) {
         for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
         d.kept = mask_of(*gpus);
         d.kept_for = slot;
@@ -719,7 +729,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   run_pass(0);
   std::vector<char> skip = out;
   for (size_t k = 0; k < skip.size(); ++k) skip[k] = skip[k] || never_host[k];
-  preempt_across_users(users, free & node, node, now, config, placement, pack, skip, host_free, d);
+  preempt_across_users(users, free & node, node, now, config, placement, pack, skip, host_free, held, cap, d);
   if (d.kept) run_pass(d.kept);
   for (size_t k = 0; k < skip.size(); ++k) skip[k] = out[k] || never_host[k];
   backfill_across(users, free, node, now, backfill_max_hours, placement, pack, skip, host_free, held, cap, d);
@@ -776,8 +786,11 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
         origin[p.user][p.run].push_back({p.user, p.run, kNoWant});
         gone.push_back({p.user, p.run, h.id});
       }
-      for (const auto& [u, r, id] : gone)
+      // What they ran is charged to their users first, as their runs do when they publish.
+      for (const auto& [u, r, id] : gone) {
+        account_usage(users[u], users[u].runs[r], t, config.half_life_days);
         std::erase_if(users[u].runs[r].holds, [&](const NodeHold& h) { return h.id == id; });
+      }
       continue;
     }
     // The starts, as holds of their runs; their wants leave (the highest index first per run).
