@@ -465,3 +465,28 @@ TEST(Faults, ARunStoppedAndContinuedCountsNoTimeItDidNotLookAt) {
   EXPECT_EQ(lines_of(p.markers + "/train").size(), 1u);
   EXPECT_EQ(lines_of(p.markers + "/after").size(), 1u);
 }
+
+// The fourth trial (issue 51): an attempt's end is when its script ended, not when `run` noticed.
+// `run` stopped (SIGSTOP) while the job ends, continued 6 s later: the state's end, history's
+// duration and the line say the job's own end (its exit file's time), not the late look.
+TEST(Faults, AJobThatEndsWhileRunIsStoppedEndsWhenItEnded) {
+  FaultPlan p;
+  std::ofstream(p.dir + "/plan.json") << R"({"jobs": [{"id": "j0", "script": "j.sh", "gpus": 1, "est_hours": 0.001}]})";
+  std::ofstream(p.dir + "/j.sh") << "date +%s.%N > " << p.markers << "/began\nsleep 2\ndate +%s.%N > " << p.markers
+                                 << "/ended\n";
+  Background run({gpuq_binary(), "run", "--plan", "plan.json", "--poll", "1"}, p.dir, p.env);
+  ASSERT_TRUE(eventually([&] { return run.out().find("start j0") != std::string::npos; })) << run.out();
+  run.signal(SIGSTOP);
+  ASSERT_TRUE(eventually([&] { return !lines_of(p.markers + "/ended").empty(); }, 30));
+  sleep_s(6);  // the job has ended; nobody looks
+  run.signal(SIGCONT);
+  Output o = run.wait(60);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  double began = std::stod(lines_of(p.markers + "/began").at(0)), ended = std::stod(lines_of(p.markers + "/ended").at(0));
+  std::ifstream in(p.dir + "/plan.state.json");
+  nlohmann::json state = nlohmann::json::parse(in);
+  double start = state["j0"]["start"].get<double>(), end = state["j0"]["end"].get<double>();
+  EXPECT_NEAR(end, ended, 0.5) << "the end is the job's, not run's look 6 s later";
+  EXPECT_NEAR(end - start, ended - began, 0.7) << o.out;
+  EXPECT_THAT(o.out, ::testing::ContainsRegex("done j0 \\(it ended at [0-9:]+\\)")) << o.out;
+}

@@ -22,12 +22,24 @@ namespace gpuq {
 
 namespace {
 
-// The line refresh prints for what the launcher saw of an attempt that ended.
-std::string ended_line(const std::string& id, const Observed& o) {
+// When an attempt that exited ended: when its exit code was written, where that is known and
+// makes sense (from its start to now: a clock stepped since, or a file's time from another
+// clock, is not believed), else now, when it was seen.
+double end_of(const Observed& o, const JobState& s, double now) {
+  if (!o.ended) return now;
+  double from = s.start.value_or(*o.ended) - 1;
+  return *o.ended >= from && *o.ended <= now + 1 ? std::min(*o.ended, now) : now;
+}
+
+// The line refresh prints for what the launcher saw of an attempt that ended; one seen late says
+// when it ended.
+std::string ended_line(const std::string& id, const Observed& o, double end, double now) {
+  std::string at = clock_stamp(end);  // "[HH:MM:SS]"
+  std::string late = now - end >= 2 ? fmt::format(" (it ended at {})", at.substr(1, at.size() - 2)) : "";
   switch (o.kind) {
     case Observed::Kind::Exited:
-      return o.exit == 0 ? fmt::format("done {}", id)
-                         : fmt::format("failed {} (exit {}){}", id, o.exit, o.note.empty() ? "" : ": " + o.note);
+      return o.exit == 0 ? fmt::format("done {}{}", id, late)
+                         : fmt::format("failed {} (exit {}){}{}", id, o.exit, late, o.note.empty() ? "" : ": " + o.note);
     case Observed::Kind::Vanished: return fmt::format("failed {} (its process is gone without an exit code)", id);
     case Observed::Kind::Aborted: return fmt::format("requeued {}: its launch was cut short before it ran", id);
     case Observed::Kind::Running: break;
@@ -40,7 +52,9 @@ std::string ended_line(const std::string& id, const Observed& o) {
 void settle_alone(JobState& s, const Observed& o, double now) {
   long long attempts = s.attempts_or0();
   switch (o.kind) {
-    case Observed::Kind::Exited: write_life(s, ended_by_exit(o.exit, now, s.start, attempts), Cause::Exit); break;
+    case Observed::Kind::Exited:
+      write_life(s, ended_by_exit(o.exit, end_of(o, s, now), s.start, attempts), Cause::Exit);
+      break;
     case Observed::Kind::Vanished: write_life(s, ended_lost(now, s.start, attempts), Cause::Vanish); break;
     case Observed::Kind::Aborted: write_life(s, Waiting{attempts}, Cause::Abort); break;
     case Observed::Kind::Running: break;
@@ -99,7 +113,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
                                               "allow",
                                               id, how)});
     } else {
-      ended.push_back({id, ended_line(id, o)});
+      ended.push_back({id, ended_line(id, o, end_of(o, *s, now), now)});
       // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
       std::string why;
       if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
@@ -116,7 +130,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
     }
     if (o.cpu_seconds) s->cpu_seconds = std::llround(*o.cpu_seconds);
     switch (o.kind) {
-      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, now, o.exit, oom}); break;
+      case Observed::Kind::Exited: (*apply)(ev::Exited{*j, end_of(o, *s, now), o.exit, oom}); break;
       case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;
       case Observed::Kind::Aborted: (*apply)(ev::Aborted{*j}); break;
       case Observed::Kind::Running: break;

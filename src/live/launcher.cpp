@@ -219,6 +219,13 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
   return {pid, process_start_time(pid), go[1]};
 }
 
+/// When a file was last written (its mtime, seconds since the epoch), or nullopt.
+std::optional<double> written_at(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+}
+
 /// The code in an exit file, or nullopt when it is empty; garbage counts as 1, with a note.
 std::optional<long long> parse_exit_file(std::string t, const std::string& path, std::string* note) {
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
@@ -369,6 +376,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
     o.kind = Observed::Kind::Exited;
     o.exit = code.value_or(1);
     o.cpu_seconds = read_cpu_seconds(paths_, id);
+    o.ended = written_at(paths_.exit(id));
     return o;
   }
   if (alive) return o;
@@ -379,6 +387,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
         o.kind = Observed::Kind::Exited;
         o.exit = *code;
         o.cpu_seconds = read_cpu_seconds(paths_, id);
+        o.ended = written_at(paths_.exit_room(id));
         return o;
       }
   } catch (const StoreError&) {

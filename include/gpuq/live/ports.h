@@ -128,6 +128,10 @@ struct Observed {
   long long exit = 0;         ///< Exited: its exit code; Vanished, Aborted: kLostExit
   std::string note;           ///< a problem with what the job left (for the log line)
   std::optional<double> cpu_seconds;  ///< Exited: the user + system CPU time of its processes, where known
+  /// Exited: when its exit code was written (seconds since the epoch: the exit file's time, the
+  /// wrapper's write of it at the script's end), where known. A run that looks late (stopped, a
+  /// full disk, killed and restarted) ends the attempt then, not when it noticed (issue 51).
+  std::optional<double> ended;
 };
 
 /// A job's process tree as /proc shows it now (its group and their descendants): the sum of their
