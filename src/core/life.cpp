@@ -67,8 +67,12 @@ bool blocks_dependents(const Life& l) {
 
 bool leaves_reservation(const Life& l) { return kind_of(l) == LifeKind::Ended || kind_of(l) == LifeKind::Blocked; }
 
+// Over memory is one outcome whoever caught it (run's sampling, with a timeout's exit code, or the
+// kernel in the job's cgroup, exit 137): never retried automatically, as the same allocation fails
+// again; on_oom is the way to run it again, resized (issue 51).
 bool auto_retryable(const Ended& e) {
-  return e.outcome != Outcome::Done && e.exit != kKilledExit && e.outcome != Outcome::Unstartable;
+  return e.outcome != Outcome::Done && e.exit != kKilledExit && e.outcome != Outcome::Unstartable &&
+         e.outcome != Outcome::OverMemory;
 }
 
 bool finished(const Life& l, long long max_retries) {

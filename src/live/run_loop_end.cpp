@@ -44,7 +44,14 @@ void RunLoop::refresh_ended(Tick& t) {
 void RunLoop::remove_cgroups(Tick& t) {
   auto remove = [&](const std::string& group, JobState* s) {
     CgroupGone g = os_.launcher.remove_cgroup(group);
-    if (s && g.peak_bytes) s->mem_cgroup_peak_mib = (*g.peak_bytes + (1 << 20) - 1) >> 20;
+    if (s && g.peak_bytes) {
+      // The group's peak is what the kernel held to mem_gib (page cache included), and it sees
+      // what a sample between two ticks missed: the attempt's host peak is at least it, so that
+      // history, learned estimates and validate's warning read the figure the limit is about.
+      long long mib = (*g.peak_bytes + (1 << 20) - 1) >> 20;
+      s->mem_cgroup_peak_mib = mib;
+      if (mib > s->mem_peak_mib.value_or(-1)) s->mem_peak_mib = mib;
+    }
     if (!g.gone) t.wake_in = std::min(t.wake_in, 1.0);
     return g.gone;
   };
@@ -227,8 +234,8 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
 }
 
 // A job over its mem_gib is stopped as time_out stops one at its limit: the engine's OverMemory,
-// SIGTERM, SIGKILL after --kill-grace, its GPUs busy until the group is gone. Not retried
-// automatically unless retry_on_timeout (its exit code as a timeout's).
+// SIGTERM, SIGKILL after --kill-grace, its GPUs busy until the group is gone. Never retried
+// automatically (life.h's auto_retryable: over memory is one outcome whoever caught it).
 void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, double resident_gib, double mem_gib) {
   if (std::optional<size_t> j = index_of(id))
     q_->apply(ev::OverMemory{*j, t.now}, t.now);
@@ -239,8 +246,7 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
   std::string why = over_memory_text(mem_gib, resident_gib, opt_.mem_margin_percent);
   std::optional<size_t> j = index_of(id);
   std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
-                      : job.retry_on_timeout              ? "retried automatically (retry_on_timeout)"
-                                                          : "not retried automatically";
+                                                          : "not retried automatically (on_oom would, resized)";
   say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry));
