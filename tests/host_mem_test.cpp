@@ -228,6 +228,12 @@ TEST(OnOom, BadValuesAreNamedWithTheJobAndTheKey) {
   EXPECT_THAT(errors(R"({"env": {"BATCH SIZE": "half"}})"), HasSubstr("\"BATCH SIZE\" is not a variable name"));
   EXPECT_THAT(errors(R"({"env": {"B": [1]}})"), HasSubstr("\"B\" must be \"half\", \"double\", or a string or number"));
   EXPECT_EQ(errors(R"({"retries": 2, "mem_factor": 1.5, "env": {"B": "half"}})"), "");
+  // A near miss of a verb would have set BATCH_SIZE=halve (issue 51, item 14): refused, named.
+  EXPECT_THAT(errors(R"({"env": {"BATCH_SIZE": "halve"}})"),
+              HasSubstr("\"BATCH_SIZE\": \"halve\" is not one of on_oom's verbs (\"half\", \"double\"); did you mean "
+                        "\"half\"?"));
+  EXPECT_THAT(errors(R"({"env": {"B": "dubble"}})"), HasSubstr("did you mean \"double\"?"));
+  EXPECT_EQ(errors(R"({"env": {"MODE": "fp16", "N": 8, "OPT": "adamw"}})"), "") << "a value to set, as it is";
 }
 
 TEST(OnOom, TheEngineRunsAnOutOfMemoryAgainAtOnceResizedAndBounded) {

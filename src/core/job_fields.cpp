@@ -276,6 +276,11 @@ void read_on_oom(JobReader& r, const JobField& f, const element& v) {
         else if (!text)
           bad(fmt::format("\"{}\" must be \"half\", \"double\", or a string or number to set, not {} ({})",
                           std::string(name), type_name(what), show(what)));
+        else if (static const std::vector<std::string_view> verbs{"half", "double"};
+                 what.is_string() && *text != "half" && *text != "double" && nearest_name(*text, verbs))
+          // A near miss of a verb ("halve") would set the variable to the typo: refused, named.
+          bad(fmt::format("\"{}\": \"{}\" is not one of on_oom's verbs (\"half\", \"double\"){}", std::string(name),
+                          *text, did_you_mean(*text, verbs)));
         else
           o.env.emplace_back(std::string(name), *text);
       }
