@@ -51,6 +51,7 @@ void print_node_host(const Flags& f, const NodeHost& h) {
              core_list_text(h.usable), h.cpus, core_list_text(h.cores), cpus);
   fmt::print("  host memory  {}; jobs may use {:.1f} GiB at once ({})\n",
              h.machine_gib > 0 ? fmt::format("{:.1f} GiB", h.machine_gib) : std::string("unread"), h.mem_gib, mem);
+  if (!h.note.empty()) fmt::print("  note         {}\n", h.note);
   fmt::print("  memory held  sampled (each job's resident memory, every 5 s at most), on every node; {}{}\n",
              h.cgroups.kind == Cgroups::Kind::None ? "no cgroup: " : "", h.cgroups.why);
 }

@@ -175,6 +175,7 @@ int cmd_simulate(const Flags& given) try {
   if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
   if (f.from_state)
     for (const std::string& line : l.settings_notes) fmt::print(stderr, "gpuq: {}\n", line);
+  if (!l.opt.host_note.empty() && opt.counts_host(plan)) fmt::print(stderr, "gpuq: {}\n", l.opt.host_note);
   int rc = print_simulation(f, plan, l.gpus, opt, from ? &*from : nullptr);
   keep_until_exit(std::move(l));
   keep_until_exit(std::move(cluster));

@@ -200,6 +200,7 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
     RunOptions host = run_options(s, v.gpus);
     mem.node_cpus = host.node_cpus;
     mem.node_mem_gib = host.node_mem_gib;
+    v.host_note = host.host_note;
   }
   if (!load.plan) {
     // The loader's errors, and in the same round what the files and each job's own checks say of
@@ -226,6 +227,7 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
   for (std::string& u : load.unknown_fields) findings.push_back({strict, "", std::move(u)});
   for (Finding& x : validate_plan(*plan, *gpus, s.backfill_max_hours, files, readable_file, wd.shown, &mem))
     findings.push_back(std::move(x));
+  if (!v.host_note.empty() && mem.counts_host(*plan)) findings.push_back({false, "", v.host_note});
   // What a run through the batch queue refuses (a reservation of GPU ids without the queue's own).
   if (batch)
     if (std::string why = batch->plan_problem(*plan, true); !why.empty())

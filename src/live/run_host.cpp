@@ -19,6 +19,7 @@ void RunLoop::watch_host(Tick& t) {
   Engine& engine = q_->engine();
   if (!engine.counts_host() || host_seen_ == plan_.serial) return;
   host_seen_ = plan_.serial;
+  if (!opt_.host_note.empty() && told_.fresh("host note", opt_.host_note)) say(t.now, opt_.host_note);
   for (const Job& j : plan_.jobs)
     if (engine.policy().host_too_big(j) && told_.fresh("host too big:" + j.id))
       say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "

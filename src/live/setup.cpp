@@ -275,6 +275,20 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   opt.node_cores = usable;
   if (s.reserve_cpus > 0 && usable.size() > static_cast<size_t>(s.reserve_cpus))
     opt.node_cores.erase(opt.node_cores.begin(), opt.node_cores.begin() + s.reserve_cpus);
+  // Admission and pinning agree (issue 50): jobs never use more cores at once than they can be
+  // pinned to, each to cores of its own. A node_cpus past them is lowered to them, and said.
+  if (!opt.node_cores.empty() && opt.node_cpus > static_cast<double>(opt.node_cores.size())) {
+    size_t kept = usable.size() - opt.node_cores.size();
+    opt.host_note = fmt::format(
+        "node_cpus {:g} is more than the {} core{} gpuq may pin jobs to ({}{}): jobs may use {} at once{}", opt.node_cpus,
+        opt.node_cores.size(), opt.node_cores.size() == 1 ? "" : "s", core_list_text(opt.node_cores),
+        kept ? fmt::format("; reserve_cpus {} keeps {} for the system", s.reserve_cpus,
+                           core_list_text(std::vector<int>(usable.begin(), usable.begin() + static_cast<long>(kept))))
+             : std::string(" of this machine's"),
+        opt.node_cores.size(),
+        kept ? "; a lower reserve_cpus gives jobs more" : "");
+    opt.node_cpus = static_cast<double>(opt.node_cores.size());
+  }
   if (size_t most = static_cast<size_t>(std::ceil(opt.node_cpus)); most > 0 && opt.node_cores.size() > most)
     opt.node_cores.resize(most);
   double machine = machine_mem_gib();
@@ -290,6 +304,7 @@ NodeHost node_host(const PlanSetup& s) {
   h.cpus = opt.node_cpus;
   h.machine_gib = machine_mem_gib();
   h.mem_gib = opt.node_mem_gib;
+  h.note = opt.host_note;
   h.cgroups = opt.mem_cgroup ? look_at_cgroups(false) : Cgroups{Cgroups::Kind::None, "", "--mem-cgroup off"};
   return h;
 }

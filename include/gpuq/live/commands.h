@@ -81,6 +81,7 @@ struct Validation {
   std::vector<Finding> file_findings;
   std::vector<std::string> warned;
   std::vector<Finding> findings;  ///< valid: the loader's warnings, the plan's checks, the world's
+  std::string host_note;          ///< RunOptions::host_note: node_cpus lowered to the cores jobs may be pinned to
 };
 
 /// Validates the plan of `s`: the loader, the plan's own checks (deadlocks, scripts and files,

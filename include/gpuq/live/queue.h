@@ -27,6 +27,9 @@ struct RunOptions : Policy {
   std::string gpu_probe = "auto";           ///< --gpu-probe: auto, nvml, nvidia-smi, none
   double kill_grace = 30;
   std::vector<int> node_cores;  ///< the cores jobs are pinned to, where the plan counts cpus (the machine's less reserve_cpus)
+  /// Where node_cpus asked for more cores than jobs may be pinned to (it is lowered to them): what
+  /// settings, validate, simulate and run say of it. "": none.
+  std::string host_note;
   double preempt_grace = 120;  ///< --preempt-grace: seconds from a preemption's signal to SIGKILL of the group
   bool mem_cgroup = true;           ///< --mem-cgroup auto: a job with mem_gib gets a cgroup where the node allows
   double mem_margin_percent = 10;  ///< --mem-margin-percent: a job over its mem_gib by more is stopped (host_mem.h)

@@ -123,6 +123,7 @@ struct NodeHost {
   double machine_gib = 0;    ///< the machine's memory (0: unread)
   double mem_gib = 0;        ///< node_mem_gib as run takes it
   Cgroups cgroups;           ///< what --mem-cgroup auto would use here (looked at, nothing made)
+  std::string note;          ///< RunOptions::host_note: node_cpus lowered to the cores jobs may be pinned to
 };
 NodeHost node_host(const PlanSetup& s);
 
