@@ -18,6 +18,8 @@ trap 'for i in 1 2 3 4 5 6; do rm -rf "$work" 2>/dev/null && break; sleep 0.5; d
 printf '#!/bin/sh\nprintf "0, 0\\n1, 0\\n2, 0\\n3, 0\\n4, 0\\n5, 0\\n6, 0\\n7, 0\\n"\n' > "$work/nvidia-smi"
 chmod +x "$work/nvidia-smi"
 export GPUQ_NVIDIA_SMI=$work/nvidia-smi
+# Each benchmark's run alone: a shared node directory would queue it behind another suite's runs.
+export GPUQ_NODE_DIR=off
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 pct() { sort -g | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if(i<1)i=1; print a[i]}'; }
@@ -129,6 +131,12 @@ if "$G" run --help | grep -q -- --on-event; then
   echo "  with --on-event 'sleep 5' (a hook that takes 5 s, for every event): $(chain --on-event 'sleep 5' --hook-timeout 6)"
 fi
 
+# The jobs a benchmark's run left running (it was killed): their process groups, by the pids its
+# state records, and nothing else: a pattern (pkill -f) would end other users' processes too.
+end_jobs_of() {
+  for p in $(grep -o '"pid": [0-9]*' "$1/plan.state.json" 2>/dev/null | grep -o '[0-9]*'); do kill -9 -"$p" 2>/dev/null || true; done
+}
+
 echo "== overhead of a run: 400 jobs of 0.2 s on 8 GPUs (ideal makespan 10 s)"
 d=$work/many; mkdir -p "$d"; echo 'sleep 0.2' > "$d/job.sh"
 { echo '['; for i in $(seq 0 399); do echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 1, \"est_hours\": 0.01}$([[ $i -lt 399 ]] && echo ,)"; done; echo ']'; } > "$d/plan.json"
@@ -146,7 +154,7 @@ a=$(ticks); sleep "$watch"; b=$(ticks)
 hz=$(getconf CLK_TCK)
 echo "$a $b $hz $watch" | awk '{printf "  %d clock ticks in %d s: %.3f%% of one core\n", $2-$1, $4, ($2-$1)/$3/$4*100}'
 kill "$pid"; wait "$pid" 2>/dev/null || true
-pkill -f "sleep $((watch + 10))" 2>/dev/null || true
+end_jobs_of "$d"
 fi
 if [[ $section == all || $section == reload ]]; then
 echo "== reload on edit: the plan's rename to the start of a newly added ready job, at the default --poll 20"
@@ -172,7 +180,7 @@ done > "$work/rl"
 printf '  median %.1f ms, 90th percentile %.1f ms, max %.1f ms (50 edits)\n' "$(median < "$work/rl" | awk '{print $1*1000}')" \
   "$(pct 90 < "$work/rl" | awk '{print $1*1000}')" "$(sort -g "$work/rl" | tail -1 | awk '{print $1*1000}')"
 kill "$pid"; wait "$pid" 2>/dev/null || true
-pkill -f "$d/hold.sh" 2>/dev/null || true; for p in $(grep -o '"pid": [0-9]*' "$d/plan.state.json" | grep -o '[0-9]*'); do kill -9 -"$p" 2>/dev/null || true; done
+end_jobs_of "$d"
 if [[ -x build/bench_core ]]; then
   echo "   a reload of a 10,000-job plan in-process (read, parse and check, diff; Google Benchmark, median of 5):"
   build/bench_core --benchmark_filter='Reload' --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>/dev/null |
