@@ -293,7 +293,9 @@ TEST(HostRun, AdmissionAndPinningAgreeNoTwoJobsShareACore) {
   EXPECT_THAT(f.gpuq({"settings"}).out, HasSubstr(said));
   Output v = f.gpuq({"validate", "--gpus", "0-1"});
   EXPECT_THAT(v.out + v.err, HasSubstr(said));
-  Output sim = f.gpuq({"simulate", "--gpus", "0-1"});
+  // simulate plans the node the plan names (it may run on a laptop): node_cpus as given; its run's
+  // prediction on this machine (--from-state, and status) has the cores run may pin.
+  Output sim = f.gpuq({"simulate", "--gpus", "0-1", "--from-state"});
   EXPECT_THAT(sim.err, HasSubstr(said));
   Output r = f.gpuq({"run", "--gpus", "0-1", "--poll", "0.2", "--node-dir", "off"});
   ASSERT_EQ(r.status, 0) << r.out << r.err;

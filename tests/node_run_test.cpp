@@ -1122,3 +1122,69 @@ TEST(NodeRun, NoJobIsPreemptedForAJobThatCouldNotThenStart) {
   ASSERT_EQ(as.size(), 2u);
   EXPECT_TRUE(as[0].end <= as[1].start + 0.05 || as[1].end <= as[0].start + 0.05) << ra.out;
 }
+
+// The fourth trial's scratch plan (issue 49): a plan's wide job waits for GPUs another job of
+// its plan holds; a second plan's 1-GPU job, longer than --backfill-max-hours, waited behind it
+// with GPUs free. It delays no one (when the wide job can start, 7 GPUs are free with it
+// running): it starts at once, backfilled across plans.
+TEST(NodeRun, AJobOfAnotherPlanBackfillsWhereItDelaysNoOneAhead) {
+  NEEDS_ROOT();
+  Node node;
+  std::string fa = node.folder("root", R"([
+      {"id": "hold", "script": "job.sh", "gpus": 4, "est_hours": 0.001, "args": ["4"]},
+      {"id": "wide", "script": "job.sh", "gpus": 6, "priority": 10, "est_hours": 0.0005, "args": ["0.5"]}])", 0);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  auto a = node.run_as("root", fa);
+  ASSERT_TRUE(eventually([&] { return !records("root", fa).empty() || lines_of(fa + "/rec.txt").size() >= 1; },
+                         kPatience))
+      << a->out();
+  std::string fb = node.root.path() + "/scratch";
+  node.root.write("scratch/plan.json",
+                  R"([{"id": "s0", "script": "job.sh", "gpus": 1, "est_hours": 1, "args": ["0.3"]}])");
+  node.root.write("scratch/job.sh", kJob, 0755);
+  auto b = node.run_as("root", fb);
+  Output rb = b->wait(kPatience), ra = a->wait(kPatience);
+  ASSERT_EQ(ra.status, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  std::vector<Ran> as = records("root", fa), bs = records("root", fb);
+  ASSERT_EQ(bs.size(), 1u);
+  double hold_end = 0;
+  for (const Ran& r : as)
+    if (r.id == "hold") hold_end = r.end;
+  ASSERT_GT(hold_end, 0) << ra.out;
+  EXPECT_LT(bs[0].start, hold_end - 1) << "the scratch job started while the wide job waited\n" << ra.out << rb.out;
+  std::vector<Ran> all = as;
+  all.insert(all.end(), bs.begin(), bs.end());
+  EXPECT_THAT(collisions(all), ::testing::IsEmpty());
+}
+
+// Issue 50, part 2, with the real limit as a plain user: `prlimit --nproc=7` on a run of eight
+// one-GPU jobs of a second each. The wrapper's spawn of a job's script was refused (EAGAIN) and the
+// job failed with exit 127 (6 of 8 on 0e8b200); a script that never started has not run: the job
+// waits again, said, not counted against max_retries (0 here), and runs once the limit allows.
+TEST(NodeRun, AProcessLimitHitInsideTheWrapperRunsTheJobLaterNotFailed) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> uid = ensure_user("gqlim");
+  ASSERT_TRUE(uid);
+  std::string plan = "[";
+  for (int i = 0; i < 8; ++i)
+    plan += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 1, "est_hours": 0.0003, "args": ["1"]}})",
+                        i ? ", " : "", i);
+  std::string f = node.folder("gqlim", plan + "]", *uid);
+  Background run({"runuser", "-u", "gqlim", "--", "prlimit", "--nproc=7", gpuq_binary(), "run", "--plan", "plan.json",
+                  "--poll", "0.2", "--retry-after", "0", "--max-retries", "0", "--node-dir", "off"},
+                 f, node.env);
+  Output o = run.wait(kPatience);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  int starts = 0;
+  std::vector<Ran> ran = records("gqlim", f, &starts);
+  EXPECT_EQ(ran.size(), 8u) << o.out;
+  EXPECT_EQ(starts, 8) << "each script started once\n" << o.out;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("all jobs finished: 8 done")) << o.out;
+  // The limit did bite, inside a wrapper or at run's own spawn, and was said.
+  EXPECT_THAT(o.out, ::testing::ContainsRegex("its script could not start \\(posix_spawn\\(bash [^)]*job.sh\\) failed: "
+                                              "Resource temporarily unavailable\\); it waits again, not counted "
+                                              "against max_retries|no job starts until it passes"))
+      << o.out;
+}

@@ -169,13 +169,16 @@ int cmd_simulate(const Flags& given) try {
   opt.max_gpus = l.node.cap;
   opt.preemptible_default = l.opt.preemptible_default;
   opt.preempt_min_minutes = l.opt.preempt_min_minutes;
-  opt.node_cpus = l.opt.node_cpus;
+  // The node the plan names (node_cpus given): planned as it is, wherever simulate runs; run on
+  // this machine lowers it to the cores it may pin (said below).
+  opt.node_cpus = l.opt.node_cpus_asked > 0 && !f.from_state ? l.opt.node_cpus_asked : l.opt.node_cpus;
   opt.node_mem_gib = l.opt.node_mem_gib;
   std::optional<LiveStart> from;
   if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
   if (f.from_state)
     for (const std::string& line : l.settings_notes) fmt::print(stderr, "gpuq: {}\n", line);
-  if (!l.opt.host_note.empty() && opt.counts_host(plan)) fmt::print(stderr, "gpuq: {}\n", l.opt.host_note);
+  if (f.from_state && !l.opt.host_note.empty() && opt.counts_host(plan))  // this machine's run, predicted
+    fmt::print(stderr, "gpuq: {}\n", l.opt.host_note);
   int rc = print_simulation(f, plan, l.gpus, opt, from ? &*from : nullptr);
   keep_until_exit(std::move(l));
   keep_until_exit(std::move(cluster));

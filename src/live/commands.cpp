@@ -198,7 +198,7 @@ Validation validate_setup(PlanSetup& s, bool strict, const Backend* batch) {
   mem.gpu_mem_headroom = s.gpu_mem_headroom;
   {
     RunOptions host = run_options(s, v.gpus);
-    mem.node_cpus = host.node_cpus;
+    mem.node_cpus = host.node_cpus_asked > 0 ? host.node_cpus_asked : host.node_cpus;  // the node the plan names
     mem.node_mem_gib = host.node_mem_gib;
     v.host_note = host.host_note;
   }

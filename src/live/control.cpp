@@ -41,7 +41,12 @@ std::string ended_line(const std::string& id, const Observed& o, double end, dou
       return o.exit == 0 ? fmt::format("done {}{}", id, late)
                          : fmt::format("failed {} (exit {}){}{}", id, o.exit, late, o.note.empty() ? "" : ": " + o.note);
     case Observed::Kind::Vanished: return fmt::format("failed {} (its process is gone without an exit code)", id);
-    case Observed::Kind::Aborted: return fmt::format("requeued {}: its launch was cut short before it ran", id);
+    case Observed::Kind::Aborted:
+      if (!o.note.empty())
+        return fmt::format("requeued {}: its script could not start ({}); it waits again, not counted against "
+                           "max_retries",
+                           id, o.note);
+      return fmt::format("requeued {}: its launch was cut short before it ran", id);
     case Observed::Kind::Running: break;
   }
   return "";
@@ -114,6 +119,7 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
                                               id, how)});
     } else {
       ended.push_back({id, ended_line(id, o, end_of(o, *s, now), now)});
+      if (o.kind == Observed::Kind::Aborted) ended.back().not_started = o.note;
       // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
       std::string why;
       if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)

@@ -395,6 +395,14 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   struct stat st;
   o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
   o.exit = kLostExit;
+  // Why its script never started, where the wrapper said (a process refused it): the file's line.
+  if (o.kind == Observed::Kind::Aborted) try {
+      if (std::optional<std::string> why = read_file(paths_.aborted(id), true)) {
+        o.note = why->substr(0, why->find('\n'));
+        if (o.note.size() > 300) o.note.resize(300);
+      }
+    } catch (const StoreError&) {
+    }
   return o;
 }
 
@@ -630,6 +638,23 @@ int job_wrapper(int argc, char** argv) {
     args.push_back(nullptr);
     pid_t pid = 0;
     int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args.data(), environ);
+    if (rc == EAGAIN || rc == EMFILE || rc == ENFILE || rc == ENOMEM) {
+      // The machine refused a process (the process limit, no file descriptor or memory left): the
+      // script never ran, so the job has not run. No exit code: the aborted file says why, and run
+      // puts the job back to waiting, no retry spent, and starts it again once that has passed.
+      std::string why = fmt::format("posix_spawn(bash {}) failed: {}", script, std::strerror(rc));
+      std::fprintf(stderr, "gpuq: %s: the job did not start; gpuq starts it again once that passes\n", why.c_str());
+      int fd = ::open(abortf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        why += "\n";
+        ssize_t n = ::write(fd, why.data(), why.size());
+        (void)n;
+        ::close(fd);
+        if (!room.empty()) ::close(4);
+        return 0;
+      }
+      // Not even the aborted file: an exit code as before (the job counts as failed).
+    }
     if (rc != 0) {
       std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
     } else {

@@ -396,6 +396,14 @@ void RunLoop::start(Tick& t) {
     for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
     return;
   }
+  if (!t.not_started.empty()) {
+    // A job's wrapper was just refused a process: what the engine chose waits for it to pass (a
+    // launch now would be refused alike), looked at again in a few seconds.
+    // (Its "requeued" line says why; no more is said.)
+    for (const Launch& l : t.launches) q_->apply(ev::Aborted{l.job}, t.now);
+    t.wake_in = std::min(t.wake_in, kFaultRetry);
+    return;
+  }
   for (size_t k = 0; k < t.launches.size(); ++k) {
     size_t i = t.launches[k].job;
     const Job& j = plan_.jobs[i];

@@ -27,6 +27,7 @@ namespace gpuq {
 void RunLoop::refresh_ended(Tick& t) {
   os_.launcher.reap();
   for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
+    if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
       os_.launcher.signal_group(*s.pid, Signal::Kill);

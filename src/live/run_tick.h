@@ -29,6 +29,7 @@ struct RunLoop::Tick {
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
   std::vector<Preemption> preempts;        // the engine's preemptions: their signals go once the state is saved
   std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
+  std::string not_started;                 // a job's wrapper was refused a process: nothing starts this tick
 };
 
 /// A hash of the jobs' statuses and starts: what makes a prediction worth making again.

@@ -268,6 +268,7 @@ RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   // Cores and host memory: as given, else this machine's less the system's reserve (counted only
   // where a job of the plan gives cpus or mem_gib).
   std::vector<int> usable = usable_cores();
+  opt.node_cpus_asked = s.node_cpus;
   opt.node_cpus = s.node_cpus > 0 ? s.node_cpus
                                   : std::max(1.0, static_cast<double>(usable.size()) - double(s.reserve_cpus));
   // The cores jobs are pinned to: this process's, less the lowest reserve_cpus (the system's

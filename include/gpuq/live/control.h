@@ -26,6 +26,9 @@ struct EndedLine {
   std::string id;
   std::string line;  ///< "done ID", "failed ID (exit N)", ... (without the clock stamp)
   bool oom = false;  ///< it ran out of memory (an on_oom retry may follow)
+  /// Its script never started: the wrapper was refused a process (the process limit, no file
+  /// descriptor or memory left), said in its aborted file. It waits again, no retry spent.
+  std::string not_started;
 };
 
 /// The original's refresh of the queue at `now`: each running entry as the launcher sees it

@@ -30,6 +30,9 @@ struct RunOptions : Policy {
   /// Where node_cpus asked for more cores than jobs may be pinned to (it is lowered to them): what
   /// settings, validate, simulate and run say of it. "": none.
   std::string host_note;
+  /// node_cpus as the settings give it, not lowered (0: the machine's): what `simulate` and
+  /// `validate` plan a node with, where they may be run on another machine than the node.
+  double node_cpus_asked = 0;
   double preempt_grace = 120;  ///< --preempt-grace: seconds from a preemption's signal to SIGKILL of the group
   bool mem_cgroup = true;           ///< --mem-cgroup auto: a job with mem_gib gets a cgroup where the node allows
   double mem_margin_percent = 10;  ///< --mem-margin-percent: a job over its mem_gib by more is stopped (host_mem.h)
