@@ -371,3 +371,42 @@ TEST(Preempt, RunOverTheFakesDoesWhatSimulatePredicted) {
 
 }  // namespace
 }  // namespace gpuq
+
+namespace gpuq {
+namespace {
+
+// The fourth trial (issue 51, item 2): a job that never checkpoints was said to lose "0 s since
+// its last checkpoint", and a trainer that checkpointed every 3 s "1 min" at every preemption by
+// hand or across users. The work lost is from the attempt's last checkpoint (a file in its
+// GPUQ_CHECKPOINT_DIR made since its start), and "no checkpoint seen" when there is none; the same
+// whoever preempts (by hand, another user, a more urgent job).
+TEST(Preempt, TheWorkLostIsFromTheLastCheckpointOfThisAttemptOrNoneSeen) {
+  Eng g(R"([{"id": "a", "script": "s", "gpus": 1, "preemptible": true},
+            {"id": "b", "script": "s", "gpus": 1, "preemptible": true},
+            {"id": "c", "script": "s", "gpus": 1, "preemptible": true}])",
+        3);
+  g.tick(100);
+  ev::Preempt by_hand{g.at("a"), 160, std::nullopt};
+  by_hand.checkpoint = 157;  // written 3 s ago
+  g.e->apply(by_hand);
+  ASSERT_EQ(g.e->effects().preempted.size(), 1u);
+  Preemption p = g.e->effects().preempted[0];
+  EXPECT_TRUE(p.checkpointed);
+  EXPECT_DOUBLE_EQ(p.unsaved, 3);
+  EXPECT_EQ(p.work_text(), "it ran 1 min, 3 s since its last checkpoint");
+  // None seen: all it ran is lost, and said so.
+  ev::Preempt other{g.at("b"), 160, std::nullopt, "bo's eval"};
+  g.e->apply(other);
+  p = g.e->effects().preempted[0];
+  EXPECT_FALSE(p.checkpointed);
+  EXPECT_EQ(p.work_text(), "it ran 1 min, no checkpoint seen");
+  // A checkpoint older than this attempt's start (kept from the last one) is not this attempt's.
+  ev::Preempt old{g.at("c"), 160, std::nullopt};
+  old.checkpoint = 90;
+  g.e->apply(old);
+  EXPECT_FALSE(g.e->effects().preempted[0].checkpointed);
+  EXPECT_DOUBLE_EQ(g.e->effects().preempted[0].unsaved, 60);
+}
+
+}  // namespace
+}  // namespace gpuq

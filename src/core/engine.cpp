@@ -1,5 +1,6 @@
 // The engine: each rule of the queue once, over incremental indexes.
 #include "gpuq/core/engine.h"
+#include "gpuq/core/local_time.h"
 #include "gpuq/core/host_mem.h"
 
 #include <fmt/format.h>
@@ -787,6 +788,11 @@ void Engine::operator()(const ev::Requeue& e) {
   settle();
 }
 
+std::string Preemption::work_text() const {
+  return checkpointed ? fmt::format("it ran {}, {} since its last checkpoint", duration_text(ran), duration_text(unsaved))
+                      : fmt::format("it ran {}, no checkpoint seen", duration_text(ran));
+}
+
 void Engine::operator()(const ev::Preempt& e) {
   Running* r = std::get_if<Running>(&lives_[e.job]);
   if (!r) {
@@ -802,6 +808,12 @@ void Engine::operator()(const ev::Preempt& e) {
     return;
   }
   Preemption p{e.job, e.by, e.at - r->start, e.at - r->start, e.other};
+  // A checkpoint of this attempt (made after its start; one kept from an earlier attempt is not
+  // this one's) saves the work up to it.
+  if (e.checkpoint && !std::isnan(*e.checkpoint) && *e.checkpoint >= r->start) {
+    p.unsaved = std::max(0.0, e.at - *e.checkpoint);
+    p.checkpointed = true;
+  }
   Running next = *r;
   next.preempt = e.at;
   fx_.stops.push_back({e.job, Cause::Preempt});
@@ -924,8 +936,9 @@ void Engine::preempt_for_head(const ev::Tick& t) {
   for (size_t i : pick) {
     // Only victims whose GPUs the job takes (the set is the fewest: each one's are needed).
     hold.victims.push_back(c[i].job);
-    (*this)(ev::Preempt{c[i].job, t.now, h});
-    fx_.preempted.back().unsaved = c[i].unsaved;
+    ev::Preempt p{c[i].job, t.now, h};
+    if (c[i].job < t.checkpoints.size()) p.checkpoint = t.checkpoints[c[i].job];
+    (*this)(p);
   }
   held_for_ = std::move(hold);
 }

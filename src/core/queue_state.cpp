@@ -56,9 +56,8 @@ void QueueState::write_back(double now) {
       for (const Preemption& p : engine_->effects().preempted)
         if (p.job == c.job) {
           e.preempt_for = p.by ? plan_->jobs[*p.by].id : p.other;
-          detail = fmt::format("{}; it ran {}, {} since its last checkpoint",
-                               !e.preempt_for->empty() ? "for " + *e.preempt_for : "by hand",
-                               duration_text(p.ran), duration_text(p.unsaved));
+          detail = fmt::format("{}; {}", !e.preempt_for->empty() ? "for " + *e.preempt_for : "by hand",
+                               p.work_text());
         }
     const std::string& id = plan_->jobs[c.job].id;
     Change logged = c;

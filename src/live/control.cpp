@@ -27,8 +27,9 @@ namespace {
 // clock, is not believed), else now, when it was seen.
 double end_of(const Observed& o, const JobState& s, double now) {
   if (!o.ended) return now;
-  double from = s.start.value_or(*o.ended) - 1;
-  return *o.ended >= from && *o.ended <= now + 1 ? std::min(*o.ended, now) : now;
+  double start = s.start.value_or(*o.ended);
+  if (*o.ended < start - 1 || *o.ended > now + 1) return now;
+  return std::clamp(*o.ended, std::min(start, now), now);  // a coarse file time never before the start
 }
 
 // The line refresh prints for what the launcher saw of an attempt that ended; one seen late says
@@ -323,7 +324,9 @@ class Command {
   bool preempt(size_t j) {
     const Job& job = q_.plan().jobs[j];
     Status was = q_.state().status_of(q_.plan(), j);
-    const Effects& fx = q_.apply(ev::Preempt{j, now_, std::nullopt}, now_);
+    ev::Preempt p{j, now_, std::nullopt};
+    p.checkpoint = launcher_.checkpointed_at(job.id);
+    const Effects& fx = q_.apply(p, now_);
     if (fx.refused == Refusal::Requeueing) {
       lines_.push_back(fmt::format("{} is being {} already", job.id, q_.entry(j).preempt ? "preempted" : "requeued"));
       return true;

@@ -532,9 +532,10 @@ std::vector<double> RunLoop::last_checkpoints() const {
     if (s.status != Status::Running) continue;
     const Job* j = plan_.find(id);
     if (!j || !q_->engine().policy().preemptible(*j)) continue;
-    double at = s.progress_at.value_or(std::numeric_limits<double>::quiet_NaN());
-    if (std::optional<double> newest = os_.launcher.checkpointed_at(id)) at = std::isnan(at) ? *newest : std::max(at, *newest);
-    out[static_cast<size_t>(j - plan_.jobs.data())] = at;
+    // A checkpoint is a file the job wrote in its GPUQ_CHECKPOINT_DIR (the newest one's time);
+    // progress it reports is no checkpoint (issue 51: a job that never checkpoints was said to
+    // have lost nothing).
+    if (std::optional<double> newest = os_.launcher.checkpointed_at(id)) out[static_cast<size_t>(j - plan_.jobs.data())] = *newest;
   }
   return out;
 }
@@ -550,8 +551,7 @@ void RunLoop::send_preempts(Tick& t) {
                                          plan_.jobs[*p.by].priority, job.priority)
                       : !p.other.empty() ? fmt::format("for {} (the shared node's fair share: theirs is below yours)", p.other)
                                          : std::string("by hand");
-    say(t.now, fmt::format("preempt {} {}: it ran {}, {} since its last checkpoint; {}{}", job.id, why,
-                           duration_text(p.ran), duration_text(p.unsaved),
+    say(t.now, fmt::format("preempt {} {}: {}; {}{}", job.id, why, p.work_text(),
                            sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
                            sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""));
     os_.launcher.note_in_log(job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "

@@ -55,7 +55,9 @@ void RunLoop::node_enter(Tick& t) {
     // its user's): each stops as the engine's own preemptions do, signalled once the state is saved.
     for (const auto& [id, other] : node_->preempts())
       if (std::optional<size_t> j = index_of(id)) {
-        const Effects& fx = q_->apply(ev::Preempt{*j, t.now, std::nullopt, other}, t.now);
+        ev::Preempt p{*j, t.now, std::nullopt, other};
+        p.checkpoint = os_.launcher.checkpointed_at(id);
+        const Effects& fx = q_->apply(p, t.now);
         for (const Preemption& p : fx.preempted) t.preempts.push_back(p);
       }
     if (told_.gone("node dir")) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));

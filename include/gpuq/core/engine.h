@@ -85,6 +85,9 @@ struct Preempt {                                               ///< stop a runni
   double at;                                                   ///< by hand, or `other`'s); it runs again later
   std::optional<size_t> by;
   std::string other{};                                         ///< another user's job it gives way to ("bo's eval")
+  /// When its attempt last checkpointed (the newest file of its GPUQ_CHECKPOINT_DIR), where seen;
+  /// none or NaN: no checkpoint seen.
+  std::optional<double> checkpoint{};
 };
 struct Files { size_t job; bool present; };                    ///< its file: deps exist (or not) now
 struct Dequeued { size_t job; };                               ///< its batch queue no longer has it (it never ran)
@@ -134,6 +137,10 @@ struct Preemption {
   double ran = 0;            ///< how long it ran since its start (driver's time)
   double unsaved = 0;        ///< how long since its last checkpoint (its start when none): the work lost
   std::string other{};       ///< another user's job it gives way to, on a shared node ("bo's eval")
+  bool checkpointed = false;  ///< a checkpoint of this attempt was seen (else `unsaved` is all it ran)
+  /// "it ran 2.1h, 4 min since its last checkpoint" / "it ran 1 min, no checkpoint seen": the work
+  /// a preemption loses, in the pane, the state's reason and the event log alike.
+  std::string work_text() const;
 };
 
 /// What the engine asks of its driver after an event.

@@ -54,7 +54,9 @@ inline constexpr StateField kStateFields[] = {
     {"gpus", StateKind::GpuList, &JobState::gpus, "the GPUs the job was started on"},
     {"pid", StateKind::Integer, &JobState::pid, "the job's process group"},
     {"start", StateKind::UnixSeconds, &JobState::start, "when the job started"},
-    {"end", StateKind::UnixSeconds, &JobState::end, "when it ended"},
+    {"end", StateKind::UnixSeconds, &JobState::end,
+     "when it ended: for an attempt that exited, when its script ended (the time its exit file was written), not "
+     "when `run` noticed it (a run stopped, killed or slow to look records the true end); else when `run` saw it end"},
     {"exit", StateKind::Integer, &JobState::exit,
      "its exit code; -1 when the process vanished without one, -15 when killed"},
     {"attempts", StateKind::Integer, &JobState::attempts, "automatic retries so far"},
