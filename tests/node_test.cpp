@@ -734,6 +734,15 @@ TEST(NodeDecision, AWantWaitingForCoresHoldsNoGpuBackAndOneTooBigIsNever) {
   ASSERT_TRUE(back) << problem;
   EXPECT_EQ(back->runs[0].wants[0].cpus, 4);
   EXPECT_EQ(back->runs[0].holds[0].cpus, 1);
+  // A want or a claim of more than any node has is refused, named (a float of the pass could not hold it).
+  std::string huge_file = file;
+  huge_file.replace(huge_file.find("\"cpus\": 4.0"), 11, "\"cpus\": 1e300");
+  std::vector<std::string> refused;
+  back = read_node_user(huge_file, "ana", kNode8, &problem, &refused);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_EQ(back->runs[0].wants.size(), 1u) << "huge is refused, c1 kept";
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0], ::testing::HasSubstr("ana's want huge"));
 }
 
 namespace {

@@ -143,6 +143,10 @@ std::string write_node_user(const NodeUser& user) {
 
 namespace {
 
+// The most cores and GiB of host memory a claim or a want may give (past them a file is no node's,
+// and a float of the pass could not hold them).
+constexpr double kMostCpus = 65535, kMostHostGib = 1e9;
+
 // A finite number at `key`, or throws with the key's name.
 double number(const json& j, const char* key) {
   const json& v = j.at(key);
@@ -220,6 +224,8 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
         if (h.cpus < 0 || h.host_mem_gib < 0 || !std::isfinite(h.cpus) || !std::isfinite(h.host_mem_gib))
           bad = "negative cores or host memory";
+        else if (h.cpus > kMostCpus || h.host_mem_gib > kMostHostGib)
+          bad = "more cores or host memory than any node has";
         GpuMask m = 0;
         for (const json& x : g) {
           if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
@@ -251,7 +257,8 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         w.mem_gib = packed_gib_of(wj);
         if (wj.contains("cpus")) w.cpus = number(wj, "cpus");
         if (wj.contains("host_mem_gib")) w.host_mem_gib = number(wj, "host_mem_gib");
-        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0) {
+        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0 ||
+            w.cpus > kMostCpus || w.host_mem_gib > kMostHostGib) {
           if (refused)
             refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, r.plan,
                                            g, w.est_hours,
