@@ -563,9 +563,13 @@ TEST(NodeRun, ANodeConfigOthersMayWriteOrNotRootsIsRefusedAndAnUnknownUserNamed)
   Node node;
   std::optional<uid_t> ana = ensure_user("gqana");
   ASSERT_TRUE(ana);
-  std::string config = node.root.write("node/node.json", R"({"users": {"gqana": {"max_gpus": 2}, "gqanna": {}}})", 0644);
+  std::string config = node.root.write("node/node.json",
+                                       R"({"users": {"gqana": {"max_gpus": 2}, "gqanna": {}, "dan": {}}})", 0644);
   auto status = [&] { return run_gpuq({"status", "--node", "--node-dir", node.dir}, node.root.path(), node.env).out; };
   std::string ok = status();
+  // A system account is no one's typo (the fourth trial: "did you mean \"man\"?"): only people,
+  // with a home under /home or a login shell, are suggested.
+  EXPECT_THAT(ok, ::testing::HasSubstr("\"users\".\"dan\": no user dan on this node\n")) << ok;
   EXPECT_THAT(ok, ::testing::HasSubstr("node: " + config + ": \"users\".\"gqanna\": no user gqanna on this node; did "
                                        "you mean \"gqana\"?"))
       << ok;

@@ -518,7 +518,10 @@ bool only_never_here(const Plan& plan, const SimOptions& opt, const std::vector<
   bool any = false;
   for (const Stuck& s : stuck) {
     const Job& j = plan.jobs[s.job];
-    if (opt.host_too_big(j) || opt.too_big(j) || opt.over_cap(j)) any = never[s.job] = 1;
+    if (opt.host_too_big(j) || opt.too_big(j) || opt.over_cap(j)) {
+      never[s.job] = 1;
+      any = true;
+    }
   }
   if (!any) return false;
   // The jobs waiting on them, through any chain of deps (each round marks at least one more).
@@ -527,7 +530,10 @@ bool only_never_here(const Plan& plan, const SimOptions& opt, const std::vector<
     for (const Stuck& s : stuck)
       if (!never[s.job])
         for (const Dep& d : plan.jobs[s.job].deps)
-          if (d.kind == Dep::Kind::Done && never[d.job]) more = never[s.job] = 1;
+          if (d.kind == Dep::Kind::Done && never[d.job] && !never[s.job]) {
+            never[s.job] = 1;
+            more = true;
+          }
   }
   return std::all_of(stuck.begin(), stuck.end(), [&](const Stuck& s) { return never[s.job] != 0; });
 }

@@ -92,12 +92,20 @@ NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) 
     notes.push_back(fmt::format("{} refused: {}; the node's defaults are used", path, why));
     return {};
   }
-  std::vector<std::string> known;  // the node's user names, for a typo's "did you mean"
+  // The node's people, for a typo's "did you mean": users with a home under /home or a login
+  // shell, not system accounts ("dan" is not a typo of "man", issue 51).
+  std::vector<std::string> known;
+  auto person = [](const struct passwd* pw) {
+    std::string_view home = pw->pw_dir ? pw->pw_dir : "", shell = pw->pw_shell ? pw->pw_shell : "";
+    bool no_login = shell.empty() || shell.ends_with("/nologin") || shell.ends_with("/false") || shell == "/bin/sync";
+    return home.starts_with("/home/") || (!no_login && pw->pw_uid >= 1000);
+  };
   for (const auto& [name, limits] : c->users)
     if (!uid_of(name)) {
       if (known.empty()) {
         setpwent();
-        while (struct passwd* pw = getpwent()) known.emplace_back(pw->pw_name);
+        while (struct passwd* pw = getpwent())
+          if (person(pw)) known.emplace_back(pw->pw_name);
         endpwent();
       }
       std::vector<std::string_view> names(known.begin(), known.end());
