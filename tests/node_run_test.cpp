@@ -1169,6 +1169,12 @@ TEST(NodeRun, AJobOfAnotherPlanBackfillsWhereItDelaysNoOneAhead) {
 // waits again, said, not counted against max_retries (0 here), and runs once the limit allows.
 TEST(NodeRun, AProcessLimitHitInsideTheWrapperRunsTheJobLaterNotFailed) {
   NEEDS_ROOT();
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the runtime of each instrumented process (run, every wrapper) takes
+  // tasks of its own that count against RLIMIT_NPROC: a job's bash then failed before its first
+  // line (exit 254), which no gpuq code sees. The plain suite runs this test with the real limit.
+  GTEST_SKIP() << "the sanitizers' runtime counts against the process limit; the plain suite runs it";
+#endif
   Node node;
   std::optional<uid_t> uid = ensure_user("gqlim");
   ASSERT_TRUE(uid);
@@ -1177,10 +1183,7 @@ TEST(NodeRun, AProcessLimitHitInsideTheWrapperRunsTheJobLaterNotFailed) {
     plan += fmt::format(R"({}{{"id": "j{}", "script": "job.sh", "gpus": 1, "est_hours": 0.0003, "args": ["1"]}})",
                         i ? ", " : "", i);
   std::string f = node.folder("gqlim", plan + "]", *uid);
-  // Under the sanitizers, LeakSanitizer's check at a process's exit makes a thread of its own,
-  // which the very limit refuses: no leak check for these processes (the rest is checked).
   std::map<std::string, std::string> env = node.env;
-  if (const char* asan = std::getenv("ASAN_OPTIONS")) env["ASAN_OPTIONS"] = std::string(asan) + ":detect_leaks=0";
   Background run({"runuser", "-u", "gqlim", "--", "prlimit", "--nproc=7", gpuq_binary(), "run", "--plan", "plan.json",
                   "--poll", "0.2", "--retry-after", "0", "--max-retries", "0", "--node-dir", "off"},
                  f, env);
