@@ -107,6 +107,9 @@ struct FaultPlan {
     fs::create_directories(markers);
     ::chmod(markers.c_str(), 0777);
     env = fake_nvidia_smi(root, idle_gpus(8));
+    // A node of its own: the rounds of a test run side by side, each its own scenario.
+    env["GPUQ_NODE_DIR"] = root.path() + "/node";
+    fs::create_directories(env["GPUQ_NODE_DIR"]);
     ::chmod((root.path() + "/smi.txt").c_str(), 0644);
   }
   // nvidia-smi says every GPU is busy computing (90 %), with no memory in use.
@@ -191,7 +194,10 @@ void full_disk_round(Full where, double fill_s, double kill_s, int round) {
   size_t said_before = 0;  // what the first run had said when the disk filled
   std::unique_ptr<Background> first = p.start();
   // The moments count from its first start (a sanitized gpuq on a busy machine takes a while to get there).
-  ASSERT_TRUE(eventually([&] { return first->out().find("start j") != std::string::npos; })) << first->out();
+  auto started = [&] { return first->out().find("start j") != std::string::npos; };
+  eventually([&] { return started() || !first->running(); });
+  ASSERT_TRUE(started()) << "the first run started no job" << (first->running() ? " in time" : ", and ended")
+                         << "\nstdout:\n" << first->out() << "\nstderr:\n" << first->err();
   sleep_s(fill_s);
   {
     StateWatch watch(p.dir + "/plan.state.json");
