@@ -669,8 +669,10 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   // The pass over the wants left, in fair order (one priority: ready order is position); when
   // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
   // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
-  // then the lowest-placed start that does is left out and the pass made again (each round
-  // leaves out one more want, so it ends).
+  // then the first start in fair order that does is left out and the pass made again (each round
+  // leaves out one more want, so it ends). The first, not the last: the starts above it keep
+  // within the cap, and leaving out a later one left out a want that fits once the first is out
+  // (a 1-GPU job behind a 2-GPU one, cap 2: preempted for, then not started).
   bool spread = true;
   while (true) {
     Plan plan;
@@ -719,7 +721,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     for (const Start& s : r.starts) {
       size_t u = d.order[slot_of[s.job]].user;
       taking[u] |= mask_of(s.gpus);
-      if (cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
+      if (!past && cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
     }
     if (past && spread && ready.any_packed()) {
       spread = false;
