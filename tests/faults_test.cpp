@@ -107,9 +107,9 @@ struct FaultPlan {
     fs::create_directories(markers);
     ::chmod(markers.c_str(), 0777);
     env = fake_nvidia_smi(root, idle_gpus(8));
-    // A node of its own: the rounds of a test run side by side, each its own scenario.
-    env["GPUQ_NODE_DIR"] = root.path() + "/node";
-    fs::create_directories(env["GPUQ_NODE_DIR"]);
+    // A node of its own (the user's own node directory, under its own XDG_STATE_HOME: no shared
+    // node's window): the rounds of a test run side by side, each its own scenario.
+    env["XDG_STATE_HOME"] = root.path() + "/state";
     ::chmod((root.path() + "/smi.txt").c_str(), 0644);
   }
   // nvidia-smi says every GPU is busy computing (90 %), with no memory in use.
@@ -495,4 +495,63 @@ TEST(Faults, AJobThatEndsWhileRunIsStoppedEndsWhenItEnded) {
   EXPECT_NEAR(end, ended, 0.5) << "the end is the job's, not run's look 6 s later";
   EXPECT_NEAR(end - start, ended - began, 0.7) << o.out;
   EXPECT_THAT(o.out, ::testing::ContainsRegex("done j0 \\(it ended at [0-9:]+\\)")) << o.out;
+}
+
+// A power cut (issue 50): run and its job die at once, no code written (the wrapper dies too), and
+// the machine boots again. Run on the same boot, the job is one gone without an exit code (failed:
+// --max-retries 0); an empty exit file (a write a power cut undid) is no exit 1. Run after a boot
+// (/proc/stat's btime, in a mount namespace of its own, says the machine booted after the job
+// started), the node's restart is no failure of the job: it waits again, no retry spent, and runs.
+TEST(Faults, AJobCutByTheNodesRestartRunsAgainWithNoRetrySpent) {
+  NEED(geteuid() == 0, "mounting over /proc/stat in a mount namespace");
+  for (bool rebooted : {false, true}) {
+    SCOPED_TRACE(rebooted ? "after a boot" : "on the same boot");
+    FaultPlan p;
+    std::ofstream(p.dir + "/plan.json") << R"({"jobs": [{"id": "train", "script": "t.sh", "gpus": 1}]})";
+    // Its first run is long (the cut comes during it); its second is short.
+    std::ofstream(p.dir + "/t.sh") << "m=" << p.markers << "/train\nn=$(cat \"$m\" 2>/dev/null | wc -l)\n"
+                                   << "echo ran >> \"$m\"\n[ \"$n\" -ge 1 ] || sleep 60\n";
+    std::vector<std::string> argv = p.run_argv();
+    argv.insert(argv.end(), {"--max-retries", "0"});
+    {
+      Background run(argv, p.dir, p.env);
+      ASSERT_TRUE(eventually([&] { return lines_of(p.markers + "/train").size() == 1; })) << run.out() << run.err();
+      run.signal(SIGKILL);
+      run.wait(kPatience);
+    }
+    std::ifstream in(p.dir + "/plan.state.json");
+    long long group = nlohmann::json::parse(in)["train"].value("pid", 0LL);
+    ASSERT_GT(group, 0);
+    ::kill(static_cast<pid_t>(-group), SIGKILL);  // the cut: its wrapper and script, at once
+    ASSERT_TRUE(eventually([&] { return !pid_alive(group); }));
+    std::ofstream(p.dir + "/logs/train.exit").close();  // its code's write, undone: an empty file
+    sleep_s(2.5);  // btime is whole seconds, and gpuq allows it one: the boot comes clearly after the start
+    if (rebooted) {
+      // The machine booted now (after the job's start): btime in a copy of /proc/stat.
+      std::ifstream stat_in("/proc/stat");
+      std::string line, fake;
+      while (std::getline(stat_in, line))
+        fake += (line.rfind("btime ", 0) == 0 ? "btime " + std::to_string(std::time(nullptr)) : line) + "\n";
+      std::ofstream(p.root.path() + "/stat") << fake;
+      argv.insert(argv.begin(), {"unshare", "-m", "--", "sh", "-c", "mount --bind \"$0\" /proc/stat && exec \"$@\"",
+                                 p.root.path() + "/stat"});
+    }
+    Output o = Background(argv, p.dir, p.env).wait(kPatience);
+    nlohmann::json after = nlohmann::json::parse(std::ifstream(p.dir + "/plan.state.json"));
+    if (!rebooted) {
+      EXPECT_EQ(o.status, 3) << o.out << o.err;
+      EXPECT_THAT(o.out, HasSubstr("failed train (its process is gone without an exit code)")) << o.out;
+      EXPECT_THAT(o.out, ::testing::Not(HasSubstr("exit 1"))) << o.out;
+      EXPECT_EQ(after["train"]["status"], "failed");
+      EXPECT_EQ(lines_of(p.markers + "/train").size(), 1u);
+    } else {
+      EXPECT_EQ(o.status, 0) << o.out << o.err;
+      EXPECT_THAT(o.out, HasSubstr("requeued train: the node restarted while it ran (its attempt began before this "
+                                   "boot); it waits again, not counted against max_retries"))
+          << o.out;
+      EXPECT_EQ(after["train"]["status"], "done");
+      EXPECT_EQ(after["train"].value("attempts", 0), 0) << "no retry spent";
+      EXPECT_EQ(lines_of(p.markers + "/train").size(), 2u) << "run again once";
+    }
+  }
 }

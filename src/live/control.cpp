@@ -43,6 +43,10 @@ std::string ended_line(const std::string& id, const Observed& o, double end, dou
                          : fmt::format("failed {} (exit {}){}{}", id, o.exit, late, o.note.empty() ? "" : ": " + o.note);
     case Observed::Kind::Vanished: return fmt::format("failed {} (its process is gone without an exit code)", id);
     case Observed::Kind::Aborted:
+      if (o.node_restarted)
+        return fmt::format("requeued {}: the node restarted while it ran (its attempt began before this boot); it "
+                           "waits again, not counted against max_retries",
+                           id);
       if (!o.note.empty())
         return fmt::format("requeued {}: its script could not start ({}); it waits again, not counted against "
                            "max_retries",

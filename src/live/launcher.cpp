@@ -140,6 +140,9 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
   ::unlink(paths.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
   ::unlink(abortf.c_str());
   ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
+  // Those removals durable before the state that records this attempt is (saved after the spawn):
+  // after a power cut, an earlier attempt's exit code come back would be taken for this one's.
+  sync_folder_of(exitf);
   // Every file the job needs, before it is spawned: one that cannot be made (a full disk, no file
   // descriptor left) leaves the job waiting, never started and never failed for it.
   int room = make_exit_room(roomf);
@@ -371,13 +374,16 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   }
   if (text) {
     std::optional<long long> code = parse_exit_file(*text, paths_.exit(id), &o.note);
-    // The original's wrapper writes the file in place: empty may mean "being written".
-    if (!code && alive) return o;
-    o.kind = Observed::Kind::Exited;
-    o.exit = code.value_or(1);
-    o.cpu_seconds = read_cpu_seconds(paths_, id);
-    o.ended = written_at(paths_.exit(id));
-    return o;
+    // Empty: the original's wrapper writes the file in place ("being written" while it lives); with
+    // its process gone, no code was written (a write cut short, a power cut's undone one): as if
+    // there were no file, not an exit 1.
+    if (code) {
+      o.kind = Observed::Kind::Exited;
+      o.exit = *code;
+      o.cpu_seconds = read_cpu_seconds(paths_, id);
+      o.ended = written_at(paths_.exit(id));
+      return o;
+    }
   }
   if (alive) return o;
   // Its code written in its room, and the rename into place failed (or came after this look).
@@ -395,6 +401,15 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   struct stat st;
   o.kind = ::lstat(paths_.aborted(id).c_str(), &st) == 0 ? Observed::Kind::Aborted : Observed::Kind::Vanished;
   o.exit = kLostExit;
+  // Started before this boot: the node went down under it (its wrapper too, so no file says so).
+  // Whether its script had begun or was still held at its start line, it waits again, and the
+  // node's restart costs it no retry.
+  if (!boot_) boot_ = boot_time().value_or(0);
+  if (o.kind == Observed::Kind::Vanished && s.start && *s.start < *boot_ - 1) {
+    o.kind = Observed::Kind::Aborted;
+    o.node_restarted = true;
+    return o;
+  }
   // Why its script never started, where the wrapper said (a process refused it): the file's line.
   if (o.kind == Observed::Kind::Aborted) try {
       if (std::optional<std::string> why = read_file(paths_.aborted(id), true)) {
@@ -669,14 +684,19 @@ int job_wrapper(int argc, char** argv) {
   std::string text = std::to_string(code) + "\n";
   if (!room.empty()) {
     // In place, in blocks already given, then renamed: a full disk cannot lose the code. Where the
-    // rename fails, the room holds it (PosixLauncher::observe reads it there).
+    // rename fails, the room holds it (PosixLauncher::observe reads it there). Synced before the
+    // rename and the folder after it: a power cut just after the script ended keeps its code
+    // (unsynced, the rename could come back over an empty file, or not at all: a job that ended
+    // taken for one gone without a code).
     bool ok = ::pwrite(4, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
     ok = ok && ::ftruncate(4, static_cast<off_t>(text.size())) == 0;
+    ok = ok && ::fdatasync(4) == 0;
     ::close(4);
     if (!ok || ::rename(room.c_str(), exitf) != 0) {
       std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
       return 1;
     }
+    sync_folder_of(exitf);
     return 0;
   }
   // Write-then-rename: a reader never sees a half-written exit file (fix 3).
@@ -687,12 +707,14 @@ int job_wrapper(int argc, char** argv) {
     return 1;
   }
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ok && ::fdatasync(fd) == 0;
   ok = (::close(fd) == 0) && ok;
   if (!ok || ::rename(tmp.c_str(), exitf) != 0) {
     std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
     ::unlink(tmp.c_str());
     return 1;
   }
+  sync_folder_of(exitf);
   return 0;
 }
 

@@ -450,10 +450,17 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   // difference), and the GPUs are probed on a third. The state's errors wait for the plan's
   // (get() rethrows them), so a bad plan is still reported first and alone.
   const PlanSetup given = s;  // the flags and variables alone
-  std::future<State> state;
+  // The state, and when it was read: the look's `now` (a job that starts while the look probes
+  // and loads the plan is seen as it was then, not as waiting at a later now).
+  using Read = std::pair<State, double>;
+  std::future<Read> state;
+  auto read_at = [](const PlanPaths& paths) {
+    State st = read_state(paths);
+    return Read{std::move(st), unix_now()};
+  };
   std::future<Probed> probe;
   if (ask.probe) probe = probe_meanwhile(run_options(s, {}), std::get<2>(probe_asked(s, ask.pairs_default)));
-  if (ask.state) state = on_another_core([paths = plan_paths(s)] { return read_state(paths); });
+  if (ask.state) state = on_another_core([paths = plan_paths(s), read_at] { return read_at(paths); });
   l.report = load_plan_report(s);
   l.paths = plan_paths(s);
   if (l.report.plan) {
@@ -485,6 +492,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   const Plan& plan = *l.plan;
   if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
   phase("load plan");
+  std::optional<double> read_time;
   if (ask.state) {
     // The settings (the plan's, the run's) may name another state folder than the one read
     // before the plan was: that one is read instead.
@@ -493,9 +501,11 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
         state.get();
       } catch (const std::exception&) {  // not this plan's state
       }
-      state = std::async(std::launch::deferred, [paths = l.paths] { return read_state(paths); });
+      state = std::async(std::launch::deferred, [paths = l.paths, read_at] { return read_at(paths); });
     }
-    l.state = state.get();
+    Read r = state.get();
+    l.state = std::move(r.first);
+    read_time = r.second;
     phase("read state (the rest of it)");
   }
   std::optional<Probed> probed;
@@ -505,7 +515,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   }
   if (ask.state)
     for (std::string& line : unknown_entry_lines(plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
-  l.now = unix_now();
+  l.now = read_time.value_or(unix_now());
   if (ask.state && ask.refresh) {
     // A running job past its time limit whose process is gone was stopped there by run, which
     // has not saved that yet (read between run's SIGTERM and its save): it ended as the timeout

@@ -404,6 +404,11 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
     fchmod(fd, 0644);
     if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
       err = fmt::format("write({}) failed: {}", tmp, std::strerror(errno));
+    // Synced before the rename: after a power cut the file is this version or the last, never an
+    // empty or cut one that would leave the user's runs and usage uncounted. (The folder is not
+    // synced: the last version, come back, is a whole one.)
+    else if (fdatasync(fd) != 0)
+      err = fmt::format("fdatasync({}) failed: {}", tmp, std::strerror(errno));
     close(fd);
     if (err.empty() && rename(tmp.c_str(), path.c_str()) != 0)
       err = fmt::format("rename({}, {}) failed: {}", tmp, path, std::strerror(errno));

@@ -12,6 +12,7 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/journal.h"
+#include "gpuq/live/store.h"
 
 namespace gpuq {
 
@@ -50,12 +51,7 @@ void replace_file_durably(const std::string& path, const std::string& text) {
     ::unlink(tmp.c_str());
     throw StoreError(fmt::format("cannot rename {} over {}: {}", tmp, path, std::strerror(err)));
   }
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
+  sync_folder_of(path);
 }
 
 std::string set_paused(const PlanPaths& paths, bool on, double now) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iterator>
+#include <limits>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -93,6 +94,17 @@ std::optional<unsigned long long> process_start_time(long long pid) {
   unsigned long long start;
   if (!read_stat(pid, &state, &start)) return std::nullopt;
   return start;
+}
+
+std::optional<double> boot_time() {
+  std::ifstream f("/proc/stat");
+  std::string key;
+  double value = 0;
+  while (f >> key) {
+    if (key == "btime" && f >> value) return value;
+    f.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::nullopt;
 }
 
 bool process_alive(long long pid, std::optional<unsigned long long> start) {

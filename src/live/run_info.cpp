@@ -38,8 +38,10 @@ std::optional<PlanStamp> stamp_plan(const std::string& path) {
 
 namespace {
 
-// Writes `text` to a temporary file beside `path` and renames it over `path`; on failure the
-// temporary file is removed and `problem` (when given) says which call failed and why.
+// Writes `text` to a temporary file beside `path`, syncs it and renames it over `path`; on failure
+// the temporary file is removed and `problem` (when given) says which call failed and why. Synced:
+// after a power cut the file is this version or an earlier one, never empty or cut (the folder is
+// not synced: an earlier version come back is a whole one).
 bool replace_file(const std::string& path, const std::string& text, std::string* problem = nullptr) {
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   auto failed = [&](const std::string& what) {
@@ -54,6 +56,11 @@ bool replace_file(const std::string& path, const std::string& text, std::string*
   } catch (const StoreError& e) {
     ::close(fd);
     return failed(e.err ? fault_words(e.file, e.err) : std::string(e.what()));
+  }
+  if (::fdatasync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    return failed(fault_words(tmp, e));
   }
   if (::close(fd) != 0) return failed(fault_words(tmp, errno));
   if (::rename(tmp.c_str(), path.c_str()) != 0) return failed(fault_words(path, errno));

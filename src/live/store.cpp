@@ -272,14 +272,16 @@ State read_state(const PlanPaths& paths) {
   return std::move(*load.state);
 }
 
-void sync_state_folder(const PlanPaths& paths) {
-  fs::path dir = fs::path(paths.state).parent_path();
+void sync_folder_of(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
   int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
 }
+
+void sync_state_folder(const PlanPaths& paths) { sync_folder_of(paths.state); }
 
 void write_state(const PlanPaths& paths, const State& state, bool defer_folder_sync) {
   std::string data = dump_state(state);

@@ -96,6 +96,7 @@ class PosixLauncher : public Launcher {
   std::optional<Cgroups> cgroups_;  // looked at (and the parent made) at the first launch with a memory limit
   bool cgroups_said_ = false;
   bool cgroup_failed_said_ = false;       // what holds the jobs' memory said (Launched::note), at that first launch
+  std::optional<double> boot_;            // when the machine booted (0: unknown), read at the first lost process
 };
 
 }  // namespace gpuq

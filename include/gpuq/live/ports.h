@@ -132,6 +132,9 @@ struct Observed {
   /// wrapper's write of it at the script's end), where known. A run that looks late (stopped, a
   /// full disk, killed and restarted) ends the attempt then, not when it noticed (issue 51).
   std::optional<double> ended;
+  /// Aborted: it was started before the machine last booted (a power cut, a reboot): its attempt
+  /// ended with the node, not by its own doing, and it waits again, no retry spent.
+  bool node_restarted = false;
 };
 
 /// A job's process tree as /proc shows it now (its group and their descendants): the sum of their

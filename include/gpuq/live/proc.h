@@ -33,6 +33,10 @@ class SystemClock : public Clock {
 /// boot), or nullopt if there is no such process.
 std::optional<unsigned long long> process_start_time(long long pid);
 
+/// When this machine booted (seconds since the epoch: /proc/stat's btime), or nullopt where it
+/// cannot be read. A job recorded as started before it cannot be running: the node restarted.
+std::optional<double> boot_time();
+
 /// True when `pid` is a live process (not a zombie) and, when `start` is
 /// given, the same process that had that start time (not a recycled pid).
 bool process_alive(long long pid, std::optional<unsigned long long> start);

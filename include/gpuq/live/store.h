@@ -125,6 +125,10 @@ void write_state(const PlanPaths& paths, const State& state, bool defer_folder_s
 /// fsyncs the folder of the state file, making the last rename durable.
 void sync_state_folder(const PlanPaths& paths);
 
+/// fsyncs the folder `path` is in: the creates, renames and removals made in it survive a power
+/// cut from now on. Best effort (a folder that cannot be opened is left as it is).
+void sync_folder_of(const std::string& path);
+
 /// The whole content of a file, or nullopt if it does not exist; StoreError on
 /// other failures. Symlinks are not followed when `nofollow`.
 std::optional<std::string> read_file(const std::string& path, bool nofollow = false);
