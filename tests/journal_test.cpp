@@ -657,6 +657,8 @@ TEST(EventLogRun, HistoryEstimatesAndLearnedPredictionsFromAFixtureLog) {
   ASSERT_EQ(est.status, 0) << est.err;
   EXPECT_THAT(est.out, HasSubstr("train_"));
   EXPECT_THAT(est.out, HasSubstr("2.00x"));
+  // Spans as people read them (issue 51, item 10): "ran 4.0h", a short one in minutes or seconds.
+  EXPECT_THAT(est.out, HasSubstr("train_c (attempt 1): ran 4.0h, est_hours 2 (2.0h): 2.00x")) << est.out;
   auto sim = run_gpuq({"simulate", "--plan", "plan.json", "--json"}, d.path());
   auto learned = run_gpuq({"simulate", "--plan", "plan.json", "--json", "--learned-estimates"}, d.path());
   ASSERT_EQ(learned.status, 0) << learned.err;

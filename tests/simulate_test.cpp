@@ -12,6 +12,7 @@
 using namespace gpuq;
 using gpuq::test::plan_of;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 const SimRow& row(const Plan& plan, const Simulation& sim, const std::string& id) {
@@ -174,6 +175,18 @@ TEST(Simulate, TimelineFormatHidesEvalRowsUnlessAll) {
             "makespan 3.0h, GPU utilization 20.8%\n"
             "round-100 in-loop eval of the first-wave arms: earliest ~1.0h, all ~1.0h\n");
   EXPECT_THAT(all, HasSubstr("  2.00h ->   3.00h gpus=[0]      eval_x\n"));
+}
+
+// simulate --from-state: a job that started a moment before now reads 0.00h (issue 51, item 10),
+// one that started two hours ago -2.00h.
+TEST(Simulate, ARunningJobsStartJustBeforeNowReadsZeroNotMinusZero) {
+  Plan plan = plan_of(R"([{"id": "a", "script": "x", "gpus": 1}, {"id": "b", "script": "x", "gpus": 1}])");
+  Simulation sim;
+  sim.rows = {{0, -0.001, 0.999, {0}}, {1, -2.0, 0.5, {1}}};
+  std::string text = format_timeline(plan, sim, SimOptions{}, true);
+  EXPECT_THAT(text, HasSubstr("  0.00h ->   1.00h gpus=[0]      a\n")) << text;
+  EXPECT_THAT(text, HasSubstr(" -2.00h ->   0.50h gpus=[1]      b\n")) << text;
+  EXPECT_THAT(text, Not(HasSubstr("-0.00h"))) << text;
 }
 
 TEST(Simulate, ReservationDeadlockIsReportedWithItsReasons) {

@@ -225,8 +225,8 @@ std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned
             [](const Off& x, const Off& y) { return std::fabs(std::log(x.ratio)) > std::fabs(std::log(y.ratio)); });
   if (!off.empty()) out += fmt::format("\nfurthest from their estimate:\n");
   for (size_t i = 0; i < off.size() && i < 5; ++i)
-    out += fmt::format("  {} (attempt {}): ran {:.2f}h, est_hours {:g}: {:.2f}x\n", off[i].id, off[i].attempt, off[i].ran,
-               off[i].est, off[i].ratio);
+    out += fmt::format("  {} (attempt {}): ran {}, est_hours {:g} ({}): {:.2f}x\n", off[i].id, off[i].attempt,
+                       duration_text(off[i].ran * 3600), off[i].est, duration_text(off[i].est * 3600), off[i].ratio);
   return out;
 }
 

@@ -36,12 +36,15 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
   // py_list's string) cost twice as much on 100,000 jobs (callgrind).
   const size_t node_width = std::to_string(opt.nodes - 1).size();
   out.reserve(rows.size() * 48);
+  // A job of --from-state that started just before now has a start a hair below 0: "0.00h", not
+  // "-0.00h" (a plain simulate's times are never below 0: the original's text is unchanged).
+  auto shown = [](double hours) { return hours < 0 && hours > -0.005 ? 0.0 : hours; };
   for (const SimRow* r : rows) {
     const std::string& id = plan.jobs[r->job].id;
     if (!all && id.rfind("eval_", 0) == 0) continue;
-    append_fixed(out, r->start, 6, 2);
+    append_fixed(out, shown(r->start), 6, 2);
     out += "h -> ";
-    append_fixed(out, r->end, 6, 2);
+    append_fixed(out, shown(r->end), 6, 2);
     out += "h ";
     if (opt.nodes > 1) {  // simulate --nodes: which node, then the GPUs on it
       size_t at = out.size();
