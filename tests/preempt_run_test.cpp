@@ -96,6 +96,22 @@ TEST(PreemptRun, AJobThatIsNotPreemptibleIsNeverStopped) {
   EXPECT_EQ(lines_of(n.d.path() + "/work.log").size(), 10u);
 }
 
+// GPUQ_CHECKPOINT_DIR (issue 51, item 15): a preemptible job's own folder, made for it; unset (not
+// empty) for any other job, so that a script's "${GPUQ_CHECKPOINT_DIR:-...}" takes its fallback.
+TEST(PreemptRun, OnlyAPreemptibleJobHasACheckpointFolder) {
+  PlanFolder f(2);
+  f.d.write("env.sh", "echo \"${GPUQ_CHECKPOINT_DIR-unset}\" > \"$GPUQ_JOB_ID.dir\"\n");
+  f.plan(R"([{"id": "plain", "script": "env.sh", "gpus": 1},
+             {"id": "pre", "script": "env.sh", "gpus": 1, "preemptible": true}])");
+  Output r = f.gpuq({"run", "--gpus", "0-1", "--node-dir", "off"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(f.d.path() + "/plain.dir"), std::vector<std::string>{"unset"});
+  std::vector<std::string> pre = lines_of(f.d.path() + "/pre.dir");
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_THAT(pre[0], ::testing::EndsWith("/plan.checkpoints/pre"));
+  EXPECT_TRUE(std::filesystem::is_directory(pre[0])) << pre[0];
+}
+
 // A job that exits 0 on the signal is done and not run again; `gpuq preempt` by hand, whose
 // --dry-run changes nothing.
 TEST(PreemptRun, ByHandWithItsDryRunAndAnExitZeroOnTheSignalIsDone) {
