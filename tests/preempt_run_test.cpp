@@ -133,6 +133,9 @@ TEST(PreemptRun, ByHandWithItsDryRunAndAnExitZeroOnTheSignalIsDone) {
   Output r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("done q (it finished on its preemption signal)"));
+  // The run's pane says it too, as it says a kill from another shell (issue 51, item 12).
+  EXPECT_THAT(r.out, HasSubstr("gpuq preempt q from another shell: its preemption signal sent; SIGKILL after "
+                               "--preempt-grace 10 s"));
   EXPECT_EQ(n.status_of("q"), "done");
   // A job that is not preemptible is refused by name.
   PlanFolder m(1);

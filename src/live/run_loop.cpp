@@ -203,6 +203,11 @@ void RunLoop::say_changes(const Tick& t, const State& before, const State& state
       say(t.now, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
                              "once the group is gone",
                              plan_.jobs[i].id));
+    // Preempted by hand: its signal was sent there; this run sends SIGKILL after --preempt-grace.
+    if (a == b && now && now->preempt && !(was && was->preempt))
+      say(t.now, fmt::format("gpuq preempt {} from another shell: its preemption signal sent; SIGKILL after "
+                             "--preempt-grace {:g} s, then it runs again when GPUs allow (an exit 0 is done)",
+                             plan_.jobs[i].id, opt_.preempt_grace));
     if (a == b) continue;
     JobState shown = now ? *now : JobState{};
     std::string cmd = command_of(a, shown);
