@@ -28,14 +28,15 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
       break;
     }
     ++shown;
-    std::string pred;
+    std::string pred, done;
     if (v->queued)
       pred = "when Slurm starts it";
     else if (v->status == "running" && v->predicted_finish) {
       pred = "ends ~" + local_time(*v->predicted_finish, o.now);
+      // How far it is heads the why column (in the predicted one it ran into the why: issue 51, item 11).
       if (v->progress)
-        pred += fmt::format(", {:.0f} % done, from its {}", std::floor(*v->progress * 100),
-                            v->finish_source == FinishSource::Progress ? "progress" : "estimate");
+        done = fmt::format("{:.0f} % done, its end from its {}", std::floor(*v->progress * 100),
+                           v->finish_source == FinishSource::Progress ? "progress" : "estimate");
     }
     else if (v->predicted_start && v->predicted_finish)
       pred = local_time(*v->predicted_start, o.now) + " -> " + local_time(*v->predicted_finish, o.now);
@@ -45,8 +46,9 @@ std::string format_outlook(const Plan& plan, const State& state, const Outlook& 
       pred = "-";
     else
       pred = "never";
-    out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred,
-                       why_text(plan, state, o, *v));
+    std::string why = why_text(plan, state, o, *v);
+    if (!done.empty()) why = why.empty() ? done : done + "; " + why;
+    out += fmt::format("{:<45} {:<8} {:<25} {}\n", plan.jobs[v->job].id, v->status, pred, why);
   }
   if (o.paused) {
     size_t waiting = 0;
