@@ -555,3 +555,30 @@ TEST(Faults, AJobCutByTheNodesRestartRunsAgainWithNoRetrySpent) {
     }
   }
 }
+
+// status during a full disk or on a read-only folder (issue 51, item 5): the ready jobs would read
+// "ready: starts at the next tick" while run can start none; status says why, from the disk itself.
+TEST(Faults, StatusSaysWhyNothingStartsWhileTheStatesDiskIsFull) {
+  NEED(geteuid() == 0, "mounting a tmpfs");
+  FaultPlan p;
+  Tmpfs disk(p.dir, "1m");
+  NEED(disk.ok, "mounting a tmpfs");
+  p.write(2);
+  std::vector<std::string> status{gpuq_binary(), "status", "--plan", "plan.json"};
+  Output free_disk = Background(status, p.dir, p.env).wait(kPatience);
+  EXPECT_EQ(free_disk.status, 0) << free_disk.err;
+  EXPECT_THAT(free_disk.err, ::testing::Not(HasSubstr("starts no job"))) << free_disk.err;
+  disk.fill();
+  Output full = Background(status, p.dir, p.env).wait(kPatience);
+  EXPECT_EQ(full.status, 0) << full.err;
+  EXPECT_THAT(full.err, ::testing::ContainsRegex("warning: the disk holding plan.state.json is full \\([0-9]+ bytes "
+                                                 "free, a state takes [0-9]+\\): `gpuq run` starts no job until the "
+                                                 "state can be saved"))
+      << full.err;
+  disk.unfill();
+  ASSERT_EQ(::mount(nullptr, p.dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0) << std::strerror(errno);
+  Output ro = Background(status, p.dir, p.env).wait(kPatience);
+  ::mount(nullptr, p.dir.c_str(), nullptr, MS_REMOUNT, nullptr);
+  EXPECT_THAT(ro.err, HasSubstr("warning: the folder of plan.state.json is read-only: `gpuq run` starts no job"))
+      << ro.err;
+}

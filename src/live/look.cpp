@@ -2,6 +2,8 @@
 // backend's queue and the snapshots, gathered once for a prediction.
 #include "gpuq/live/look.h"
 
+#include <sys/statvfs.h>
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -443,6 +445,26 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
   return out;
 }
 
+// Why `run` can start nothing now that a look can see for itself (issue 51, item 5): the state's
+// folder read-only, or its disk without room for another state (run saves one before any start).
+// Said where the jobs would otherwise read "ready: starts at the next tick".
+static std::string state_folder_unwritable(const PlanPaths& paths) {
+  std::filesystem::path dir = std::filesystem::path(paths.state).parent_path();
+  if (dir.empty()) dir = ".";
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return "";
+  std::string file = std::filesystem::path(paths.state).filename().string();
+  const char* then = "`gpuq run` starts no job until the state can be saved (running jobs go on)";
+  if (fs.f_flag & ST_RDONLY) return fmt::format("the folder of {} is read-only: {}", file, then);
+  struct stat st {};
+  double need = (::stat(paths.state.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : 0) + 4096;
+  double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  if (free_bytes < need)
+    return fmt::format("the disk holding {} is full ({:.0f} bytes free, a state takes {:.0f}): {}", file, free_bytes,
+                       need - 4096, then);
+  return "";
+}
+
 Look look_at(PlanSetup& s, const LookAsk& ask) {
   Look l;
   phase("start");
@@ -513,8 +535,10 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     probed = probe.get();
     if (probe_asked(s, ask.pairs_default) != probe_asked(given, ask.pairs_default)) probed.reset();
   }
-  if (ask.state)
+  if (ask.state) {
     for (std::string& line : unknown_entry_lines(plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
+    if (std::string full = state_folder_unwritable(l.paths); !full.empty()) l.warnings.push_back("warning: " + full);
+  }
   l.now = read_time.value_or(unix_now());
   if (ask.state && ask.refresh) {
     // A running job past its time limit whose process is gone was stopped there by run, which
