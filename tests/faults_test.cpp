@@ -552,6 +552,14 @@ TEST(Faults, AJobCutByTheNodesRestartRunsAgainWithNoRetrySpent) {
       EXPECT_EQ(after["train"]["status"], "done");
       EXPECT_EQ(after["train"].value("attempts", 0), 0) << "no retry spent";
       EXPECT_EQ(lines_of(p.markers + "/train").size(), 2u) << "run again once";
+      // The history: attempt 1 ended with the node (no start left without an end), attempt 2 ran.
+      std::vector<std::string> seen;
+      for (const std::string& line : lines_of(p.dir + "/plan.events.jsonl")) {
+        nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_object() && e.value("id", "") == "train")
+          seen.push_back(e.value("event", "") + "/" + e.value("outcome", "") + "/" + std::to_string(e.value("attempt", 0)));
+      }
+      EXPECT_EQ(seen, (std::vector<std::string>{"start//1", "end/node restarted/1", "start//2", "end/done/2"}));
     }
   }
 }

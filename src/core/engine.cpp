@@ -652,9 +652,9 @@ void Engine::operator()(const ev::Exited& e) {
 void Engine::operator()(const ev::Vanished& e) {
   LifeKind k = kind(e.job);
   if ((k != LifeKind::Running && k != LifeKind::Queued) || requeueing(lives_[e.job])) return;
-  if (preempting(lives_[e.job])) {
+  if (preempting(lives_[e.job]) || (e.node_restarted && k == LifeKind::Running)) {
     const Running& r = std::get<Running>(lives_[e.job]);
-    enter(e.job, Waiting{r.attempts, e.at, r.oom_retries}, Cause::Preempted);
+    enter(e.job, Waiting{r.attempts, e.at, r.oom_retries}, e.node_restarted ? Cause::NodeRestarted : Cause::Preempted);
     settle();
     return;
   }

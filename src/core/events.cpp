@@ -167,6 +167,17 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       // A launch cut short at its start line never ran: its start was never logged (a start is
       // logged only once the launch is released), so its abort is no event either.
       if (c.cause == Cause::Abort) break;
+      if (c.cause == Cause::NodeRestarted) {  // the machine restarted under it: it runs again, no retry spent
+        const Waiting& w = std::get<Waiting>(c.life);
+        Event e = make("end", w.ended.value_or(now), attempt_of(before));
+        e.outcome = "node restarted";
+        e.gpus = before.gpus;
+        e.started = before.start;
+        if (before.start && w.ended) e.seconds = std::max(0.0, *w.ended - *before.start);
+        e.detail = "the machine restarted while it ran (a power cut, a reboot): it runs again, no retry spent";
+        out.push_back(std::move(e));
+        break;
+      }
       if (c.cause == Cause::Preempted || c.cause == Cause::Checkpointed) {  // it runs again: no failure, no retry
         const Waiting& w = std::get<Waiting>(c.life);
         Event e = make("end", w.ended.value_or(now), attempt_of(before));

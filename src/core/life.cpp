@@ -203,15 +203,15 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
         return;
       }
       bool preempted = cause == Cause::Preempted || cause == Cause::Checkpointed;
-      if (preempted && w.ended) {  // the attempt's record keeps when it ended, and that it was preempted
+      if ((preempted || cause == Cause::NodeRestarted) && w.ended) {  // the attempt's record keeps when it ended
         e.end = w.ended;
-        if (!e.preempt) e.preempt = w.ended;
+        if (preempted && !e.preempt) e.preempt = w.ended;  // and that it was preempted
       }
       JobState next = fresh_from(e, Status::Pending, cause == Cause::Abort);  // an aborted launch never ran
       // The original writes the attempts with an automatic retry; a release by hand starts over.
       // A preemption spends none.
       if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued || cause == Cause::OomRetry ||
-          preempted)
+          cause == Cause::NodeRestarted || preempted)
         next.attempts = w.attempts;
       if (w.oom_retries > 0) next.oom_retries = w.oom_retries;
       if (preempted) next.preemptions = e.preemptions.value_or(0) + 1;

@@ -415,7 +415,9 @@ WhatIf predict_from(const Look& l, const Plan& plan) {
 int what_if(PlanSetup& s, const std::string& id, const Plan& before, const Plan& after, const SayLine& out) {
   LookAsk ask;
   ask.run_plan_when_broken = false;
-  ask.probe = ask.node = ask.snapshots = false;
+  ask.probe = ask.snapshots = false;
+  // The node as status sees it, run or no run: GPUs other runs hold are not free (issue 51, item 16).
+  ask.node = true;
   ask.pairs_default = "original";
   Look l = look_at(s, ask);  // with the run's pause: a paused plan starts nothing new
   WhatIf was = predict_from(l, before), will = predict_from(l, after);

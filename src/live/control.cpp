@@ -143,7 +143,13 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
     switch (o.kind) {
       case Observed::Kind::Exited: (*apply)(ev::Exited{*j, end_of(o, *s, now), o.exit, oom}); break;
       case Observed::Kind::Vanished: (*apply)(ev::Vanished{*j, now}); break;
-      case Observed::Kind::Aborted: (*apply)(ev::Aborted{*j}); break;
+      case Observed::Kind::Aborted:
+        // The node restarted under it: its attempt ended then (by the boot), not by its doing.
+        if (o.node_restarted)
+          (*apply)(ev::Vanished{*j, std::min(o.ended.value_or(now), now), true});
+        else
+          (*apply)(ev::Aborted{*j});
+        break;
       case Observed::Kind::Running: break;
     }
   }

@@ -140,12 +140,13 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
   ::unlink(paths.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
   ::unlink(abortf.c_str());
   ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
-  // Those removals durable before the state that records this attempt is (saved after the spawn):
-  // after a power cut, an earlier attempt's exit code come back would be taken for this one's.
-  sync_folder_of(exitf);
   // Every file the job needs, before it is spawned: one that cannot be made (a full disk, no file
   // descriptor left) leaves the job waiting, never started and never failed for it.
   int room = make_exit_room(roomf);
+  // Those removals, and the room, durable before the state that records this attempt is (saved
+  // after the spawn): after a power cut, an earlier attempt's exit code come back would be taken
+  // for this one's.
+  sync_folder_of(exitf);
   int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log < 0) {
     int e = errno;
@@ -408,6 +409,7 @@ Observed PosixLauncher::observe(const std::string& id, const JobState& s) {
   if (o.kind == Observed::Kind::Vanished && s.start && *s.start < *boot_ - 1) {
     o.kind = Observed::Kind::Aborted;
     o.node_restarted = true;
+    o.ended = *boot_;  // it ended before the machine was up again
     return o;
   }
   // Why its script never started, where the wrapper said (a process refused it): the file's line.

@@ -59,7 +59,11 @@ struct Exited {                                                ///< its script e
   long long code;
   std::optional<Outcome> oom{};
 };
-struct Vanished { size_t job; double at; };                    ///< its process is gone without a code
+struct Vanished {                                              ///< its process is gone without a code
+  size_t job;
+  double at;
+  bool node_restarted = false;  ///< it began before the machine last booted: it ended with the node
+};
 struct Aborted { size_t job; };                                ///< its launch was cut short: it never ran
 struct LaunchFailed {                                          ///< it could not be launched (why: the
   size_t job;                                                  ///< driver's to record, JobState::reason)

@@ -133,7 +133,8 @@ struct Observed {
   /// full disk, killed and restarted) ends the attempt then, not when it noticed (issue 51).
   std::optional<double> ended;
   /// Aborted: it was started before the machine last booted (a power cut, a reboot): its attempt
-  /// ended with the node, not by its own doing, and it waits again, no retry spent.
+  /// ended with the node (`ended`: by the boot), not by its own doing, and it waits again, no retry
+  /// spent; the next attempt's number grows (it may have run).
   bool node_restarted = false;
 };
 
