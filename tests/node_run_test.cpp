@@ -1196,3 +1196,35 @@ TEST(NodeRun, AProcessLimitHitInsideTheWrapperRunsTheJobLaterNotFailed) {
                                               "against max_retries|no job starts until it passes"))
       << o.out;
 }
+
+// add --dry-run sees the node as status does, run or no run (issue 51, item 16): with another
+// user's job holding every GPU for half an hour, bo's new job would start when it ends, not now.
+TEST(NodeRun, AddDryRunCountsTheGpusOtherUsersHold) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string fa = node.folder(
+      "gqana", R"([{"id": "wide", "script": "job.sh", "gpus": 8, "est_hours": 0.5, "args": ["60"]}])", *ana);
+  std::string fb = node.folder("gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 0, "est_hours": 0.01}])", *bo);
+  auto a = node.run_as("gqana", fa);
+  ASSERT_TRUE(eventually([&] { return a->out().find("start wide") != std::string::npos; }, kPatience)) << a->out();
+  auto dry = [&](const std::string& node_dir) {
+    std::vector<std::string> argv{"runuser", "-u", "gqbo", "--", gpuq_binary(), "add", "--plan", "plan.json",
+                                  "--dry-run", "--id", "x", "--gpus", "1", "--est-hours", "0.1", "--", "job.sh"};
+    std::map<std::string, std::string> env = node.env;
+    env["GPUQ_NODE_DIR"] = node_dir;
+    return Background(argv, fb, env).wait(kPatience);
+  };
+  Output shared = dry(node.dir), alone = dry("off");
+  ASSERT_EQ(shared.status, 0) << shared.out << shared.err;
+  ASSERT_EQ(alone.status, 0) << alone.out << alone.err;
+  auto when = [](const std::string& out) {
+    size_t at = out.find("it would start ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  ASSERT_FALSE(when(alone.out).empty()) << alone.out;
+  ASSERT_FALSE(when(shared.out).empty()) << shared.out;
+  EXPECT_NE(when(shared.out), when(alone.out)) << "the node's held GPUs count:\n" << shared.out << alone.out;
+  a->signal(SIGKILL);
+}
