@@ -311,8 +311,10 @@ TEST(Logs, FollowEndsWhenTheProcessVanishesWithoutAnyFileChanging) {
   q.env["GPUQ_FOLLOW_SAFETY_NET_S"] = "0.2";
   Background job({"sleep", "3600"}, q.d.path());
   q.d.write("logs/talk.log", "working\n");
+  // Started now, on this boot (one started before the machine booted ended with the node: it
+  // would be waiting again, issue 50).
   q.d.write("plan.state.json", R"({"talk": {"status": "running", "pid": )" + std::to_string(job.pid()) +
-                                   R"(, "gpus": [], "start": 1.0}})");
+                                   R"(, "gpus": [], "start": )" + std::to_string(std::time(nullptr)) + "}}");
   auto follow = q.start({"logs", "talk", "-f"});
   ASSERT_TRUE(eventually([&] { return follow->out() == "working\n"; }, kPatience)) << follow->out();
   job.signal(SIGKILL);

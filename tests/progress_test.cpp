@@ -130,20 +130,24 @@ TEST(EtaRule, ASlipPastBothThresholds) {
 
 // ---- real runs ----
 
-constexpr double kEst = 5.0 / 3600;  // est_hours: 5 s
+// The runs' scale: a 5-s estimate, 15 s of work, status at second 5; twice that under the
+// sanitizers, whose every process start costs a tenth of a second (prediction_test.cpp).
+constexpr int kScale = test::kSanitized ? 2 : 1;
+constexpr double kEst = 5.0 * kScale / 3600;  // est_hours: 5 s (10 s sanitized)
+const std::string kTenth = std::to_string(100000 * kScale);  // a step, in microseconds
 // 15 s of work, reported in tenths of a second as they pass: the job's progress is steady in
 // wall time however busy the machine is (a loop of 150 steps of 0.1 s stretches when the test
 // machine is loaded, and then no rate could say when it ends).
-const char* kTqdmJob =
+const std::string kTqdmJob =
     "s=${EPOCHREALTIME/./}\n"
-    "while :; do k=$(( (${EPOCHREALTIME/./} - s) / 100000 )); [ $k -ge 150 ] && break\n"
+    "while :; do k=$(( (${EPOCHREALTIME/./} - s) / " + kTenth + " )); [ $k -ge 150 ] && break\n"
     "  printf '\\rtrain: %3d%%|#| %d/150 [00:00<00:00]' $((k*2/3)) $k >&2; sleep 0.1; done\n"
     "printf '\\rtrain: 100%%|#| 150/150 [00:15<00:00]\\n' >&2\n";
-const char* kFileJob =
+const std::string kFileJob =
     "s=${EPOCHREALTIME/./}\n"
-    "while :; do k=$(( (${EPOCHREALTIME/./} - s) / 100000 )); [ $k -ge 150 ] && break\n"
+    "while :; do k=$(( (${EPOCHREALTIME/./} - s) / " + kTenth + " )); [ $k -ge 150 ] && break\n"
     "  echo \"$k/150\" > \"$GPUQ_PROGRESS.tmp\"; mv \"$GPUQ_PROGRESS.tmp\" \"$GPUQ_PROGRESS\"; sleep 0.1; done\n";
-const char* kQuietJob = "for i in $(seq 0 150); do echo 'working'; sleep 0.1; done\n";
+const std::string kQuietJob = std::string("for i in $(seq 0 150); do echo 'working'; sleep ") + (kScale == 1 ? "0.1" : "0.2") + "; done\n";
 
 std::string two_jobs(double est, const std::string& extra = "") {
   return fmt::format(R"({{"jobs": [{{"id": "a", "script": "a.sh", "est_hours": {}{}}},
@@ -180,7 +184,7 @@ Looked run_and_ask(PlanFolder& f, const std::string& job, const std::string& pla
     a_start = st["a"]["start"].get<double>();
     return true;
   }));
-  double wait = a_start + 5 - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double wait = a_start + 5 * kScale - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   Output s = f.gpuq({"status", "--json"});
   EXPECT_EQ(s.status, 0) << s.err;

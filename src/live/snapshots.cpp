@@ -1,4 +1,5 @@
 #include "gpuq/live/snapshots.h"
+#include "gpuq/live/store.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -249,6 +250,10 @@ SnapshotRef GitSnapshots::take(const std::string& workdir, double now) {
   snap.commit = must(git(top, args, env), "git commit-tree");
   // Kept from git gc for as long as the ref is there: `history` names it, to check the code out again.
   must(git(top, {"update-ref", "refs/gpuq/snapshots/" + snap.commit, snap.commit}), "git update-ref");
+  // Its objects and ref durable before a state that names the snapshot is saved: git syncs none of
+  // them by default, and after a power cut a job would find its snapshot gone ("failed to unpack
+  // tree object") and fail every retry (the power-cut test, scenario b).
+  sync_filesystem_of(top);
   return snap;
 }
 
@@ -435,12 +440,16 @@ std::string ensure_checkout(Snapshots& snapshots, const std::string& root, const
     throw;
   }
   set_writable(tmp, false);
+  // Its files whole on disk before the name says it is there: after a power cut a checkout renamed
+  // into place with its files' writes lost would run cut or empty scripts.
+  sync_filesystem_of(tmp);
   fs::rename(tmp, dir, ec);
   if (ec) {
     remove_checkout(tmp);
     if (!fs::is_directory(dir)) throw SnapshotError(fmt::format("cannot rename {} to {}: {}", tmp, dir, ec.message()));
     return dir;
   }
+  sync_folder_of(dir);
   // When it was made, beside it: a file of the checkout changed later was written by a job.
   std::ofstream(made_stamp(root, short_commit(snap.commit)));
   return dir;

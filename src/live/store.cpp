@@ -283,6 +283,14 @@ void sync_folder_of(const std::string& path) {
 
 void sync_state_folder(const PlanPaths& paths) { sync_folder_of(paths.state); }
 
+void sync_filesystem_of(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::syncfs(fd);
+    ::close(fd);
+  }
+}
+
 void write_state(const PlanPaths& paths, const State& state, bool defer_folder_sync) {
   std::string data = dump_state(state);
   std::string tmp = fmt::format("{}.tmp.{}", paths.state, ::getpid());

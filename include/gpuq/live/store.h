@@ -129,6 +129,11 @@ void sync_state_folder(const PlanPaths& paths);
 /// cut from now on. Best effort (a folder that cannot be opened is left as it is).
 void sync_folder_of(const std::string& path);
 
+/// syncfs(2) of the filesystem the folder `dir` is on: every file and folder written there, by
+/// gpuq or by a command it ran (git), survives a power cut from now on. For writes of many files
+/// (a snapshot's objects, its checkout) made once per plan load, not per job. Best effort.
+void sync_filesystem_of(const std::string& dir);
+
 /// The whole content of a file, or nullopt if it does not exist; StoreError on
 /// other failures. Symlinks are not followed when `nofollow`.
 std::optional<std::string> read_file(const std::string& path, bool nofollow = false);
