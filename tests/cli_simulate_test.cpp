@@ -242,4 +242,12 @@ TEST(CliSimulate, AJobTooBigForTheNodesCoresOrMemoryIsNamedByValidateAndListedBy
   // --json exits as the text does.
   auto json = run_gpuq({"simulate", "--plan", "plan.json", "--gpus", "0-3", "--json"}, d.path());
   EXPECT_EQ(json.status, 3) << json.err;
+  // The node's memory derived from this machine's is read in tenths of a GiB, never "19.5403"
+  // (issue 51, item 18): the machine's memory less reserve_mem_gib, said as people read it.
+  d.write("plan.json", R"([{"id": "huge", "script": "j.sh", "gpus": 1, "est_hours": 1, "mem_gib": 1000000}])");
+  auto derived = run_gpuq({"validate", "--plan", "plan.json", "--gpus", "0-3"}, d.path());
+  EXPECT_THAT(derived.out + derived.err,
+              ::testing::ContainsRegex("needs 1e\\+06 GiB of host memory, the node has [0-9]+(\\.[0-9])? for jobs "
+                                       "\\(node_mem_gib\\)"))
+      << derived.out << derived.err;
 }

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 
 namespace gpuq {
@@ -30,7 +31,9 @@ double machine_mem_gib() {
   long long kib = 0;
   while (in >> key >> kib) {
     std::getline(in, unit);
-    if (key == "MemTotal:") return static_cast<double>(kib) / (1024.0 * 1024.0);
+    // To a tenth of a GiB, down: the node's memory for jobs is derived from it and read by people
+    // ("the node has 19.5 for jobs", not 19.5403: issue 51, item 18).
+    if (key == "MemTotal:") return std::floor(static_cast<double>(kib) / (1024.0 * 1024.0) * 10) / 10;
   }
   return 0;
 }
