@@ -599,3 +599,43 @@ TEST(Faults, StatusSaysWhyNothingStartsWhileTheStatesDiskIsFull) {
   EXPECT_THAT(ro.err, HasSubstr("warning: the folder of plan.state.json is read-only: `gpuq run` starts no job"))
       << ro.err;
 }
+
+// Issue 51, item 8: run restarted while the plan's disk is full found two jobs ended and said
+// `done k0` and `done k1` twice: once in the tick whose save first failed, and again in the next,
+// which starts from the state on disk and sees the same ends. Each end is said once until a save
+// succeeds, and the jobs' ends are saved (and each said once) when the disk has room again.
+TEST(Faults, AnEndSeenWhileTheStateCannotBeSavedIsSaidOnce) {
+  NEED(geteuid() == 0, "mounting a tmpfs");
+  FaultPlan p;
+  Tmpfs disk(p.dir, "2m");
+  NEED(disk.ok, "mounting a tmpfs");
+  Tmpfs logs(p.dir + "/logs", "1m");  // the logs keep room: the wrappers write the exit codes
+  NEED(logs.ok, "mounting a tmpfs");
+  p.write(0);
+  std::ofstream(p.dir + "/plan.json") << R"([{"id": "j0", "script": "job.sh", "gpus": 1},
+    {"id": "j1", "script": "job.sh", "gpus": 1}, {"id": "j2", "script": "job.sh", "gpus": 1, "deps": ["j0"]}])";
+  std::ofstream(p.dir + "/job.sh") << "echo \"$GPUQ_JOB_ID\" >> " << p.markers << "/$GPUQ_JOB_ID\nsleep 1\n";
+  std::unique_ptr<Background> first = p.start();
+  ASSERT_TRUE(eventually([&] { return count_of(first->out(), "start j") == 2; })) << first->out() << first->err();
+  first->signal(SIGKILL);
+  first->wait(kPatience);
+  disk.fill();
+  ASSERT_TRUE(eventually([&] { return fs::exists(p.dir + "/logs/j0.exit") && fs::exists(p.dir + "/logs/j1.exit"); }));
+  std::unique_ptr<Background> second = p.start();
+  // Its ends seen, its save refused, and two more looks (a full disk is looked at again every 2 s).
+  ASSERT_TRUE(eventually([&] { return second->out().find(" is full (No space left on device)") != std::string::npos; }))
+      << second->out() << second->err();
+  sleep_s(4.5);
+  std::string while_full = second->out();
+  EXPECT_EQ(count_of(while_full, "done j0"), 1u) << while_full;
+  EXPECT_EQ(count_of(while_full, "done j1"), 1u) << while_full;
+  EXPECT_EQ(count_of(while_full, "start j2"), 0u) << "nothing starts unsaved\n" << while_full;
+  disk.unfill();
+  Output rest = second->wait(kPatience);
+  EXPECT_EQ(rest.status, 0) << rest.out << rest.err;
+  EXPECT_EQ(count_of(rest.out, "done j0"), 1u) << rest.out;
+  EXPECT_EQ(count_of(rest.out, "done j1"), 1u) << rest.out;
+  EXPECT_THAT(rest.out, HasSubstr("the state is saved again: jobs start again")) << rest.out;
+  EXPECT_THAT(rest.out, HasSubstr("all jobs finished: 3 done")) << rest.out;
+  p.ran_once_each(3);
+}

@@ -35,9 +35,11 @@ RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, 
 }
 
 // While the state cannot be saved, each tick starts again from the one on disk and sees the same
-// ends again: each line is said once until a save succeeds.
-void RunLoop::say(double now, const std::string& line) const {
-  if (!last_save_problem_.empty() && !told_.fresh("unsaved:" + line)) return;
+// ends again: each line (or each line `about` one thing: a job's end, whose line may say how late
+// it was seen) is said once until a save succeeds, the lines of the tick whose save first failed
+// included (tick() forgets them at the start of a tick after a good save).
+void RunLoop::say(double now, const std::string& line, const std::string& about) const {
+  if (!told_.fresh("unsaved:" + (about.empty() ? line : about))) return;
   out_(fmt::format("{} {}", clock_stamp(now), line));
 }
 
@@ -46,6 +48,7 @@ TickResult RunLoop::tick() {
   Tick t;
   t.wake_in = opt_.poll;
   ClockSeen seen = look_at_clock(t);  // before the lock: a wait for it is no stop of this run
+  if (last_save_problem_.empty()) told_.forget("unsaved:");  // the last tick's lines are saved
   try {
     Store::Locked lock(os_.store);
     load_state(t, seen);

@@ -31,7 +31,7 @@ void RunLoop::refresh_ended(Tick& t) {
     const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
       os_.launcher.signal_group(*s.pid, Signal::Kill);
-    say(t.now, e.line);
+    say(t.now, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
   remove_cgroups(t);

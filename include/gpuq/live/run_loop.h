@@ -175,7 +175,7 @@ class RunLoop {
   bool never_finishes(Tick& t);
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
-  void say(double now, const std::string& line) const;
+  void say(double now, const std::string& line, const std::string& about = {}) const;
 
   Plan plan_;
   std::shared_ptr<const PlanIndex> index_;  // who depends on whom in plan_, for each engine over it
