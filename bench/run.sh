@@ -199,7 +199,9 @@ J
   limit=$(awk -v i="$i" 'BEGIN {printf "%.9f", (2 + i * 0.07) / 3600}')
   echo "{\"id\": \"j$i\", \"script\": \"job.sh\", \"gpus\": 0, \"time_limit_hours\": $limit}$([[ $i -lt 49 ]] && echo ,)"
 done; echo ']'; } > "$d/plan.json"
-(cd "$d" && "$G" run --plan plan.json --gpus 0 >/dev/null)
+# Every job is stopped at its limit: run ends with exit 3 (a job failed), which is what is measured.
+rc=0; (cd "$d" && "$G" run --plan plan.json --gpus 0 >/dev/null) || rc=$?
+[[ $rc == 3 ]] || { echo "run exited $rc; 3 was due (every job over its limit)" >&2; exit 1; }
 python3 - "$d" > "$work/lim" <<'P'
 import json, sys
 d = sys.argv[1]

@@ -1228,3 +1228,100 @@ TEST(NodeRun, AddDryRunCountsTheGpusOtherUsersHold) {
   EXPECT_NE(when(shared.out), when(alone.out)) << "the node's held GPUs count:\n" << shared.out << alone.out;
   a->signal(SIGKILL);
 }
+
+namespace gpuq::test {
+namespace {
+
+// One `status --node --json` look, checked against itself: the GPUs it says are held are the
+// GPUs of the holds it lists, and no job is both held (running) and waiting. Returns what is wrong.
+std::string node_look_problem(const nlohmann::json& n) {
+  std::set<int> gpus;
+  std::set<std::string> running, waiting;
+  for (const auto& u : n["users"])
+    for (const auto& r : u["runs"]) {
+      std::string run = u["name"].get<std::string>() + " " + r.value("plan", std::string());
+      for (const auto& h : r["holds"]) {
+        for (int g : h["gpus"]) gpus.insert(g);
+        running.insert(run + " " + h["id"].get<std::string>());
+      }
+      for (const auto& w : r["wants"]) waiting.insert(run + " " + w["id"].get<std::string>());
+    }
+  std::string problem;
+  if (n["gpus_held"] != static_cast<int>(gpus.size()))
+    problem += fmt::format("{} GPUs held, {} in its holds; ", n["gpus_held"].dump(), gpus.size());
+  for (const std::string& id : running)
+    if (waiting.count(id)) problem += id + " both running and waiting; ";
+  return problem;
+}
+
+}  // namespace
+}  // namespace gpuq::test
+
+// Issue 51, item 17: for about a second before a cross-user preemption, `status --node` said
+// "0 of 8 GPUs held" and listed a running job as waiting. Looked at every few milliseconds from
+// before bo's run starts to after its job ran, the node is always what its holds say.
+TEST(NodeRun, StatusNodeAgreesWithItselfThroughAPreemption) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string plan = R"({"settings": {"preemptible": true, "preempt_min_minutes": 0, "preempt_grace": 10}, "jobs": [)";
+  for (int i = 0; i < 8; ++i)
+    plan += fmt::format(R"({}{{"id": "a{}", "script": "job.sh", "gpus": 1, "est_hours": 0.002, "args": ["6"]}})",
+                        i ? ", " : "", i);
+  plan += "]}";
+  std::string fa = node.folder("gqana", plan, *ana);
+  node.root.write("gqana/job.sh", kStoppableJob, 0755);
+  std::string fb = node.folder(
+      "gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 2, "est_hours": 0.0006, "args": ["2"]}])", *bo);
+  node.root.write("gqbo/job.sh", kStoppableJob, 0755);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  auto a = node.run_as("gqana", fa);
+  ASSERT_TRUE(eventually([&] { return lines_of(fa + "/rec.txt").size() >= 8; }, kPatience)) << a->out();
+  auto b = node.run_as("gqbo", fb);
+  int looks = 0;
+  std::vector<std::string> wrong;
+  // The jobs whose script runs (started, not ended, as rec.txt says), by user and id.
+  auto running_jobs = [&] {
+    std::set<std::string> ids;
+    for (auto [user, folder] : {std::pair{"gqana", fa}, std::pair{"gqbo", fb}}) {
+      std::map<std::string, int> open;
+      for (const std::string& line : lines_of(folder + "/rec.txt")) {
+        std::stringstream ss(line);
+        std::string what, id;
+        ss >> what >> id;
+        open[id] += what == "start" ? 1 : -1;
+      }
+      for (const auto& [id, n] : open)
+        if (n > 0) ids.insert(std::string(user) + " " + id);
+    }
+    return ids;
+  };
+  while (b->running() && looks < 2000) {
+    std::set<std::string> before = running_jobs();
+    // Looked at by a user of the node (root would read any file, whatever its mode).
+    Output s = run({"runuser", "-u", looks % 2 ? "gqbo" : "gqana", "--", gpuq_binary(), "status", "--node", "--json",
+                    "--node-dir", node.dir},
+                   node.root.path(), node.env);
+    std::set<std::string> after = running_jobs();
+    ASSERT_EQ(s.status, 0) << s.err;
+    ++looks;
+    nlohmann::json n = nlohmann::json::parse(s.out, nullptr, false);
+    ASSERT_FALSE(n.is_discarded()) << s.out;
+    std::string p = node_look_problem(n);
+    // A job that ran all through the look is held in it, on its GPUs.
+    std::set<std::string> held;
+    for (const auto& u : n["users"])
+      for (const auto& r : u["runs"])
+        for (const auto& h : r["holds"]) held.insert(u["name"].get<std::string>() + " " + h["id"].get<std::string>());
+    for (const std::string& id : before)
+      if (after.count(id) && !held.count(id)) p += id + " runs and is not held; ";
+    if (!p.empty()) wrong.push_back(p + "\n" + s.out);
+  }
+  Output rb = b->wait(kPatience), ra = a->wait(kPatience);
+  ASSERT_EQ(rb.status, 0) << rb.out << rb.err;
+  EXPECT_THAT(ra.out, ::testing::HasSubstr("for gqbo's b0 (the shared node's fair share")) << ra.out;
+  EXPECT_GT(looks, 10);
+  EXPECT_THAT(wrong, ::testing::IsEmpty()) << looks << " looks";
+  std::printf("%d looks at the node, %zu wrong\n", looks, wrong.size());
+}

@@ -618,7 +618,10 @@ void RunLoop::watch(Tick& t) {
   std::vector<std::string> watched = os_.waker.watch_files(files);
   std::unordered_set<std::string> for_jobs(files.begin(), files.begin() + static_cast<std::ptrdiff_t>(job_files));
   for (const std::string& p : watched)
-    if (for_jobs.count(p) && os_.files.exists(p)) t.wake_in = 0;
+    if (for_jobs.erase(p) && os_.files.exists(p)) t.wake_in = 0;
+  // A file no watch covers (its folder not made yet, or no inotify: a user's 128 instances used
+  // up) is looked for every few seconds, whatever --poll: its job starts soon after it appears.
+  if (!for_jobs.empty()) t.wake_in = std::min(t.wake_in, kUnwatchedFileLook);
 }
 
 // What the control commands logged since the last tick: the log's view follows, and the hooks run.

@@ -36,7 +36,10 @@ PosixWaker::PosixWaker(std::string state_file, std::vector<std::string> also)
   sigfd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd_ < 0) warn("signalfd (stop signals will not be seen)");
   inotify_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (inotify_ < 0) warn("inotify_init1 (new files and control commands wait for --poll)");
+  if (inotify_ < 0)
+    warn(fmt::format("inotify_init1 (plan edits and control commands wait for --poll, file: deps are looked for every "
+                     "{:g} s)",
+                     kUnwatchedFileLook));
 }
 
 PosixWaker::~PosixWaker() {

@@ -298,6 +298,10 @@ struct Wake {
 };
 
 /// The wait between two ticks of `run`.
+/// How often `run` looks for a file: dep that no watch covers (its folder not made yet, no
+/// inotify), whatever --poll (seconds).
+constexpr double kUnwatchedFileLook = 5.0;
+
 class Waker {
  public:
   virtual ~Waker() = default;
@@ -306,7 +310,8 @@ class Waker {
   /// Wakes the wait when one of these files appears (a replaced state file
   /// wakes it too, always). Replaces the last set. Returns the paths it could
   /// watch (a backend may watch only some, e.g. those in folders that exist):
-  /// the caller looks once more at those, for a file made just before its watch.
+  /// the caller looks once more at those, for a file made just before its watch, and for
+  /// the others every kUnwatchedFileLook seconds.
   virtual std::vector<std::string> watch_files(const std::vector<std::string>& paths) = 0;
   /// Forgets the events so far (those of this process's own writes).
   virtual void drain() = 0;
