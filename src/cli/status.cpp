@@ -11,6 +11,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/look.h"
 #include "gpuq/views/json.h"
+#include "gpuq/views/node_text.h"
 #include "gpuq/views/svg.h"
 #include "gpuq/views/text.h"
 
@@ -51,12 +52,18 @@ int print_status(const Flags& f, const Look& l, const LookAsk& ask) {
 
 // status --node: every user's running and waiting jobs on the shared node.
 int status_node(const Flags& f) {
-  NodeStatus n = node_status(f, f.json);
+  NodeStatus n = node_status(f);
   if (!n.problem.empty()) {
     fmt::print(stderr, "gpuq status --node: {}\n", n.problem);
     return n.bad_input ? kExitBadInput : kExitFailure;
   }
-  fmt::print("{}", n.text);
+  if (f.json) {
+    fmt::print("{}", node_json(n.dir, n.users, n.notes, n.node, n.now, n.config, n.backfill_max_hours, n.room, n.host));
+    return 0;
+  }
+  fmt::print("{}", node_text(n.dir, n.users, n.notes, n.node, n.now, n.config, n.backfill_max_hours, n.room, n.host));
+  // Readable but not usable by this user: their runs would start nothing; say so here too.
+  if (!n.unusable.empty()) fmt::print("you: your runs cannot share this node: {}\n", n.unusable);
   return 0;
 }
 

@@ -28,9 +28,6 @@
 #include "gpuq/live/proc.h"
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/snapshots.h"
-#include "gpuq/views/node_text.h"
-#include "gpuq/views/svg.h"
-#include "gpuq/views/text.h"
 
 namespace gpuq {
 
@@ -343,7 +340,7 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   return look;
 }
 
-NodeStatus node_status(const PlanSetup& s, bool json) {
+NodeStatus node_status(const PlanSetup& s) {
   // The node of the plan's run (--plan, $GPUQ_PLAN or ./plan.json, when there is one), unless named.
   PlanSetup g = s;
   g.plan = plan_in_reach(s.plan);
@@ -366,18 +363,17 @@ NodeStatus node_status(const PlanSetup& s, bool json) {
     std::string err;
     std::optional<std::vector<int>> ids = parse_gpu_list(s.gpus.empty() ? "0-7" : s.gpus, &err);
     if (!ids) throw std::runtime_error("--gpus: " + err);
-    GpuMask node = mask_of(*ids);
-    NodeView v = read_node_dir(dir, node);
-    if (json) {
-      out.text = node_json(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids),
-                           node_host_of(s, *ids));
-      return out;
-    }
-    out.text = node_text(dir, v.users, v.notes, node, unix_now(), v.config, s.backfill_max_hours, node_room(s, *ids),
-                         node_host_of(s, *ids));
-    // Readable but not usable by this user: their runs would start nothing; say so here too.
-    if (std::string why = node_dir_problem(dir); !why.empty())
-      out.text += fmt::format("you: your runs cannot share this node: {}\n", why);
+    out.dir = dir;
+    out.node = mask_of(*ids);
+    NodeView v = read_node_dir(dir, out.node);
+    out.users = std::move(v.users);
+    out.notes = std::move(v.notes);
+    out.config = std::move(v.config);
+    out.now = unix_now();
+    out.backfill_max_hours = s.backfill_max_hours;
+    out.room = node_room(s, *ids);
+    out.host = node_host_of(s, *ids);
+    out.unusable = node_dir_problem(dir);
   } catch (const std::exception& e) {
     out.problem = e.what();
   }
@@ -650,33 +646,6 @@ LiveStart live_start_of(const Look& l, const Plan& plan) {
   RunOptions ro = l.opt;
   ro.max_gpus.reset();  // the cap is the simulation's (SimOptions::max_gpus)
   return live_start(plan, l.state, ro, l.now, l.free, LocalFiles(ro.workdir), {}, OnNode{l.node.held, {}});
-}
-
-std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
-  std::vector<Bar> bars;
-  std::vector<char> predicted(plan.jobs.size(), 0);
-  for (const SimRow& r : o.sim.rows) {
-    const JobState* s = state.of(plan, r.job);
-    bool running = s && s->status == Status::Running;
-    bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
-    predicted[r.job] = 1;
-  }
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    const JobState* s = state.of(plan, i);
-    if (!s) continue;
-    for (const EarlierAttempt& a : earlier_attempts(*s))  // each attempt a retry or a restart replaced
-      bars.push_back({i, a.exit == 0 ? "done" : "failed", (a.start - o.now) / 3600, (a.end - o.now) / 3600, a.gpus});
-    if (predicted[i] || !s->start || !s->end) continue;
-    if (s->status != Status::Done && s->status != Status::Failed) continue;
-    bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
-                    s->gpus.value_or(std::vector<int>{})});
-  }
-  // A job removed from the plan while it ran still holds its GPUs: up to now, under its own id.
-  for (const auto& [id, s] : state.entries())
-    if (s.status == Status::Running && s.start && s.gpus && !plan.find(id))
-      bars.push_back({0, "running", std::min(0.0, (*s.start - o.now) / 3600), 0.0, *s.gpus, 0,
-                      id + " (not in the plan)"});
-  return bars;
 }
 
 }  // namespace gpuq

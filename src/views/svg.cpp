@@ -266,4 +266,31 @@ std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std:
   return out + "</svg>\n";
 }
 
+std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o) {
+  std::vector<Bar> bars;
+  std::vector<char> predicted(plan.jobs.size(), 0);
+  for (const SimRow& r : o.sim.rows) {
+    const JobState* s = state.of(plan, r.job);
+    bool running = s && s->status == Status::Running;
+    bars.push_back({r.job, running ? "running" : "predicted", r.start, r.end, r.gpus});
+    predicted[r.job] = 1;
+  }
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobState* s = state.of(plan, i);
+    if (!s) continue;
+    for (const EarlierAttempt& a : earlier_attempts(*s))  // each attempt a retry or a restart replaced
+      bars.push_back({i, a.exit == 0 ? "done" : "failed", (a.start - o.now) / 3600, (a.end - o.now) / 3600, a.gpus});
+    if (predicted[i] || !s->start || !s->end) continue;
+    if (s->status != Status::Done && s->status != Status::Failed) continue;
+    bars.push_back({i, status_name(s->status), (*s->start - o.now) / 3600, (*s->end - o.now) / 3600,
+                    s->gpus.value_or(std::vector<int>{})});
+  }
+  // A job removed from the plan while it ran still holds its GPUs: up to now, under its own id.
+  for (const auto& [id, s] : state.entries())
+    if (s.status == Status::Running && s.start && s.gpus && !plan.find(id))
+      bars.push_back({0, "running", std::min(0.0, (*s.start - o.now) / 3600), 0.0, *s.gpus, 0,
+                      id + " (not in the plan)"});
+  return bars;
+}
+
 }  // namespace gpuq

@@ -11,6 +11,7 @@
 
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/state.h"
+#include "gpuq/core/topology.h"
 
 namespace gpuq {
 
@@ -112,5 +113,15 @@ void name_ending_holders(const State& state, std::map<int, std::string>& others)
 /// The probe a reading came from, said once: "nvidia-smi (NVML is not available here: ...)"
 /// where its note already begins with the source, else "SOURCE (NOTE)", "SOURCE", or "none".
 std::string probe_source_text(const GpuReading& r);
+
+/// What `gpus` shows (views/gpus_text.h): the probe's reading of `gpus`, the placement (its
+/// topology and the line saying which pairs are used), and the processes of no gpuq job on each GPU.
+struct GpusSeen {
+  GpuReading reading;
+  Placement placement;
+  std::vector<int> gpus;
+  std::map<int, std::vector<GpuProcess>> foreign;
+  std::string placement_line;
+};
 
 }  // namespace gpuq

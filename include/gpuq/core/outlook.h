@@ -106,4 +106,22 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
 /// them are in that order, and the rest follow in no order (a partial sort).
 std::vector<size_t> predicted_order(const Outlook& o, size_t first = static_cast<size_t>(-1));
 
+/// Rows `status` shows below the original's, without --all (the outlook explains only these).
+constexpr size_t kOutlookRows = 30;
+
+/// What `status` knows of the plan's `gpuq run` (its PLAN.run.json and run lock), as plain data.
+struct RunSeen {
+  bool running = false;                   ///< a `gpuq run` holds the plan's run lock now
+  std::optional<long long> pid;
+  std::string host;
+  std::optional<double> started, last_tick, ended;  ///< unix seconds
+  std::optional<double> plan_loaded_at;   ///< the modification time of the plan it loaded
+  bool plan_changed = false;              ///< the plan on disk is not the one it loaded
+  std::optional<size_t> plan_problems;    ///< the plan on disk has this many problems (run goes on with its own)
+  bool slurm = false;                     ///< the run is a run --slurm (its problems include Slurm's)
+  std::optional<double> paused_since;     ///< `gpuq pause` holds the plan (not run's own: the plan's)
+  std::optional<long long> file_pid;      ///< PLAN.run.json is an earlier run's (this pid): the running one has not written it
+  std::optional<double> poll;             ///< the run's --poll: a last tick many polls ago is said
+};
+
 }  // namespace gpuq

@@ -32,9 +32,6 @@
 #include "gpuq/live/phase.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/setup.h"
-#include "gpuq/views/gpus_text.h"
-#include "gpuq/views/json.h"
-#include "gpuq/views/svg.h"
 
 namespace gpuq {
 
@@ -121,16 +118,22 @@ Outlook outlook_of(const Look& l, const LookAsk& ask, const Plan* learned = null
 /// runs' jobs holding theirs.
 LiveStart live_start_of(const Look& l, const Plan& plan);
 
-/// The Gantt bars of a live queue: what ran (hours before now, every attempt) and what is predicted.
-std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o);
-
-/// `status --node`: the node directory's users, their running and waiting jobs (its text, from
+/// `status --node`: the node directory's users, their running and waiting jobs (for the views:
 /// views/node_text.h), or a problem. `bad_input`: the problem is the user's (no directory named).
 struct NodeStatus {
-  std::string text, problem;
+  std::string problem;
   bool bad_input = false;
+  std::string dir;
+  GpuMask node = 0;
+  std::vector<NodeUser> users;
+  std::vector<std::string> notes;  ///< files refused, claims reaped
+  NodeConfig config;
+  double now = 0, backfill_max_hours = 0;
+  NodeRoom room;
+  HostRoom host;
+  std::string unusable;  ///< why this user's runs cannot share the node ("": they can)
 };
-NodeStatus node_status(const PlanSetup& s, bool json = false);
+NodeStatus node_status(const PlanSetup& s);
 
 /// When a job of `plan` runs from a snapshot and the workdir is in no git repository: one line
 /// naming the plan file, the job (or the setting) and the problem. Else "".

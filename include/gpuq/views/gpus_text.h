@@ -14,16 +14,6 @@
 
 namespace gpuq {
 
-/// What `gpus` shows: the probe's reading of `gpus`, the placement (its topology and the line
-/// saying which pairs are used), and the processes of no gpuq job on each GPU.
-struct GpusSeen {
-  GpuReading reading;
-  Placement placement;
-  std::vector<int> gpus;
-  std::map<int, std::vector<GpuProcess>> foreign;
-  std::string placement_line;
-};
-
 /// A row per GPU (memory, utilization, foreign processes), the connections, the pairs.
 std::string gpus_text(const GpusSeen& n);
 

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/outlook.h"
 #include "gpuq/core/plan.h"
+#include "gpuq/core/state.h"
 
 namespace gpuq {
 
@@ -27,5 +29,8 @@ struct Bar {
 /// The chart: a row per GPU of `node_gpus` (of each of `nodes` nodes: simulate --nodes), then rows for 0-GPU jobs.
 std::string gantt_svg(const Plan& plan, const std::vector<Bar>& bars, const std::vector<int>& node_gpus,
                       std::optional<double> now_h, const std::string& title, int nodes = 1);
+
+/// The Gantt bars of a live queue: what ran (hours before now, every attempt) and what is predicted.
+std::vector<Bar> live_bars(const Plan& plan, const State& state, const Outlook& o);
 
 }  // namespace gpuq

@@ -16,9 +16,6 @@
 
 namespace gpuq {
 
-/// Rows `status` shows below the original's, without --all.
-constexpr size_t kOutlookRows = 30;
-
 /// The original's output: one row per job (eval_ jobs only with `all`) in
 /// order of (start, id), the makespan and utilization line, and the first-look
 /// line. Byte for byte the original's.
