@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "gpuq/core/hint.h"
+#include "gpuq/core/limits.h"
+#include "gpuq/core/simulate.h"
 #include "gpuq/core/suggest.h"
 
 namespace gpuq {
@@ -98,6 +101,91 @@ std::string too_big_text(const Policy& p, const Job& j) {
   double most = p.most_room();
   return fmt::format("needs {:g} GiB on a GPU, more than any takes ({:g} GiB less --gpu-mem-headroom {:g}%: {:.1f})",
                      j.gpu_mem_gib.value_or(0), most / (1 - p.gpu_mem_headroom / 100), p.gpu_mem_headroom, most);
+}
+
+namespace {
+
+std::string list(const Plan& plan, const std::vector<size_t>& jobs) {
+  std::string s;
+  for (size_t j : jobs) s += (s.empty() ? "" : ", ") + plan.jobs[j].id;
+  return s;
+}
+
+}  // namespace
+
+// "needs 32 cores, 12 free", "needs 40 GiB of host memory, 12.5 free": what it waits for of cores and
+// host memory.
+std::string host_text(const Why& w) {
+  std::string out;
+  if (w.need.cpus > w.host.cpus + 1e-9)
+    out = fmt::format("needs {} core{}, {:g} free", w.need.cpus, w.need.cpus == 1 ? "" : "s",
+                      std::max(0.0, std::floor(w.host.cpus + 1e-9)));
+  if (w.need.mem_gib > w.host.mem_gib + 1e-9)
+    out += fmt::format("{}needs {:g} GiB of host memory, {:.1f} free", out.empty() ? "" : "; ", w.need.mem_gib,
+                       std::max(0.0, w.host.mem_gib));
+  return out;
+}
+
+std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s) {
+  const Job& job = plan.jobs[s.job];
+  const Why& w = s.why;
+  switch (w.kind) {
+    case Why::Kind::Blocked: {
+      if (w.jobs.empty()) return "blocked";
+      const Job& r = plan.jobs[w.jobs[0]];
+      double limit = run_hours(r, p.time_limit_factor);
+      if (r.retry_on_timeout)
+        return fmt::format("{} is predicted to time out at each of its {} attempts (est_hours {} is more than {} "
+                           "attempts of its limit {}h, with retry_on_timeout and {} {}), so it never runs",
+                           r.id, p.retries_of(r) + 1, r.est_hours, p.retries_of(r) + 1, limit,
+                           r.max_retries ? "its max_retries" : "--max-retries", p.retries_of(r));
+      return fmt::format("{} is predicted to time out (est_hours {} over its limit {}h, no retry_on_timeout), so "
+                         "it never runs",
+                         r.id, r.est_hours, limit);
+    }
+    case Why::Kind::Failed: return "failed; no automatic retry will come (its entry has no end time)";
+    case Why::Kind::Deps: {
+      if (!w.jobs.empty() || !w.afters.empty()) {
+        std::vector<size_t> waits;
+        for (const Dep& d : job.deps)
+          if (d.kind != Dep::Kind::File &&
+              (std::find(w.jobs.begin(), w.jobs.end(), d.job) != w.jobs.end() ||
+               std::find(w.afters.begin(), w.afters.end(), d.job) != w.afters.end()))
+            waits.push_back(d.job);
+        return "waits for " + list(plan, waits) + ", which never ran";
+      }
+      switch (w.source) {
+        case Why::Source::NoProducer:
+          return "waits for a file: dep that does not exist, and no job of the plan produces it";
+        case Why::Source::ProducerGone:
+          return fmt::format("waits for a file: dep that does not exist, and {} (its producer) will not run again",
+                             plan.jobs[*job.produced_by].id);
+        default:
+          return fmt::format("waits for the file: dep that {} produces, and {} never ran",
+                             plan.jobs[*job.produced_by].id, plan.jobs[*job.produced_by].id);
+      }
+    }
+    case Why::Kind::Backfill:
+      return fmt::format("est_hours {} is over --backfill-max-hours {} while {} waits for {}", job.est_hours,
+                         p.backfill_max_hours, plan.jobs[w.head].id, w.head_host ? "cores or host memory" : "GPUs");
+    case Why::Kind::Held: return "held by hand";
+    case Why::Kind::Paused: return "paused: starts after " + hint("resume");
+    case Why::Kind::Host: return p.host_too_big(job) ? host_too_big_text(p, job) : host_text(w);
+    default: break;
+  }
+  GpuMask node = mask_of(p.node_gpus);
+  GpuMask closed = 0;
+  for (const auto& [r, members] : w.closing) closed |= plan.reservations[r].gpus;
+  std::string why = fmt::format("needs {} GPUs, {} of {} are open to it", job.gpus, count(node & ~closed), count(node));
+  if (p.over_cap(job))
+    return fmt::format("needs {} GPUs, more than the {} you may hold at once on this node (the node config's max_gpus)",
+                       job.gpus, *p.max_gpus);
+  if (p.too_big(job)) return too_big_text(p, job);
+  if (p.nodes > 1) why = fmt::format("needs {} GPUs, and a job runs on one node of {} GPUs", job.gpus, count(node));
+  for (const auto& [r, members] : w.closing)
+    why += fmt::format("; reservation #{} closes GPUs {} until {} {}", r + 1, py_list(plan.reservations[r].gpu_list),
+                       list(plan, members), members.size() == 1 ? "finishes" : "finish");
+  return why;
 }
 
 }  // namespace gpuq

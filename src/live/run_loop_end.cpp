@@ -5,7 +5,6 @@
 #include <set>
 
 #include "gpuq/core/outlook.h"
-#include "gpuq/views/reasons.h"
 
 #include <algorithm>
 #include <limits>

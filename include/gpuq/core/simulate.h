@@ -97,6 +97,13 @@ struct Stuck {
   Why why;
 };
 
+/// Why a prediction never starts job `s.job` ("waits for a, which never ran", "needs 4 GPUs, 2
+/// of 8 are open to it; ..."), or, for Why::Blocked, which predicted failure blocks it: said by
+/// `run`, `simulate`, `status` and `validate` alike.
+std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s);
+/// "needs 32 cores, 12 free", "needs 40 GiB of host memory, 12.5 free": what a Why::Host waits for.
+std::string host_text(const Why& w);
+
 /// The predicted timeline.
 /// A preemption the prediction plays: `job` gives its GPUs to `by` at `at` (hours), having run
 /// `ran` hours of that attempt; it resumes at its next row.

@@ -20,10 +20,6 @@ std::string why_text(const Plan& plan, const State& state, const Outlook& o, con
 /// why_text without what the prediction says of preemptions.
 std::string why_text_of(const Plan& plan, const State& state, const Outlook& o, const JobView& v);
 
-/// Why a prediction never starts job `s.job` ("waits for a, which never ran", "needs 4 GPUs, 2
-/// of 8 are open to it; ..."), or, for Why::Blocked, which predicted failure blocks it.
-std::string stuck_text(const Plan& plan, const Policy& p, const Stuck& s);
-
 /// A finding of `validate` in words: its text, or for a job that can never start, why (and the fix).
 std::string finding_text(const Plan& plan, const Policy& p, const Finding& f);
 
