@@ -30,7 +30,7 @@ echo "== simulate: wall time (median of 3) and peak memory"
 sizes="1000 10000 100000 1000000"; [[ $quick ]] && sizes="1000 10000 100000"
 for n in $sizes; do
   "$GEN" "$n" > "$work/p.json"
-  for i in 1 2 3; do /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all >/dev/null; cat "$work/t"; done > "$work/times"
+  for i in 1 2 3; do /usr/bin/time -f "%e %M" -o "$work/t" "$G" simulate --plan "$work/p.json" --all >/dev/null 2>&1; cat "$work/t"; done > "$work/times"
   printf '  %8d jobs: %6.2f s, %7.1f MB\n' "$n" "$(cut -d' ' -f1 "$work/times" | median)" \
     "$(cut -d' ' -f2 "$work/times" | median | awk '{print $1/1024}')"
 done

@@ -13,6 +13,7 @@
 #include "gpuq/core/life.h"
 #include "gpuq/core/limits.h"
 #include "gpuq/live/state_codec.h"
+#include "gpuq/views/history_text.h"
 #include "test_util.h"
 
 namespace gpuq {
@@ -381,3 +382,22 @@ TEST(HostMemLearn, PeaksArePerPrefixAndValidateSaysWhereMemGibIsUnderThem) {
 
 }  // namespace
 }  // namespace gpuq
+
+// Issue 51, item 13: history --estimates printed a CPU-time table whose every median read "0 s"
+// (jobs that sleep). Such runs get one line; a table comes once some prefix used a second or more,
+// and then lists every prefix with CPU times, the idle ones too.
+TEST(HostMem, HistoryGivesACpuTableOnlyWhenSomePrefixUsedASecond) {
+  gpuq::Plan plan;
+  gpuq::Learned nap{.prefix = "nap_", .runs = 2, .cpu_runs = 2, .cpu_hours = 0.2 / 3600, .cores_busy = 0.01};
+  gpuq::Learned old{.prefix = "old_", .runs = 1};  // run by the original: no CPU time
+  std::string idle = gpuq::estimates_text(plan, {nap, old}, {});
+  EXPECT_THAT(idle, ::testing::HasSubstr("CPU time (user + system) of the job's processes: each prefix's median is "
+                                         "under a second (2 runs)\n"));
+  EXPECT_THAT(idle, ::testing::Not(::testing::HasSubstr("cores busy")));
+  gpuq::Learned burn{.prefix = "burn_", .runs = 3, .cpu_runs = 3, .cpu_hours = 1.6 / 3600, .cores_busy = 0.9};
+  std::string busy = gpuq::estimates_text(plan, {burn, nap, old}, {});
+  EXPECT_THAT(busy, ::testing::HasSubstr("cores busy"));
+  EXPECT_THAT(busy, ::testing::ContainsRegex("burn_ +3 +2 s +0.9"));
+  EXPECT_THAT(busy, ::testing::ContainsRegex("nap_ +2 +0 s +0.0"));
+  EXPECT_THAT(busy, ::testing::Not(::testing::ContainsRegex("old_ +[0-9]+ +[0-9]+ s")));
+}

@@ -199,7 +199,17 @@ std::string estimates_text(const Plan& plan, const std::vector<Learned>& learned
         out += fmt::format("{:<16} {:>5} {:>6.2f} GiB {:>6.2f} GiB\n", l.prefix, l.host_peak_runs, l.host_peak_gib,
                            l.host_peak_max_gib);
   }
-  if (std::any_of(learned.begin(), learned.end(), [](const Learned& l) { return l.cpu_runs > 0; })) {
+  // A table whose every median reads "0 s" (jobs that sleep, or whose work is the GPU's) says
+  // nothing a line cannot (issue 51, item 13).
+  size_t cpu_runs = 0;
+  for (const Learned& l : learned) cpu_runs += l.cpu_runs;
+  bool cpu_seen = std::any_of(learned.begin(), learned.end(),
+                              [](const Learned& l) { return l.cpu_runs > 0 && l.cpu_hours * 3600 >= 0.5; });
+  if (cpu_runs > 0 && !cpu_seen)
+    out += fmt::format("\nCPU time (user + system) of the job's processes: each prefix's median is under a second "
+                       "({} run{})\n",
+                       cpu_runs, cpu_runs == 1 ? "" : "s");
+  if (cpu_seen) {
     out += fmt::format("\nCPU time (user + system) of the job's processes, from the same runs (cores busy: CPU time "
                        "/ run time, what cpus might say):\n");
     out += fmt::format("{:<16} {:>5} {:>12} {:>12}\n", "prefix", "runs", "median", "cores busy");
