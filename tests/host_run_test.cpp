@@ -240,8 +240,10 @@ TEST(HostRun, EachJobIsPinnedOnTheNumaNodeOfItsGpus) {
               "if [ \"$1\" = topo ]; then cat \"$d/topo.txt\"; else cat \"$d/smi.txt\"; fi\n",
               0755);
     f.d.write("seer.sh", kSeer);
-    f.plan(R"([{"id": "on0", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["1"]},
-               {"id": "on4", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["1"]}])");
+    // 3 s each: on a busy machine (CI at -j2) a job pinned to a busy core began its first line
+    // more than a second after the other's.
+    f.plan(R"([{"id": "on0", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["3"]},
+               {"id": "on4", "script": "seer.sh", "gpus": 1, "cpus": 1, "args": ["3"]}])");
     Output r = f.gpuq({"run", "--gpus", "0,4", "--poll", "0.2", "--node-dir", "off", "--node-cpus", "2",
                        "--reserve-cpus", "0", "--gpu-probe", "nvidia-smi"});
     ASSERT_EQ(r.status, 0) << r.out << r.err;

@@ -1005,6 +1005,23 @@ TEST(NodeRun, RunsStartedWithinTheWindowAreDecidedTogether) {
                                            "(the node config's \"window_seconds\")"));
 }
 
+// Issue 44's node: ana's eight preemptible 1-GPU jobs of 6 s fill it, and bo (charged less: no
+// usage) has a 2-GPU job of 2 s to add. Their plan folders, ana's and bo's.
+static std::pair<std::string, std::string> preemption_node(const Node& node, uid_t ana, uid_t bo) {
+  std::string plan = R"({"settings": {"preemptible": true, "preempt_min_minutes": 0, "preempt_grace": 10}, "jobs": [)";
+  for (int i = 0; i < 8; ++i)
+    plan += fmt::format(R"({}{{"id": "a{}", "script": "job.sh", "gpus": 1, "est_hours": 0.002, "args": ["6"]}})",
+                        i ? ", " : "", i);
+  plan += "]}";
+  std::string fa = node.folder("gqana", plan, ana);
+  node.root.write("gqana/job.sh", kStoppableJob, 0755);
+  std::string fb = node.folder(
+      "gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 2, "est_hours": 0.0006, "args": ["2"]}])", bo);
+  node.root.write("gqbo/job.sh", kStoppableJob, 0755);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  return {fa, fb};
+}
+
 // Issue 44: on a shared node, ana fills the 8 GPUs with preemptible jobs; bo, charged less (no
 // usage), adds a 2-GPU job: the node-wide decision preempts the fewest of ana's jobs that let it
 // start (a pair, the latest started), ana's run stops them, bo's job starts on their GPUs, and
@@ -1014,17 +1031,8 @@ TEST(NodeRun, ALessChargedUsersJobPreemptsAnothersPreemptibleJobsWhichResume) {
   Node node;
   std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
   ASSERT_TRUE(ana && bo);
-  std::string plan = R"({"settings": {"preemptible": true, "preempt_min_minutes": 0, "preempt_grace": 10}, "jobs": [)";
-  for (int i = 0; i < 8; ++i)
-    plan += fmt::format(R"({}{{"id": "a{}", "script": "job.sh", "gpus": 1, "est_hours": 0.002, "args": ["6"]}})",
-                        i ? ", " : "", i);
-  plan += "]}";
-  std::string fa = node.folder("gqana", plan, *ana);
-  node.root.write("gqana/job.sh", kStoppableJob, 0755);
-  std::string fb = node.folder(
-      "gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 2, "est_hours": 0.0006, "args": ["2"]}])", *bo);
-  node.root.write("gqbo/job.sh", kStoppableJob, 0755);
-  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  const std::pair<std::string, std::string> folders = preemption_node(node, *ana, *bo);
+  const std::string &fa = folders.first, &fb = folders.second;
   auto a = node.run_as("gqana", fa);
   ASSERT_TRUE(eventually([&] { return lines_of(fa + "/rec.txt").size() >= 8; }, kPatience)) << a->out();
   auto b = node.run_as("gqbo", fb);
@@ -1265,17 +1273,8 @@ TEST(NodeRun, StatusNodeAgreesWithItselfThroughAPreemption) {
   Node node;
   std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
   ASSERT_TRUE(ana && bo);
-  std::string plan = R"({"settings": {"preemptible": true, "preempt_min_minutes": 0, "preempt_grace": 10}, "jobs": [)";
-  for (int i = 0; i < 8; ++i)
-    plan += fmt::format(R"({}{{"id": "a{}", "script": "job.sh", "gpus": 1, "est_hours": 0.002, "args": ["6"]}})",
-                        i ? ", " : "", i);
-  plan += "]}";
-  std::string fa = node.folder("gqana", plan, *ana);
-  node.root.write("gqana/job.sh", kStoppableJob, 0755);
-  std::string fb = node.folder(
-      "gqbo", R"([{"id": "b0", "script": "job.sh", "gpus": 2, "est_hours": 0.0006, "args": ["2"]}])", *bo);
-  node.root.write("gqbo/job.sh", kStoppableJob, 0755);
-  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  const std::pair<std::string, std::string> folders = preemption_node(node, *ana, *bo);
+  const std::string &fa = folders.first, &fb = folders.second;
   auto a = node.run_as("gqana", fa);
   ASSERT_TRUE(eventually([&] { return lines_of(fa + "/rec.txt").size() >= 8; }, kPatience)) << a->out();
   auto b = node.run_as("gqbo", fb);

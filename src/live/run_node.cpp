@@ -40,6 +40,11 @@ void RunLoop::node_enter(Tick& t) {
     const std::vector<NodeHold> holds = node_holds(t);
     GpuMask closed = node_->enter(t.now, wants, node & ~t.busy,
                                   [&](const std::string& line) { say(t.now, "node: " + line); }, 30, &holds);
+    // The node lock may have been waited for (another run holds it through its save): what this
+    // tick starts is stamped from now, when the node's GPUs were seen free, not from the tick's
+    // start, which came before another run's job ended (the power-cut test's scenario d saw two
+    // users' jobs on one GPU for the 0.3 s of such a wait, in the event logs only).
+    t.now = std::max(t.now, os_.clock.now());
     t.busy |= closed;
     // Packed jobs (Tick::mem_other): none on a GPU the node gives this run no job on; on one it
     // gives, the room is less by what the other runs' packed jobs there declared, at least.
