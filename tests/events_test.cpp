@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuq/live/waker.h"
 #include "test_util.h"
 
 using namespace gpuq::test;
@@ -141,4 +143,27 @@ TEST(Events, AFileDepOfAJobWhoseOtherDepJustFinishedStartsItAtOnce) {
   auto run = q.run();
   ASSERT_TRUE(eventually([&] { return q.status_of("train") == "done"; }));
   q.file_appears_and_starts(*run, "eval", "ckpt/READY");
+}
+
+// A job's end wakes one wait, not every wait after it. A run whose tick could not record the end
+// (its folder removed, its state's disk full) watches the same job again, and its pidfd stays
+// readable: each wait returned at once, and the leftover runs of a CI's tests, their folders
+// removed, spun at 70 % of a core for half an hour.
+TEST(Waker, AJobsEndWakesOneWaitNotEvery) {
+  TempDir d;
+  gpuq::PosixWaker waker(d.path() + "/plan.state.json");
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  auto waited = [&](double timeout) {
+    auto t0 = std::chrono::steady_clock::now();
+    waker.wait(timeout);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  waker.watch_jobs({child});
+  EXPECT_LT(waited(5), 2.0) << "its end woke no wait";
+  waker.watch_jobs({child});  // still running in the state: the tick could not save its end
+  EXPECT_GE(waited(0.5), 0.45) << "the same end woke a second wait";
+  EXPECT_GE(waited(0.5), 0.45) << "the same end woke a third wait";
+  waker.watch_jobs({});  // recorded: watched no more
+  waitpid(child, nullptr, WNOHANG);
 }

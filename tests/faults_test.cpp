@@ -63,6 +63,19 @@ struct Tmpfs {
 #define NEED(cond, what) \
   if (!(cond)) FAIL() << what << ": the fault tests make real faults and need root (CI runs as root)"
 
+// The CPU seconds (user + system) process `pid` has used so far.
+double cpu_seconds_of(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  std::stringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int k = 3; k <= 15 && rest >> field; ++k)
+    if (k >= 14) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // The state file as it is now: true when it is absent or parses whole.
 bool state_parses(const std::string& path) {
   std::ifstream f(path);
@@ -621,11 +634,19 @@ TEST(Faults, AnEndSeenWhileTheStateCannotBeSavedIsSaidOnce) {
   first->wait(kPatience);
   disk.fill();
   ASSERT_TRUE(eventually([&] { return fs::exists(p.dir + "/logs/j0.exit") && fs::exists(p.dir + "/logs/j1.exit"); }));
-  std::unique_ptr<Background> second = p.start();
+  // --poll 5: what wakes it while the disk is full is the fault's own retry (every 2 s), or a loop.
+  std::unique_ptr<Background> second =
+      p.start({gpuq_binary(), "run", "--plan", "plan.json", "--poll", "5", "--retry-after", "0"});
   // Its ends seen, its save refused, and two more looks (a full disk is looked at again every 2 s).
   ASSERT_TRUE(eventually([&] { return second->out().find(" is full (No space left on device)") != std::string::npos; }))
       << second->out() << second->err();
+  // While the ends cannot be saved, run waits for the disk, not in a loop: a job whose process is
+  // gone woke it once (its pidfd, or none to be had), not at every wait (the leftover runs of a
+  // CI's tests, their folders removed, spun at 70 % of a core for half an hour).
+  double cpu_before = cpu_seconds_of(second->pid());
   sleep_s(4.5);
+  double cpu_while_full = cpu_seconds_of(second->pid()) - cpu_before;
+  EXPECT_LT(cpu_while_full, 1.0) << "CPU seconds run used in 4.5 s of a full disk";
   std::string while_full = second->out();
   EXPECT_EQ(count_of(while_full, "done j0"), 1u) << while_full;
   EXPECT_EQ(count_of(while_full, "done j1"), 1u) << while_full;

@@ -140,6 +140,9 @@ Background::Background(const std::vector<std::string>& argv, const std::string& 
 
 Background::~Background() {
   if (!reaped_) {
+    // Its process group too: a `runuser -u USER -- gpuq run` leaves its gpuq behind otherwise (a
+    // CI's node tests left two runs of a removed folder going for half an hour).
+    ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }

@@ -85,12 +85,17 @@ void PosixWaker::watch_jobs(const std::vector<long long>& pids) {
       ++it;
     }
   }
+  std::erase_if(ended_, [&](long long pid) { return !want.count(pid); });
   for (long long pid : want) {
-    if (pidfds_.count(pid)) continue;
+    if (pidfds_.count(pid) || ended_.count(pid)) continue;
     int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
-    if (fd >= 0) pidfds_[pid] = fd;
-    // Gone already (an adopted job, reaped by init, between its tick and now): look again at once.
-    else if (errno == ESRCH) wake_now_ = true;
+    if (fd >= 0) {
+      pidfds_[pid] = fd;
+    } else if (errno == ESRCH) {
+      // Gone already (an adopted job, reaped by init, between its tick and now): look again at once.
+      wake_now_ = true;
+      ended_.insert(pid);
+    }
   }
 }
 
@@ -102,9 +107,13 @@ Wake PosixWaker::wait(double timeout_s) {
     return {};
   }
   std::vector<pollfd> fds;
+  std::vector<long long> pids;  // of fds[2...]
   fds.push_back({sigfd_, POLLIN, 0});
   fds.push_back({inotify_, POLLIN, 0});
-  for (auto& [pid, fd] : pidfds_) fds.push_back({fd, POLLIN, 0});
+  for (auto& [pid, fd] : pidfds_) {
+    fds.push_back({fd, POLLIN, 0});
+    pids.push_back(pid);
+  }
   const double t0 = monotonic_now();
   while (true) {
     double left = std::min(timeout_s, 86400.0) - (monotonic_now() - t0);
@@ -123,8 +132,14 @@ Wake PosixWaker::wait(double timeout_s) {
       if (stop) return {true, strsignal(stop)};
     }
     bool wake = inotify_ >= 0 && (fds[1].revents & POLLIN) && read_inotify();
+    // A job's end wakes one wait: its pidfd stays readable, and is let go.
     for (size_t i = 2; i < fds.size(); ++i)
-      if (fds[i].revents) wake = true;
+      if (fds[i].revents) {
+        wake = true;
+        ::close(fds[i].fd);
+        pidfds_.erase(pids[i - 2]);
+        ended_.insert(pids[i - 2]);
+      }
     if (wake) return {};
   }
 }

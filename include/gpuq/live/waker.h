@@ -28,7 +28,8 @@ class PosixWaker : public Waker {
   PosixWaker(const PosixWaker&) = delete;
   PosixWaker& operator=(const PosixWaker&) = delete;
 
-  /// A pid that is already gone (no pidfd can be had) makes the next wait return at once.
+  /// A pid that is already gone (no pidfd can be had) makes the next wait return at once, once:
+  /// each job's end wakes one wait.
   void watch_jobs(const std::vector<long long>& pids) override;
   /// Watches the folders that exist, once each; returns the paths in them.
   std::vector<std::string> watch_files(const std::vector<std::string>& paths) override;
@@ -45,6 +46,9 @@ class PosixWaker : public Waker {
   int inotify_ = -1;
   bool wake_now_ = false;
   std::map<long long, int> pidfds_;
+  /// Jobs whose end has woken a wait: not again while they are watched (a tick that could not
+  /// record the end, the state's disk full, looks again by its timer, not in a loop).
+  std::set<long long> ended_;
   std::map<int, std::set<std::string>> names_;  // watch descriptor -> names in its folder
 };
 
