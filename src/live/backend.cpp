@@ -35,6 +35,33 @@ class LocalBackend : public Backend {
   }
 };
 
+// Slurm's ports for run_queue: sbatch and squeue, no GPU reading, the ends as files.
+class SlurmPorts : public BatchPorts {
+ public:
+  SlurmPorts(const Plan& plan, const PlanPaths& paths, SlurmOptions opt, Waker& local)
+      : shards_(opt.shards),
+        reservations_(opt.reservations),
+        launcher_(plan, paths, std::move(opt)),
+        waker_(local, launcher_, paths) {}
+  Launcher& launcher() override { return launcher_; }
+  GpuProbe& probe() override { return probe_; }
+  Waker& waker() override { return waker_; }
+  std::string adapt(Plan& p) override {
+    if (std::string why = slurm_plan_problem(p, shards_); !why.empty()) return "run --slurm: " + why;
+    reservations_ = slurm_reservations(p);
+    p = slurm_copy(p);
+    return "";
+  }
+  void use_plan(const Plan& plan) override { launcher_.use_plan(plan, reservations_); }
+
+ private:
+  std::optional<SlurmShards> shards_;
+  std::map<std::string, std::string> reservations_;
+  SlurmLauncher launcher_;
+  SlurmWaker waker_;
+  SlurmProbe probe_;
+};
+
 // Slurm: jobs are submitted with sbatch (held until the state records them), watched with
 // squeue and sacct, stopped with scancel.
 class SlurmBackend : public Backend {
@@ -102,7 +129,8 @@ class SlurmBackend : public Backend {
     // through), and a reservation is Slurm's (--reservation), not a closed GPU of this node.
     opt.batch = true;
     if (!poll_given) opt.poll = 30;
-    return run_queue(slurm_copy(plan), paths, opt, out, info, plan_text, &o);
+    BatchPortsMaker ports = [&](Waker& local) { return std::make_unique<SlurmPorts>(plan, paths, o, local); };
+    return run_queue(slurm_copy(plan), paths, opt, out, info, plan_text, &ports);
   }
 
  private:

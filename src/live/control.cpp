@@ -16,7 +16,7 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/launcher.h"
-#include "gpuq/live/slurm.h"
+#include "gpuq/live/backend.h"
 
 namespace gpuq {
 
@@ -187,12 +187,9 @@ std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double no
 }
 
 std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& state, double now) {
-  if (state_in_slurm(state)) {  // its jobs are in Slurm's queue: squeue, not /proc
-    SlurmLauncher launcher(plan, paths, SlurmOptions{});
-    return refresh_alone(launcher, state, now);
-  }
-  PosixLauncher launcher(paths);
-  return refresh_alone(launcher, state, now);
+  // Jobs in a batch queue are seen through it (squeue, not /proc).
+  std::unique_ptr<Launcher> launcher = backend_in_use(&state, nullptr)->launcher(plan, paths);
+  return refresh_alone(*launcher, state, now);
 }
 
 bool send_preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {

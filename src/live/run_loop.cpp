@@ -16,7 +16,6 @@
 #include "gpuq/live/control.h"
 #include "gpuq/live/host.h"
 #include "gpuq/live/phase.h"
-#include "gpuq/live/slurm.h"
 #include "run_tick.h"
 
 namespace gpuq {

@@ -17,7 +17,6 @@
 #include "gpuq/live/run_info.h"
 #include "gpuq/live/run_loop.h"
 #include "gpuq/live/snapshots.h"
-#include "gpuq/live/slurm.h"
 #include "gpuq/live/waker.h"
 #include "gpuq/core/local_time.h"
 
@@ -48,10 +47,10 @@ std::string changed_settings(const GivenSettings& before, const GivenSettings& n
 
 }  // namespace
 
-// Long: it wires this machine's or Slurm's ports, the event log and hooks, the watched plan and
+// Long: it wires this machine's or a batch queue's ports, the event log and hooks, the watched plan and
 // PLAN.run.json around one RunLoop; each part is a few lines that read in order.
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
-              const std::string* plan_text, const SlurmOptions* slurm) {
+              const std::string* plan_text, const BatchPortsMaker* batch) {
   RunOptions opt = given;
   // Orphans of our jobs come back to us to be reaped (fix 8).
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
@@ -60,26 +59,20 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   PosixLauncher local_launcher(paths, opt.workdir);
   if (!opt.mem_cgroup) local_launcher.no_cgroups();
   // Read in the background (every second at most, once per tick at least): a tick never waits for it.
-  // Not in Slurm mode: the cluster's GPUs are Slurm's business.
+  // Not through a batch queue: the cluster's GPUs are the queue's business.
   std::optional<BackgroundProbe> local_probe;
-  if (!slurm)
+  if (!batch)
     local_probe.emplace(make_probe(parse_probe_kind(opt.gpu_probe).value_or(ProbeKind::Auto), opt.nvidia_smi,
                                    opt.nvidia_smi_timeout),
                         1.0);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
   PosixWaker local_waker(paths.state, files_that_wake(paths));
-  // Slurm mode: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
-  std::optional<SlurmLauncher> slurm_launcher;
-  std::optional<SlurmWaker> slurm_waker;
-  SlurmProbe slurm_probe;
-  if (slurm) {
-    slurm_launcher.emplace(plan, paths, *slurm);
-    slurm_waker.emplace(local_waker, *slurm_launcher, paths);
-  }
-  Launcher& launcher = slurm ? static_cast<Launcher&>(*slurm_launcher) : local_launcher;
-  GpuProbe& probe = slurm ? static_cast<GpuProbe&>(slurm_probe) : *local_probe;
-  Waker& waker = slurm ? static_cast<Waker&>(*slurm_waker) : local_waker;
+  // Through a batch queue: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
+  std::unique_ptr<BatchPorts> queue = batch ? (*batch)(local_waker) : nullptr;
+  Launcher& launcher = queue ? queue->launcher() : local_launcher;
+  GpuProbe& probe = queue ? queue->probe() : *local_probe;
+  Waker& waker = queue ? queue->waker() : local_waker;
   auto say = [out](const std::string& line) {
     fmt::print(out, "{}\n", line);
     std::fflush(out);
@@ -87,9 +80,9 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   // The topology, read once: --pairs auto places by it, and a plan that counts cores has them
   // chosen on its GPUs' NUMA node (its CPU affinity; other placements take no other part of it).
   const bool auto_pairs = opt.placement.kind == Placement::Kind::Auto;
-  if (!slurm && (auto_pairs || opt.counts_host(plan)))
+  if (!queue && (auto_pairs || opt.counts_host(plan)))
     opt.placement.topology = local_probe->topology().value_or(Topology{});
-  if (!slurm && auto_pairs)
+  if (!queue && auto_pairs)
     say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
   std::vector<HookSpec> specs;
@@ -101,21 +94,14 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                    [&clock, say](const std::string& line) { say(fmt::format("{} {}", clock_stamp(clock.now()), line)); });
   std::optional<PlanFile> plan_file;
   if (plan_text) plan_file.emplace(paths.plan, opt.node_gpus, *plan_text);
-  // Slurm mode: an edit is taken as the start took the plan (no reservation of GPU ids; a
-  // reservation is Slurm's), and the launcher submits from the plan in use.
-  std::map<std::string, std::string> reloaded_reservations;
-  if (plan_file && slurm)
-    plan_file->adapt = [&reloaded_reservations, slurm](Plan& p) {
-      if (std::string why = slurm_plan_problem(p, slurm->shards); !why.empty()) return "run --slurm: " + why;
-      reloaded_reservations = slurm_reservations(p);
-      p = slurm_copy(p);
-      return std::string();
-    };
+  // Through a batch queue: an edit is taken as the start took the plan (no reservation of GPU
+  // ids; a reservation is the queue's), and the launcher submits from the plan in use.
+  if (plan_file && queue) plan_file->adapt = [&queue](Plan& p) { return queue->adapt(p); };
   // The settings are read once, at the start: an edit of the plan's "settings" is said, not taken.
   GivenSettings settings_seen = plan.settings;
   RunLoop loop(std::move(plan), opt, {clock, launcher, probe, store, files, waker}, say,
                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
-  if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), slurm->reservations);
+  if (queue) queue->use_plan(loop.plan());
   GitSnapshots snapshots(its_own_files(paths), std::filesystem::absolute(paths.state).lexically_normal().string());
   {
     std::error_code ec;
@@ -123,9 +109,9 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
     loop.use_snapshots(&snapshots, snapshots_root(paths.state), workdir, opt.snapshot);
     loop.snapshot_again(opt.snapshot_changed);
   }
-  // A node shared with other users' runs (not in Slurm mode: Slurm places the jobs).
+  // A node shared with other users' runs (not through a batch queue: it places the jobs).
   std::optional<NodeShare> node;
-  if (!slurm)
+  if (!queue)
     if (std::string dir = choose_node_dir(opt.node_dir); !dir.empty()) {
       std::error_code ec;
       std::string plan_path = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
@@ -152,7 +138,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   loop.pause_from([&paths] { return paused_since(paths); });
   if (plan_file)
     loop.watch_plan(&*plan_file, [&](const std::string& text, double now) {
-      if (slurm_launcher) slurm_launcher->use_plan(loop.plan(), reloaded_reservations);
+      if (queue) queue->use_plan(loop.plan());
       if (std::string changed = changed_settings(settings_seen, loop.plan().settings); !changed.empty())
         say(fmt::format("{} the plan's \"settings\" changed ({}): this run keeps the settings it started with; "
                         "restart it to take them",

@@ -88,6 +88,13 @@ struct QueueJob {
   std::optional<double> start;    ///< when it started (squeue --json's start_time of a job no longer pending)
 };
 
+/// Thrown by a batch queue's launch() when the queue takes no more jobs now (Slurm's
+/// AssocMaxSubmitJobLimit, QOSMaxSubmitJobPerUserLimit): the job stays pending; submitting waits
+/// for the queue to drain.
+struct QueueFull : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// What a batch queue (a cluster's scheduler, live/slurm.h) adds to a launcher: jobs wait in
 /// it, and it starts them when it will (the engine's Queued life). This machine's launcher has
 /// none (Launcher::queue() is null).

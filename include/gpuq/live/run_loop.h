@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -240,15 +241,31 @@ class RunLoop {
 };
 
 struct RunInfo;
-struct SlurmOptions;
+
+/// A batch queue's ports, made by its adapter (backend.cpp) for run_queue in place of this
+/// machine's: the same loop, its jobs submitted to the queue, their ends seen as files.
+class BatchPorts {
+ public:
+  virtual ~BatchPorts() = default;
+  virtual Launcher& launcher() = 0;
+  virtual GpuProbe& probe() = 0;
+  virtual Waker& waker() = 0;
+  /// An edit of the plan as the run takes it: `p` made the queue's copy, or the problem.
+  virtual std::string adapt(Plan& p) = 0;
+  /// The launcher submits from `plan` (at the start, and after each edit taken).
+  virtual void use_plan(const Plan& plan) = 0;
+};
+
+/// Makes a batch queue's ports around this machine's waker (files appearing wake it).
+using BatchPortsMaker = std::function<std::unique_ptr<BatchPorts>(Waker& local)>;
 
 /// `gpuq run` on this machine: a RunLoop over the POSIX ports (this process
 /// becomes the subreaper of its jobs' orphans). With `info`, PLAN.run.json is
 /// written at the start, after each tick and at the end (run_info.h). Returns the exit status.
 /// `plan_text` is the text `plan` was loaded from: the plan file is watched for edits
 /// against it (RunLoop::watch_plan).
-/// With `slurm`, jobs are submitted to Slurm instead (slurm.h): the same loop over the Slurm ports.
+/// With `batch`, jobs are submitted to a batch queue instead: the same loop over its ports.
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& opt, std::FILE* out, RunInfo* info = nullptr,
-              const std::string* plan_text = nullptr, const SlurmOptions* slurm = nullptr);
+              const std::string* plan_text = nullptr, const BatchPortsMaker* batch = nullptr);
 
 }  // namespace gpuq

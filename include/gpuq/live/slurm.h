@@ -90,12 +90,6 @@ std::vector<std::string> slurm_host_args(const Job& job, double mem_gib = 0);
 
 // run_command (proc.h) runs sbatch, squeue and sacct.
 
-/// Thrown by launch() when Slurm refuses more jobs (AssocMaxSubmitJobLimit,
-/// QOSMaxSubmitJobPerUserLimit): the job stays pending; submitting waits for the queue to drain.
-struct QueueFull : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 /// The Launcher over Slurm. One squeue per survey() (each tick's refresh), one
 /// batched sacct for the recorded jobs no longer in the queue that left no exit
 /// file (none when accounting is off: then a job without logs/ID.exit is lost).
