@@ -159,7 +159,7 @@ TEST(Typos, AMistypedCommandOrFlagGetsTheNearestName) {
   EXPECT_THAT(f.err, Not(HasSubstr("were not expected")));
   Output other = run_gpuq({"status", "--plan", "plan.json", "--gpu-probe", "bogus"}, p.d.path(), p.env);
   EXPECT_EQ(other.status, 2);
-  EXPECT_THAT(other.err, HasSubstr("gpuq: --gpu-probe: bogus not in {auto,nvml,nvidia-smi,none}"));
+  EXPECT_THAT(other.err, HasSubstr("gpuq: --gpu-probe: must be one of auto, nvml, nvidia-smi, none, not \"bogus\""));
   // A shortened command or a flag misspelt at its end: the one name it starts like.
   Output hist = run_gpuq({"hist", "--plan", "plan.json"}, p.d.path(), p.env);
   EXPECT_EQ(hist.status, 2);

@@ -73,34 +73,20 @@ inline constexpr const char* kPlanType = "PLAN";
 inline constexpr const char* kFileType = "FILE";
 inline constexpr const char* kCommandType = "COMMAND";
 
-enum Flag { kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed };
+/// Adds --plan, --all and the flag of each setting for `command` (SettingCommand's bits:
+/// listed in its --help), and, unlisted, the original's flags (the original took every flag
+/// with every command). settings.h's table says which.
+void add_flags(CLI::App* sub, Flags& f, uint8_t command);
 
-/// Adds --plan and the original's flags: those in `used` are documented, the
-/// rest accepted and ignored (the original took every flag with every command).
-void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used);
+/// Adds the flag of `spec` (settings.h), its help, value and check from the table; `listed`:
+/// in --help. Given on the command line, it beats the plan's "settings" and a run's.
+CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, const SettingSpec& spec, bool listed);
+/// ... the setting named `name`, listed.
+CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, std::string_view name);
 
 /// Fills f.plan when --plan was not given: $GPUQ_PLAN, else plan.json in the current
 /// folder (saying on stderr which file was taken). False, with the problem printed, when there is no plan to take.
 bool resolve_plan(Flags& f);
-
-/// Adds gpuq's --time-limit-factor (run, status and simulate, so that predictions match).
-void add_time_limit_factor(CLI::App* sub, Flags& f);
-
-/// Adds gpuq's --quiet-minutes (run, and status, which marks hung jobs as run sees them).
-void add_quiet_minutes(CLI::App* sub, Flags& f);
-
-/// Adds --preemptible, --preempt-grace and --preempt-min-minutes (run, status, simulate, settings).
-void add_preempt_flags(CLI::App* sub, Flags& f);
-
-/// Adds --node-cpus and --node-mem-gib, and --reserve-cpus and --reserve-mem-gib (not listed on
-/// lines of their own): the rest of the box (run, status, simulate, settings).
-void add_host_flags(CLI::App* sub, Flags& f);
-
-/// Adds --gpu-mem-gib and --gpu-mem-headroom (several jobs on one GPU).
-void add_gpu_memory(CLI::App* sub, Flags& f);
-
-/// Adds gpuq's --gpu-probe, --pairs (its help naming `pairs_default`) and --ignore-process.
-void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default);
 
 /// Says what loading the plan found, as every command says it: a path that is no plan, a bad
 /// GPU list, every problem (with the fields gpuq does not read); on success the loader's
@@ -178,10 +164,6 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action);  ///< add,
 void add_gpus_command(CLI::App& app, Flags& f, Action& action);
 void add_settings_command(CLI::App& app, Flags& f, Action& action);
 
-/// Adds run's settings beyond the original's flags: --kill-grace, --time-limit-factor,
-/// --quiet-minutes, --nvidia-smi, --gpu-probe, --pairs, --ignore-process, --on-event,
-/// --hook-timeout, --events-max-mb (run, and settings, which takes every setting's flag).
-void add_run_settings(CLI::App* sub, Flags& f);
 
 /// Adds --learned-estimates (status, simulate).
 void add_learned_estimates(CLI::App* sub, Flags& f);

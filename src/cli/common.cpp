@@ -19,136 +19,17 @@
 
 namespace gpuq::cli {
 
-/// Adds --plan and the original's flags: those in `used` are documented, the
-/// rest accepted and ignored (the original took every flag with every command).
-void add_flags(CLI::App* sub, Flags& f, std::initializer_list<Flag> used) {
+void add_flags(CLI::App* sub, Flags& f, uint8_t command) {
   sub->add_option("--plan", f.plan,
                   "the plan file (JSON); its state, lock and logs/ live beside it (default: $GPUQ_PLAN, else "
                   "plan.json in the current folder)")
       ->type_name(kPlanType);
-  setting_flag(f, sub->add_option("--state-dir", f.state_dir,
-                                  "keep the state, locks and logs/ in this folder instead of beside the plan "
-                                  "(default: $GPUQ_STATE_DIR)"));
-  setting_flag(f, sub->add_option("--workdir", f.workdir,
-                                  "run jobs in this folder and take relative script and file: paths from it "
-                                  "(default: the plan's \"workdir\", else the current folder)"));
-  auto uses = [&](Flag x) { return std::find(used.begin(), used.end(), x) != used.end(); };
-  auto group = [&](CLI::Option* o, Flag x) {
-    o->group(uses(x) ? "Options" : "");
-    if (x != kAll) setting_flag(f, o);
-  };
-  group(sub->add_option("--gpus", f.gpus, "GPU ids of this node, comma-separated")->capture_default_str(), kGpus);
-  group(sub->add_option("--poll", f.poll, "longest sleep between two looks at the queue, in seconds")
-            ->capture_default_str()
-            ->check(CLI::PositiveNumber),
-        kPoll);
-  group(sub->add_flag("--all", f.all, "also list jobs the default listing leaves out"), kAll);
-  group(sub->add_option("--backfill-max-hours", f.backfill_max_hours,
-                        "while a higher-priority job waits for GPUs, only jobs this short (hours) may start")
-            ->capture_default_str()
-            ->check(CLI::NonNegativeNumber.description(""))
-            ->type_name("H"),
-        kBackfill);
-  group(sub->add_option("--max-retries", f.max_retries, "automatic retries of a failed job")
-            ->capture_default_str()
-            ->check(CLI::NonNegativeNumber.description(""))
-            ->type_name("N"),
-        kRetries);
-  group(sub->add_option("--retry-after", f.retry_after, "seconds between a failure and its automatic retry")
-            ->capture_default_str()
-            ->check(CLI::NonNegativeNumber.description(""))
-            ->type_name("S"),
-        kRetryAfter);
-  group(sub->add_option("--max-used-mib", f.max_used_mib,
-                        "a GPU with more memory in use than this (nvidia-smi) is not given to a new job")
-            ->capture_default_str(),
-        kMaxUsed);
-}
-
-void add_time_limit_factor(CLI::App* sub, Flags& f) {
-  setting_flag(f, sub->add_option("--time-limit-factor", f.time_limit_factor,
-                                  "a job without time_limit_hours gets a limit of F x est_hours (0: no limit)")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("F"));
-}
-
-void add_gpu_memory(CLI::App* sub, Flags& f) {
-  setting_flag(f, sub->add_option("--gpu-mem-gib", f.gpu_mem_gib,
-                                  "GiB of memory of each GPU where the GPU probe gives none: jobs with gpu_mem_gib "
-                                  "share GPUs within it")
-                      ->capture_default_str()
-                      ->check(CLI::PositiveNumber.description(""))
-                      ->type_name("GIB"));
-  setting_flag(f, sub->add_option("--gpu-mem-headroom", f.gpu_mem_headroom,
-                                  "percent of each GPU's memory that jobs sharing it leave free")
-                      ->capture_default_str()
-                      ->check(CLI::Range(0.0, 99.0).description(""))
-                      ->type_name("PCT"));
-}
-
-void add_preempt_flags(CLI::App* sub, Flags& f) {
-  setting_flag(f, sub->add_option("--preemptible", f.preemptible,
-                                  "true: every job without its own \"preemptible\" may be stopped to give its GPUs to "
-                                  "more urgent work, and runs again")
-                      ->capture_default_str()
-                      ->check(CLI::IsMember({"true", "false"}).description(""))
-                      ->type_name("BOOL"));
-  setting_flag(f, sub->add_option("--preempt-grace", f.preempt_grace,
-                                  "seconds a preempted job may take to checkpoint and exit after its signal, before "
-                                  "SIGKILL")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("S"));
-  setting_flag(f, sub->add_option("--preempt-min-minutes", f.preempt_min_minutes,
-                                  "a job runs at least this long after its (re)start before it may be preempted")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("M"));
-}
-
-void add_host_flags(CLI::App* sub, Flags& f) {
-  setting_flag(f, sub->add_option("--node-cpus", f.node_cpus,
-                                  "cores jobs may use at once, counted where a job gives cpus or mem_gib (0: this "
-                                  "machine's less --reserve-cpus, 1)")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("N"));
-  setting_flag(f, sub->add_option("--node-mem-gib", f.node_mem_gib,
-                                  "GiB of host memory jobs may use at once, likewise (0: this machine's less "
-                                  "--reserve-mem-gib, 4)")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("GIB"));
-  // Said in the two lines above, not on lines of their own: run --help fits a screen.
-  setting_flag(f, sub->add_option("--reserve-cpus", f.reserve_cpus, "cores kept for the system")
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->group(""));
-  setting_flag(f, sub->add_option("--reserve-mem-gib", f.reserve_mem_gib, "GiB of host memory kept for the system")
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->group(""));
-  setting_flag(f, sub->add_option("--mem-margin-percent", f.mem_margin_percent,
-                                  "run stops a job whose processes' resident memory is over its mem_gib by more "
-                                  "than this percent (a job's cgroup holds it there too: --mem-cgroup)")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("P"));
-  setting_flag(f, sub->add_option("--mem-cgroup", f.mem_cgroup,
-                                  "auto: each job with mem_gib in a cgroup whose memory limit the kernel holds, "
-                                  "where the node allows; off: never")
-                      ->capture_default_str()
-                      ->check(CLI::IsMember({"auto", "off"}).description(""))
-                      ->type_name("WHEN")
-                      ->group(""));
-}
-
-void add_quiet_minutes(CLI::App* sub, Flags& f) {
-  setting_flag(f, sub->add_option("--quiet-minutes", f.quiet_minutes,
-                                  "hang watchdog for every job without quiet_minutes: its log silent and its GPUs "
-                                  "idle for M minutes marks it hung? (0: off)")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber.description(""))
-                      ->type_name("M"));
+  // `settings` (kAny) lists every setting's flag; a command lists those for it, but the hidden.
+  for (const SettingSpec& spec : settings_table())
+    if ((spec.lists & command) || spec.every)
+      add_setting_flag(sub, f, spec, (spec.lists & command) && (!spec.hidden || command == SettingCommand::kAny));
+  sub->add_flag("--all", f.all, "also list jobs the default listing leaves out")
+      ->group(command == SettingCommand::kStatus || command == SettingCommand::kSimulate ? "Options" : "");
 }
 
 bool resolve_plan(Flags& f) {
@@ -204,22 +85,6 @@ void huge_page_heap() {
 void keep_until_exit(std::shared_ptr<void> x) {
   static auto* kept = new std::vector<std::shared_ptr<void>>;
   kept->push_back(std::move(x));
-}
-
-void add_gpu_flags(CLI::App* sub, Flags& f, const char* pairs_default) {
-  setting_flag(f, sub->add_option("--gpu-probe", f.gpu_probe,
-                                  "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none")
-                      ->capture_default_str()
-                      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "none"}).description(""))
-                      ->type_name("KIND"));
-  setting_flag(f, sub->add_option("--pairs", f.pairs,
-                                  fmt::format("how multi-GPU jobs are placed: auto (from the GPU topology), original "
-                                              "(pairs 0-1, 2-3, 4-5, 6-7), or pairs such as 0-2,1-3 (default: {})",
-                                              pairs_default)));
-  setting_flag(f, sub->add_option("--ignore-process", f.ignore_process,
-                                  "a process name (as ps shows it) whose GPU processes never make a GPU busy; "
-                                  "repeatable")
-                      ->allow_extra_args(false));
 }
 
 bool say_load(const Flags& f, const PlanReport& r, std::vector<std::string>* warnings,

@@ -35,15 +35,9 @@ void add_control_commands(CLI::App& app, Flags& f, Action& action) {
       "preempt", "stop running preemptible jobs now to give their GPUs to other work: their preempt_signal, SIGKILL "
                  "after --preempt-grace; each runs again when GPUs allow");
   preempt->add_flag("--dry-run", f.add_dry_run, "change nothing: say what it would send, and when each job would resume");
-  add_preempt_flags(preempt, f);
-  setting_flag(f, requeue
-                      ->add_option("--kill-grace", f.kill_grace,
-                                   "seconds the job may take to exit after SIGTERM before its process group gets SIGKILL")
-                      ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber));
   for (auto [sub, name] : {std::pair{retry, "retry"}, std::pair{kill, "kill"}, std::pair{hold, "hold"},
                            std::pair{requeue, "requeue"}, std::pair{preempt, "preempt"}}) {
-    add_flags(sub, f, {});
+    add_flags(sub, f, sub == preempt ? SettingCommand::kPreempt : sub == requeue ? SettingCommand::kRequeue : 0);
     auto* jobs = sub->add_option("job", f.jobs, "job ids");
     if (sub == retry)
       sub->add_flag("--stale", f.stale,

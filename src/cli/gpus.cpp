@@ -33,12 +33,8 @@ int cmd_gpus(Flags& f) {
 void add_gpus_command(CLI::App& app, Flags& f, Action& action) {
   auto* gpus = app.add_subcommand("gpus", "show the GPUs as gpuq sees them: memory, utilization, processes of no "
                                           "gpuq job, connections, the pairs it uses, and the probe");
-  add_flags(gpus, f, {kGpus, kMaxUsed});
+  add_flags(gpus, f, SettingCommand::kGpus);
   gpus->add_flag("--json", f.json, "print one JSON object instead of text");
-  setting_flag(f, gpus->add_option("--nvidia-smi", f.nvidia_smi,
-                                   "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)")
-                       ->type_name(kCommandType));
-  add_gpu_flags(gpus, f, "auto");
   gpus->callback([&] { action = [&] { return cmd_gpus(f); }; });
 }
 

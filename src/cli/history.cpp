@@ -152,7 +152,7 @@ Plan learn_into(const Flags& f, const Plan& given, const State& state) {
 void add_history_command(CLI::App& app, Flags& f, Action& action) {
   auto* h = app.add_subcommand("history", "what ran, when, where, for how long and how it ended (the event log "
                                           "PLAN.events.jsonl), across restarts of run");
-  add_flags(h, f, {});
+  add_flags(h, f, 0);
   h->add_option("--job", f.jobs, "only this job (repeatable)")->allow_extra_args(false);
   h->add_option("--since", f.since, "only attempts that ended (or started) since: 6h, 2d, 2026-12-01, \"2026-12-01 14:00\"");
   h->add_flag("--json", f.json, "one JSON array of attempts (or of prefixes with --estimates)");

@@ -95,7 +95,7 @@ int cmd_logs(Flags& f) {
 
 void add_logs_command(CLI::App& app, Flags& f, Action& action) {
   auto* logs = app.add_subcommand("logs", "print the end of a job's log (logs/ID.log), or follow it until the job ends");
-  add_flags(logs, f, {});
+  add_flags(logs, f, 0);
   logs->add_option("job", f.jobs, "the job id")->required()->expected(1);
   logs->add_option("-n,--lines", f.lines, "how many lines from the end (0: the whole log)")->capture_default_str();
   logs->add_flag("-f,--follow", f.follow, "keep printing what the job writes until it is no longer running");

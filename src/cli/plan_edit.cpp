@@ -94,8 +94,7 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
                                         "as it is); a running `gpuq run` picks it up");
   add->add_option("--plan", f.plan, "the plan file (JSON) (default: $GPUQ_PLAN, else plan.json in the current folder)")
       ->type_name(kPlanType);
-  setting_flag(f, add->add_option("--state-dir", f.state_dir,
-                                  "the folder of the plan's state and lock (default: $GPUQ_STATE_DIR)"));
+  add_setting_flag(add, f, "state_dir");
   add->add_option("--id", f.add_id, "the new job's id")->required();
   add_job_field_flags(add, f);
   setting_flag(f,
@@ -115,7 +114,7 @@ void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action) {
                                    on ? "start no new job until `gpuq resume` (running jobs go on; kept across "
                                         "restarts of `gpuq run`)"
                                       : "let jobs start again after `gpuq pause`");
-    add_flags(sub, f, {});
+    add_flags(sub, f, 0);
     sub->callback([&, on] {
       action = [&, on] {
         if (auto why = plan_file_problem(f.plan); !why.empty()) {

@@ -21,6 +21,44 @@ CLI::Option* setting_flag(Flags& f, CLI::Option* o, std::string_view name) {
   return o;
 }
 
+CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, const SettingSpec& spec, bool listed) {
+  std::string help(spec.doc);
+  std::string unset = spec.unset.empty() ? "" : std::string(spec.unset);
+  if (!spec.env.empty())
+    help += fmt::format(" (default: ${}{})", spec.env, unset.empty() ? "" : ", else " + unset);
+  else if (!unset.empty())
+    help += fmt::format(" (default: {})", unset);
+  if (spec.kind == SettingKind::Names) help += "; repeatable";
+  CLI::Option* o =
+      std::visit([&](auto member) { return sub->add_option(std::string(spec.flag), f.*member, help); }, spec.member);
+  if (spec.kind == SettingKind::Names) o->allow_extra_args(false);
+  if (unset.empty() && spec.env.empty() && spec.kind != SettingKind::Names) o->capture_default_str();
+  // A value is checked as the plan's "settings" check it, with the same words.
+  switch (spec.kind) {
+    case SettingKind::Number:
+    case SettingKind::Positive:
+    case SettingKind::Count:
+    case SettingKind::Whole:
+    case SettingKind::Choice:
+      o->check(CLI::Validator(
+          [&spec](std::string& v) {
+            Settings scratch;
+            return set_setting_text(spec, v, scratch);
+          },
+          ""));
+      break;
+    default: break;
+  }
+  if (!spec.value_name.empty()) o->type_name(std::string(spec.value_name));
+  o->group(listed ? "Options" : "");
+  f.setting_options.push_back({setting_index(spec), o});
+  return o;
+}
+
+CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, std::string_view name) {
+  return add_setting_flag(sub, f, *find_setting(name), true);
+}
+
 void take_flags_and_env(Flags& f) {
   for (auto [i, o] : f.setting_options)
     if (o->count() > 0) f.from[i] = SettingSource::Flag;
@@ -103,8 +141,7 @@ void add_settings_command(CLI::App& app, Flags& f, Action& action) {
   auto* sub = app.add_subcommand(
       "settings", "print each setting's value and where it came from: a flag, $GPUQ_*, the running `gpuq run`, the "
                   "plan's \"settings\", or the default");
-  add_flags(sub, f, {kGpus, kPoll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
-  add_run_settings(sub, f);
+  add_flags(sub, f, SettingCommand::kAny);
   sub->add_flag("--json", f.json, "print one JSON object: each setting's value, source and flag");
   sub->callback([&] {
     f.reads_run_settings = true;

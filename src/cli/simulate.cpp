@@ -190,11 +190,7 @@ int cmd_simulate(const Flags& given) try {
 
 void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
   auto* sim = app.add_subcommand("simulate", "predict the timeline of the plan from est_hours");
-  add_flags(sim, f, {kGpus, kAll, kBackfill, kRetries, kRetryAfter});
-  add_time_limit_factor(sim, f);
-  add_gpu_memory(sim, f);
-  add_preempt_flags(sim, f);
-  add_host_flags(sim, f);
+  add_flags(sim, f, SettingCommand::kSimulate);
   sim->add_flag("--json", f.json, "print one JSON object (schema in doc/commands.md) instead of the timeline");
   sim->add_option("--svg", f.svg, "also write the timeline as a Gantt chart (SVG) to FILE")
       ->type_name(kFileType);
@@ -216,7 +212,6 @@ void add_simulate_command(CLI::App& app, Flags& f, Action& action) {
       ->type_name("DIR")
       ->needs(sim->get_option("--node"));
   add_learned_estimates(sim, f);
-  add_gpu_flags(sim, f, "original");
   sim->callback([&] { action = [&] { return cmd_simulate(f); }; });
 }
 

@@ -136,12 +136,7 @@ int cmd_status(Flags& f) try {
 void add_status_command(CLI::App& app, Flags& f, Action& action) {
   auto* status = app.add_subcommand(
       "status", "show each job's status, why jobs wait, and when each job and the plan are predicted to finish");
-  add_flags(status, f, {kGpus, kPoll, kAll, kBackfill, kRetries, kRetryAfter, kMaxUsed});
-  add_time_limit_factor(status, f);
-  add_gpu_memory(status, f);
-  add_quiet_minutes(status, f);
-  add_preempt_flags(status, f);
-  add_host_flags(status, f);
+  add_flags(status, f, SettingCommand::kStatus);
   status->add_flag("--node", f.status_node, "every user's running and waiting jobs on the shared node (--node-dir)");
   status->add_option("--node-dir", f.node_dir, "the node directory (default: the run's, $GPUQ_NODE_DIR, /var/lib/gpuq, else your own)")
       ->type_name("DIR");
@@ -159,9 +154,6 @@ void add_status_command(CLI::App& app, Flags& f, Action& action) {
           },
           ""))
       ->type_name("S");
-  setting_flag(f, status->add_option("--nvidia-smi", f.nvidia_smi,
-                                     "the nvidia-smi command (default: $GPUQ_NVIDIA_SMI, else nvidia-smi)"));
-  add_gpu_flags(status, f, "auto");
   add_learned_estimates(status, f);
   status->callback([&] {
     f.reads_run_settings = true;

@@ -58,8 +58,7 @@ int cmd_validate(Flags& f) {
 void add_validate_command(CLI::App& app, Flags& f, Action& action) {
   auto* validate = app.add_subcommand(
       "validate", "check the whole plan before a long run: deadlocks, missing scripts and files, missing estimates");
-  add_flags(validate, f, {kGpus, kBackfill});
-  add_gpu_memory(validate, f);
+  add_flags(validate, f, SettingCommand::kValidate);
   validate->add_flag("--strict", f.strict,
                     "exit 1 when there are warnings, and take fields gpuq does not read for errors (exit 2)");
   add_batch_check_flag(validate, f);

@@ -16,116 +16,6 @@ namespace {
 
 using K = SettingKind;
 
-// The table. Each flag keeps the name and default it had before settings could live in
-// the plan; the defaults of the original's flags are the original's.
-constexpr std::array<SettingSpec, kSettingCount> kTable{{
-    {.name = "gpus", .flag = "--gpus", .kind = K::Gpus, .default_json = R"("0,1,2,3,4,5,6,7")",
-     .doc = "GPU ids of this node: \"0-3\", \"0,2,4\" or [0, 1, 2, 3]", .member = &Settings::gpus},
-    {.name = "max_used_mib", .flag = "--max-used-mib", .kind = K::Whole, .default_json = "1024",
-     .doc = "a GPU with more memory in use than this (MiB) is not given to a new job",
-     .member = &Settings::max_used_mib},
-    {.name = "ignore_process", .flag = "--ignore-process", .kind = K::Names, .default_json = "[]",
-     .doc = "process names whose GPU processes never make a GPU busy", .member = &Settings::ignore_process},
-    {.name = "gpu_probe", .flag = "--gpu-probe", .kind = K::Choice, .default_json = R"("auto")",
-     .doc = "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none",
-     .member = &Settings::gpu_probe, .choices = "auto|nvml|nvidia-smi|none"},
-    {.name = "nvidia_smi", .flag = "--nvidia-smi", .kind = K::Text, .default_json = R"("")",
-     .doc = "the nvidia-smi command to probe GPUs with", .member = &Settings::nvidia_smi,
-     .env = "GPUQ_NVIDIA_SMI", .unset = "nvidia-smi"},
-    {.name = "pairs", .flag = "--pairs", .kind = K::Pairs, .default_json = R"("")",
-     .doc = "how multi-GPU jobs are placed: auto (topology), original (0-1, 2-3, ...) or pairs such as \"0-2,1-3\"",
-     .member = &Settings::pairs, .unset = "auto (simulate: original)"},
-    {.name = "gpu_mem_gib", .flag = "--gpu-mem-gib", .kind = K::Positive, .default_json = "80",
-     .doc = "GiB of memory of each GPU where the GPU probe gives none (simulate; a node without a reading); jobs "
-            "with gpu_mem_gib share GPUs within it",
-     .member = &Settings::gpu_mem_gib},
-    {.name = "gpu_mem_headroom", .flag = "--gpu-mem-headroom", .kind = K::Number, .default_json = "5",
-     .doc = "percent of each GPU's memory that jobs sharing it by gpu_mem_gib leave free",
-     .member = &Settings::gpu_mem_headroom},
-    {.name = "backfill_max_hours", .flag = "--backfill-max-hours", .kind = K::Number, .default_json = "0.5",
-     .doc = "while a higher-priority job waits for GPUs, only jobs this short (hours) may start",
-     .member = &Settings::backfill_max_hours},
-    {.name = "max_retries", .flag = "--max-retries", .kind = K::Count, .default_json = "2",
-     .doc = "automatic retries of a failed job", .member = &Settings::max_retries},
-    {.name = "retry_after", .flag = "--retry-after", .kind = K::Number, .default_json = "300",
-     .doc = "seconds between a failure and its automatic retry", .member = &Settings::retry_after},
-    {.name = "time_limit_factor", .flag = "--time-limit-factor", .kind = K::Number, .default_json = "0",
-     .doc = "a job without time_limit_hours gets a limit of this x est_hours (0: none)",
-     .member = &Settings::time_limit_factor},
-    {.name = "quiet_minutes", .flag = "--quiet-minutes", .kind = K::Number, .default_json = "0",
-     .doc = "hang watchdog for every job without quiet_minutes (0: off)", .member = &Settings::quiet_minutes},
-    {.name = "poll", .flag = "--poll", .kind = K::Positive, .default_json = "20",
-     .doc = "longest sleep of `run` between two looks at the queue, in seconds (run --slurm: 30)",
-     .member = &Settings::poll},
-    {.name = "kill_grace", .flag = "--kill-grace", .kind = K::Number, .default_json = "30",
-     .doc = "seconds a killed job may take to exit after SIGTERM before SIGKILL", .member = &Settings::kill_grace,
-     .predicts = false},
-    {.name = "workdir", .flag = "--workdir", .kind = K::Folder, .default_json = R"("")",
-     .doc = "where jobs run and relative script and file: paths are taken from (the plan's top-level "
-            "\"workdir\" too)",
-     .member = &Settings::workdir, .unset = "the current folder"},
-    {.name = "state_dir", .flag = "--state-dir", .kind = K::Folder, .default_json = R"("")",
-     .doc = "keep the state, locks and logs/ in this folder instead of beside the plan",
-     .member = &Settings::state_dir, .predicts = false, .from_run = false, .env = "GPUQ_STATE_DIR",
-     .unset = "beside the plan"},
-    {.name = "on_event", .flag = "--on-event", .kind = K::Names, .default_json = "[]",
-     .doc = "hooks: a command (or \"kind,kind:command\") run for each event of the event log",
-     .member = &Settings::on_event, .predicts = false},
-    {.name = "hook_timeout", .flag = "--hook-timeout", .kind = K::Positive, .default_json = "60",
-     .doc = "seconds an on_event command may run before it is stopped", .member = &Settings::hook_timeout,
-     .predicts = false},
-    {.name = "events_max_mb", .flag = "--events-max-mb", .kind = K::Number, .default_json = "64",
-     .doc = "start a new event log past this size (MB; 0: never)", .member = &Settings::events_max_mb,
-     .predicts = false},
-    {.name = "progress_from_log", .flag = "--progress-from-log", .kind = K::Choice, .default_json = R"("true")",
-     .doc = "false: `run` reads a job's progress only from its GPUQ_PROGRESS file, not from a progress bar in its "
-            "log (a job's own progress_from_log wins)",
-     .member = &Settings::progress_from_log, .predicts = false, .choices = "true|false"},
-    {.name = "eta_slip_percent", .flag = "--eta-slip-percent", .kind = K::Number, .default_json = "10",
-     .doc = "an `eta` event when the plan's predicted finish moves by more than this percent of the time left "
-            "(and eta_slip_minutes)",
-     .member = &Settings::eta_slip_percent, .predicts = false},
-    {.name = "eta_slip_minutes", .flag = "--eta-slip-minutes", .kind = K::Number, .default_json = "10",
-     .doc = "... and by more than this many minutes", .member = &Settings::eta_slip_minutes, .predicts = false},
-    {.name = "snapshot", .flag = "--snapshot", .kind = K::Choice, .default_json = R"("off")",
-     .doc = "off, or git: run each job from a read-only checkout of a git snapshot of the workdir, taken when "
-            "the job is loaded (a job's own snapshot field comes first; see Snapshots in doc/plan-file.md)",
-     .member = &Settings::snapshot, .predicts = false, .choices = "off|git"},
-    {.name = "preemptible", .flag = "--preemptible", .kind = K::Choice, .default_json = R"("false")",
-     .doc = "true: every job without its own preemptible field may be stopped to give its GPUs to more urgent work, "
-            "and is run again (see Preemption in doc/plan-file.md)",
-     .member = &Settings::preemptible, .choices = "false|true"},
-    {.name = "preempt_grace", .flag = "--preempt-grace", .kind = K::Number, .default_json = "120",
-     .doc = "seconds a preempted job may take to checkpoint and exit after its signal, before SIGKILL of its group",
-     .member = &Settings::preempt_grace},
-    {.name = "preempt_min_minutes", .flag = "--preempt-min-minutes", .kind = K::Number, .default_json = "30",
-     .doc = "a job runs at least this long after its (re)start before it may be preempted (0: at once)",
-     .member = &Settings::preempt_min_minutes},
-    {.name = "node_cpus", .flag = "--node-cpus", .kind = K::Number, .default_json = "0",
-     .doc = "cores jobs may use at once, counted where a job gives cpus or mem_gib (0: this machine's less "
-            "reserve_cpus)",
-     .member = &Settings::node_cpus},
-    {.name = "node_mem_gib", .flag = "--node-mem-gib", .kind = K::Number, .default_json = "0",
-     .doc = "GiB of host memory jobs may use at once, counted where a job gives cpus or mem_gib (0: this "
-            "machine's less reserve_mem_gib, at least half of it)",
-     .member = &Settings::node_mem_gib},
-    {.name = "reserve_cpus", .flag = "--reserve-cpus", .kind = K::Count, .default_json = "1",
-     .doc = "cores kept for the system where node_cpus is read from the machine (jobs are pinned to the others)",
-     .member = &Settings::reserve_cpus},
-    {.name = "reserve_mem_gib", .flag = "--reserve-mem-gib", .kind = K::Number, .default_json = "4",
-     .doc = "GiB of host memory kept for the system where node_mem_gib is read from the machine",
-     .member = &Settings::reserve_mem_gib},
-    {.name = "mem_margin_percent", .flag = "--mem-margin-percent", .kind = K::Number, .default_json = "10",
-     .doc = "run stops a job whose process tree's resident memory is over its mem_gib by more than this percent "
-            "(outcome \"over memory\"); jobs without mem_gib are never stopped for memory",
-     .member = &Settings::mem_margin_percent},
-    {.name = "mem_cgroup", .flag = "--mem-cgroup", .kind = K::Choice, .default_json = R"("auto")",
-     .doc = "auto: each job with mem_gib runs in a cgroup of its own whose memory limit (mem_gib plus "
-            "mem_margin_percent) the kernel holds, where the node lets gpuq make one (`gpuq settings` says); off: "
-            "never. Its resident memory is sampled either way",
-     .member = &Settings::mem_cgroup, .choices = "auto|off"},
-}};
-
 // "a string", "a list", ...: as the plan loader names a JSON value's kind.
 const char* kind_of(const nlohmann::json& v) {
   switch (v.type()) {
@@ -250,7 +140,7 @@ std::string read_names(const nlohmann::json& v, std::vector<std::string>& out) {
 
 Settings table_defaults() {
   Settings s{std::monostate{}};
-  for (const SettingSpec& spec : kTable) {
+  for (const SettingSpec& spec : kSettingTable) {
     nlohmann::json d = nlohmann::json::parse(spec.default_json);
     if (d == "") continue;  // unset (a plan cannot give ""): the member stays empty
     if (!read_setting(spec, d, s).empty()) std::abort();  // the table's own default: settings_test reads each
@@ -271,15 +161,15 @@ Settings::Settings(std::monostate)
       preempt_grace(0), preempt_min_minutes(0), node_cpus(0), node_mem_gib(0), reserve_cpus(0), reserve_mem_gib(0),
       mem_margin_percent(0) {}
 
-std::span<const SettingSpec, kSettingCount> settings_table() { return kTable; }
+std::span<const SettingSpec, kSettingCount> settings_table() { return kSettingTable; }
 
 const SettingSpec* find_setting(std::string_view name) {
-  for (const SettingSpec& spec : kTable)
+  for (const SettingSpec& spec : kSettingTable)
     if (spec.name == name) return &spec;
   return nullptr;
 }
 
-size_t setting_index(const SettingSpec& spec) { return static_cast<size_t>(&spec - kTable.data()); }
+size_t setting_index(const SettingSpec& spec) { return static_cast<size_t>(&spec - kSettingTable.data()); }
 
 const char* source_name(SettingSource s) {
   switch (s) {
@@ -314,7 +204,7 @@ std::string read_named_setting(std::string_view name, const nlohmann::json& valu
   const SettingSpec* spec = find_setting(name);
   if (!spec) {
     std::vector<std::string_view> names;
-    for (const SettingSpec& s : kTable) names.push_back(s.name);
+    for (const SettingSpec& s : kSettingTable) names.push_back(s.name);
     std::string near = did_you_mean(name, names);
     return fmt::format("\"{}\" is not a setting{}", name, near.empty() ? " (`gpuq settings` lists them)" : near);
   }
@@ -338,7 +228,7 @@ nlohmann::json setting_json(const SettingSpec& spec, const Settings& s) {
 
 nlohmann::ordered_json settings_json(const Settings& s) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const SettingSpec& spec : kTable) out[std::string(spec.name)] = nlohmann::ordered_json(setting_json(spec, s));
+  for (const SettingSpec& spec : kSettingTable) out[std::string(spec.name)] = nlohmann::ordered_json(setting_json(spec, s));
   return out;
 }
 
@@ -380,8 +270,8 @@ std::string set_setting_text(const SettingSpec& spec, std::string_view text, Set
     double x = std::strtod(s.c_str(), &end);
     if (s.empty() || *end) return fmt::format("must be a number, not \"{}\"", s);
     bool whole = s.find_first_of(".eE") == std::string::npos;
-    v = whole && (spec.kind == K::Count || spec.kind == K::Whole) ? nlohmann::json(std::strtoll(s.c_str(), nullptr, 10))
-                                                                    : nlohmann::json(x);
+    // A whole number stays one, so that a message quotes it as given ("got 0", not "got 0.0").
+    v = whole && std::fabs(x) < 9e18 ? nlohmann::json(std::strtoll(s.c_str(), nullptr, 10)) : nlohmann::json(x);
   }
   return read_setting(spec, v, into);
 }

@@ -237,6 +237,7 @@ Workdir workdir_of(const PlanSetup& s, const std::optional<std::string>& plan_wo
 
 RunOptions run_options(const PlanSetup& s, const std::vector<int>& gpus) {
   RunOptions opt;
+  opt.settings = s;
   opt.node_gpus = gpus;
   opt.poll = s.poll;
   opt.backfill_max_hours = s.backfill_max_hours;

@@ -72,6 +72,12 @@ enum class SettingKind {
   Names,     ///< a list of non-empty strings (or one string)
 };
 
+/// The commands a setting's flag is for (SettingSpec::lists): `settings` takes run's.
+namespace SettingCommand {
+inline constexpr uint8_t kRun = 1, kStatus = 2, kSimulate = 4, kValidate = 8, kGpus = 16, kPreempt = 32,
+                         kRequeue = 64, kAny = 127;
+}
+
 /// Where a setting's member is in Settings.
 using SettingMember = std::variant<std::string Settings::*, double Settings::*, long long Settings::*,
                                    std::vector<std::string> Settings::*>;
@@ -89,12 +95,132 @@ struct SettingSpec {
   std::string_view env = {};      ///< an environment variable that gives it (between the flag and the rest)
   std::string_view choices = {};  ///< Choice: the values, "|" between
   std::string_view unset = {};    ///< what an empty value means, for people
+  uint8_t lists = 0;              ///< the commands (SettingCommand) that take its flag and list it in --help
+  bool every = false;             ///< taken, unlisted, by every command that reads the plan (as the original took it)
+  bool hidden = false;            ///< taken where `lists` says, listed by none (run --help fits a screen)
+  std::string_view value_name = {};  ///< the flag's value in --help ("S", "GIB")
 };
 
-/// The number of settings.
-inline constexpr size_t kSettingCount = 33;
+// The table. Each flag keeps the name and default it had before settings could live in the plan;
+// the defaults of the original's flags are the original's. A new setting is a member of Settings
+// and a row here: its flag, `settings`' line, doc/settings.md's and PLAN.run.json's all follow.
+// The table. Each flag keeps the name and default it had before settings could live in
+// the plan; the defaults of the original's flags are the original's.
+inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
+    {.name = "gpus", .flag = "--gpus", .kind = SettingKind::Gpus, .default_json = R"("0,1,2,3,4,5,6,7")",
+     .doc = "GPU ids of this node: \"0-3\", \"0,2,4\" or [0, 1, 2, 3]", .member = &Settings::gpus, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate | SettingCommand::kGpus, .every = true, .value_name = "IDS"},
+    {.name = "max_used_mib", .flag = "--max-used-mib", .kind = SettingKind::Whole, .default_json = "1024",
+     .doc = "a GPU with more memory in use than this (MiB) is not given to a new job",
+     .member = &Settings::max_used_mib, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kGpus, .every = true, .value_name = "MIB"},
+    {.name = "ignore_process", .flag = "--ignore-process", .kind = SettingKind::Names, .default_json = "[]",
+     .doc = "process names whose GPU processes never make a GPU busy", .member = &Settings::ignore_process, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kGpus, .value_name = "NAME"},
+    {.name = "gpu_probe", .flag = "--gpu-probe", .kind = SettingKind::Choice, .default_json = R"("auto")",
+     .doc = "where GPU readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, none",
+     .member = &Settings::gpu_probe, .choices = "auto|nvml|nvidia-smi|none", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kGpus, .value_name = "KIND"},
+    {.name = "nvidia_smi", .flag = "--nvidia-smi", .kind = SettingKind::Text, .default_json = R"("")",
+     .doc = "the nvidia-smi command to probe GPUs with", .member = &Settings::nvidia_smi,
+     .env = "GPUQ_NVIDIA_SMI", .unset = "nvidia-smi", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kGpus, .value_name = "COMMAND"},
+    {.name = "pairs", .flag = "--pairs", .kind = SettingKind::Pairs, .default_json = R"("")",
+     .doc = "how multi-GPU jobs are placed: auto (topology), original (0-1, 2-3, ...) or pairs such as \"0-2,1-3\"",
+     .member = &Settings::pairs, .unset = "auto (simulate: original)", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kGpus, .value_name = "PAIRS"},
+    {.name = "gpu_mem_gib", .flag = "--gpu-mem-gib", .kind = SettingKind::Positive, .default_json = "80",
+     .doc = "GiB of memory of each GPU where the GPU probe gives none (simulate; a node without a reading); jobs "
+            "with gpu_mem_gib share GPUs within it",
+     .member = &Settings::gpu_mem_gib, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate, .value_name = "GIB"},
+    {.name = "gpu_mem_headroom", .flag = "--gpu-mem-headroom", .kind = SettingKind::Number, .default_json = "5",
+     .doc = "percent of each GPU's memory that jobs sharing it by gpu_mem_gib leave free",
+     .member = &Settings::gpu_mem_headroom, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate, .value_name = "PCT"},
+    {.name = "backfill_max_hours", .flag = "--backfill-max-hours", .kind = SettingKind::Number, .default_json = "0.5",
+     .doc = "while a higher-priority job waits for GPUs, only jobs this short (hours) may start",
+     .member = &Settings::backfill_max_hours, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate, .every = true, .value_name = "H"},
+    {.name = "max_retries", .flag = "--max-retries", .kind = SettingKind::Count, .default_json = "2",
+     .doc = "automatic retries of a failed job", .member = &Settings::max_retries, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .every = true, .value_name = "N"},
+    {.name = "retry_after", .flag = "--retry-after", .kind = SettingKind::Number, .default_json = "300",
+     .doc = "seconds between a failure and its automatic retry", .member = &Settings::retry_after, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .every = true, .value_name = "S"},
+    {.name = "time_limit_factor", .flag = "--time-limit-factor", .kind = SettingKind::Number, .default_json = "0",
+     .doc = "a job without time_limit_hours gets a limit of this x est_hours (0: none)",
+     .member = &Settings::time_limit_factor, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .value_name = "F"},
+    {.name = "quiet_minutes", .flag = "--quiet-minutes", .kind = SettingKind::Number, .default_json = "0",
+     .doc = "hang watchdog for every job without quiet_minutes (0: off)", .member = &Settings::quiet_minutes, .lists = SettingCommand::kRun | SettingCommand::kStatus, .value_name = "M"},
+    {.name = "poll", .flag = "--poll", .kind = SettingKind::Positive, .default_json = "20",
+     .doc = "longest sleep of `run` between two looks at the queue, in seconds (run --slurm: 30)",
+     .member = &Settings::poll, .lists = SettingCommand::kRun | SettingCommand::kStatus, .every = true, .value_name = "S"},
+    {.name = "kill_grace", .flag = "--kill-grace", .kind = SettingKind::Number, .default_json = "30",
+     .doc = "seconds a killed job may take to exit after SIGTERM before SIGKILL", .member = &Settings::kill_grace,
+     .predicts = false, .lists = SettingCommand::kRun | SettingCommand::kRequeue, .value_name = "S"},
+    {.name = "workdir", .flag = "--workdir", .kind = SettingKind::Folder, .default_json = R"("")",
+     .doc = "where jobs run and relative script and file: paths are taken from (the plan's top-level "
+            "\"workdir\" too)",
+     .member = &Settings::workdir, .unset = "the current folder", .lists = SettingCommand::kAny, .every = true, .value_name = "DIR"},
+    {.name = "state_dir", .flag = "--state-dir", .kind = SettingKind::Folder, .default_json = R"("")",
+     .doc = "keep the state, locks and logs/ in this folder instead of beside the plan",
+     .member = &Settings::state_dir, .predicts = false, .from_run = false, .env = "GPUQ_STATE_DIR",
+     .unset = "beside the plan", .lists = SettingCommand::kAny, .every = true, .value_name = "DIR"},
+    {.name = "on_event", .flag = "--on-event", .kind = SettingKind::Names, .default_json = "[]",
+     .doc = "hooks: a bash command run for each event of the event log (PLAN.events.jsonl), with the event in "
+            "GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
+            "\"failed,timeout:CMD\" runs it for those kinds only (start, end, retry, requeue, kill, hold, timeout, "
+            "preempt, reload, pause, resume, eta; end outcomes: done, failed, killed, lost, hung, preempted)",
+     .member = &Settings::on_event, .predicts = false, .lists = SettingCommand::kRun, .value_name = "CMD"},
+    {.name = "hook_timeout", .flag = "--hook-timeout", .kind = SettingKind::Positive, .default_json = "60",
+     .doc = "seconds an on_event command may run before it is stopped", .member = &Settings::hook_timeout,
+     .predicts = false, .lists = SettingCommand::kRun, .value_name = "S"},
+    {.name = "events_max_mb", .flag = "--events-max-mb", .kind = SettingKind::Number, .default_json = "64",
+     .doc = "start a new event log past this size (MB; 0: never)", .member = &Settings::events_max_mb,
+     .predicts = false, .lists = SettingCommand::kRun, .value_name = "MB"},
+    {.name = "progress_from_log", .flag = "--progress-from-log", .kind = SettingKind::Choice, .default_json = R"("true")",
+     .doc = "false: `run` reads a job's progress only from its GPUQ_PROGRESS file, not from a progress bar in its "
+            "log (a job's own progress_from_log wins)",
+     .member = &Settings::progress_from_log, .predicts = false, .choices = "true|false", .lists = SettingCommand::kRun, .value_name = "B"},
+    {.name = "eta_slip_percent", .flag = "--eta-slip-percent", .kind = SettingKind::Number, .default_json = "10",
+     .doc = "an `eta` event when the plan's predicted finish moves by more than this percent of the time left "
+            "(and eta_slip_minutes)",
+     .member = &Settings::eta_slip_percent, .predicts = false, .lists = SettingCommand::kRun, .value_name = "PCT"},
+    {.name = "eta_slip_minutes", .flag = "--eta-slip-minutes", .kind = SettingKind::Number, .default_json = "10",
+     .doc = "... and by more than this many minutes", .member = &Settings::eta_slip_minutes, .predicts = false, .lists = SettingCommand::kRun, .value_name = "M"},
+    {.name = "snapshot", .flag = "--snapshot", .kind = SettingKind::Choice, .default_json = R"("off")",
+     .doc = "off, or git: run each job from a read-only checkout of a git snapshot of the workdir, taken when "
+            "the job is loaded (a job's own snapshot field comes first; see Snapshots in doc/plan-file.md)",
+     .member = &Settings::snapshot, .predicts = false, .choices = "off|git", .lists = SettingCommand::kRun, .value_name = "off|git"},
+    {.name = "preemptible", .flag = "--preemptible", .kind = SettingKind::Choice, .default_json = R"("false")",
+     .doc = "true: every job without its own preemptible field may be stopped to give its GPUs to more urgent work, "
+            "and is run again (see Preemption in doc/plan-file.md)",
+     .member = &Settings::preemptible, .choices = "false|true", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kPreempt, .value_name = "BOOL"},
+    {.name = "preempt_grace", .flag = "--preempt-grace", .kind = SettingKind::Number, .default_json = "120",
+     .doc = "seconds a preempted job may take to checkpoint and exit after its signal, before SIGKILL of its group",
+     .member = &Settings::preempt_grace, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kPreempt, .value_name = "S"},
+    {.name = "preempt_min_minutes", .flag = "--preempt-min-minutes", .kind = SettingKind::Number, .default_json = "30",
+     .doc = "a job runs at least this long after its (re)start before it may be preempted (0: at once)",
+     .member = &Settings::preempt_min_minutes, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kPreempt, .value_name = "M"},
+    {.name = "node_cpus", .flag = "--node-cpus", .kind = SettingKind::Number, .default_json = "0",
+     .doc = "cores jobs may use at once, counted where a job gives cpus or mem_gib (0: this machine's less "
+            "reserve_cpus)",
+     .member = &Settings::node_cpus, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .value_name = "N"},
+    {.name = "node_mem_gib", .flag = "--node-mem-gib", .kind = SettingKind::Number, .default_json = "0",
+     .doc = "GiB of host memory jobs may use at once, counted where a job gives cpus or mem_gib (0: this "
+            "machine's less reserve_mem_gib, at least half of it)",
+     .member = &Settings::node_mem_gib, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .value_name = "GIB"},
+    {.name = "reserve_cpus", .flag = "--reserve-cpus", .kind = SettingKind::Count, .default_json = "1",
+     .doc = "cores kept for the system where node_cpus is read from the machine (jobs are pinned to the others)",
+     .member = &Settings::reserve_cpus, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .hidden = true, .value_name = "N"},
+    {.name = "reserve_mem_gib", .flag = "--reserve-mem-gib", .kind = SettingKind::Number, .default_json = "4",
+     .doc = "GiB of host memory kept for the system where node_mem_gib is read from the machine",
+     .member = &Settings::reserve_mem_gib, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .hidden = true, .value_name = "GIB"},
+    {.name = "mem_margin_percent", .flag = "--mem-margin-percent", .kind = SettingKind::Number, .default_json = "10",
+     .doc = "run stops a job whose process tree's resident memory is over its mem_gib by more than this percent "
+            "(outcome \"over memory\"); jobs without mem_gib are never stopped for memory",
+     .member = &Settings::mem_margin_percent, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .value_name = "PCT"},
+    {.name = "mem_cgroup", .flag = "--mem-cgroup", .kind = SettingKind::Choice, .default_json = R"("auto")",
+     .doc = "auto: each job with mem_gib runs in a cgroup of its own whose memory limit (mem_gib plus "
+            "mem_margin_percent) the kernel holds, where the node lets gpuq make one (`gpuq settings` says); off: "
+            "never. Its resident memory is sampled either way",
+     .member = &Settings::mem_cgroup, .choices = "auto|off", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .hidden = true, .value_name = "WHEN"},
+});
 
-/// The table, in the order `gpuq settings` and doc/settings.md list it.
+/// The number of settings.
+inline constexpr size_t kSettingCount = kSettingTable.size();
+
+/// The table (kSettingTable), in the order `gpuq settings` and doc/settings.md list it.
 std::span<const SettingSpec, kSettingCount> settings_table();
 
 /// The row of the setting named `name`, or nullptr.
