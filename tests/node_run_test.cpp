@@ -1324,3 +1324,70 @@ TEST(NodeRun, StatusNodeAgreesWithItselfThroughAPreemption) {
   EXPECT_THAT(wrong, ::testing::IsEmpty()) << looks << " looks";
   std::printf("%d looks at the node, %zu wrong\n", looks, wrong.size());
 }
+
+// Issue 49, done when: `status` and `status --node` give one reason per job, the same for every
+// user who looks. The fourth trial's bo, looking at ana's plan, read "needs 2 GPUs, 0 free" with 6
+// GPUs free, while ana's own view said "needs 1 core, 0 free". Here ana's c1 waits for the GPUs
+// and the one core her c0 holds, beside bo's 6-GPU job: ana and bo, through ana's plan and
+// through the node, read one reason for it. Before, bo's look at ana's plan took the plan for
+// his own, found no run of his for it, and gave the plan's pass's "needs 2 GPUs, 0 free; your
+// long ...".
+TEST(NodeRun, AWaitingJobHasOneReasonForEveryUserWhoLooks) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string fb = node.folder("gqbo", R"({"settings": {"node_cpus": 1},
+      "jobs": [{"id": "long", "script": "job.sh", "gpus": 6, "est_hours": 1, "args": ["30"]}]})", *bo);
+  node.root.write("gqbo/job.sh", kStoppableJob, 0755);
+  std::string fa = node.folder("gqana", R"({"settings": {"node_cpus": 1}, "jobs": [
+      {"id": "c0", "script": "job.sh", "gpus": 2, "cpus": 1, "est_hours": 0.01, "args": ["30"]},
+      {"id": "c1", "script": "job.sh", "gpus": 2, "cpus": 1, "est_hours": 0.01, "args": ["1"]}]})", *ana);
+  node.root.write("gqana/job.sh", kStoppableJob, 0755);
+  node.root.write("node/node.json", R"({"window_seconds": 0})", 0644);
+  auto b = node.run_as("gqbo", fb);
+  ASSERT_TRUE(eventually([&] { return !lines_of(fb + "/rec.txt").empty(); }, kPatience)) << b->out();
+  auto a = node.run_as("gqana", fa);
+  ASSERT_TRUE(eventually([&] { return !lines_of(fa + "/rec.txt").empty(); }, kPatience)) << a->out();
+  auto look = [&](const char* user, std::vector<std::string> args) {
+    std::vector<std::string> argv{"runuser", "-u", user, "--", gpuq_binary(), "status", "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Output o = run(argv, node.root.path(), node.env);
+    EXPECT_EQ(o.status, 0) << user << ": " << o.err;
+    nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << o.out;
+    return j;
+  };
+  // c1's reason in a plan's look, and in the node's.
+  // A plan's view says where the job waits ("on the shared node: "), then the node's reason.
+  auto plan_why = [](const nlohmann::json& j) {
+    const std::string on_node = "on the shared node: ";
+    for (const auto& e : j["jobs"])
+      if (e["id"] == "c1") {
+        std::string why = e["why"].get<std::string>();
+        return why.rfind(on_node, 0) == 0 ? why.substr(on_node.size()) : "(not on the node) " + why;
+      }
+    return std::string("(no c1)");
+  };
+  auto node_why = [](const nlohmann::json& j) {
+    for (const auto& u : j["users"])
+      for (const auto& r : u["runs"])
+        for (const auto& w : r["wants"])
+          if (u["name"] == "gqana" && w["id"] == "c1") return w.value("why", std::string("(no why)"));
+    return std::string("(no c1)");
+  };
+  std::map<std::string, std::string> whys;
+  for (const char* user : {"gqana", "gqbo"}) {
+    whys[std::string(user) + " status"] = plan_why(look(user, {"--plan", fa + "/plan.json"}));
+    whys[std::string(user) + " status --node"] = node_why(look(user, {"--node", "--node-dir", node.dir}));
+  }
+  std::string all;
+  for (const auto& [who, why] : whys) all += fmt::format("  {}: {}\n", who, why);
+  for (const auto& [who, why] : whys) EXPECT_EQ(why, whys.begin()->second) << all;
+  // All 8 GPUs are held (bo's 6, c0's 2), and c0 holds the one core: c1 starts after c0.
+  EXPECT_THAT(whys.begin()->second, ::testing::HasSubstr("after gqana's c0")) << all;
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  a->wait(kPatience);
+  b->wait(kPatience);
+}

@@ -16,7 +16,6 @@ namespace gpuq {
 
 namespace {
 
-constexpr double kEps = 1e-9;  // the original's tolerance on times (in the driver's unit)
 
 template <class T>
 void heap_push(std::vector<T>& h, T v) {
@@ -300,7 +299,7 @@ std::optional<double> Engine::next_preemptible(double now) const {
   for (size_t j : preemptible_running_) {
     const Running& r = std::get<Running>(lives_[j]);
     if (r.preempt || r.requeue) continue;
-    if (double at = r.start + min_run; at > now + kEps) next = std::min(next.value_or(at), at);
+    if (double at = r.start + min_run; at > now + kTimeEps) next = std::min(next.value_or(at), at);
   }
   return next;
 }
@@ -462,7 +461,7 @@ void Engine::unblock_all() {
 void Engine::tick(const ev::Tick& t) {
   // Automatic retries that fell due, in plan order (the original's loop over the plan).
   std::vector<size_t> due;
-  while (!retries_.empty() && retries_.front().first <= t.now + kEps) {
+  while (!retries_.empty() && retries_.front().first <= t.now + kTimeEps) {
     auto [at, jv] = retries_.front();
     heap_pop(retries_);
     if (jv.second == version_[jv.first]) due.push_back(jv.first);
@@ -788,161 +787,6 @@ void Engine::operator()(const ev::Requeue& e) {
   settle();
 }
 
-std::string Preemption::work_text() const {
-  return checkpointed ? fmt::format("it ran {}, {} since its last checkpoint", duration_text(ran), duration_text(unsaved))
-                      : fmt::format("it ran {}, no checkpoint seen", duration_text(ran));
-}
-
-void Engine::operator()(const ev::Preempt& e) {
-  Running* r = std::get_if<Running>(&lives_[e.job]);
-  if (!r) {
-    fx_.refused = Refusal::NotRunning;
-    return;
-  }
-  if (!policy_.preemptible(plan_.jobs[e.job])) {
-    fx_.refused = Refusal::NotPreemptible;
-    return;
-  }
-  if (r->requeue || r->preempt) {
-    fx_.refused = Refusal::Requeueing;
-    return;
-  }
-  Preemption p{e.job, e.by, e.at - r->start, e.at - r->start, e.other};
-  // A checkpoint of this attempt (made after its start; one kept from an earlier attempt is not
-  // this one's) saves the work up to it.
-  if (e.checkpoint && !std::isnan(*e.checkpoint) && *e.checkpoint >= r->start) {
-    p.unsaved = std::max(0.0, e.at - *e.checkpoint);
-    p.checkpointed = true;
-  }
-  Running next = *r;
-  next.preempt = e.at;
-  fx_.stops.push_back({e.job, Cause::Preempt});
-  fx_.preempted.push_back(p);
-  enter(e.job, std::move(next), Cause::Preempt);
-  settle();
-}
-
-// The job a preemption holds GPUs for starts on them once they are free (its victims gone, and
-// nothing else holding them). False while it waits; the hold is let go when the job no longer
-// waits, or when the victims are gone and it still does not fit (another user took a GPU).
-bool Engine::start_held_head(const ev::Tick& t) {
-  size_t h = held_for_->job;
-  if (!ready(h)) {
-    held_for_.reset();
-    return false;
-  }
-  GpuMask avail = held_for_->gpus & in_.node & ~busy_[0] & ~t.unavailable;
-  std::optional<std::vector<int>> gpus = pick_gpus(plan_.jobs[h].gpus, avail, &policy_.placement);
-  if (gpus && host_ &&
-      !HostRoom{in_.host_total.cpus - host_used_[0].cpus - t.host_other.cpus,
-                in_.host_total.mem_gib - host_used_[0].mem_gib - t.host_other.mem_gib}
-           .fits(
-          host_need_[h]))
-    gpus.reset();  // its cores or memory are not free yet: as if its GPUs were not
-  if (!gpus) {
-    bool stopping = std::any_of(held_for_->victims.begin(), held_for_->victims.end(),
-                                [&](size_t v) { return preempting(lives_[v]); });
-    if (!stopping) held_for_.reset();
-    return false;
-  }
-  held_for_.reset();
-  long long attempts = std::get<Waiting>(lives_[h]).attempts, oom = std::get<Waiting>(lives_[h]).oom_retries;
-  fx_.launches.push_back({h, 0, attempts + 1});
-  if (t.explain) {
-    pass_slot_.resize(plan_.jobs.size(), -1);
-    mark(h, -2);
-  }
-  enter(h, Running{attempts, t.now, std::move(*gpus), 0, std::nullopt, std::nullopt, oom}, Cause::Start);
-  settle();
-  free_nodes_[0] = in_.node & ~busy_[0] & ~t.unavailable;
-  in_.free = free_nodes_[0];
-  return true;
-}
-
-// After the pass: the ready job that set its backfill limit (the first, in ready order, that
-// could not get GPUs) may take the GPUs of running preemptible jobs of a larger priority value
-// that have run preempt_min_minutes since their (re)start. The victims are the fewest that let it
-// start (its placement kept), then those that lose the least work (the least time since their
-// last checkpoint), then the latest started; none when no such set lets it start. Their GPUs,
-// and the free ones it takes, are held for it until they are gone.
-void Engine::preempt_for_head(const ev::Tick& t) {
-  if (held_for_ || !fx_.pass.waiting_head || preemptible_running_.empty()) return;
-  size_t h = *fx_.pass.waiting_head;
-  const Job& head = plan_.jobs[h];
-  if (head.gpus <= 0 || packed_gib(h) > 0 || !ready(h) || policy_.over_cap(head)) return;
-  GpuMask closed = reserved_gpus(plan_, h, in_.open);
-  GpuMask free = in_.node & ~busy_[0] & ~t.unavailable & ~closed;
-  // Jobs being preempted already (a hold lost with a reload of the engine): their GPUs come free
-  // soon; when they are enough, the hold is made again for them and nothing more is stopped.
-  std::vector<size_t> stopping;
-  for (size_t j : preemptible_running_) {
-    const Running& r = std::get<Running>(lives_[j]);
-    if (r.preempt && r.node == 0) {
-      stopping.push_back(j);
-      free |= mask_of(r.gpus) & in_.node & ~closed;
-    }
-  }
-  if (std::optional<std::vector<int>> now = pick_gpus(head.gpus, free, &policy_.placement)) {
-    if (!stopping.empty()) held_for_ = HeldFor{h, mask_of(*now), stopping};
-    return;
-  }
-  const double min_run = policy_.preempt_min_minutes * 60 / unit_seconds_;
-  struct Victim {
-    size_t job;
-    GpuMask gpus;
-    double unsaved, start;
-  };
-  std::vector<Victim> c;
-  for (size_t j : preemptible_running_) {
-    const Running& r = std::get<Running>(lives_[j]);
-    if (r.preempt || r.requeue || r.node != 0 || packed_gib(j) > 0) continue;
-    if (!(plan_.jobs[j].priority > head.priority)) continue;  // only less urgent work gives way
-    if (t.now - r.start < min_run - kEps) continue;         // no thrashing: it runs a while first
-    double saved = j < t.checkpoints.size() && !std::isnan(t.checkpoints[j]) ? std::max(t.checkpoints[j], r.start)
-                                                                             : r.start;
-    c.push_back({j, mask_of(r.gpus) & in_.node & ~closed, t.now - saved, r.start});
-  }
-  if (c.empty()) return;
-  std::sort(c.begin(), c.end(), [](const Victim& a, const Victim& b) {
-    if (a.unsaved != b.unsaved) return a.unsaved < b.unsaved;
-    if (a.start != b.start) return a.start > b.start;
-    return a.job < b.job;
-  });
-  constexpr size_t kMost = 12;  // the candidates the search looks at (2^12 sets at most)
-  if (c.size() > kMost) c.resize(kMost);
-  const size_t n = c.size();
-  // The fewest victims first; among as many, the first set in the candidates' order.
-  std::vector<size_t> pick;
-  std::optional<std::vector<int>> gpus;
-  for (size_t k = 1; k <= n && !gpus; ++k) {
-    std::vector<size_t> idx(k);
-    for (size_t i = 0; i < k; ++i) idx[i] = i;
-    while (true) {
-      GpuMask m = free;
-      for (size_t i : idx) m |= c[i].gpus;
-      if ((gpus = pick_gpus(head.gpus, m, &policy_.placement))) {
-        pick = idx;
-        break;
-      }
-      size_t i = k;  // the next combination, in lexicographic order
-      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
-      if (i == 0) break;
-      ++idx[i - 1];
-      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
-    }
-  }
-  if (!gpus) return;
-  HeldFor hold{h, mask_of(*gpus), stopping};
-  for (size_t i : pick) {
-    // Only victims whose GPUs the job takes (the set is the fewest: each one's are needed).
-    hold.victims.push_back(c[i].job);
-    ev::Preempt p{c[i].job, t.now, h};
-    if (c[i].job < t.checkpoints.size()) p.checkpoint = t.checkpoints[c[i].job];
-    (*this)(p);
-  }
-  held_for_ = std::move(hold);
-}
-
 void Engine::operator()(const ev::Dequeued& e) {
   const Life& l = lives_[e.job];
   if (const Queued* q = std::get_if<Queued>(&l)) {
@@ -967,126 +811,6 @@ struct EngineVisit {
 void Engine::apply(const EngineEvent& event) {
   fx_.clear();
   std::visit(EngineVisit{*this}, event);
-}
-
-// Why job j waits, from what `src` keeps of the last tick: the engine itself, or a
-// WhySnapshot of it (the one implementation of the reasons).
-template <class Src>
-Why why_of(const Plan& plan, const PlanIndex& index, const Src& src, size_t j) {
-  Why w;
-  switch (src.kind(j)) {
-    case LifeKind::Held: w.kind = Why::Kind::Held; return w;
-    case LifeKind::Queued: w.kind = Why::Kind::Queued; return w;
-    case LifeKind::Running:
-      if (src.slot(j) == -2) w.kind = Why::Kind::Ready;
-      return w;
-    case LifeKind::Ended:
-      if (src.flags(j) & kDone) return w;
-      w.kind = Why::Kind::Failed;
-      w.at = src.retry_at(j);
-      return w;
-    case LifeKind::Blocked:
-      w.kind = Why::Kind::Blocked;
-      for (const Dep& d : plan.jobs[j].deps)
-        if (d.kind == Dep::Kind::Done && (src.flags(d.job) & kFailing)) w.jobs.push_back(d.job);
-      return w;
-    case LifeKind::Waiting: break;
-  }
-  for (const Dep& d : plan.jobs[j].deps) {
-    if (d.kind == Dep::Kind::Done && !(src.flags(d.job) & kDone)) w.jobs.push_back(d.job);
-    if (d.kind == Dep::Kind::After && !(src.flags(d.job) & kFinished)) w.afters.push_back(d.job);
-  }
-  w.files = index.file_dep[j] && !src.files(j);
-  if (!w.jobs.empty() || !w.afters.empty() || w.files) {
-    w.kind = Why::Kind::Deps;
-    return w;
-  }
-  int32_t k = src.slot(j);
-  if (k == -3) w.kind = Why::Kind::Paused;
-  if (k < 0) return w;
-  const PassedOver& h = src.held(static_cast<size_t>(k));
-  w.kind = h.why == PassedOver::Why::Backfill ? Why::Kind::Backfill
-           : h.why == PassedOver::Why::Host   ? Why::Kind::Host
-                                              : Why::Kind::Gpus;
-  w.need = h.need;
-  w.host = h.host;
-  w.free = h.free_for_job;
-  w.closed = h.closed;
-  w.room = h.room;
-  w.head = h.head;
-  w.head_host = h.head_host;
-  if (w.kind != Why::Kind::Gpus) return w;
-  const auto& mine = plan.reservations_of[j];
-  for (size_t r = 0; r < plan.reservations.size(); ++r) {
-    if (!src.open(r) || std::find(mine.begin(), mine.end(), r) != mine.end()) continue;
-    std::vector<size_t> members;
-    for (size_t m : plan.reservations[r].jobs)
-      if (!(src.flags(m) & kLeft)) members.push_back(m);
-    w.closing.emplace_back(r, std::move(members));
-  }
-  return w;
-}
-
-namespace {
-
-// The engine as why_of reads it.
-struct EngineSource {
-  const Engine& e;
-  const std::vector<uint8_t>& flags_;
-  const std::vector<char>& files_;
-  const std::vector<long>& open_;
-  const std::vector<PassedOver>& held_;
-  const std::vector<int32_t>& slots_;
-  LifeKind kind(size_t j) const { return kind_of(e.life(j)); }
-  uint8_t flags(size_t j) const { return flags_[j]; }
-  bool files(size_t j) const { return files_[j]; }
-  int32_t slot(size_t j) const { return j < slots_.size() ? slots_[j] : -1; }
-  const PassedOver& held(size_t k) const { return held_[k]; }
-  bool open(size_t r) const { return open_[r] > 0; }
-  std::optional<double> retry_at(size_t j) const { return e.retry_at(j); }
-};
-
-// A snapshot as why_of reads it.
-struct SnapshotSource {
-  const WhySnapshot& s;
-  LifeKind kind(size_t j) const { return static_cast<LifeKind>(s.kinds[j]); }
-  uint8_t flags(size_t j) const { return s.flags[j]; }
-  bool files(size_t j) const { return s.files[j]; }
-  int32_t slot(size_t j) const { return j < s.slots.size() ? s.slots[j] : -1; }
-  const PassedOver& held(size_t k) const { return s.held[k]; }
-  bool open(size_t r) const { return s.open[r]; }
-  std::optional<double> retry_at(size_t j) const {
-    auto it = std::lower_bound(s.retries.begin(), s.retries.end(), std::pair<size_t, double>{j, -1e300});
-    if (it == s.retries.end() || it->first != j) return std::nullopt;
-    return it->second;
-  }
-};
-
-}  // namespace
-
-Why Engine::why(size_t j) const {
-  return why_of(plan_, *index_, EngineSource{*this, flags_, files_, res_open_, fx_.pass.held, pass_slot_}, j);
-}
-
-WhySnapshot Engine::snapshot() const {
-  WhySnapshot s;
-  const size_t n = lives_.size();
-  s.kinds.resize(n);
-  for (size_t j = 0; j < n; ++j) {
-    s.kinds[j] = static_cast<uint8_t>(kind(j));
-    if (std::optional<double> at = retry_at(j)) s.retries.emplace_back(j, *at);
-  }
-  s.flags = flags_;
-  s.files = files_;
-  s.slots = pass_slot_;
-  s.held = fx_.pass.held;
-  s.open.resize(res_open_.size());
-  for (size_t r = 0; r < res_open_.size(); ++r) s.open[r] = res_open_[r] > 0;
-  return s;
-}
-
-Why WhySnapshot::why(const Plan& plan, const PlanIndex& index, size_t j) const {
-  return why_of(plan, index, SnapshotSource{*this}, j);
 }
 
 }  // namespace gpuq

@@ -1,4 +1,4 @@
-// A shared node: the users' files as data, fair share, and the node-wide pass.
+// A shared node: fair share and the node-wide pass (its files as data: node_files.cpp).
 #include "gpuq/core/node.h"
 
 #include <fmt/format.h>
@@ -41,240 +41,6 @@ void account_usage(NodeUser& user, NodeRun& run, double now, double half_life_da
     if (now > from) user.usage_gpu_hours += static_cast<double>(h.gpus.size()) * (now - from) / 3600;
   }
   run.accounted = now;
-}
-
-const NodeLimits& NodeConfig::limits_of(std::string_view user) const {
-  for (const auto& [name, l] : users)
-    if (name == user) return l;
-  return defaults;
-}
-
-namespace {
-
-// A finite number more than 0 (a share, a half-life), or throws naming `where`.
-double positive(const json& v, const std::string& where) {
-  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    throw std::runtime_error(fmt::format("{} must be a number more than 0", where));
-  return v.get<double>();
-}
-
-NodeLimits read_limits(const json& j, const std::string& where) {
-  if (!j.is_object()) throw std::runtime_error(fmt::format("{}: not a JSON object", where));
-  NodeLimits l;
-  for (const auto& [key, v] : j.items()) {
-    if (key == "max_gpus") {
-      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > kMaxGpuId + 1)
-        throw std::runtime_error(fmt::format("{}: \"max_gpus\" must be a whole number of GPUs, 0 or more", where));
-      l.max_gpus = v.get<int>();
-    } else if (key == "share") {
-      l.share = positive(v, where + ": \"share\"");
-    } else {
-      throw std::runtime_error(fmt::format("{}: unknown key \"{}\" (known: max_gpus, share)", where, key));
-    }
-  }
-  return l;
-}
-
-}  // namespace
-
-std::optional<NodeConfig> read_node_config(std::string_view text_in, std::string* problem) {
-  try {
-    json j = json::parse(text_in);
-    if (!j.is_object()) throw std::runtime_error("not a JSON object");
-    NodeConfig c;
-    for (const auto& [key, v] : j.items()) {
-      if (key == "half_life_days") {
-        c.half_life_days = positive(v, "\"half_life_days\"");
-      } else if (key == "window_seconds") {
-        if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 600)
-          throw std::runtime_error("\"window_seconds\" must be a number of seconds from 0 to 600");
-        c.window_seconds = v.get<double>();
-      } else if (key == "default") {
-        c.defaults = read_limits(v, "\"default\"");
-      } else if (key == "users") {
-        if (!v.is_object()) throw std::runtime_error("\"users\": not a JSON object of user names");
-        for (const auto& [name, lj] : v.items())
-          c.users.emplace_back(name, read_limits(lj, fmt::format("\"users\".\"{}\"", name)));
-      } else {
-        throw std::runtime_error(fmt::format("unknown key \"{}\" (known: half_life_days, window_seconds, default, users)", key));
-      }
-    }
-    return c;
-  } catch (const std::exception& e) {
-    if (problem) *problem = e.what();
-    return std::nullopt;
-  }
-}
-
-std::string write_node_user(const NodeUser& user) {
-  json runs = json::array();
-  for (const NodeRun& r : user.runs) {
-    json holds = json::array(), wants = json::array();
-    // "mem_gib" only where a job packs: a whole job's entry reads as before.
-    for (const NodeHold& h : r.holds) {
-      holds.push_back({{"id", h.id}, {"gpus", h.gpus}, {"pid", h.pid}, {"pid_start", h.pid_start},
-                       {"start", h.start}, {"est_hours", h.est_hours}});
-      if (h.mem_gib > 0) holds.back()["mem_gib"] = h.mem_gib;
-      // Preemption's keys only where they say something: an older file reads as before.
-      if (h.preemptible) {
-        holds.back()["preemptible"] = true;
-        holds.back()["preempt_after"] = h.preempt_after;
-      }
-      if (h.preempting) holds.back()["preempting"] = true;
-      // Cores and host memory only where its plan counts them (issue 45).
-      if (h.cpus > 0) holds.back()["cpus"] = h.cpus;
-      if (h.host_mem_gib > 0) holds.back()["host_mem_gib"] = h.host_mem_gib;
-      if (!h.cores.empty()) holds.back()["cores"] = h.cores;
-    }
-    for (const NodeWant& w : r.wants) {
-      wants.push_back({{"id", w.id}, {"gpus", w.gpus}, {"priority", w.priority}, {"est_hours", w.est_hours}});
-      if (w.mem_gib > 0) wants.back()["mem_gib"] = w.mem_gib;
-      // What it needs of the rest of the box, where its plan counts it: the node's decision counts it.
-      if (w.cpus > 0) wants.back()["cpus"] = w.cpus;
-      if (w.host_mem_gib > 0) wants.back()["host_mem_gib"] = w.host_mem_gib;
-    }
-    runs.push_back({{"plan", r.plan}, {"pid", r.pid}, {"pid_start", r.pid_start}, {"updated", r.updated},
-                    {"accounted", r.accounted}, {"holds", holds}, {"wants", wants}});
-  }
-  json j = {{"user", user.name}, {"usage_gpu_hours", user.usage_gpu_hours}, {"usage_at", user.usage_at},
-            {"runs", runs}};
-  return j.dump(1) + "\n";
-}
-
-namespace {
-
-// The most cores and GiB of host memory a claim or a want may give (past them a file is no node's,
-// and a float of the pass could not hold them).
-constexpr double kMostCpus = 65535, kMostHostGib = 1e9;
-
-// A finite number at `key`, or throws with the key's name.
-double number(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>())) throw std::runtime_error(fmt::format("\"{}\" is not a number", key));
-  return v.get<double>();
-}
-
-long long whole(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_number_integer() && !v.is_number_unsigned()) throw std::runtime_error(fmt::format("\"{}\" is not a whole number", key));
-  return v.get<long long>();
-}
-
-// The GiB a job packs with ("mem_gib": absent, or a number 0 or more; 0 is whole), or -1 when
-// it is something else.
-double packed_gib_of(const json& j) {
-  auto it = j.find("mem_gib");
-  if (it == j.end()) return 0;
-  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) return -1;
-  return it->get<double>();
-}
-
-std::string text(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_string()) throw std::runtime_error(fmt::format("\"{}\" is not a string", key));
-  return v.get<std::string>();
-}
-
-}  // namespace
-
-std::optional<NodeUser> read_node_user(std::string_view text_in, const std::string& name, GpuMask node,
-                                       std::string* problem, std::vector<std::string>* refused) {
-  try {
-    json j = json::parse(text_in);
-    if (!j.is_object()) throw std::runtime_error("not a JSON object");
-    NodeUser u;
-    u.name = text(j, "user");
-    if (u.name != name) throw std::runtime_error(fmt::format("it says it is {}'s", u.name));
-    u.usage_gpu_hours = number(j, "usage_gpu_hours");
-    u.usage_at = number(j, "usage_at");
-    if (u.usage_gpu_hours < 0) throw std::runtime_error("\"usage_gpu_hours\" is negative");
-    const json& runs = j.at("runs");
-    if (!runs.is_array()) throw std::runtime_error("\"runs\" is not a list");
-    GpuMask claimed = 0, packed = 0;  // GPUs whole holds claim; GPUs packed holds share
-    for (const json& rj : runs) {
-      if (!rj.is_object()) throw std::runtime_error("a run is not a JSON object");
-      NodeRun r;
-      r.plan = text(rj, "plan");
-      r.pid = whole(rj, "pid");
-      r.pid_start = static_cast<unsigned long long>(whole(rj, "pid_start"));
-      r.updated = number(rj, "updated");
-      r.accounted = number(rj, "accounted");
-      if (r.pid <= 1) throw std::runtime_error(fmt::format("run of {}: pid {} is no run's", r.plan, r.pid));
-      for (const json& hj : rj.at("holds")) {
-        NodeHold h;
-        h.id = text(hj, "id");
-        h.pid = whole(hj, "pid");
-        h.pid_start = static_cast<unsigned long long>(whole(hj, "pid_start"));
-        h.start = number(hj, "start");
-        h.est_hours = number(hj, "est_hours");
-        h.mem_gib = packed_gib_of(hj);
-        auto flag = [&](const char* key) {
-          auto it = hj.find(key);
-          return it != hj.end() && it->is_boolean() && it->get<bool>();
-        };
-        h.preemptible = flag("preemptible");
-        h.preempting = flag("preempting");
-        if (h.preemptible && hj.contains("preempt_after")) h.preempt_after = number(hj, "preempt_after");
-        if (hj.contains("cpus")) h.cpus = number(hj, "cpus");
-        if (hj.contains("host_mem_gib")) h.host_mem_gib = number(hj, "host_mem_gib");
-        if (hj.contains("cores")) h.cores = text(hj, "cores");
-        const json& g = hj.at("gpus");
-        if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
-        std::string bad;
-        if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
-        if (h.cpus < 0 || h.host_mem_gib < 0 || !std::isfinite(h.cpus) || !std::isfinite(h.host_mem_gib))
-          bad = "negative cores or host memory";
-        else if (h.cpus > kMostCpus || h.host_mem_gib > kMostHostGib)
-          bad = "more cores or host memory than any node has";
-        GpuMask m = 0;
-        for (const json& x : g) {
-          if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
-          long long id = x.get<long long>();
-          if (id < 0 || id > kMaxGpuId || !(node >> id & 1)) {
-            bad = fmt::format("GPU {}, which this node does not have", id);
-            continue;
-          }
-          GpuMask bit = GpuMask{1} << id;
-          // Packed holds may share a GPU; a whole hold shares it with none.
-          if ((m | claimed | (h.mem_gib > 0 ? 0 : packed)) & bit) bad = fmt::format("GPU {} twice", id);
-          m |= bit;
-          h.gpus.push_back(static_cast<int>(id));
-        }
-        if (h.pid < 0 || h.pid == 1) bad = fmt::format("pid {}, which is no job's", h.pid);
-        if (!bad.empty()) {
-          if (refused) refused->push_back(fmt::format("{}'s claim for {} ({}) refused: it claims {}", name, h.id, r.plan, bad));
-          continue;
-        }
-        (h.mem_gib > 0 ? packed : claimed) |= m;
-        r.holds.push_back(std::move(h));
-      }
-      for (const json& wj : rj.at("wants")) {
-        NodeWant w;
-        w.id = text(wj, "id");
-        long long g = whole(wj, "gpus");
-        w.priority = number(wj, "priority");
-        w.est_hours = number(wj, "est_hours");
-        w.mem_gib = packed_gib_of(wj);
-        if (wj.contains("cpus")) w.cpus = number(wj, "cpus");
-        if (wj.contains("host_mem_gib")) w.host_mem_gib = number(wj, "host_mem_gib");
-        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0 ||
-            w.cpus > kMostCpus || w.host_mem_gib > kMostHostGib) {
-          if (refused)
-            refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, r.plan,
-                                           g, w.est_hours,
-                                           w.mem_gib < 0 ? ", mem_gib " + wj.at("mem_gib").dump() : ""));
-          continue;
-        }
-        w.gpus = static_cast<int>(g);
-        r.wants.push_back(std::move(w));
-      }
-      u.runs.push_back(std::move(r));
-    }
-    return u;
-  } catch (const std::exception& e) {
-    if (problem) *problem = e.what();
-    return std::nullopt;
-  }
 }
 
 namespace {
@@ -595,6 +361,97 @@ void backfill_across(const std::vector<NodeUser>& users, GpuMask free, GpuMask n
   }
 }
 
+// What decide_node's pass works over, the same whatever GPUs a preemption keeps closed.
+struct NodePass {
+  const std::vector<NodeUser>& users;
+  const std::vector<char>& never_host;  // wants that need more cores or host memory than the node has
+  const std::vector<char>& out0;        // wants that alone take their user past the cap
+  const std::vector<GpuMask>& held;     // each user's GPUs
+  const std::vector<int>& cap;          // each user's max_gpus (-1: none)
+  const std::vector<double>& room_left;
+  GpuMask free, node;
+  const Placement* placement;
+  bool pack, counts_host;
+  double backfill_max_hours;
+  HostRoom host_free, host;
+  const NodeWant& want(const NodeSlot& s) const { return users[s.user].runs[s.run].wants[s.want]; }
+};
+
+// The pass over the wants left, in fair order, with `closed` kept from every want (the GPUs a
+// preemption keeps for its want): d.starts, and in `out` the wants left out for a cap.
+void node_pass(const NodePass& p, GpuMask closed, std::vector<char>& out, NodeDecision& d) {
+  d.starts.clear();
+  out = p.out0;
+  // The pass over the wants left, in fair order (one priority: ready order is position); when
+  // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
+  // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
+  // then the first start in fair order that does is left out and the pass made again (each round
+  // leaves out one more want, so it ends). The first, not the last: the starts above it keep
+  // within the cap, and leaving out a later one left out a want that fits once the first is out
+  // (a 1-GPU job behind a 2-GPU one, cap 2: preempted for, then not started).
+  bool spread = true;
+  while (true) {
+    Plan plan;
+    std::vector<size_t> slot_of;
+    std::vector<HostNeed> needs;
+    for (size_t k = 0; k < d.order.size(); ++k) {
+      if (out[k] || p.never_host[k]) continue;
+      const NodeWant& w = p.want(d.order[k]);
+      needs.push_back(w.host());
+      Job j;
+      j.id = std::to_string(k);
+      j.gpus = w.gpus;
+      j.priority = 0;
+      j.est_hours = w.est_hours;
+      if (p.pack && w.mem_gib > 0) j.gpu_mem_gib = w.mem_gib;
+      plan.jobs.push_back(std::move(j));
+      slot_of.push_back(k);
+    }
+    plan.reservations_of.resize(plan.jobs.size());
+    rank_jobs(plan);
+    std::vector<size_t> all(plan.jobs.size());
+    for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+    ReadySet ready(plan, p.backfill_max_hours, all, p.pack);
+    PassInput in;
+    in.free = p.free & p.node & ~d.held & ~closed;
+    in.node = p.node;
+    in.placement = p.placement;
+    in.spread = spread;
+    if (ready.any_packed()) {
+      in.room = p.room_left;
+      in.room_empty = d.most_room;
+    }
+    const HostRoom rooms[1] = {p.host_free};
+    if (p.counts_host) {
+      in.host_need = needs;
+      in.host_room = rooms;
+      in.host_total = p.host;
+      in.host_least = {std::numeric_limits<float>::max(), std::numeric_limits<uint16_t>::max()};
+      for (const HostNeed& n : needs)
+        in.host_least = {std::min(in.host_least.mem_gib, n.mem_gib), std::min(in.host_least.cpus, n.cpus)};
+    }
+    PassResult r = schedule_pass(plan, ready, in);
+    std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
+    std::vector<GpuMask> taking = p.held;  // GPUs, not jobs: packed jobs on one GPU count it once
+    std::optional<size_t> past;
+    for (const Start& s : r.starts) {
+      size_t u = d.order[slot_of[s.job]].user;
+      taking[u] |= mask_of(s.gpus);
+      if (!past && p.cap[u] >= 0 && count(taking[u]) > p.cap[u]) past = slot_of[s.job];
+    }
+    if (past && spread && ready.any_packed()) {
+      spread = false;
+      continue;
+    }
+    if (past) {
+      out[*past] = 1;
+      continue;
+    }
+    for (Start& s : r.starts) d.starts.push_back({d.order[slot_of[s.job]], std::move(s.gpus)});
+    break;
+  }
+}
+
 }  // namespace
 
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
@@ -660,86 +517,14 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
       d.host_never.push_back(d.order[k]);
     }
   }
-  // The pass (below), made again with `closed` kept from every want: the GPUs a preemption keeps
-  // for its want.
   std::vector<char> out0 = out;
-  auto run_pass = [&](GpuMask closed) {
-  d.starts.clear();
-  out = out0;
-  // The pass over the wants left, in fair order (one priority: ready order is position); when
-  // its starts take a user past the cap, the pass is made again with packed wants joining GPUs
-  // rather than spreading over idle ones (a capped user's packed job may share their own GPU),
-  // then the first start in fair order that does is left out and the pass made again (each round
-  // leaves out one more want, so it ends). The first, not the last: the starts above it keep
-  // within the cap, and leaving out a later one left out a want that fits once the first is out
-  // (a 1-GPU job behind a 2-GPU one, cap 2: preempted for, then not started).
-  bool spread = true;
-  while (true) {
-    Plan plan;
-    std::vector<size_t> slot_of;
-    std::vector<HostNeed> needs;
-    for (size_t k = 0; k < d.order.size(); ++k) {
-      if (out[k] || never_host[k]) continue;
-      const NodeWant& w = want_of(d.order[k]);
-      needs.push_back(w.host());
-      Job j;
-      j.id = std::to_string(k);
-      j.gpus = w.gpus;
-      j.priority = 0;
-      j.est_hours = w.est_hours;
-      if (pack && w.mem_gib > 0) j.gpu_mem_gib = w.mem_gib;
-      plan.jobs.push_back(std::move(j));
-      slot_of.push_back(k);
-    }
-    plan.reservations_of.resize(plan.jobs.size());
-    rank_jobs(plan);
-    std::vector<size_t> all(plan.jobs.size());
-    for (size_t k = 0; k < all.size(); ++k) all[k] = k;
-    ReadySet ready(plan, backfill_max_hours, all, pack);
-    PassInput in;
-    in.free = free & node & ~d.held & ~closed;
-    in.node = node;
-    in.placement = placement;
-    in.spread = spread;
-    if (ready.any_packed()) {
-      in.room = room_left;
-      in.room_empty = d.most_room;
-    }
-    const HostRoom rooms[1] = {host_free};
-    if (counts_host) {
-      in.host_need = needs;
-      in.host_room = rooms;
-      in.host_total = host;
-      in.host_least = {std::numeric_limits<float>::max(), std::numeric_limits<uint16_t>::max()};
-      for (const HostNeed& n : needs)
-        in.host_least = {std::min(in.host_least.mem_gib, n.mem_gib), std::min(in.host_least.cpus, n.cpus)};
-    }
-    PassResult r = schedule_pass(plan, ready, in);
-    std::sort(r.starts.begin(), r.starts.end(), [](const Start& a, const Start& b) { return a.job < b.job; });
-    std::vector<GpuMask> taking = held;  // GPUs, not jobs: packed jobs on one GPU count it once
-    std::optional<size_t> past;
-    for (const Start& s : r.starts) {
-      size_t u = d.order[slot_of[s.job]].user;
-      taking[u] |= mask_of(s.gpus);
-      if (!past && cap[u] >= 0 && count(taking[u]) > cap[u]) past = slot_of[s.job];
-    }
-    if (past && spread && ready.any_packed()) {
-      spread = false;
-      continue;
-    }
-    if (past) {
-      out[*past] = 1;
-      continue;
-    }
-    for (Start& s : r.starts) d.starts.push_back({d.order[slot_of[s.job]], std::move(s.gpus)});
-    break;
-  }
-  };
-  run_pass(0);
+  const NodePass pass{users, never_host, out0, held, cap, room_left, free, node, placement, pack, counts_host,
+                      backfill_max_hours, host_free, host};
+  node_pass(pass, 0, out, d);
   std::vector<char> skip = out;
   for (size_t k = 0; k < skip.size(); ++k) skip[k] = skip[k] || never_host[k];
   preempt_across_users(users, free & node, node, now, config, placement, pack, skip, host_free, held, cap, d);
-  if (d.kept) run_pass(d.kept);
+  if (d.kept) node_pass(pass, d.kept, out, d);
   for (size_t k = 0; k < skip.size(); ++k) skip[k] = out[k] || never_host[k];
   backfill_across(users, free, node, now, backfill_max_hours, placement, pack, skip, host_free, held, cap, d);
   for (size_t k = 0; k < d.order.size(); ++k)

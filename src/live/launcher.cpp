@@ -133,7 +133,7 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
     std::filesystem::path a = std::filesystem::absolute(p, e);
     return e ? p : a.string();
   };
-  std::string exitf = absolute(paths.exit(spec.id)), logf = paths.log(spec.id),
+  std::string exitf = absolute(paths.exit(spec.id)), logf = absolute(paths.log(spec.id)),
               abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id)),
               roomf = absolute(paths.exit_room(spec.id));
   ::unlink(exitf.c_str());

@@ -267,13 +267,19 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   look.notes = v.notes;
   std::string mine = fs::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
+  // The plan's owner: the user whose run runs it (another user may look at it), else the viewer.
+  // The plan is predicted as its own run sees the node, whoever looks: one reason per job.
+  std::string owner = me;
+  for (const NodeUser& u : v.users)
+    for (const NodeRun& r : u.runs)
+      if (r.plan == mine && (!r.gone || owner == me)) owner = u.name;
   std::set<std::string> users;
   // The GPUs other users' jobs hold, this user's other runs', this plan's run's (a GPU packed jobs
   // share counts once).
   GpuMask theirs_m = 0, yours_m = 0, own_m = 0;
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs) {
-      if (u.name == me && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
+      if (u.name == owner && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
         for (const NodeHold& h : r.holds) own_m |= mask_of(h.gpus) & node;
         continue;
       }
@@ -287,12 +293,12 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
         (u.name == me ? yours_m : theirs_m) |= g;
         for (int id : h.gpus)
           if (others && (node >> id & 1))
-            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me ? "your" : u.name + "'s", h.id,
+            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me && me == owner ? "your" : u.name + "'s", h.id,
                                         local_time(std::max(end, now), now));
       }
     }
   const int theirs = count(theirs_m), yours = count(yours_m & ~theirs_m), own = count(own_m);
-  look.cap = v.config.limits_of(me).max_gpus;
+  look.cap = v.config.limits_of(owner).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
   if (users.empty() && !look.cap) {  // alone: the plan's own prediction says it all
     if (whole && own)
@@ -304,8 +310,8 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   if (whole) {  // the plan from its beginning: its run as it would be now, its first ready jobs wanting
     NodeUser* self = nullptr;
     for (NodeUser& u : v.users)
-      if (u.name == me) self = &u;
-    if (!self) self = &v.users.emplace_back(NodeUser{me, 0, now, {}});
+      if (u.name == owner) self = &u;
+    if (!self) self = &v.users.emplace_back(NodeUser{owner, 0, now, {}});
     std::erase_if(self->runs, [&](const NodeRun& r) { return r.plan == mine; });
     NodeRun r;
     r.plan = mine;
@@ -315,11 +321,11 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   // Once for the node: why each of the plan's ready jobs waits, and when the others' waiting jobs
   // are predicted to run: their GPUs are busy in the plan's prediction meanwhile.
   NodeWaits w = node_whys(v.users, node, now, v.config, s.backfill_max_hours, node_room(s, gpus), node_host_of(s, gpus));
-  look.waits = waits_of(w, v.users, me, mine);
+  look.waits = waits_of(w, v.users, owner, mine);
   int waiting = 0;
   for (const NodePredicted& p : w.predicted) {
     const NodeUser& u = v.users[p.slot.user];
-    if (u.name == me && u.runs[p.slot.run].plan == mine) continue;
+    if (u.name == owner && u.runs[p.slot.run].plan == mine) continue;
     look.held.push_back({mask_of(p.gpus) & node, p.end, u.name == me, p.start});
     ++waiting;
   }
@@ -461,6 +467,106 @@ static std::string state_folder_unwritable(const PlanPaths& paths) {
   return "";
 }
 
+// The plan as the look takes it: the file's, else (an edit with errors) the version asked
+// for, or the running run's own while it goes on with it (said in kept_note).
+static void load_look_plan(PlanSetup& s, const LookAsk& ask, Look& l) {
+  l.report = load_plan_report(s);
+  l.paths = plan_paths(s);
+  if (l.report.plan) {
+    l.plan = std::move(l.report.plan);
+    l.gpus = l.report.gpus;
+  } else if (l.report.bad_gpus.empty() && l.report.not_a_plan.empty()) {
+    // An edit with errors: the version asked for, else the run's own while a run goes on with it.
+    if (std::optional<std::vector<int>> ids = gpu_ids(s, nullptr)) {
+      if (ask.plan_when_broken) {
+        l.plan = *ask.plan_when_broken;
+        l.kept_note = "the plan file does not load; the last version that did is shown";
+      } else if (ask.run_plan_when_broken && (l.plan = plan_run_goes_on_with(l.paths, *ids))) {
+        l.kept_note = "the plan file does not load; the running `gpuq run` goes on with the version it loaded";
+      }
+      if (l.plan) l.gpus = *ids;
+    }
+  }
+}
+
+// The state as run's next tick will have it: the jobs that ended, in memory only (a look
+// changes nothing: fix 13), and what the backend's queue says.
+static void refresh_look(Look& l, const Plan& plan, const PlanSetup& s, const Backend& backend) {
+  // A running job past its time limit whose process is gone was stopped there by run, which
+  // has not saved that yet (read between run's SIGTERM and its save): it ended as the timeout
+  // run is writing, not as a job lost (which would be retried).
+  std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
+  for (const auto& [id, st] : l.state.entries())
+    if (st.status == Status::Running && st.start && !st.queue_id)
+      if (const Job* j = plan.find(id))
+        if (std::optional<double> lim = limit_hours(*j, s.time_limit_factor); lim && l.now >= *st.start + *lim * 3600)
+          past_limit.push_back({id, *st.start + *lim * 3600});
+  l.queue = backend.refresh(l.paths, l.state, l.now);  // in memory only: a look changes nothing (fix 13)
+  for (const auto& [id, at] : past_limit)
+    if (JobState* st = l.state.find(id); st && st->status != Status::Running) {
+      Ended end;
+      end.attempts = st->attempts_or0();
+      end.outcome = Outcome::Timeout;
+      end.exit = timeout_exit(*plan.find(id));
+      end.end = at;
+      end.start = st->start;
+      write_life(*st, end, Cause::Limit);
+    }
+  phase("refresh");
+}
+
+// The GPUs free for the plan's jobs: the reading as run's next tick reads it (gpu_use.h's
+// see_reading), the GPUs it makes busy and who holds them, and where jobs pack the GiB per GPU
+// beyond their declared; without a probe, those the state leaves.
+static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, const LookAsk& ask) {
+  if (!ask.probe) {
+    l.free = ask.state ? free_now(l.state, l.opt, GpuReading{}) : mask_of(l.gpus);
+    return;
+  }
+  GpuReading none;
+  const GpuReading& r = probed ? probed->reading : none;
+  bool packed = packs(plan, l.opt);
+  if (packed) l.opt.gpu_mem_total = gpu_totals_gib(r);
+  std::function<double(const std::string&)> declared = [&](const std::string& id) {
+    const Job* j = plan.find(id);
+    return j ? l.opt.packed_gib(*j) : 0.0;
+  };
+  ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
+                                 packed ? &declared : nullptr);
+  if (seen.memory) {
+    l.mem_other = std::move(seen.memory->other);
+    l.over = std::move(seen.memory->over);
+  }
+  l.free = mask_of(l.opt.node_gpus) & ~(busy_in_state(l.state) | seen.busy);
+  l.others = std::move(seen.others);
+  if (probed) l.reading = std::move(probed->reading);
+  name_removed_holders(plan, l.state, l.others);
+  name_ending_holders(l.state, l.others);
+}
+
+// The shared node as this plan's runs see it: every user's holds and wants, the cap, and when
+// each of the plan's waiting jobs may start on it (with its jobs ready at its beginning, for
+// a look from the beginning).
+static void see_node(Look& l, const PlanSetup& s, const Plan& plan, const LookAsk& ask) {
+  std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
+  const bool host = l.opt.counts_host(plan);
+  if (ask.whole)
+    for (uint32_t j : plan.by_rank) {
+      const Job& job = plan.jobs[j];
+      if (job.deps.empty() && job.gpus > 0)
+        first.push_back(node_want(job, l.opt.packed_gib(job),
+                                  host ? HostNeed{job.mem_gib, static_cast<uint16_t>(std::min(l.opt.cpus_of(job), 65535))}
+                                       : HostNeed{}));
+      if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
+    }
+  l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first);
+  l.opt.max_gpus = l.node.cap;
+  l.on_node.held = l.node.held;
+  for (const auto& [id, w] : l.node.waits)
+    if (const Job* j = plan.find(id); j && w.kind == NodeWhy::Kind::Later)
+      l.on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), w.start});
+}
+
 Look look_at(PlanSetup& s, const LookAsk& ask) {
   Look l;
   phase("start");
@@ -479,23 +585,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   std::future<Probed> probe;
   if (ask.probe) probe = probe_meanwhile(run_options(s, {}), std::get<2>(probe_asked(s, ask.pairs_default)));
   if (ask.state) state = on_another_core([paths = plan_paths(s), read_at] { return read_at(paths); });
-  l.report = load_plan_report(s);
-  l.paths = plan_paths(s);
-  if (l.report.plan) {
-    l.plan = std::move(l.report.plan);
-    l.gpus = l.report.gpus;
-  } else if (l.report.bad_gpus.empty() && l.report.not_a_plan.empty()) {
-    // An edit with errors: the version asked for, else the run's own while a run goes on with it.
-    if (std::optional<std::vector<int>> ids = gpu_ids(s, nullptr)) {
-      if (ask.plan_when_broken) {
-        l.plan = *ask.plan_when_broken;
-        l.kept_note = "the plan file does not load; the last version that did is shown";
-      } else if (ask.run_plan_when_broken && (l.plan = plan_run_goes_on_with(l.paths, *ids))) {
-        l.kept_note = "the plan file does not load; the running `gpuq run` goes on with the version it loaded";
-      }
-      if (l.plan) l.gpus = *ids;
-    }
-  }
+  load_look_plan(s, ask, l);
   if (!l.plan) return l;
   // An edit the run's backend refused (a batch queue's): the run's own version too.
   std::optional<RunInfo> info = read_run_info(l.paths);
@@ -536,29 +626,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     if (std::string full = state_folder_unwritable(l.paths); !full.empty()) l.warnings.push_back("warning: " + full);
   }
   l.now = read_time.value_or(unix_now());
-  if (ask.state && ask.refresh) {
-    // A running job past its time limit whose process is gone was stopped there by run, which
-    // has not saved that yet (read between run's SIGTERM and its save): it ended as the timeout
-    // run is writing, not as a job lost (which would be retried).
-    std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
-    for (const auto& [id, st] : l.state.entries())
-      if (st.status == Status::Running && st.start && !st.queue_id)
-        if (const Job* j = plan.find(id))
-          if (std::optional<double> lim = limit_hours(*j, s.time_limit_factor); lim && l.now >= *st.start + *lim * 3600)
-            past_limit.push_back({id, *st.start + *lim * 3600});
-    l.queue = backend->refresh(l.paths, l.state, l.now);  // in memory only: a look changes nothing (fix 13)
-    for (const auto& [id, at] : past_limit)
-      if (JobState* st = l.state.find(id); st && st->status != Status::Running) {
-        Ended end;
-        end.attempts = st->attempts_or0();
-        end.outcome = Outcome::Timeout;
-        end.exit = timeout_exit(*plan.find(id));
-        end.end = at;
-        end.start = st->start;
-        write_life(*st, end, Cause::Limit);
-      }
-    phase("refresh");
-  }
+  if (ask.state && ask.refresh) refresh_look(l, plan, s, *backend);
   l.opt = run_options(s, l.gpus);
   l.opt.workdir = workdir_of(s, plan.workdir).path;
   std::string pairs_err;
@@ -570,50 +638,8 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     std::optional<Topology> t = probed ? probed->topology : probe_of(l.opt)->topology();
     l.opt.placement.topology = t.value_or(Topology{});
   }
-  if (ask.probe) {
-    // The reading as run's next tick reads it (gpu_use.h's see_reading): the GPUs it makes busy,
-    // who holds them, and where jobs pack the GiB per GPU beyond their declared.
-    GpuReading none;
-    const GpuReading& r = probed ? probed->reading : none;
-    bool packed = packs(plan, l.opt);
-    if (packed) l.opt.gpu_mem_total = gpu_totals_gib(r);
-    std::function<double(const std::string&)> declared = [&](const std::string& id) {
-      const Job* j = plan.find(id);
-      return j ? l.opt.packed_gib(*j) : 0.0;
-    };
-    ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
-                                   packed ? &declared : nullptr);
-    if (seen.memory) {
-      l.mem_other = std::move(seen.memory->other);
-      l.over = std::move(seen.memory->over);
-    }
-    l.free = mask_of(l.opt.node_gpus) & ~(busy_in_state(l.state) | seen.busy);
-    l.others = std::move(seen.others);
-    if (probed) l.reading = std::move(probed->reading);
-    name_removed_holders(plan, l.state, l.others);
-    name_ending_holders(l.state, l.others);
-  } else {
-    l.free = ask.state ? free_now(l.state, l.opt, GpuReading{}) : mask_of(l.gpus);
-  }
-  if (ask.node) {
-    std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
-    const bool host = l.opt.counts_host(plan);
-    if (ask.whole)
-      for (uint32_t j : plan.by_rank) {
-        const Job& job = plan.jobs[j];
-        if (job.deps.empty() && job.gpus > 0)
-          first.push_back(node_want(job, l.opt.packed_gib(job),
-                                    host ? HostNeed{job.mem_gib, static_cast<uint16_t>(std::min(l.opt.cpus_of(job), 65535))}
-                                         : HostNeed{}));
-        if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
-      }
-    l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first);
-    l.opt.max_gpus = l.node.cap;
-    l.on_node.held = l.node.held;
-    for (const auto& [id, w] : l.node.waits)
-      if (const Job* j = plan.find(id); j && w.kind == NodeWhy::Kind::Later)
-        l.on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), w.start});
-  }
+  see_gpus(l, plan, probed, ask);
+  if (ask.node) see_node(l, s, plan, ask);
   if (ask.run) look_at_run(l.paths, l.gpus, *backend, l);
   if (ask.snapshots && ask.state) l.stale_text = stale_snapshot_notes(plan, l.state, l.now, l.paths, l.stale_commits);
   l.settings_notes = settings_notes(s, ask.pairs_default);

@@ -17,8 +17,8 @@ namespace gpuq {
 // when the plan is new (run goes on with the rest).
 void RunLoop::watch_host(Tick& t) {
   Engine& engine = q_->engine();
-  if (!engine.counts_host() || host_seen_ == plan_.serial) return;
-  host_seen_ = plan_.serial;
+  if (!engine.counts_host() || host_.seen == plan_.serial) return;
+  host_.seen = plan_.serial;
   if (!opt_.host_note.empty() && told_.fresh("host note", opt_.host_note)) say(t.now, opt_.host_note);
   for (const Job& j : plan_.jobs)
     if (engine.policy().host_too_big(j) && told_.fresh("host too big:" + j.id))

@@ -30,7 +30,7 @@ RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, 
   index_ = std::make_shared<PlanIndex>(plan_);
   for (size_t i = 0; i < plan_.jobs.size(); ++i)
     if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
-  loaded_at_ = os_.clock.now();
+  reload_.loaded_at = os_.clock.now();
 }
 
 // While the state cannot be saved, each tick starts again from the one on disk and sees the same
@@ -84,9 +84,9 @@ TickResult RunLoop::tick() {
     phase("tick: eta");
     bool done = all_finished(t) || never_finishes(t);
     if (done) {
-      summary_ = outcomes(q_->state());
-      all_done_ = true;
-      for (size_t i = 0; i < plan_.jobs.size() && all_done_; ++i) all_done_ = q_->state().status_of(plan_, i) == Status::Done;
+      end_.summary = outcomes(q_->state());
+      end_.all_done = true;
+      for (size_t i = 0; i < plan_.jobs.size() && end_.all_done; ++i) end_.all_done = q_->state().status_of(plan_, i) == Status::Done;
     }
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
@@ -103,7 +103,7 @@ TickResult RunLoop::tick() {
 // When the next tick is due at the latest (from this one's start): its wait, or the tick itself
 // when it took longer.
 void RunLoop::note_due(const Tick& t) {
-  if (std::optional<double> mono = os_.clock.monotonic()) due_in_ = std::max(t.wake_in, *mono - tick_began_);
+  if (std::optional<double> mono = os_.clock.monotonic()) clock_.due_in = std::max(t.wake_in, *mono - clock_.began);
 }
 
 // The state and the engine over it as this loop last saved them, unless someone has replaced
@@ -124,8 +124,8 @@ void RunLoop::load_state(Tick& t, const ClockSeen& seen) {
     q_.emplace(plan_, policy, std::move(read), t.now, "run", index_);
     t.fresh = true;
   }
-  if (first_tick_) say_adopted(t);
-  first_tick_ = false;
+  if (clock_.first) say_adopted(t);
+  clock_.first = false;
   phase(same ? "tick: state (kept)" : "tick: state (read)");
 }
 
@@ -137,19 +137,19 @@ ClockSeen RunLoop::look_at_clock(Tick& t) {
   std::optional<double> mono = os_.clock.monotonic();
   if (!mono) return seen;
   ClockReading now{os_.clock.now(), *mono};
-  if (last_look_) seen = see_clock(*last_look_, now, due_in_);
-  last_look_ = now;
-  tick_began_ = *mono;
+  if (clock_.last_look) seen = see_clock(*clock_.last_look, now, clock_.due_in);
+  clock_.last_look = now;
+  clock_.began = *mono;
   if (seen.step) {
     auto move = [&](double& v) {
       if (v <= seen.old_now) v += seen.step;
     };
-    move(loaded_at_);
-    move(eta_predicted_at_);
-    move(recorded_at_);
-    if (eta_told_) move(*eta_told_);
-    if (recorded_finish_) move(*recorded_finish_);
-    for (auto& [j, end] : eta_ends_) move(end);
+    move(reload_.loaded_at);
+    move(eta_.predicted_at);
+    move(eta_.recorded_at);
+    if (eta_.told) move(*eta_.told);
+    if (eta_.recorded_finish) move(*eta_.recorded_finish);
+    for (auto& [j, end] : eta_.ends) move(end);
     say(now.wall, fmt::format("the wall clock jumped {} (against the monotonic clock): the times of running and "
                               "waiting jobs move with it, so that no time limit, watchdog or retry comes early or "
                               "late; the times written stay wall-clock",
@@ -234,9 +234,9 @@ void RunLoop::say_adopted(const Tick& t) {
 // Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
 void RunLoop::note_running(Tick& t) {
   const State& state = q_->state();
-  for (auto it = started_as_.begin(); it != started_as_.end();) {  // ended: their next attempt takes the plan's
+  for (auto it = reload_.started_as.begin(); it != reload_.started_as.end();) {  // ended: their next attempt takes the plan's
     const JobState* s = state.find(it->first);
-    it = s && s->status == Status::Running ? std::next(it) : started_as_.erase(it);
+    it = s && s->status == Status::Running ? std::next(it) : reload_.started_as.erase(it);
   }
   t.busy |= busy_in_state(state);
   for (auto& [id, s] : state.entries())
@@ -287,8 +287,8 @@ void RunLoop::note_memory(Tick& t, MemoryUse& use) {
   if (engine.packs()) t.mem_other = std::move(use.other);
   // A job that packs with more GiB than any GPU takes never starts: said once, when the plan or
   // the GPUs' memory is new (validate refuses it; run goes on with the rest).
-  if (engine.packs() && too_big_seen_ != std::pair{plan_.serial, engine.policy().most_room()}) {
-    too_big_seen_ = {plan_.serial, engine.policy().most_room()};
+  if (engine.packs() && host_.too_big_seen != std::pair{plan_.serial, engine.policy().most_room()}) {
+    host_.too_big_seen = {plan_.serial, engine.policy().most_room()};
     for (const Job& j : plan_.jobs)
       if (engine.policy().too_big(j) && told_.fresh("too big:" + j.id))
         say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; GPUs with more memory: "
@@ -425,12 +425,12 @@ void RunLoop::start(Tick& t) {
       spec.checkpoint_dir = q_->engine().policy().preemptible(j);
       if (q_->engine().counts_host()) spec.cores = cores_for(i, gpus);
       if (j.mem_gib > 0 || j.on_oom) oom_launch(i, life, spec);
-      if (snaps_ && uses_snapshot(j, snap_setting_)) prepare_snapshot(t, i, spec);
+      if (snap_.store && uses_snapshot(j, snap_.setting)) prepare_snapshot(t, i, spec);
       Launched l = os_.launcher.launch(spec);
       q_->launched(i, l.pid, l.pid_start, l.queue_id);
       if (!spec.cores.empty()) q_->entry(i).cores = core_list_text(spec.cores);
       if (std::optional<std::string>& group = q_->entry(i).cgroup; group != l.cgroup) {
-        if (group) cgroups_left_.push_back(*group);  // an earlier attempt's, its processes still dying
+        if (group) host_.cgroups_left.push_back(*group);  // an earlier attempt's, its processes still dying
         group = l.cgroup;
       }
       if (!l.note.empty() && told_.fresh("launch note:" + l.note)) say(t.now, l.note);
@@ -627,27 +627,27 @@ void RunLoop::watch(Tick& t) {
 // A state others wrote without a word to the log (the original's commands, a crash of a writer
 // between its save and its append) is logged now, before this tick changes it.
 void RunLoop::catch_up_events(Tick& t) {
-  if (!journal_) return;
+  if (!log_.journal) return;
   std::vector<std::string> warnings;
   std::vector<Event> past;
-  bool first = hooks_ && !hooks_begun_;
-  std::vector<Event> others = journal_->catch_up(q_->state(), &warnings, first ? &past : nullptr, t.now);
+  bool first = log_.hooks && !log_.hooks_begun;
+  std::vector<Event> others = log_.journal->catch_up(q_->state(), &warnings, first ? &past : nullptr, t.now);
   for (const std::string& w : warnings) say(t.now, "event log: " + w);
   if (first) {  // the events logged since each hook's last run (while no run was going)
-    hooks_->begin(past);
-    hooks_begun_ = true;
+    log_.hooks->begin(past);
+    log_.hooks_begun = true;
   }
   bool let_run = look_at_start_lines(t.fresh);
-  if (t.fresh || !unlogged_.empty() || let_run) {
+  if (t.fresh || !log_.unlogged.empty() || let_run) {
     try {
-      std::vector<Event> late = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
-      unlogged_.clear();
+      std::vector<Event> late = log_.journal->record(q_->state(), t.now, "run", log_.unlogged, log_.not_released);
+      log_.unlogged.clear();
       others.insert(others.end(), late.begin(), late.end());
     } catch (const StoreError&) {
       // said when this tick's own events cannot be appended either
     }
   }
-  if (hooks_) hooks_->fire(others, journal_->count());
+  if (log_.hooks) log_.hooks->fire(others, log_.journal->count());
 }
 
 // A state read afresh may hold launches that another run saved and died before releasing
@@ -655,51 +655,51 @@ void RunLoop::catch_up_events(Tick& t) {
 // while the launcher sees them there. Each tick looks again; true when one was let run since
 // (its start is logged now) or its entry moved on.
 bool RunLoop::look_at_start_lines(bool fresh) {
-  if (fresh) not_released_.clear();
+  if (fresh) log_.not_released.clear();
   bool changed = false;
-  for (auto it = not_released_.begin(); it != not_released_.end();) {
+  for (auto it = log_.not_released.begin(); it != log_.not_released.end();) {
     const JobState* s = q_->state().find(it->first);
     if (s && s->status == Status::Running && s->start == it->second && os_.launcher.at_start_line(it->first, *s)) {
       ++it;
     } else {
-      it = not_released_.erase(it);
+      it = log_.not_released.erase(it);
       changed = true;
     }
   }
   if (fresh)
     for (const auto& [id, s] : q_->state().entries())
       if (s.status == Status::Running && s.start && !s.queue_id && os_.launcher.at_start_line(id, s))
-        not_released_.emplace(id, *s.start);
+        log_.not_released.emplace(id, *s.start);
   return changed;
 }
 
 // What this tick changed, logged once the state that records it is saved (a crash in
 // between: the next run's comparison logs it), then the hooks started (never awaited).
 void RunLoop::record_events(Tick& t) {
-  if (hooks_) hooks_->poll();
+  if (log_.hooks) log_.hooks->poll();
   q_->take_changes();  // (the events are made from them as they happen)
   std::vector<Event> made = q_->take_events();
-  if (journal_ && t.saved) {
+  if (log_.journal && t.saved) {
     try {
-      for (Event& e : made) unlogged_.push_back(std::move(e));
+      for (Event& e : made) log_.unlogged.push_back(std::move(e));
       // Held back and moved on this tick: aborted (no event), or let run and already ended (seen
       // late: the comparison logs its start and its end, rather than the engine's end alone).
       std::unordered_set<std::string> moved_on;
-      for (auto it = not_released_.begin(); it != not_released_.end();) {
+      for (auto it = log_.not_released.begin(); it != log_.not_released.end();) {
         const JobState* s = q_->state().find(it->first);
         if (s && s->status == Status::Running && s->start == it->second) {
           ++it;
         } else {
           moved_on.insert(it->first);
-          it = not_released_.erase(it);
+          it = log_.not_released.erase(it);
         }
       }
       if (!moved_on.empty())
-        std::erase_if(unlogged_, [&](const Event& e) { return moved_on.count(e.id) > 0; });
-      std::vector<Event> events = journal_->record(q_->state(), t.now, "run", unlogged_, not_released_);
-      unlogged_.clear();
+        std::erase_if(log_.unlogged, [&](const Event& e) { return moved_on.count(e.id) > 0; });
+      std::vector<Event> events = log_.journal->record(q_->state(), t.now, "run", log_.unlogged, log_.not_released);
+      log_.unlogged.clear();
       if (told_.gone("event log")) say(t.now, "the event log is written again");
-      if (hooks_) hooks_->fire(events, journal_->count());
+      if (log_.hooks) log_.hooks->fire(events, log_.journal->count());
     } catch (const StoreError& e) {
       std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
       if (told_.fresh("event log", problem))
@@ -710,7 +710,7 @@ void RunLoop::record_events(Tick& t) {
     }
   }
   // Hooks running or waiting their turn: look again soon, to say their failures and start the rest.
-  if (hooks_ && hooks_->busy()) t.wake_in = std::min(t.wake_in, 0.5);
+  if (log_.hooks && log_.hooks->busy()) t.wake_in = std::min(t.wake_in, 0.5);
 }
 
 TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
@@ -743,15 +743,15 @@ int RunLoop::run() {
     r.wake_in -= elapsed() - before;
     if (r.next == TickResult::Next::Fatal) return 1;
     if (r.next == TickResult::Next::Finished) {
-      if (hooks_) {
-        hooks_->drain(std::min(opt_.hook_timeout + 6, 30.0));  // the last events' hooks, within reason
-        if (hooks_->busy())
+      if (log_.hooks) {
+        log_.hooks->drain(std::min(opt_.hook_timeout + 6, 30.0));  // the last events' hooks, within reason
+        if (log_.hooks->busy())
           say(os_.clock.now(), fmt::format("{} hook(s) still running and {} waiting at the end: those waiting get "
                                            "their events from the next `gpuq run` given the same --on-event",
-                                           hooks_->running_count(), hooks_->waiting_count()));
+                                           log_.hooks->running_count(), log_.hooks->waiting_count()));
       }
-      out_("all jobs finished: " + summary_);
-      return all_done_ ? 0 : kExitJobsNotDone;
+      out_("all jobs finished: " + end_.summary);
+      return end_.all_done ? 0 : kExitJobsNotDone;
     }
     Wake w = os_.waker.wait(std::max(0.0, r.wake_in));
     if (w.stop) return stopped(w);

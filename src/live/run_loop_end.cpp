@@ -60,7 +60,7 @@ void RunLoop::remove_cgroups(Tick& t) {
     if (s.kill_sent && s.pid && os_.launcher.group_alive(*s.pid)) continue;  // in its grace
     if (remove(*s.cgroup, &s)) s.cgroup.reset();
   }
-  std::erase_if(cgroups_left_, [&](const std::string& group) { return remove(group, nullptr); });
+  std::erase_if(host_.cgroups_left, [&](const std::string& group) { return remove(group, nullptr); });
 }
 
 // Time limits (limits.h), measured from the start the state records (an adopted job keeps
@@ -288,7 +288,7 @@ std::string RunLoop::outcomes(const State& state) const {
                        stale.size() == 1 ? "it" : "them");
   if (!failed.empty()) out += fmt::format(", {} failed ({})", failed.size(), id_list(failed));
   if (!blocked.empty()) out += fmt::format(", {} blocked by a failed dep ({})", blocked.size(), id_list(blocked));
-  if (never_count_) out += fmt::format(", {} can never start ({})", never_count_, never_ids_);
+  if (end_.never_count) out += fmt::format(", {} can never start ({})", end_.never_count, end_.never_ids);
   return out;
 }
 
@@ -328,8 +328,8 @@ bool RunLoop::never_finishes(Tick& t) {
   if (waiting.empty()) return false;
   // Looked at once per state: an idle run ticks at each poll with nothing new.
   size_t sig = state_signature(q_->state()) ^ (plan_.serial * 0x9e3779b97f4a7c15ULL);
-  if (never_sig_ && *never_sig_ == sig) return false;
-  never_sig_ = sig;
+  if (end_.never_sig && *end_.never_sig == sig) return false;
+  end_.never_sig = sig;
   Policy p = e.policy();
   // On a shared node the user's cap is this run's too: a job wider than it never starts here (the
   // node's decision leaves it out), with or without a node directory the run ends.
@@ -357,8 +357,8 @@ bool RunLoop::never_finishes(Tick& t) {
   for (const std::string& l : lines) say(t.now, l);
   std::vector<std::string> ids;
   for (size_t i : waiting) ids.push_back(plan_.jobs[i].id);
-  never_ids_ = id_list(ids);
-  never_count_ = ids.size();
+  end_.never_ids = id_list(ids);
+  end_.never_count = ids.size();
   return true;
 }
 

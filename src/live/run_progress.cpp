@@ -31,7 +31,7 @@ void RunLoop::note_progress(Tick& t) {
     if (!seen) continue;
     // Written before this attempt started (a clock step, a file left over): taken as written now.
     double at = std::min(std::max(seen->at, *s->start), t.now);
-    if (gpuq::note_progress(*s, seen->fraction, at)) eta_due_ = true;
+    if (gpuq::note_progress(*s, seen->fraction, at)) eta_.due = true;
   }
 }
 
@@ -80,19 +80,19 @@ std::optional<Predicted> predict(const Plan& plan, const Policy& p, LiveStart st
 // simulations of the plan: made only when a reading or a job moved, at most every 5 s, and
 // never more than 2 % of run's time.
 void RunLoop::watch_eta(Tick& t) {
-  if (!journal_ || !t.saved) return;
+  if (!log_.journal || !t.saved) return;
   size_t sig = state_signature(q_->state());
-  bool moved = sig != eta_sig_;  // a job started or ended: an event
-  if (moved) eta_due_ = true;
-  eta_sig_ = sig;
-  double every = std::max(5.0, 50 * eta_cost_);
-  if (!eta_due_ || t.now - eta_predicted_at_ < every) {
-    if (eta_due_) t.wake_in = std::min(t.wake_in, eta_predicted_at_ + every - t.now);
+  bool moved = sig != eta_.sig;  // a job started or ended: an event
+  if (moved) eta_.due = true;
+  eta_.sig = sig;
+  double every = std::max(5.0, 50 * eta_.cost);
+  if (!eta_.due || t.now - eta_.predicted_at < every) {
+    if (eta_.due) t.wake_in = std::min(t.wake_in, eta_.predicted_at + every - t.now);
     return;
   }
   auto began = std::chrono::steady_clock::now();
-  eta_due_ = false;
-  eta_predicted_at_ = t.now;
+  eta_.due = false;
+  eta_.predicted_at = t.now;
   Policy p = q_->engine().policy();
   p.paused = false;
   const State& state = q_->state();
@@ -113,33 +113,33 @@ void RunLoop::watch_eta(Tick& t) {
       record.finish["estimate"] = est->finish;
       record.starts["estimate"] = std::move(est->starts);
     }
-  if (!learned_tried_ || learned_for_ != plan_.serial) {  // once per version of the plan
-    learned_tried_ = true;
-    learned_for_ = plan_.serial;
-    learned_.reset();
-    std::vector<Learned> learned = learn_estimates(attempts_of(read_events(journal_->path(), nullptr)), plan_);
+  if (!eta_.learned_tried || eta_.learned_for != plan_.serial) {  // once per version of the plan
+    eta_.learned_tried = true;
+    eta_.learned_for = plan_.serial;
+    eta_.learned.reset();
+    std::vector<Learned> learned = learn_estimates(attempts_of(read_events(log_.journal->path(), nullptr)), plan_);
     Plan scaled = plan_;
-    if (!apply_learned(scaled, state, learned).empty()) learned_ = std::move(scaled);
+    if (!apply_learned(scaled, state, learned).empty()) eta_.learned = std::move(scaled);
   }
-  if (learned_ && learned_->jobs.size() == plan_.jobs.size()) {
-    LiveStart ls = live_start(*learned_, state, p, t.now, free, os_.files, t.mem_other);
+  if (eta_.learned && eta_.learned->jobs.size() == plan_.jobs.size()) {
+    LiveStart ls = live_start(*eta_.learned, state, p, t.now, free, os_.files, t.mem_other);
     ls.progress_end.clear();
-    if (std::optional<Predicted> l = predict(*learned_, p, std::move(ls), t.now)) {
+    if (std::optional<Predicted> l = predict(*eta_.learned, p, std::move(ls), t.now)) {
       record.finish["learned"] = l->finish;
       record.starts["learned"] = std::move(l->starts);
     }
   }
-  eta_cost_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  eta_.cost = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   // Recorded at each event, and between events when the finish moved a minute or ten minutes
   // passed: a line per reading would be megabytes an hour for a large plan.
   auto first = record.finish.begin();
   bool record_it = first != record.finish.end() &&
-                   (moved || !recorded_finish_ || std::fabs(first->second - *recorded_finish_) > 60 ||
-                    t.now - recorded_at_ >= 600);
-  if (record_it && !predictions_path_.empty())
-    if (std::FILE* f = std::fopen(predictions_path_.c_str(), "a")) {
-      recorded_finish_ = first->second;
-      recorded_at_ = t.now;
+                   (moved || !eta_.recorded_finish || std::fabs(first->second - *eta_.recorded_finish) > 60 ||
+                    t.now - eta_.recorded_at >= 600);
+  if (record_it && !eta_.predictions_path.empty())
+    if (std::FILE* f = std::fopen(eta_.predictions_path.c_str(), "a")) {
+      eta_.recorded_finish = first->second;
+      eta_.recorded_at = t.now;
       std::string line = prediction_line(record) + "\n";
       std::fwrite(line.data(), 1, line.size(), f);
       std::fclose(f);
@@ -147,20 +147,20 @@ void RunLoop::watch_eta(Tick& t) {
   if (!got) return;  // nothing left, or no finish to speak of
   double finish = got->finish;
   std::map<size_t, double>& ends = got->ends;
-  if (!eta_told_) {
-    eta_told_ = finish;
-    eta_ends_ = std::move(ends);
+  if (!eta_.told) {
+    eta_.told = finish;
+    eta_.ends = std::move(ends);
     return;
   }
-  if (!finish_slipped(*eta_told_, finish, t.now, opt_.eta_slip_percent, opt_.eta_slip_minutes)) return;
+  if (!finish_slipped(*eta_.told, finish, t.now, opt_.eta_slip_percent, opt_.eta_slip_minutes)) return;
   // Why: the job whose end moved most the same way (a running one among equals: the others
   // follow it).
-  double shift = finish - *eta_told_;
+  double shift = finish - *eta_.told;
   std::optional<size_t> cause;
   double most = 0;
   for (const auto& [j, e] : ends) {
-    auto was = eta_ends_.find(j);
-    if (was == eta_ends_.end()) continue;
+    auto was = eta_.ends.find(j);
+    if (was == eta_.ends.end()) continue;
     double moved = (e - was->second) * (shift < 0 ? -1 : 1);
     bool running = q_->state().status_of(plan_, j) == Status::Running;
     if (moved > most + 1 || (running && moved > most - 1 && moved > 0 &&
@@ -182,11 +182,11 @@ void RunLoop::watch_eta(Tick& t) {
   Event e = plan_event("eta", t.now, "run",
                        fmt::format("the plan now ends at {} ({}{})", local_time(finish, t.now), shift_text(shift), why));
   e.finish = finish;
-  e.was = *eta_told_;
-  eta_told_ = finish;
-  eta_ends_ = std::move(ends);
+  e.was = *eta_.told;
+  eta_.told = finish;
+  eta_.ends = std::move(ends);
   try {
-    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e}, journal_->count());
+    if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& x) {
     say(t.now, fmt::format("cannot append the eta event to the event log ({})", x.what()));
   }

@@ -45,9 +45,63 @@ std::string changed_settings(const GivenSettings& before, const GivenSettings& n
   return out;
 }
 
+// A node shared with other users' runs, through the node directory --node-dir chooses: the
+// usage this plan's attempts charge, and the loop's decisions made with the node's.
+void share_node(std::optional<NodeShare>& node, RunLoop& loop, const RunOptions& opt, const PlanPaths& paths,
+                Clock& clock, const std::function<void(const std::string&)>& say) {
+  std::string dir = choose_node_dir(opt.node_dir);
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::string plan_path = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
+  node.emplace(dir, plan_path, mask_of(opt.node_gpus), opt.placement, opt.backfill_max_hours);
+  try {  // the usage this plan's attempts charge, however the node file fares (its warnings: the log's own)
+    std::vector<std::string> ignored;
+    node->charge_at_least(attempts_of(read_events(events_path_for(paths.state), &ignored)));
+  } catch (const std::exception& e) {
+    say(fmt::format("{} the event log was not read for your usage on the node (your node file's is counted): {}",
+                    clock_stamp(clock.now()), e.what()));
+  }
+  loop.share_node(&*node);
+  if (dir == own_node_dir()) {
+    node->decide_at_first_look();
+    say(fmt::format("{} sharing the GPUs with your other runs on this machine through {} (--node-dir off runs "
+                    "alone)",
+                    clock_stamp(clock.now()), dir));
+  } else {
+    say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
+  }
+}
+
+// The loop run to its end with PLAN.run.json (how `status` knows this run is alive) written at
+// the start, after each tick and at the end.
+int run_with_info(RunLoop& loop, const PlanPaths& paths, RunInfo& run_info, Clock& clock,
+                  const std::function<void(const std::string&)>& say) {
+  RunInfo* info = &run_info;
+  write_run_info(paths, *info);
+  // PLAN.run.json is how `status` knows this run is alive: a write that fails is said once
+  // (the file and the error), and again when it is written again; jobs go on either way.
+  std::string run_file_problem;
+  loop.after_tick([&](double now) {
+    info->tick = now;
+    std::string problem;
+    write_run_info(paths, *info, &problem);
+    if (problem != run_file_problem)
+      say(fmt::format("{} {}", clock_stamp(now),
+                      problem.empty() ? std::string("the run file is written again")
+                                      : fmt::format("{}: the run file is not updated (status may take this run for "
+                                                    "one that stopped ticking); jobs go on",
+                                                    problem)));
+    run_file_problem = problem;
+  });
+  int status = loop.run();
+  info->ended = clock.now();
+  write_run_info(paths, *info);
+  return status;
+}
+
 }  // namespace
 
-// Long: it wires this machine's or a batch queue's ports, the event log and hooks, the watched plan and
+// It wires this machine's or a batch queue's ports, the event log and hooks, the watched plan and
 // PLAN.run.json around one RunLoop; each part is a few lines that read in order.
 int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::FILE* out, RunInfo* info,
               const std::string* plan_text, const BatchPortsMaker* batch) {
@@ -111,28 +165,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   }
   // A node shared with other users' runs (not through a batch queue: it places the jobs).
   std::optional<NodeShare> node;
-  if (!queue)
-    if (std::string dir = choose_node_dir(opt.node_dir); !dir.empty()) {
-      std::error_code ec;
-      std::string plan_path = std::filesystem::absolute(paths.plan, ec).lexically_normal().string();
-      node.emplace(dir, plan_path, mask_of(opt.node_gpus), opt.placement, opt.backfill_max_hours);
-      try {  // the usage this plan's attempts charge, however the node file fares (its warnings: the log's own)
-        std::vector<std::string> ignored;
-        node->charge_at_least(attempts_of(read_events(events_path_for(paths.state), &ignored)));
-      } catch (const std::exception& e) {
-        say(fmt::format("{} the event log was not read for your usage on the node (your node file's is counted): {}",
-                        clock_stamp(clock.now()), e.what()));
-      }
-      loop.share_node(&*node);
-      if (dir == own_node_dir()) {
-        node->decide_at_first_look();
-        say(fmt::format("{} sharing the GPUs with your other runs on this machine through {} (--node-dir off runs "
-                        "alone)",
-                        clock_stamp(clock.now()), dir));
-      } else {
-        say(fmt::format("{} sharing the node with other users' runs through {}", clock_stamp(clock.now()), dir));
-      }
-    }
+  if (!queue) share_node(node, loop, opt, paths, clock, say);
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.record_predictions(predictions_path_for(paths.state));
   loop.pause_from([&paths] { return paused_since(paths); });
@@ -154,27 +187,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
       info->loaded_at = now;
       write_run_info(paths, *info);
     });
-  if (!info) return loop.run();
-  write_run_info(paths, *info);
-  // PLAN.run.json is how `status` knows this run is alive: a write that fails is said once
-  // (the file and the error), and again when it is written again; jobs go on either way.
-  std::string run_file_problem;
-  loop.after_tick([&](double now) {
-    info->tick = now;
-    std::string problem;
-    write_run_info(paths, *info, &problem);
-    if (problem != run_file_problem)
-      say(fmt::format("{} {}", clock_stamp(now),
-                      problem.empty() ? std::string("the run file is written again")
-                                      : fmt::format("{}: the run file is not updated (status may take this run for "
-                                                    "one that stopped ticking); jobs go on",
-                                                    problem)));
-    run_file_problem = problem;
-  });
-  int status = loop.run();
-  info->ended = clock.now();
-  write_run_info(paths, *info);
-  return status;
+  return info ? run_with_info(loop, paths, *info, clock, say) : loop.run();
 }
 
 }  // namespace gpuq

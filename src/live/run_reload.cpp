@@ -12,8 +12,8 @@ namespace gpuq {
 // The plan file changed: a valid version replaces the plan now; one with errors is said once
 // (after the settle time: an editor may be mid-save) and changes nothing.
 void RunLoop::reload_plan(Tick& t) {
-  if (!plan_source_) return;
-  PlanLook l = plan_source_->look(t.now);
+  if (!reload_.source) return;
+  PlanLook l = reload_.source->look(t.now);
   t.wake_in = std::min(t.wake_in, l.recheck_in);
   if (l.kind == PlanLook::Kind::Loaded) {
     for (const std::string& u : l.unknown_fields) say(t.now, "warning: " + u);
@@ -21,21 +21,21 @@ void RunLoop::reload_plan(Tick& t) {
   } else if (l.kind == PlanLook::Kind::Broken) {
     for (const std::string& e : l.errors) say(t.now, e);
     say(t.now, fmt::format("the plan on disk has {} problem{}; still running the version loaded at {}",
-                           l.errors.size(), l.errors.size() == 1 ? "" : "s", local_time(loaded_at_, t.now)));
+                           l.errors.size(), l.errors.size() == 1 ? "" : "s", local_time(reload_.loaded_at, t.now)));
   }
 }
 
 // `next` replaces the plan: pending jobs take their new definition at once (the scheduling
-// pass reads the plan), running ones keep the one they started with (started_as_) until
+// pass reads the plan), running ones keep the one they started with (reload_.started_as) until
 // they end, entries of jobs no longer in the plan get "removed" (nothing starts them again;
 // a running one is left to finish), and a job back in the plan loses the mark.
 void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   PlanChange c = diff_plans(plan_, next);
   for (auto& [id, s] : q_->state().entries()) {
     const Job* now = next.find(id);
-    if (s.status == Status::Running && !started_as_.count(id))
+    if (s.status == Status::Running && !reload_.started_as.count(id))
       if (const Job* was = plan_.find(id); was && (!now || !same_job(plan_, *was, next, *now)))
-        started_as_.emplace(id, *was);
+        reload_.started_as.emplace(id, *was);
     if (now) {
       s.removed.reset();
     } else if (!s.removed && s.status != Status::Done) {
@@ -49,16 +49,16 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   with_file_deps_.clear();
   for (size_t i = 0; i < plan_.jobs.size(); ++i)
     if (plan_.jobs[i].has_file_dep()) with_file_deps_.push_back(i);
-  loaded_at_ = t.now;
-  snap_due_ = true;  // the jobs added and changed take a snapshot of the code as it is now
-  snap_changed_.insert(c.changed.begin(), c.changed.end());
+  reload_.loaded_at = t.now;
+  snap_.due = true;  // the jobs added and changed take a snapshot of the code as it is now
+  snap_.changed.insert(c.changed.begin(), c.changed.end());
   std::string what = change_text(c);
   say(t.now, "plan reloaded: " + what);
-  if (reloaded_) reloaded_(text, t.now);
-  if (!journal_) return;
+  if (reload_.then) reload_.then(text, t.now);
+  if (!log_.journal) return;
   try {
     Event e = plan_event("reload", t.now, "run", what);
-    if (journal_->append_plan_event(e) && hooks_) hooks_->fire({e}, journal_->count());
+    if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& e) {
     say(t.now, fmt::format("cannot append the reload to the event log ({})", e.what()));
   }
@@ -66,24 +66,24 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
 
 // `gpuq pause` / `gpuq resume` from another shell: said once each way.
 void RunLoop::note_pause(Tick& t) {
-  if (!paused_) return;
-  std::optional<double> since = paused_();
+  if (!pause_.from) return;
+  std::optional<double> since = pause_.from();
   t.paused = since.has_value();
-  if (pause_seen_ && since.has_value() == was_paused_.has_value()) return;
+  if (pause_.seen && since.has_value() == pause_.was.has_value()) return;
   if (since)
     say(t.now, fmt::format("paused since {}: no new job starts until {} (running jobs go on)",
                            local_time(*since, t.now), hint("resume")));
-  else if (pause_seen_)
+  else if (pause_.seen)
     say(t.now, "resumed: jobs start again");
-  pause_seen_ = true;
-  was_paused_ = since;
+  pause_.seen = true;
+  pause_.was = since;
 }
 
 // The definition a running job runs with (the one it started with, when a reload changed
 // or removed it), else the plan's; nullptr for a job in neither.
 const Job* RunLoop::job_of(const std::string& id) const {
-  auto it = started_as_.find(id);
-  return it != started_as_.end() ? &it->second : plan_.find(id);
+  auto it = reload_.started_as.find(id);
+  return it != reload_.started_as.end() ? &it->second : plan_.find(id);
 }
 
 }  // namespace gpuq

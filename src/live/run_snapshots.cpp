@@ -25,26 +25,26 @@ bool waits_to_run(Status s) { return s == Status::Pending || s == Status::Held |
 // have none yet (new, or the first run) and those the reload changed. A queued job keeps the
 // snapshot it was loaded with, across reloads that leave it alone and restarts of `run`.
 void RunLoop::take_snapshots(Tick& t) {
-  if (!snaps_ || !snap_due_) return;
-  snap_due_ = false;
+  if (!snap_.store || !snap_.due) return;
+  snap_.due = false;
   std::vector<size_t> need;
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
     const Job& j = plan_.jobs[i];
-    if (!uses_snapshot(j, snap_setting_)) continue;
+    if (!uses_snapshot(j, snap_.setting)) continue;
     const JobState* s = q_->state().of(plan_, i);
     if (s && !waits_to_run(s->status)) continue;
-    if (!s || !s->snapshot || snap_changed_.count(j.id)) need.push_back(i);
+    if (!s || !s->snapshot || snap_.changed.count(j.id)) need.push_back(i);
   }
-  snap_changed_.clear();
+  snap_.changed.clear();
   if (need.empty()) return;
   std::vector<std::string> ids;
   for (size_t i : need) ids.push_back(plan_.jobs[i].id);
   SnapshotRef snap;
   try {
-    snap = snaps_->take(snap_workdir_, t.now);
+    snap = snap_.store->take(snap_.workdir, t.now);
   } catch (const SnapshotError& e) {
     // Their launch tries again, and fails them if it cannot either.
-    say(t.now, fmt::format("cannot take a snapshot of {} for {}: {}", snap_workdir_, id_list(ids), e.what()));
+    say(t.now, fmt::format("cannot take a snapshot of {} for {}: {}", snap_.workdir, id_list(ids), e.what()));
     return;
   }
   for (size_t i : need) set_snapshot(q_->entry(i), snap);
@@ -77,32 +77,32 @@ void RunLoop::prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec) {
   std::optional<SnapshotRef> snap = snapshot_of(e);
   if (!snap) {
     try {
-      snap = snaps_->take(snap_workdir_, t.now);
+      snap = snap_.store->take(snap_.workdir, t.now);
     } catch (const SnapshotError& x) {
       snapshot_failed(fmt::format("it asks for \"snapshot\": \"git\", and none can be taken: {}", x.what()),
-                      snap_workdir_, true);
+                      snap_.workdir, true);
     }
     set_snapshot(e, *snap);
   }
   std::string dir;
   try {
-    dir = ensure_checkout(*snaps_, snap_root_, *snap);
+    dir = ensure_checkout(*snap_.store, snap_.root, *snap);
   } catch (const SnapshotError& x) {
     snapshot_failed(fmt::format("cannot check out its snapshot {}: {}", short_commit(snap->commit), x.what()),
-                    snap_root_, false);
+                    snap_.root, false);
   }
-  spec.cwd = folder_in_checkout(dir, snap->repo, snap_workdir_);
+  spec.cwd = folder_in_checkout(dir, snap->repo, snap_.workdir);
   std::error_code ec;
   if (!std::filesystem::is_directory(spec.cwd, ec))
-    throw CannotStart(fmt::format("its workdir {} is not in its snapshot {} (git tracks no file in it)", snap_workdir_,
+    throw CannotStart(fmt::format("its workdir {} is not in its snapshot {} (git tracks no file in it)", snap_.workdir,
                                   short_commit(snap->commit)));
-  spec.env.insert(spec.env.begin(), {{"GPUQ_WORKDIR", snap_workdir_}, {"GPUQ_SNAPSHOT", snap->commit}});
+  spec.env.insert(spec.env.begin(), {{"GPUQ_WORKDIR", snap_.workdir}, {"GPUQ_SNAPSHOT", snap->commit}});
 }
 
 // A checkout stays while a job that is not finished (or will be retried) has its snapshot.
 void RunLoop::prune_snapshots(Tick& t) {
   std::error_code ec;
-  if (!snaps_ || !std::filesystem::is_directory(snap_root_, ec)) return;  // no checkout: nothing to look at
+  if (!snap_.store || !std::filesystem::is_directory(snap_.root, ec)) return;  // no checkout: nothing to look at
   std::set<std::string> keep;
   for (const auto& [id, s] : q_->state().entries()) {
     if (!s.snapshot) continue;
@@ -122,7 +122,7 @@ void RunLoop::prune_snapshots(Tick& t) {
     if (s.snapshot_repo) repos.insert(*s.snapshot_repo), repo = *s.snapshot_repo;
   }
   std::vector<KeptWrites> kept;
-  std::vector<std::string> gone = prune_checkouts(snap_root_, keep, snaps_, repo, &kept);
+  std::vector<std::string> gone = prune_checkouts(snap_.root, keep, snap_.store, repo, &kept);
   // A user's output is never deleted: what a job wrote into its checkout (as root, whom its
   // read-only modes do not stop) was moved out first, and is named.
   for (const KeptWrites& k : kept) {
@@ -143,14 +143,14 @@ void RunLoop::prune_snapshots(Tick& t) {
   // The refs that keep this queue's snapshots from git gc, where neither the state nor the event
   // log (what `history` shows, and checks out again) names their commit any more: those of
   // snapshots taken for jobs that changed again before they ran. Not without the event log.
-  if (!journal_) return;
+  if (!log_.journal) return;
   std::vector<std::string> warnings;
-  for (const Event& e : read_events(journal_->path(), &warnings))
+  for (const Event& e : read_events(log_.journal->path(), &warnings))
     if (e.snapshot) named.insert(*e.snapshot);
   if (!warnings.empty()) return;  // a torn line may have named one
   std::vector<std::string> dropped;
   for (const std::string& r : repos)
-    for (std::string& c : snaps_->drop_refs(r, named)) dropped.push_back(short_commit(c));
+    for (std::string& c : snap_.store->drop_refs(r, named)) dropped.push_back(short_commit(c));
   if (!dropped.empty())
     say(t.now, fmt::format("deleted the ref{} of snapshot{} {} (refs/gpuq/snapshots/): no job and no attempt in the "
                            "event log runs {}, and git gc may drop {}",

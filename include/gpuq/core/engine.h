@@ -27,6 +27,9 @@
 
 namespace gpuq {
 
+/// The original's tolerance on times (in the driver's unit).
+inline constexpr double kTimeEps = 1e-9;
+
 /// What happens to the engine. Jobs are positions in the plan.
 namespace ev {
 /// Decide now: automatic retries that fell due, then (unless paused) the scheduling pass

@@ -64,8 +64,8 @@ class RunLoop {
   /// keeps PLAN.run.json and the copy of the plan in step). A version with errors changes
   /// nothing: its problems are said once. Null: the plan is read once.
   void watch_plan(PlanSource* source, std::function<void(const std::string&, double)> reloaded = {}) {
-    plan_source_ = source;
-    reloaded_ = std::move(reloaded);
+    reload_.source = source;
+    reload_.then = std::move(reloaded);
   }
 
   /// Jobs that use a snapshot (core/snapshot.h: their "snapshot", else `setting`, is "git") run
@@ -74,19 +74,19 @@ class RunLoop {
   /// queued job had), at each reload for the jobs it adds or changes. A checkout no job that is
   /// not finished needs is removed. Null: no job uses one (the settings' default).
   void use_snapshots(Snapshots* snapshots, std::string root, std::string workdir, std::string setting) {
-    snaps_ = snapshots;
-    snap_root_ = std::move(root);
-    snap_workdir_ = std::move(workdir);
-    snap_setting_ = std::move(setting);
+    snap_.store = snapshots;
+    snap_.root = std::move(root);
+    snap_.workdir = std::move(workdir);
+    snap_.setting = std::move(setting);
   }
 
   /// The jobs `ids` take a new snapshot at the first tick, as a reload that changed them would
   /// give them (run_queue: the jobs changed since the last run loaded the plan).
-  void snapshot_again(const std::vector<std::string>& ids) { snap_changed_.insert(ids.begin(), ids.end()); }
+  void snapshot_again(const std::vector<std::string>& ids) { snap_.changed.insert(ids.begin(), ids.end()); }
 
   /// `paused()` says since when the plan is paused (`gpuq pause`), or nullopt: while it
   /// is, no job starts (running ones go on).
-  void pause_from(std::function<std::optional<double>()> paused) { paused_ = std::move(paused); }
+  void pause_from(std::function<std::optional<double>()> paused) { pause_.from = std::move(paused); }
 
   /// The plan in use (the last version reloaded).
   const Plan& plan() const { return plan_; }
@@ -94,8 +94,8 @@ class RunLoop {
   /// Logs each tick's events to `journal` (journal.h) and runs `hooks` for them
   /// (and for those the control commands log); either may be null.
   void log_events(Journal* journal, HookRunner* hooks) {
-    journal_ = journal;
-    hooks_ = hooks;
+    log_.journal = journal;
+    log_.hooks = hooks;
   }
 
   /// Shares the node with other users' runs through `node` (node_dir.h): each tick decides under
@@ -104,7 +104,7 @@ class RunLoop {
   void share_node(NodeShare* node) { node_ = node; }
 
   /// Appends each prediction the eta step makes (accuracy.h) to `path` ("": none).
-  void record_predictions(std::string path) { predictions_path_ = std::move(path); }
+  void record_predictions(std::string path) { eta_.predictions_path = std::move(path); }
 
   /// One tick at the clock's now.
   TickResult tick();
@@ -190,54 +190,71 @@ class RunLoop {
   // only when its condition has gone and come back. Mutable: say() itself keeps the lines said
   // while the state cannot be saved.
   mutable Notices told_;
-  std::pair<uint64_t, double> too_big_seen_{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
-  uint64_t host_seen_ = 0;                           // the plan (serial) last looked over for jobs too big for the node
-  std::vector<std::string> cgroups_left_;            // cgroups of earlier attempts not yet removed (remove_cgroups)
+  // The node's room for jobs, looked over for jobs too big for it, and the cgroups left to remove.
+  struct HostSeen {
+    std::pair<uint64_t, double> too_big_seen{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
+    uint64_t seen = 0;                                // the plan (serial) last looked over for jobs too big for the node
+    std::vector<std::string> cgroups_left;            // cgroups of earlier attempts not yet removed (remove_cgroups)
+  } host_;
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
-  std::optional<ClockReading> last_look_;  // both clocks at the last tick's start (clock_step.h)
-  double tick_began_ = 0;                  // the monotonic clock then
-  double due_in_ = 0;                      // the next tick was due this long after it, at the latest
-  bool first_tick_ = true;
+  struct TickClock {
+    std::optional<ClockReading> last_look;  // both clocks at the last tick's start (clock_step.h)
+    double began = 0;                       // the monotonic clock then
+    double due_in = 0;                      // the next tick was due this long after it, at the latest
+    bool first = true;
+  } clock_;
   std::function<void(double)> after_tick_;
-  std::string summary_;  // how the jobs ended, for the last line
-  std::optional<size_t> never_sig_;  // the state never_finishes last looked at
-  size_t never_count_ = 0;           // the jobs it found can never start, and their ids
-  std::string never_ids_;
-  bool all_done_ = false;  // and whether every job of the plan ended done (run's status 0)
+  struct Ending {
+    std::string summary;             // how the jobs ended, for the last line
+    std::optional<size_t> never_sig;  // the state never_finishes last looked at
+    size_t never_count = 0;           // the jobs it found can never start, and their ids
+    std::string never_ids;
+    bool all_done = false;  // and whether every job of the plan ended done (run's status 0)
+  } end_;
   NodeShare* node_ = nullptr;              // share_node
-  Journal* journal_ = nullptr;
-  HookRunner* hooks_ = nullptr;
-  bool hooks_begun_ = false;               // given the log's past (HookRunner::begin)
-  std::vector<Event> unlogged_;            // the engine's events not yet in the log (its append failed)
-  // Running entries another run left held at their start lines (it died between its save and
-  // their release), by id, with their start: not logged until the launcher sees them let run
-  // (they never are: they end aborted, which is no event either).
-  std::map<std::string, double> not_released_;
-  PlanSource* plan_source_ = nullptr;
-  std::function<void(const std::string&, double)> reloaded_;
-  double loaded_at_ = 0;                   // when the plan in use was loaded
-  std::map<std::string, Job> started_as_;  // running jobs whose definition a reload changed: the one they run
-  std::function<std::optional<double>()> paused_;
-  std::optional<double> was_paused_;  // what the last tick saw
-  bool pause_seen_ = false;
-  Snapshots* snaps_ = nullptr;             // use_snapshots
-  std::string snap_root_, snap_workdir_, snap_setting_;
-  bool snap_due_ = true;                   // a load (the first tick, a reload) whose jobs may need a snapshot
-  std::set<std::string> snap_changed_;     // jobs the last reload changed: a new snapshot each
+  struct EventLog {
+    Journal* journal = nullptr;
+    HookRunner* hooks = nullptr;
+    bool hooks_begun = false;         // given the log's past (HookRunner::begin)
+    std::vector<Event> unlogged;      // the engine's events not yet in the log (its append failed)
+    // Running entries another run left held at their start lines (it died between its save and
+    // their release), by id, with their start: not logged until the launcher sees them let run
+    // (they never are: they end aborted, which is no event either).
+    std::map<std::string, double> not_released;
+  } log_;
+  struct Reload {
+    PlanSource* source = nullptr;
+    std::function<void(const std::string&, double)> then;
+    double loaded_at = 0;                   // when the plan in use was loaded
+    std::map<std::string, Job> started_as;  // running jobs whose definition a reload changed: the one they run
+  } reload_;
+  struct PauseSeen {
+    std::function<std::optional<double>()> from;
+    std::optional<double> was;  // what the last tick saw
+    bool seen = false;
+  } pause_;
+  struct SnapshotUse {
+    Snapshots* store = nullptr;             // use_snapshots
+    std::string root, workdir, setting;
+    bool due = true;                        // a load (the first tick, a reload) whose jobs may need a snapshot
+    std::set<std::string> changed;          // jobs the last reload changed: a new snapshot each
+  } snap_;
   // The eta event (run_progress.cpp): the plan's predicted finish last told (or first predicted),
   // each job's predicted end then, and when and at what cost `run` last predicted.
-  std::optional<double> eta_told_;
-  std::map<size_t, double> eta_ends_;
-  bool eta_due_ = true;             // something changed since the last prediction
-  double eta_predicted_at_ = -1e300;
-  double eta_cost_ = 0;             // seconds the last prediction took
-  size_t eta_sig_ = 0;              // the jobs' statuses and starts then
-  std::string predictions_path_;    // PLAN.predictions.jsonl
-  std::optional<Plan> learned_;     // the plan with learned estimates (events.h), made at the first prediction
-  uint64_t learned_for_ = 0;        // the serial of the plan it was made from
-  bool learned_tried_ = false;
-  std::optional<double> recorded_finish_;  // the finish in the last line of PLAN.predictions.jsonl
-  double recorded_at_ = 0;
+  struct EtaWatch {
+    std::optional<double> told;
+    std::map<size_t, double> ends;
+    bool due = true;                 // something changed since the last prediction
+    double predicted_at = -1e300;
+    double cost = 0;                 // seconds the last prediction took
+    size_t sig = 0;                  // the jobs' statuses and starts then
+    std::string predictions_path;    // PLAN.predictions.jsonl
+    std::optional<Plan> learned;     // the plan with learned estimates (events.h), made at the first prediction
+    uint64_t learned_for = 0;        // the serial of the plan it was made from
+    bool learned_tried = false;
+    std::optional<double> recorded_finish;  // the finish in the last line of PLAN.predictions.jsonl
+    double recorded_at = 0;
+  } eta_;
 };
 
 struct RunInfo;
