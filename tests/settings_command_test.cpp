@@ -311,3 +311,25 @@ TEST(PlanSettings, SettingsShowTheMachinesCoresMemoryAndWhatHoldsAJobsMemory) {
   EXPECT_THAT(d.out, HasSubstr("(node_cpus 0: the machine's less reserve_cpus 0)"));
   EXPECT_THAT(d.out, HasSubstr(m["cgroup_note"].get<std::string>()));
 }
+
+// A flag's value is checked by the reader of the plan's "settings" (settings.h's table), so a bad
+// one gets the same words as in the plan, with the flag named (issue 49: each setting declared once).
+TEST(SettingsErrors, AFlagsBadValueGetsThePlansWords) {
+  PlanFolder q(2);
+  q.d.write("ok.sh", "true\n");
+  q.plan(R"([{"id": "a", "script": "ok.sh", "gpus": 1, "est_hours": 0.01}])");
+  struct Case {
+    std::vector<std::string> args;
+    std::string said;
+  };
+  for (const Case& c : {Case{{"simulate", "--max-retries", "two"}, "gpuq: --max-retries: must be a whole number, not \"two\""},
+                        Case{{"simulate", "--retry-after", "soon"}, "gpuq: --retry-after: must be a number, not \"soon\""},
+                        Case{{"run", "--poll", "0"}, "gpuq: --poll: must be more than 0 (got 0)"},
+                        Case{{"status", "--node-cpus", "-1"}, "gpuq: --node-cpus: must not be negative (got -1)"},
+                        Case{{"run", "--preemptible", "maybe"}, "gpuq: --preemptible: must be one of false, true, not \"maybe\""}}) {
+    Output r = q.gpuq(c.args);
+    EXPECT_NE(r.status, 0) << c.args[1];
+    EXPECT_THAT(r.err, HasSubstr(c.said)) << c.args[1];
+    EXPECT_FALSE(fs::exists(q.d.path() + "/plan.state.json")) << c.args[1] << ": nothing ran";
+  }
+}

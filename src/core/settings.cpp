@@ -268,7 +268,9 @@ std::string set_setting_text(const SettingSpec& spec, std::string_view text, Set
     std::string s(text);
     char* end = nullptr;
     double x = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end) return fmt::format("must be a number, not \"{}\"", s);
+    if (s.empty() || *end)
+      return fmt::format("must be {}, not \"{}\"",
+                         spec.kind == K::Count || spec.kind == K::Whole ? "a whole number" : "a number", s);
     bool whole = s.find_first_of(".eE") == std::string::npos;
     // A whole number stays one, so that a message quotes it as given ("got 0", not "got 0.0").
     v = whole && std::fabs(x) < 9e18 ? nlohmann::json(std::strtoll(s.c_str(), nullptr, 10)) : nlohmann::json(x);
