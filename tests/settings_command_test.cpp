@@ -326,6 +326,7 @@ TEST(SettingsErrors, AFlagsBadValueGetsThePlansWords) {
                         Case{{"simulate", "--retry-after", "soon"}, "gpuq: --retry-after: must be a number, not \"soon\""},
                         Case{{"run", "--poll", "0"}, "gpuq: --poll: must be more than 0 (got 0)"},
                         Case{{"status", "--node-cpus", "-1"}, "gpuq: --node-cpus: must not be negative (got -1)"},
+                        Case{{"simulate", "--gpu-mem-headroom", "150"}, "gpuq: --gpu-mem-headroom: must be below 100 (got 150)"},
                         Case{{"run", "--preemptible", "maybe"}, "gpuq: --preemptible: must be one of false, true, not \"maybe\""}}) {
     Output r = q.gpuq(c.args);
     EXPECT_NE(r.status, 0) << c.args[1];

@@ -33,6 +33,7 @@ json other_value(const SettingSpec& s) {
     case SettingKind::Gpus: return "0-3";
     case SettingKind::Number: return 7.5;
     case SettingKind::Positive: return 3.25;
+    case SettingKind::Percent: return 12.5;
     case SettingKind::Count: return 5;
     case SettingKind::Whole: return -1;
     case SettingKind::Choice: {  // the last choice: none of the defaults
@@ -114,6 +115,16 @@ TEST(SettingsTable, GpusAreTheSameWhateverTheirSpelling) {
   EXPECT_TRUE(same_setting(spec("gpus"), listed.values, a));
   b.gpus = "0-2";
   EXPECT_FALSE(same_setting(spec("gpus"), a, b));
+}
+
+// A share kept back of each GPU's memory is below 100 % in the plan as on the command line (the
+// flag alone refused 150 before the flags were made from the table; the plan took it).
+TEST(SettingsTable, TheGpuMemoryHeadroomIsBelowAHundredPercent) {
+  GivenSettings g;
+  EXPECT_THAT(read_settings(json::parse(R"({"gpu_mem_headroom": 150})"), g),
+              ::testing::ElementsAre(R"("gpu_mem_headroom": must be below 100 (got 150))"));
+  EXPECT_TRUE(read_settings(json::parse(R"({"gpu_mem_headroom": 99.5})"), g).empty());
+  EXPECT_DOUBLE_EQ(g.values.gpu_mem_headroom, 99.5);
 }
 
 TEST(PlanSettings, APlanWithoutThemGivesNone) {

@@ -36,6 +36,7 @@ CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, const SettingSpec& spec, 
   // A value is checked as the plan's "settings" check it, with the same words.
   switch (spec.kind) {
     case SettingKind::Number:
+    case SettingKind::Percent:
     case SettingKind::Positive:
     case SettingKind::Count:
     case SettingKind::Whole:

@@ -44,6 +44,7 @@ std::string read_number(const SettingSpec& spec, const nlohmann::json& v, double
   double x = v.get<double>();
   if (!std::isfinite(x)) return not_a("a finite number", v);
   if (spec.kind == K::Positive && x <= 0) return fmt::format("must be more than 0 (got {})", shown(v));
+  if (spec.kind == K::Percent && x >= 100) return fmt::format("must be below 100 (got {})", shown(v));
   if (x < 0) return fmt::format("must not be negative (got {})", shown(v));
   out = x;
   return "";
@@ -264,7 +265,8 @@ void copy_setting(const SettingSpec& spec, const Settings& from, Settings& to) {
 
 std::string set_setting_text(const SettingSpec& spec, std::string_view text, Settings& into) {
   nlohmann::json v = std::string(text);
-  if (spec.kind == K::Number || spec.kind == K::Positive || spec.kind == K::Count || spec.kind == K::Whole) {
+  if (spec.kind == K::Number || spec.kind == K::Positive || spec.kind == K::Percent || spec.kind == K::Count ||
+      spec.kind == K::Whole) {
     std::string s(text);
     char* end = nullptr;
     double x = std::strtod(s.c_str(), &end);

@@ -63,6 +63,7 @@ enum class SettingKind {
   Gpus,      ///< GPU ids: "0-3", "0,1,2,3" or [0, 1, 2, 3]
   Number,    ///< a number >= 0
   Positive,  ///< a number > 0
+  Percent,   ///< a number from 0 to below 100 (a share kept back)
   Count,     ///< a whole number >= 0
   Whole,     ///< a whole number
   Choice,    ///< one of `choices`
@@ -127,7 +128,7 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
      .doc = "GiB of memory of each GPU where the GPU probe gives none (simulate; a node without a reading); jobs "
             "with gpu_mem_gib share GPUs within it",
      .member = &Settings::gpu_mem_gib, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate, .value_name = "GIB"},
-    {.name = "gpu_mem_headroom", .flag = "--gpu-mem-headroom", .kind = SettingKind::Number, .default_json = "5",
+    {.name = "gpu_mem_headroom", .flag = "--gpu-mem-headroom", .kind = SettingKind::Percent, .default_json = "5",
      .doc = "percent of each GPU's memory that jobs sharing it by gpu_mem_gib leave free",
      .member = &Settings::gpu_mem_headroom, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate | SettingCommand::kValidate, .value_name = "PCT"},
     {.name = "backfill_max_hours", .flag = "--backfill-max-hours", .kind = SettingKind::Number, .default_json = "0.5",
