@@ -2,6 +2,7 @@
 // restart that a failed job's missing script kept from running the rest, `add` taking a job that
 // can never start, `add --dry-run` of a sweep, a paused plan's what-if, a run whose run file an
 // earlier run left, and `status --watch --json` as a stream.
+#include <fmt/format.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>

@@ -6,8 +6,8 @@
 # tests drive real zsh and fish shells; faketime steps the wall clock under the fault tests (faults_test.cpp);
 # strace records and eatmydata strips the fsyncs of the power-cut test's runs (tests/crash/power-cut).
 set -euo pipefail
-pkgs=(g++ cmake make ccache libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc
-      help2man gzip man-db dpkg-dev file lintian zsh fish slurm-wlm munge faketime strace eatmydata)
+pkgs=(g++ cmake make ccache libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libncurses-dev libgtest-dev libgmock-dev libbenchmark-dev python3 time bc
+      help2man gzip man-db dpkg-dev file lintian zsh fish slurm-wlm munge faketime strace eatmydata tmux)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

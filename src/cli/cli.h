@@ -163,6 +163,7 @@ void add_history_command(CLI::App& app, Flags& f, Action& action);
 void add_plan_edit_commands(CLI::App& app, Flags& f, Action& action);  ///< add, pause, resume
 void add_gpus_command(CLI::App& app, Flags& f, Action& action);
 void add_settings_command(CLI::App& app, Flags& f, Action& action);
+void add_top_command(CLI::App& app, Flags& f, Action& action);  ///< the live view (top.cpp)
 
 
 /// Adds --learned-estimates (status, simulate).

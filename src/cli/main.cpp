@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   add_plan_edit_commands(app, f, action);
   add_gpus_command(app, f, action);
   add_settings_command(app, f, action);
+  add_top_command(app, f, action);
   add_completion_commands(app, action);
   add_man_help_flag(app);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
