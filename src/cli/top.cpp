@@ -405,7 +405,7 @@ bool Top::key(int ch) {
     return true;
   }
   if (ui_.typing_filter) {
-    if (ch == '\n' || ch == KEY_ENTER) ui_.typing_filter = false;
+    if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) ui_.typing_filter = false;
     else if (ch == 27) ui_.typing_filter = false, ui_.filter.clear();
     else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && !ui_.filter.empty()) ui_.filter.pop_back();
     else if (ch >= 0x20 && ch < 0x7f) ui_.filter += static_cast<char>(ch);
@@ -435,7 +435,7 @@ bool Top::key(int ch) {
     case 'g': case KEY_HOME: move_by(-1000000000L); break;
     case 'G': case KEY_END: move_by(1000000000L); break;
     case '/': ui_.typing_filter = true; break;
-    case '\n': case KEY_ENTER: case 'l': open_log(); break;
+    case '\n': case '\r': case KEY_ENTER: case 'l': open_log(); break;
     case 'k': ask_or_act("kill", true); break;
     case 'p': ask_or_act("preempt", true); break;
     case 'R': ask_or_act("requeue", true); break;

@@ -3,6 +3,10 @@
 // with ncurses and turns keys into a TopUi; the tests read the lines without a terminal.
 #pragma once
 
+#ifdef GPUQ_CORE
+#error "the core does not include views: it returns data, views print it"
+#endif
+
 #include <cstdint>
 #include <map>
 #include <optional>
