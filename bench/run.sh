@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|nodes|status|run|limits|reload]
+# gpuq's benchmarks, each printing its figures. Usage: bash bench/run.sh [quick|full] [simulate|nodes|status|run|limits|reload|top]
 # (status also measures whole ticks of run on 10k- and 100k-job plans)
 # (quick: skips 1M jobs and shortens the idle-CPU watch to 20 s; a section name runs only that part).
 # Builds gpuq and the benchmarks into build/ first (-DGPUQ_BENCHMARKS=ON, the target
@@ -214,4 +214,31 @@ P
 printf '  median %.1f ms, 99th percentile %.1f ms, worst %.1f ms (%d jobs)\n' \
   "$(median < "$work/lim" | awk '{print $1*1000}')" "$(pct 99 < "$work/lim" | awk '{print $1*1000}')" \
   "$(sort -g "$work/lim" | tail -1 | awk '{print $1*1000}')" "$(wc -l < "$work/lim")"
+fi
+if [[ $section == all || $section == top ]]; then
+echo "== top: a refresh of a 10000-job plan in a terminal (tmux, 200x50), and an idle view's CPU"
+# A refresh is what top does when the state changes: the look (plan, state, GPUs), the
+# prediction, the screen, the draw (GPUQ_PHASES into a file: top owns the terminal's stderr),
+# from its "start" (the wait before it is not counted).
+# The state is touched 11 times, 1.5 s apart (top refreshes at most once a second).
+"$GEN" 10000 1 --state "$work/t.state.json" > "$work/t.json"
+sock=gpuq-bench-$$
+tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 50 \
+  "exec env GPUQ_PHASES=$work/top.phases LANG=C.UTF-8 $G top --plan $work/t.json"
+sleep 3
+for i in $(seq 11); do touch "$work/t.state.json"; sleep 1.5; done
+awk '/phase start/ {t=0; on=1; next} on {t+=$(NF-1)} /phase draw/ && on {print t; on=0}' "$work/top.phases" | tail -n +2 > "$work/refresh"
+printf '  refresh, 10000 jobs: median %.1f ms (%s to %s, %d refreshes after the first)\n' "$(median < "$work/refresh")" \
+  "$(sort -g "$work/refresh" | head -1)" "$(sort -g "$work/refresh" | tail -1)" "$(wc -l < "$work/refresh")"
+echo "   where a refresh spends it (median, ms):"
+awk '/phase start/ {n++; next} n>1 {v=$(NF-1); k=$3; for (i=4; i<NF-1; i++) k=k" "$i; a[k]=a[k]" "v} END {for (k in a) print k":"a[k]}' \
+  "$work/top.phases" | while IFS=: read -r k vals; do printf '     %-16s %7.1f\n' "$k" "$(tr ' ' '\n' <<<"$vals" | grep . | median)"; done
+# Idle: nothing changes for a while; top's CPU time over it, from /proc (utime + stime).
+pid=$(tmux -L "$sock" list-panes -F '#{pane_pid}')
+idle=60; [[ $quick ]] && idle=20
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+a=$(cpu); sleep "$idle"; b=$(cpu)
+printf '  idle view, 10000 jobs, %d s: %.2f%% of a core (%d clock ticks of %d)\n' "$idle" \
+  "$(echo "($b - $a) * 100 / ($idle * $(getconf CLK_TCK))" | bc -l)" "$((b - a))" "$((idle * $(getconf CLK_TCK)))"
+tmux -L "$sock" kill-server
 fi

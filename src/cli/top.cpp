@@ -394,6 +394,7 @@ void Top::draw() {
   }
   wattrset(stdscr, A_NORMAL);
   wrefresh(stdscr);
+  phase("draw");
 }
 
 bool Top::key(int ch) {

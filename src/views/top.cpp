@@ -351,31 +351,36 @@ std::vector<ScreenLine> ahead_lines(const TopInput& in, const TopUi& ui, size_t 
   const double per = hours / static_cast<double>(w);
   const bool u = ui.unicode;
   out.push_back(Builder{}.add(fmt::format("Ahead: the next {}, as predicted now", hours < 1 ? fmt::format("{:g} min", hours * 60) : fmt::format("{:g} h", hours)), Tone::head).line);
+  // Each GPU's columns: which row runs there at the column's middle. One pass over the rows
+  // that start within the window (a 10,000-job plan has thousands after it).
+  std::map<int, std::vector<int>> at;
+  for (int g : in.gpus) at[g].assign(w, -1);
+  for (size_t k = 0; k < sim.rows.size(); ++k) {
+    const SimRow& r = sim.rows[k];
+    if (r.start >= hours || r.end <= 0) continue;
+    // Columns c with (c + 0.5) * per in [start, end).
+    const double lo = std::ceil(r.start / per - 0.5), hi = std::ceil(r.end / per - 0.5);
+    const size_t c0 = static_cast<size_t>(std::max(0.0, lo)), c1 = static_cast<size_t>(std::clamp(hi, 0.0, static_cast<double>(w)));
+    for (int g : r.gpus)
+      if (auto it = at.find(g); it != at.end())
+        for (size_t c = c0; c < c1; ++c) it->second[c] = static_cast<int>(k);
+  }
   for (int g : in.gpus) {
     Builder b;
     b.add(fmt::format("{:>2} ", g), Tone::head).add(u ? "│" : "|", Tone::dim);
-    // Which row runs on this GPU at each column's middle.
-    std::vector<int> at(w, -1);
-    for (size_t k = 0; k < sim.rows.size(); ++k) {
-      const SimRow& r = sim.rows[k];
-      if (std::find(r.gpus.begin(), r.gpus.end(), g) == r.gpus.end()) continue;
-      for (size_t c = 0; c < w; ++c) {
-        double t = (static_cast<double>(c) + 0.5) * per;
-        if (t >= r.start && t < r.end) at[c] = static_cast<int>(k);
-      }
-    }
+    const std::vector<int>& cols = at[g];
     size_t c = 0;
     int shade = 0;
     while (c < w) {
       size_t e = c;
-      while (e < w && at[e] == at[c]) ++e;
+      while (e < w && cols[e] == cols[c]) ++e;
       const size_t n = e - c;
-      if (at[c] < 0) {
+      if (cols[c] < 0) {
         std::string gap;
         for (size_t i = c; i < e; ++i) gap += (i * 4) % w < 4 ? (u ? "·" : ".") : " ";
         b.add(gap, Tone::dim);
       } else {
-        const SimRow& r = sim.rows[static_cast<size_t>(at[c])];
+        const SimRow& r = sim.rows[static_cast<size_t>(cols[c])];
         const std::string& id = in.plan->jobs[r.job].id;
         b.add(pad(n > 1 ? id : "", n, u), r.start <= 1e-9 ? Tone::bar_now : (shade++ % 2 ? Tone::bar_b : Tone::bar_a));
       }
@@ -485,7 +490,10 @@ TopScreen top_screen(const TopInput& in, TopUi& ui) {
   // beside them on a wide screen, under them on a tall one.
   const size_t fixed = sc.lines.size() + 2;  // + the list's title and the footer
   std::vector<ScreenLine> gpus = gpu_lines(in, ui, cols >= 140 ? 70 : cols);
-  gpus.insert(gpus.begin(), Builder{}.add("GPUs", Tone::head).add("   memory, utilization, who holds it", Tone::dim).line);
+  Builder gpu_title;
+  gpu_title.add("GPUs", Tone::head).add("   memory, utilization, who holds it", Tone::dim);
+  if (in.reading && !in.reading->problem.empty()) gpu_title.add("   no reading: " + in.reading->problem, Tone::warn);
+  gpus.insert(gpus.begin(), std::move(gpu_title.line));
   std::vector<ScreenLine> ahead;
   const bool side = cols >= 140;
   if (ui.screen == TopScreenKind::plan) ahead = ahead_lines(in, ui, side ? cols - 72 : cols);
@@ -547,8 +555,13 @@ TopScreen top_screen(const TopInput& in, TopUi& ui) {
   }
   for (size_t i = static_cast<size_t>(ui.scroll); i < list.size() && i < static_cast<size_t>(ui.scroll) + room; ++i) {
     const bool chosen = i == sc.selected;
-    sc.lines.push_back(ui.screen == TopScreenKind::node ? node_row(in, ui, list[i], idw, chosen)
-                                                        : plan_row(in, ui, list[i], idw, chosen));
+    ScreenLine l = ui.screen == TopScreenKind::node ? node_row(in, ui, list[i], idw, chosen) : plan_row(in, ui, list[i], idw, chosen);
+    if (chosen) {  // the whole row, to the screen's edge, as htop marks it
+      size_t w = 0;
+      for (Span& s : l) s.tone = Tone::chosen, w += cells(s.text);
+      if (w < cols) l.push_back({std::string(cols - w, ' '), Tone::chosen});
+    }
+    sc.lines.push_back(std::move(l));
   }
   for (Listed& l : list) sc.rows.push_back(std::move(l.row));
   finish();
