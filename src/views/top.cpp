@@ -199,6 +199,7 @@ struct Listed {
 std::vector<Listed> plan_list(const TopInput& in, const TopUi& ui) {
   std::vector<Listed> out;
   if (!in.plan || !in.outlook || !in.state) return out;
+  out.reserve(in.outlook->jobs.size());
   for (const JobView& v : in.outlook->jobs) {
     const Job& j = in.plan->jobs[v.job];
     if (!ui.filter.empty() && j.id.find(ui.filter) == std::string::npos) continue;
@@ -247,12 +248,21 @@ std::vector<Listed> node_list(const TopInput& in, const TopUi& ui) {
 
 std::vector<Listed> listed(const TopInput& in, const TopUi& ui) {
   std::vector<Listed> l = ui.screen == TopScreenKind::node ? node_list(in, ui) : plan_list(in, ui);
-  std::stable_sort(l.begin(), l.end(), [](const Listed& a, const Listed& b) {
+  // Sorted by index, then moved once (a Listed carries three strings).
+  std::vector<uint32_t> at(l.size());
+  for (uint32_t i = 0; i < at.size(); ++i) at[i] = i;
+  std::sort(at.begin(), at.end(), [&](uint32_t x, uint32_t y) {
+    const Listed& a = l[x];
+    const Listed& b = l[y];
     if (a.group != b.group) return a.group < b.group;
     if (a.key != b.key) return a.key < b.key;
-    return a.order < b.order;
+    if (a.order != b.order) return a.order < b.order;
+    return x < y;
   });
-  return l;
+  std::vector<Listed> out;
+  out.reserve(l.size());
+  for (uint32_t i : at) out.push_back(std::move(l[i]));
+  return out;
 }
 
 std::string job_cores(const Job& j) {
