@@ -493,6 +493,7 @@ int Top::run() {
     struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {ino_, POLLIN, 0}};
     int n = ::poll(fds, ino_ >= 0 ? 2 : 1, timeout_ms);
     if (n < 0 && errno != EINTR) break;
+    if (n > 0 && (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))) break;  // the terminal is gone (its pane closed)
     if (n > 0 && ino_ >= 0 && (fds[1].revents & POLLIN)) {
       alignas(inotify_event) char buf[4096];
       while (read(ino_, buf, sizeof buf) > 0) {
