@@ -6,7 +6,10 @@
 
 #include <cmath>
 
+#include <unistd.h>
+
 #include "gpuq/core/outlook.h"
+#include "gpuq/live/look.h"
 #include "gpuq/live/state_codec.h"
 #include "gpuq/views/top.h"
 #include "test_util.h"
@@ -204,4 +207,45 @@ TEST(TopView, WithoutARunTheHeaderSaysSo) {
   TopUi ui;
   TopScreen sc = top_screen(w.input(), ui);
   EXPECT_NE(text_of(sc.lines[0]).find("no gpuq run is running on this plan"), std::string::npos) << text_of(sc.lines[0]);
+}
+
+// top's looks keep the plan as loaded (look.h's PlanCache) while its file is unchanged, and read
+// it again once it changes: a cached plan made different on purpose is what the next look
+// shows, and an edit of the file replaces it.
+TEST(TopLook, ThePlanIsTakenAgainUntilItsFileChanges) {
+  TempDir d;
+  d.write("job.sh", "true\n", 0755);
+  d.write("plan.json", R"([{"id": "a", "script": "job.sh"}])");
+  PlanCache cache;
+  auto look = [&] {
+    PlanSetup s;
+    s.plan = d.path() + "/plan.json";
+    s.node_dir = "off";
+    take_env(s);
+    LookAsk ask;
+    ask.probe = false;
+    ask.node = false;
+    ask.plan_cache = &cache;
+    return look_at(s, ask);
+  };
+  Look first = look();
+  ASSERT_TRUE(first.plan) << (first.report.errors.empty() ? "" : first.report.errors[0]);
+  EXPECT_EQ(first.plan->jobs.size(), 1u);
+  ASSERT_FALSE(cache.key.empty());
+  ASSERT_TRUE(cache.report.plan);
+  cache.report.plan->jobs[0].id = "from_the_cache";
+  Look again = look();
+  ASSERT_TRUE(again.plan);
+  EXPECT_EQ(again.plan->jobs[0].id, "from_the_cache");
+  // The same size, another modification time: read again.
+  usleep(20000);
+  d.write("plan.json", R"([{"id": "b", "script": "job.sh"}])");
+  Look edited = look();
+  ASSERT_TRUE(edited.plan);
+  EXPECT_EQ(edited.plan->jobs[0].id, "b");
+  // A plan that does not load is not kept: the next look reads the file again.
+  d.write("plan.json", R"([{"id": "b", "script": "job.sh", "gpus": "two"}])");
+  Look broken = look();
+  EXPECT_FALSE(broken.report.errors.empty());
+  EXPECT_TRUE(cache.key.empty());
 }

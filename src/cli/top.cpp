@@ -157,6 +157,7 @@ class Top {
       Flags g = f_;
       LookAsk ask;
       ask.plan_when_broken = last_good_ ? &*last_good_ : nullptr;
+      ask.plan_cache = &plan_cache_;
       Look l = look_at(g, ask);
       phase("look");
       if (l.plan) {
@@ -243,6 +244,7 @@ class Top {
   TopUi ui_;
   Seen seen_;
   std::optional<Plan> last_good_;
+  PlanCache plan_cache_;  // the plan taken again while its file is unchanged (look.h)
   std::string me_, plan_path_;
   bool mine_ = true;
   bool node_wanted_ = false;

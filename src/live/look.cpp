@@ -469,8 +469,31 @@ static std::string state_folder_unwritable(const PlanPaths& paths) {
 
 // The plan as the look takes it: the file's, else (an edit with errors) the version asked
 // for, or the running run's own while it goes on with it (said in kept_note).
+// What a plan as loaded depends on: the plan file (its device, inode, size and modification
+// time), the run's file, and whether a run holds the plan (its settings come before the plan's).
+static std::string plan_key(const PlanSetup& s) {
+  auto stamp = [](const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::string("-");
+    return fmt::format("{}:{}:{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  };
+  PlanPaths paths = paths_for(s.plan, s.state_dir);
+  return stamp(s.plan) + "|" + stamp(paths.run_info) + "|" + (run_presence(paths).running ? "run" : "-");
+}
+
 static void load_look_plan(PlanSetup& s, const LookAsk& ask, Look& l) {
-  l.report = load_plan_report(s);
+  PlanCache* cache = ask.plan_cache;
+  // Taken before the load: a file changed during it is loaded again the next time.
+  std::string key = cache ? plan_key(s) : "";
+  if (cache && !cache->key.empty() && cache->key == key) {
+    s = cache->setup;
+    l.report = cache->report;
+  } else {
+    const std::string given_state_dir = s.state_dir;
+    l.report = load_plan_report(s);
+    // Kept only where the run's file is where the key looked (the plan's settings name no other state folder).
+    if (cache) *cache = l.report.plan && s.state_dir == given_state_dir ? PlanCache{key, s, l.report} : PlanCache{};
+  }
   l.paths = plan_paths(s);
   if (l.report.plan) {
     l.plan = std::move(l.report.plan);

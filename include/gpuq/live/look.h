@@ -53,6 +53,16 @@ struct BadLook : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// `gpuq top`'s plan from one look to the next: the plan as loaded (its report, with the
+/// settings taken into the setup) is taken again, not read and checked again, while the plan
+/// file, the run's file (PLAN.run.json) and the run's presence are as they were. A refresh of a
+/// 10,000-job plan spent most of its time reading the plan again (bench/run.sh top).
+struct PlanCache {
+  std::string key;  ///< the files' identities and the run's presence when it was loaded ("": none)
+  PlanSetup setup;  ///< the setup as loading left it
+  PlanReport report;
+};
+
 /// What differs between the commands that look.
 struct LookAsk {
   /// The plan on disk has problems: take the version a running `gpuq run` goes on with
@@ -73,6 +83,8 @@ struct LookAsk {
   bool run = true;                     ///< the plan's `gpuq run`: whether it runs, on which version
   bool snapshots = true;               ///< waiting jobs whose snapshot is older than the tree on disk
   bool rows = false;                   ///< the outlook explains only its first rows (status's text without --all)
+  /// Kept between looks of one setup (top): the plan taken from it while its files are unchanged.
+  PlanCache* plan_cache = nullptr;
 };
 
 /// What one look found.
