@@ -158,10 +158,13 @@ class Top {
       LookAsk ask;
       ask.plan_when_broken = last_good_ ? &*last_good_ : nullptr;
       ask.plan_cache = &plan_cache_;
+      const std::string cached = plan_cache_.key;
       Look l = look_at(g, ask);
       phase("look");
       if (l.plan) {
-        if (l.report.errors.empty()) last_good_ = *l.plan;
+        // The last version that loaded, for an edit with errors (copied only when it was read again).
+        if (l.report.errors.empty() && (!last_good_ || plan_cache_.key.empty() || plan_cache_.key != cached))
+          last_good_ = *l.plan;
         else
           s.problem = fmt::format("{}: {} problem{}, first: {}; showing {}", f_.plan, l.report.errors.size(),
                                   l.report.errors.size() == 1 ? "" : "s", l.report.errors[0],
@@ -170,9 +173,12 @@ class Top {
         phase("outlook");
         for (const JobView& v : s.outlook.jobs) s.progress = s.progress || (v.status == "running" && v.progress);
       } else {
-        s.problem = l.report.errors.empty() ? fmt::format("{}: not a plan", f_.plan)
-                                            : fmt::format("{}: {} problem{}, first: {}", f_.plan, l.report.errors.size(),
-                                                          l.report.errors.size() == 1 ? "" : "s", l.report.errors[0]);
+        const PlanReport& r = l.report;
+        s.problem = !r.not_a_plan.empty() ? fmt::format("{}: {}", f_.plan, r.not_a_plan)
+                    : !r.bad_gpus.empty() ? fmt::format("{}: {}", f_.plan, r.bad_gpus)
+                    : r.errors.empty()    ? fmt::format("{}: the plan does not load", f_.plan)
+                                          : fmt::format("{}: {} problem{}, first: {}", f_.plan, r.errors.size(),
+                                                        r.errors.size() == 1 ? "" : "s", r.errors[0]);
       }
       s.look = std::move(l);
     } catch (const BadLook&) {
@@ -228,6 +234,7 @@ class Top {
   }
 
   int run();
+  bool has_plan() const { return seen_.look && seen_.look->plan; }
 
  private:
   void watch_folders();
@@ -544,7 +551,7 @@ int cmd_top(Flags& f, const std::string& print_size) try {
       out += '\n';
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return 0;
+    return top.has_plan() ? 0 : kExitBadInput;  // as `status` exits on a plan that does not load
   }
   if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
     fmt::print(stderr,
@@ -626,7 +633,8 @@ void add_top_command(CLI::App& app, Flags& f, Action& action) {
   top->add_option("--node-dir", f.node_dir, "the node directory (default: the run's, $GPUQ_NODE_DIR, /var/lib/gpuq, else your own)")
       ->type_name("DIR");
   static std::string print_size;
-  top->add_option("--print", print_size, "print one screen as text, COLS x ROWS (80x24), and exit: no terminal needed")
+  top->add_option("--print", print_size,
+                  "print one screen as text, COLS x ROWS (80x24), and exit (2 when the plan does not load): no terminal needed")
       ->type_name("COLSxROWS");
   top->callback([&] {
     f.reads_run_settings = true;
