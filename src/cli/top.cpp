@@ -162,13 +162,14 @@ class Top {
       Look l = look_at(g, ask);
       phase("look");
       if (l.plan) {
-        // The last version that loaded, for an edit with errors (copied only when it was read again).
-        if (l.report.errors.empty() && (!last_good_ || plan_cache_.key.empty() || plan_cache_.key != cached))
-          last_good_ = *l.plan;
-        else
+        if (l.report.errors.empty()) {
+          // The last version that loaded, for an edit with errors (copied only when it was read again).
+          if (!last_good_ || plan_cache_.key.empty() || plan_cache_.key != cached) last_good_ = *l.plan;
+        } else {
           s.problem = fmt::format("{}: {} problem{}, first: {}; showing {}", f_.plan, l.report.errors.size(),
                                   l.report.errors.size() == 1 ? "" : "s", l.report.errors[0],
                                   l.kept_note.empty() ? "the plan as it was before the edit" : "the running run's version");
+        }
         s.outlook = outlook_of(l, ask);
         phase("outlook");
         for (const JobView& v : s.outlook.jobs) s.progress = s.progress || (v.status == "running" && v.progress);
