@@ -572,6 +572,19 @@ int cmd_top(Flags& f, const std::string& print_size) try {
                term ? term : "(unset)");
     return kExitFailure;
   }
+  // A terminal that cannot place the cursor (TERM=dumb, an editor's shell) would show the
+  // screen as a stream of lines: said, as an unknown TERM is.
+  if (const char* cup = tigetstr("cup"); !cup || cup == reinterpret_cast<const char*>(-1)) {
+    endwin();
+    delscreen(scr);
+    aside.restore();
+    const char* term = std::getenv("TERM");
+    fmt::print(stderr,
+               "gpuq top: the terminal TERM={} cannot place the cursor, which a full-screen view needs: run it in a "
+               "terminal (tmux, xterm); `gpuq status --watch` prints the status instead\n",
+               term ? term : "(unset)");
+    return kExitFailure;
+  }
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigaction(SIGINT, &sa, nullptr);
