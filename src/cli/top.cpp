@@ -310,7 +310,7 @@ void Top::ask_or_act(const std::string& action, bool stops_work) {
                  Tone::bad);
     return say(fmt::format("{} is not your plan: top acts on the jobs of your own plans only", f_.plan), Tone::bad);
   }
-  if (stops_work) {
+  if (stops_work && r.running) {  // not running: the command says why it does nothing, with no question first
     pending_ = action;
     ui_.prompt = fmt::format("{} {}? It stops the job's work.  y: yes, any other key: no", action, r.id);
     return;
