@@ -370,3 +370,33 @@ TEST(NvmlCli, APackedJobUsingMoreThanItDeclaredIsNamedByRunAndStatus) {
   Output done = run->wait(30);
   EXPECT_EQ(done.status, 0) << done.err;
 }
+
+// The idle watch through NVML's process lists (issue 53): GPU 0 reads 90 % throughout (a packed
+// neighbour, say). `own` puts its own process on it (the job writes the fake's file), so it is
+// never idle; `lonely` has no process there, and is stopped as idle (on_idle "kill") after
+// idle_minutes (1.2 s here).
+TEST(NvmlCli, AJobWithNoProcessOnItsBusyGpuIsIdle) {
+  json node = {{"devices", {{{"bus_id", bus(0)}, {"name", "NVIDIA H100 80GB HBM3"}, {"total_mib", 81559},
+                             {"used_mib", 0}, {"util", 90}, {"processes", json::array()}}}}};
+  FakeNvml fake(node);
+  json mine = node;
+  mine["devices"][0]["processes"] = {{{"pid", 999999}, {"used_mib", 100}}};
+  std::string with_pid = mine.dump();
+  with_pid.replace(with_pid.find("999999"), 6, "'$$'");  // the job's own pid, in the shell
+  TempDir dir;
+  dir.write("own.sh", fmt::format("echo '{}' > {}.new && mv {}.new {}\nsleep 3\necho '{}' > {}.new && mv {}.new {}\n",
+                                  with_pid, fake.path, fake.path, fake.path, node.dump(), fake.path, fake.path,
+                                  fake.path));
+  dir.write("lonely.sh", "echo $$ > lonely.pid; sleep 600\n");
+  dir.write("plan.json", R"({"settings": {"idle_minutes": 0.02, "on_idle": "kill"},
+                             "jobs": [{"id": "own", "script": "own.sh"},
+                                      {"id": "lonely", "script": "lonely.sh", "deps": ["after:own"]}]})");
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0", "--gpu-probe", "nvml"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 3) << o.err << o.out;
+  json s = json::parse(dir.read("plan.state.json"));
+  EXPECT_EQ(s["own"]["status"], "done") << o.out;
+  EXPECT_EQ(s["lonely"]["outcome"], "idle") << o.out;
+  EXPECT_THAT(o.out, HasSubstr("stopped lonely as idle (no process of it on GPU [0] for "));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("own as idle")));
+  EXPECT_TRUE(eventually([&] { return !pid_alive(std::stoll(dir.read("lonely.pid"))); }, kPatience));
+}

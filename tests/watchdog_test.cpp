@@ -89,19 +89,19 @@ TEST(Watchdog, TheLimitIsTheJobsElseTheFlagElseNone) {
 
 TEST(Watchdog, NoteActivityRecordsGrowthAndUtilization) {
   JobState s = running({0, 1});
-  note_activity(s, 0, {{0, 0}, {1, 3}}, 10);  // an empty log, both GPUs idle
+  note_activity(s, 0, {{{0, 0}, {1, 3}}}, 10);  // an empty log, both GPUs idle
   EXPECT_EQ(s.log_size, 0);
   EXPECT_FALSE(s.log_grew);
   EXPECT_EQ(s.gpus_read, 10);
   EXPECT_FALSE(s.gpus_busy);
   s.hung_noted = 15;
-  note_activity(s, 200, {{0, 90}}, 20);  // the log grew; GPU 0 busy; GPU 1 gave no utilization
+  note_activity(s, 200, {{{0, 90}}}, 20);  // the log grew; GPU 0 busy; GPU 1 gave no utilization
   EXPECT_EQ(s.log_size, 200);
   EXPECT_EQ(s.log_grew, 20);
   EXPECT_FALSE(s.hung_noted);  // it talks again: a next hang is said again
   EXPECT_EQ(s.gpus_busy, 20);
   EXPECT_EQ(s.gpus_read, 10);  // not a reading of all its GPUs
-  note_activity(s, 200, {{0, 5}, {1, 5}}, 30);  // 5 % is idle
+  note_activity(s, 200, {{{0, 5}, {1, 5}}}, 30);  // 5 % is idle
   EXPECT_EQ(s.log_grew, 20);
   EXPECT_EQ(s.gpus_busy, 20);
   EXPECT_EQ(s.gpus_read, 30);

@@ -31,6 +31,8 @@ std::string how_it_ended(const JobState& s) {
       return fmt::format("{}: stopped at its time limit ({})", status_name(s.status), code);
     case Outcome::Hung:
       return fmt::format("{}: stopped by the hang watchdog ({})", status_name(s.status), code);
+    case Outcome::Idle:
+      return fmt::format("{}: stopped by the idle watch, its GPUs unused ({})", status_name(s.status), code);
     case Outcome::Unstartable:
       return fmt::format("{}: could not start: {}", status_name(s.status), s.reason.value_or("no reason recorded"));
     case Outcome::OverMemory:

@@ -77,7 +77,7 @@ std::vector<std::string> typo_hints(CLI::App& app, int argc, char** argv) {
 /// every one of them against a plan, so that none can go stale).
 const std::vector<std::pair<std::string_view, std::string_view>>& help_examples() {
   static const std::vector<std::pair<std::string_view, std::string_view>> kExamples = {
-      {"run", "gpuq run --plan plan.json\n  gpuq run --plan plan.json --gpus 0-3 --max-retries 1"},
+      {"run", "gpuq run --plan plan.json --gpus 0-3 --max-retries 1"},
       {"status", "gpuq status --plan plan.json\n  gpuq status --plan plan.json --watch 10"},
       {"simulate", "gpuq simulate --plan plan.json --gpus 0-3\n  gpuq simulate --plan plan.json --from-state --svg timeline.svg"},
       {"validate", "gpuq validate --plan plan.json"},

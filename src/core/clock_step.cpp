@@ -42,7 +42,8 @@ size_t forgive_unwatched(State& state, double late, double now) {
     if (s.status != Status::Running || !s.start) continue;
     // Silent since its start when the log never grew: the mark starts from there.
     if (!s.log_grew) s.log_grew = s.start;
-    for (std::optional<double> JobState::*m : {&JobState::log_grew, &JobState::gpus_busy, &JobState::gpus_read}) {
+    for (std::optional<double> JobState::*m : {&JobState::log_grew, &JobState::gpus_busy, &JobState::gpus_read,
+                                               &JobState::idle_since, &JobState::unused_since}) {
       std::optional<double>& t = s.*m;
       if (!t) continue;
       *t = std::min(now, *t + late);

@@ -699,7 +699,7 @@ void Engine::operator()(const ev::LimitReached& e) {
 void Engine::operator()(const ev::Hung& e) {
   if (!running(e.job)) return;
   Ended end;
-  end.outcome = Outcome::Hung;
+  end.outcome = e.outcome;
   end.exit = timeout_exit(plan_.jobs[e.job]);
   end.end = e.at;
   end_running(e.job, std::move(end), Cause::Hung, true);

@@ -15,12 +15,13 @@ namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
   static const std::vector<std::string> kinds{"start",  "end",   "retry",  "requeue", "kill", "hold",
-                                              "timeout", "preempt", "reload", "pause", "resume", "eta"};
+                                              "timeout", "preempt", "reload", "pause", "resume", "eta", "idle"};
   return kinds;
 }
 
 bool job_event(const Event& e) {
-  return e.kind != "reload" && e.kind != "pause" && e.kind != "resume" && e.kind != "eta";
+  // idle: a note of the idle watch on a running job; its requeue or end comes as its own event.
+  return e.kind != "reload" && e.kind != "pause" && e.kind != "resume" && e.kind != "eta" && e.kind != "idle";
 }
 
 Event plan_event(const std::string& kind, double t, std::string_view by, std::optional<std::string> detail) {
@@ -337,7 +338,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       if (e.detail && e.detail->starts_with("on_oom: ")) a.on_oom = e.detail->substr(8);
       open[e.id] = out.size();
       out.push_back(std::move(a));
-    } else if (e.kind == "kill" || e.kind == "timeout") {
+    } else if (e.kind == "kill" || e.kind == "timeout" || e.kind == "idle") {
       auto it = open.find(e.id);
       if (it != open.end()) out[it->second].causes.push_back(e.kind);
     } else if (e.kind == "end") {

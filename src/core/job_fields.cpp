@@ -163,18 +163,13 @@ void read_warn_signal(JobReader& r, const JobField& f, const element& v) {
     r.job.warn_signal = std::get<WarnSpec>(spec);
 }
 
-void read_retry_on_timeout(JobReader& r, const JobField& f, const element& v) {
+// A true or false field, into the job's member M.
+template <auto M>
+void read_bool(JobReader& r, const JobField& f, const element& v) {
   if (!v.is_bool())
     r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
   else
-    r.job.retry_on_timeout = bool(v);
-}
-
-void read_preemptible(JobReader& r, const JobField& f, const element& v) {
-  if (!v.is_bool())
-    r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
-  else
-    r.job.preemptible = bool(v);
+    r.job.*M = bool(v);
 }
 
 void read_preempt_signal(JobReader& r, const JobField& f, const element& v) {
@@ -187,13 +182,6 @@ void read_preempt_signal(JobReader& r, const JobField& f, const element& v) {
     r.add(fmt::format("\"{}\" {}", f.name, *problem));
   else
     r.job.preempt_signal = std::get<SignalSpec>(spec);
-}
-
-void read_progress_from_log(JobReader& r, const JobField& f, const element& v) {
-  if (!v.is_bool())
-    r.add(fmt::format("\"{}\" must be true or false, not {} ({})", f.name, type_name(v), show(v)));
-  else
-    r.job.progress_from_log = bool(v);
 }
 
 void read_max_retries(JobReader& r, const JobField& f, const element& v) {
@@ -293,6 +281,14 @@ void read_on_oom(JobReader& r, const JobField& f, const element& v) {
 
 void read_quiet_minutes(JobReader& r, const JobField& f, const element& v) {
   if (auto x = positive(r, f, v, "no watchdog")) r.job.quiet_minutes = *x;
+}
+
+void read_on_idle(JobReader& r, const JobField& f, const element& v) {
+  std::string_view what = v.is_string() ? std::string_view(v) : std::string_view();
+  if (what == "warn") r.job.on_idle = IdleAction::Warn;
+  else if (what == "requeue") r.job.on_idle = IdleAction::Requeue;
+  else if (what == "kill") r.job.on_idle = IdleAction::Kill;
+  else r.add(fmt::format("\"{}\" must be \"warn\", \"requeue\" or \"kill\", not {}", f.name, show(v)));
 }
 
 void read_on_quiet(JobReader& r, const JobField& f, const element& v) {
@@ -404,7 +400,7 @@ constexpr JobField kJobFields[] = {
     {"warn_signal", P::Nullable, read_warn_signal, same_warning, "string `[B:]SIGNAL@SECONDS`", "none",
      "gpuq's own: e.g. `\"USR1@90\"`, sent to every process of the job that many seconds before its limit; "
      "`\"B:USR1@90\"` (Slurm's form) to the script's bash only"},
-    {"retry_on_timeout", P::Nullable, read_retry_on_timeout, same_as<&Job::retry_on_timeout>, "true or false",
+    {"retry_on_timeout", P::Nullable, read_bool<&Job::retry_on_timeout>, same_as<&Job::retry_on_timeout>, "true or false",
      "false", "gpuq's own: retry a timed-out (or hung and stopped) job automatically"},
     {"max_retries", P::Nullable, read_max_retries, same_as<&Job::max_retries>, "whole number ≥ 0",
      "none (`--max-retries`)", "gpuq's own: this job's automatic retries after a failure (0: none)"},
@@ -427,13 +423,19 @@ constexpr JobField kJobFields[] = {
      "none (`--quiet-minutes`)",
      "gpuq's own: the hang watchdog: log silent and GPUs idle this long marks the job `hung?` (see the hang "
      "watchdog under `run`)"},
-    {"progress_from_log", P::Nullable, read_progress_from_log, same_as<&Job::progress_from_log>, "true or false",
+    {"progress_from_log", P::Nullable, read_bool<&Job::progress_from_log>, same_as<&Job::progress_from_log>, "true or false",
      "none (`--progress-from-log`)",
      "gpuq's own: `false`: `run` does not look for a progress bar in the job's log (its `GPUQ_PROGRESS` file still "
      "counts; see Progress under `run`)"},
     {"on_quiet", P::Nullable, read_on_quiet, same_as<&Job::kill_on_quiet>, "`\"warn\"` or `\"kill\"`", "`\"warn\"`",
      "gpuq's own: what `run` does with a hung job: say so once, or stop it as at its time limit"},
-    {"preemptible", P::Nullable, read_preemptible, same_as<&Job::preemptible>, "true or false",
+    {"on_idle", P::Nullable, read_on_idle, same_as<&Job::on_idle>, "`\"warn\"`, `\"requeue\"` or `\"kill\"`",
+     "none (`--on-idle`)",
+     "gpuq's own: what `run` does when the job is idle (its GPUs idle, or holding none of its processes, for "
+     "`idle_minutes`): say so once, stop it and run it again later, or stop it as failed (see GPU health)"},
+    {"idle_ok", P::Nullable, read_bool<&Job::idle_ok>, same_as<&Job::idle_ok>, "true or false", "false",
+     "gpuq's own: the job has phases that leave its GPUs idle (CPU-bound work it knows it has): never flagged idle"},
+    {"preemptible", P::Nullable, read_bool<&Job::preemptible>, same_as<&Job::preemptible>, "true or false",
      "none (the `preemptible` setting)",
      "gpuq's own: gpuq may stop the job to give its GPUs to more urgent work, and runs it again (see Preemption)"},
     {"preempt_signal", P::Nullable, read_preempt_signal, same_preempt_signal, "string `[B:]SIGNAL`", "none (SIGTERM)",

@@ -15,6 +15,7 @@ const char* outcome_name(Outcome o) {
     case Outcome::Lost: return "lost";
     case Outcome::Timeout: return "timeout";
     case Outcome::Hung: return "hung";
+    case Outcome::Idle: return kIdleOutcome;
     case Outcome::Unstartable: return "unstartable";
     case Outcome::OverMemory: return kOverMemoryOutcome;
     case Outcome::OomGpu: return kOomGpuOutcome;
@@ -95,6 +96,7 @@ Outcome ended_outcome(const JobState& s) {
   if (s.outcome) {
     if (*s.outcome == kTimeoutOutcome) return Outcome::Timeout;
     if (*s.outcome == kHungOutcome) return Outcome::Hung;
+    if (*s.outcome == kIdleOutcome) return Outcome::Idle;
     if (*s.outcome == kUnstartableOutcome) return Outcome::Unstartable;
     if (*s.outcome == kOverMemoryOutcome) return Outcome::OverMemory;
     if (*s.outcome == kOomGpuOutcome) return Outcome::OomGpu;
@@ -177,6 +179,7 @@ const char* outcome_field(Outcome o) {
   switch (o) {
     case Outcome::Timeout: return kTimeoutOutcome;
     case Outcome::Hung: return kHungOutcome;
+    case Outcome::Idle: return kIdleOutcome;
     case Outcome::Unstartable: return kUnstartableOutcome;
     case Outcome::OverMemory: return kOverMemoryOutcome;
     case Outcome::OomGpu: return kOomGpuOutcome;

@@ -110,6 +110,8 @@ std::vector<JobView> views_of(const Plan& plan, const State& state, const Policy
       v.finish_source = finish_from_entry(plan.jobs[i], *s, now) ? FinishSource::Progress : FinishSource::Estimate;
     }
     if (s) v.hung = check_quiet(plan.jobs[i], *s, p, now).hung;
+    if (s && st == Status::Running)
+      if (IdleCheck c = check_idle(plan.jobs[i], *s, p, now); c.idle) v.idle_for = c.idle_for;
   }
   return views;
 }

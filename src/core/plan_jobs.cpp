@@ -15,16 +15,16 @@ namespace {
 // name. Others are kept aside (`unknown`): a near miss of a known name is an error, the rest
 // notes the plan may carry. One is kept for a whole list of jobs, and take() refills it.
 struct JobValues {
-  static_assert(kMaxJobFields <= 32, "a row is a bit of a 32-bit mask");
+  static_assert(kMaxJobFields <= 64, "a row is a bit of a 64-bit mask");
   std::span<const JobField> fields = job_fields();
-  uint32_t given = 0;     // bit n: the job gives row n
-  uint32_t required = 0;  // bit n: row n is required
+  uint64_t given = 0;     // bit n: the job gives row n
+  uint64_t required = 0;  // bit n: row n is required
   element at[kMaxJobFields];
   std::vector<std::string_view> unknown;
 
   JobValues() {
     for (size_t n = 0; n < fields.size(); ++n)
-      if (fields[n].presence == Presence::Required) required |= uint32_t{1} << n;
+      if (fields[n].presence == Presence::Required) required |= uint64_t{1} << n;
   }
   // The members of `job`.
   void take(simdjson::dom::object job) {
@@ -40,7 +40,7 @@ struct JobValues {
         continue;
       }
       at[n] = value;
-      given |= uint32_t{1} << n;
+      given |= uint64_t{1} << n;
       next = after(n);
     }
   }
@@ -215,7 +215,7 @@ void read_job(Build& b, JobValues& values, element jj) {
   // and the required ones (bit n is row n).
   read_field(r, values, 0);
   for (std::string_view key : values.unknown) read_unknown(r, values, key);
-  for (uint32_t rows = (values.given | values.required) & ~uint32_t{1}; rows != 0; rows &= rows - 1)
+  for (uint64_t rows = (values.given | values.required) & ~uint64_t{1}; rows != 0; rows &= rows - 1)
     read_field(r, values, static_cast<size_t>(std::countr_zero(rows)));
   if (job.gpus > static_cast<int>(b.node_gpus.size()))
     r.add(fmt::format("needs {} GPUs but --gpus gives {} ({})", job.gpus, b.node_gpus.size(), py_list(b.node_gpus)));

@@ -156,12 +156,6 @@ Settings::Settings() {
   *this = defaults;
 }
 
-Settings::Settings(std::monostate)
-    : poll(0), gpu_mem_gib(0), gpu_mem_headroom(0), backfill_max_hours(0), max_retries(0), retry_after(0), max_used_mib(0), time_limit_factor(0),
-      quiet_minutes(0), kill_grace(0), hook_timeout(0), events_max_mb(0), eta_slip_percent(0), eta_slip_minutes(0),
-      preempt_grace(0), preempt_min_minutes(0), node_cpus(0), node_mem_gib(0), reserve_cpus(0), reserve_mem_gib(0),
-      mem_margin_percent(0) {}
-
 std::span<const SettingSpec, kSettingCount> settings_table() { return kSettingTable; }
 
 const SettingSpec* find_setting(std::string_view name) {

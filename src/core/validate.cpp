@@ -6,6 +6,7 @@
 
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/suggest.h"
+#include "gpuq/core/watchdog.h"
 
 namespace gpuq {
 
@@ -155,6 +156,11 @@ std::vector<Finding> job_findings(const Plan& plan, const Policy* mem) {
       out.push_back({false, j.id,
                      "has on_quiet \"kill\" but no quiet_minutes: the watchdog watches it only when `run` has "
                      "--quiet-minutes; give it quiet_minutes"});
+    if (j.idle_ok && j.on_idle != IdleAction::Setting)
+      out.push_back({false, j.id,
+                     fmt::format("has on_idle \"{}\" and idle_ok: true: an idle_ok job is never idle, so its on_idle "
+                                 "never acts; drop one of them",
+                                 idle_action_name(j.on_idle))});
     if (j.time_limit_hours && j.warn_signal && j.warn_signal->seconds >= *j.time_limit_hours * 3600)
       out.push_back({false, j.id,
                      fmt::format("warn_signal {} comes {} s before a limit of {} s: the job gets it as soon as it "

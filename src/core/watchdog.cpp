@@ -1,6 +1,7 @@
 #include "gpuq/core/watchdog.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,11 @@ QuietCheck check_quiet(const Job& job, const JobState& s, const Policy& p, doubl
   return c;
 }
 
-void note_activity(JobState& s, std::optional<long long> log_bytes, const std::map<int, int>& util_pct, double now) {
+GpuActivity activity_of(const GpuReading& r, const Policy& p) {
+  return {r.util_pct, r.processes, p.settings.idle_util_percent};
+}
+
+void note_activity(JobState& s, std::optional<long long> log_bytes, const GpuActivity& a, double now) {
   if (log_bytes) {
     bool grew = s.log_size ? *log_bytes != *s.log_size : *log_bytes > 0;
     if (grew) {
@@ -44,16 +49,74 @@ void note_activity(JobState& s, std::optional<long long> log_bytes, const std::m
     s.log_size = *log_bytes;
   }
   if (!s.gpus || s.gpus->empty()) return;
-  bool all_read = true, busy = false;
+  bool all_read = true, busy = false, used = false;
   for (int g : *s.gpus) {
-    auto it = util_pct.find(g);
-    if (it == util_pct.end())
+    auto it = a.util_pct.find(g);
+    if (it == a.util_pct.end())
       all_read = false;
-    else if (it->second > kIdlePercent)
+    else if (it->second > a.idle_pct)
       busy = true;
+    if (a.processes && s.pid)
+      if (auto on = a.processes->find(g); on != a.processes->end())
+        for (const GpuProcess& proc : on->second)
+          used = used || std::find(proc.lineage.begin(), proc.lineage.end(), *s.pid) != proc.lineage.end();
   }
   if (busy) s.gpus_busy = now;  // one GPU at work is enough, read or not the others
   if (all_read) s.gpus_read = now;
+  // The idle watch's streaks: unbroken runs of readings, each broken by a reading that says
+  // otherwise or by none (a streak never spans a time nobody looked).
+  bool idle = all_read && !busy;
+  if (!idle) s.idle_since.reset();
+  else if (!s.idle_since) s.idle_since = now;
+  bool unused = a.processes && !used;
+  if (!unused) s.unused_since.reset();
+  else if (!s.unused_since) s.unused_since = now;
+  if (busy || used) s.idle_noted.reset();  // at work again: a next idle spell is said again
+}
+
+std::optional<double> idle_minutes(const Job& job, const Policy& p) {
+  if (job.idle_ok || p.settings.idle_minutes <= 0) return std::nullopt;
+  return p.settings.idle_minutes;
+}
+
+IdleAction idle_action(const Job& job, const Policy& p) {
+  if (job.on_idle != IdleAction::Setting) return job.on_idle;
+  const std::string& a = p.settings.on_idle;
+  return a == "kill" ? IdleAction::Kill : a == "requeue" ? IdleAction::Requeue : IdleAction::Warn;
+}
+
+const char* idle_action_name(IdleAction a) {
+  switch (a) {
+    case IdleAction::Requeue: return "requeue";
+    case IdleAction::Kill: return "kill";
+    default: return "warn";
+  }
+}
+
+std::string IdleCheck::detail() const {
+  std::string span = idle_for < 60 ? fmt::format("{:.0f} s", std::floor(idle_for))
+                                   : fmt::format("{:.0f} min", std::floor(idle_for / 60));
+  std::string on = fmt::format("GPU{} [{}]", gpus.size() == 1 ? "" : "s", fmt::join(gpus, ", "));
+  if (unused) return fmt::format("no process of it on {} for {}", on, span);
+  return fmt::format("idle {} on {} (at or below {:g}% utilization)", span, on, idle_pct);
+}
+
+IdleCheck check_idle(const Job& job, const JobState& s, const Policy& p, double now) {
+  IdleCheck c;
+  c.idle_pct = p.settings.idle_util_percent;
+  auto minutes = idle_minutes(job, p);
+  if (!minutes || s.status != Status::Running || !s.start || !s.gpus || s.gpus->empty()) return c;
+  c.watched = true;
+  c.gpus = *s.gpus;
+  const double limit = *minutes * 60;
+  const double seen_to = std::min(now, s.gpus_read.value_or(now));
+  double util = s.idle_since ? std::max(0.0, seen_to - *s.idle_since) : -1;
+  double procs = s.unused_since ? std::max(0.0, seen_to - *s.unused_since) : -1;
+  c.unused = procs > util;
+  c.idle_for = std::max({0.0, util, procs});
+  c.idle = (s.idle_since || s.unused_since) && c.idle_for >= limit;
+  if (!c.idle) c.next_in = limit - c.idle_for;
+  return c;
 }
 
 }  // namespace gpuq

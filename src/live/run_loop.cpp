@@ -62,7 +62,7 @@ TickResult RunLoop::tick() {
     note_running(t);
     watch_host(t);
     probe(t);
-    watch_quiet(t);
+    watch_activity(t);
     note_progress(t);
     phase("tick: refresh, probe");
     if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
@@ -250,7 +250,7 @@ void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
   if (reading.source_note.empty()) told_.gone("probe source");
   else if (told_.fresh("probe source", reading.source_note)) say(t.now, "GPU probe: " + reading.source_note);
-  t.util_pct = reading.util_pct;
+  t.activity = activity_of(reading, opt_);
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
   Engine& engine = q_->engine();
@@ -437,6 +437,7 @@ void RunLoop::start(Tick& t) {
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
+      t.wake_in = std::min(t.wake_in, check_idle(j, entry, opt_, t.now).next_in);
       t.launched.push_back({i, l});
       t.running.push_back(l.pid);
     } catch (const QueueFull& e) {

@@ -187,16 +187,24 @@ void RunLoop::escalate_kills(Tick& t) {
   }
 }
 
-// The hang watchdog (watchdog.h): each watched job's log size and its GPUs' utilization
-// recorded in its entry, then judged. A job that looks hung is said once (until its log grows
-// again); with on_quiet "kill" it is stopped as at its time limit.
-void RunLoop::watch_quiet(Tick& t) {
+// The watchdogs (watchdog.h): each running job's log size (where the hang watchdog watches it)
+// and what the reading says of its GPUs recorded in its entry, then judged. A job that looks
+// hung is said once (until its log grows again); with on_quiet "kill" it is stopped as at its
+// time limit. An idle job is acted on as its on_idle says (act_on_idle).
+void RunLoop::watch_activity(Tick& t) {
   std::vector<std::pair<std::string, QuietCheck>> hung;
+  std::vector<std::pair<std::string, IdleCheck>> idle;
   for (auto& [id, s] : q_->state().entries()) {
-    if (s.status != Status::Running || !s.pid || s.kill_sent) continue;
+    if (s.status != Status::Running || !s.pid || s.kill_sent || s.requeue || s.preempt) continue;
     const Job* job = job_of(id);
-    if (!job || !quiet_minutes(*job, opt_)) continue;
-    note_activity(s, os_.launcher.log_size(id), t.util_pct, t.now);
+    if (!job) continue;
+    bool quiet = quiet_minutes(*job, opt_).has_value();
+    note_activity(s, quiet ? os_.launcher.log_size(id) : std::nullopt, t.activity, t.now);
+    if (IdleCheck c = check_idle(*job, s, opt_, t.now); c.idle)
+      idle.emplace_back(id, c);
+    else if (c.watched)
+      t.wake_in = std::min(t.wake_in, c.next_in);
+    if (!quiet) continue;
     QuietCheck c = check_quiet(*job, s, opt_, t.now);
     if (!c.hung) {
       t.wake_in = std::min(t.wake_in, c.next_in);
@@ -213,6 +221,64 @@ void RunLoop::watch_quiet(Tick& t) {
                            id, c.detail(), *quiet_minutes(*job, opt_), hint("kill", {id})));
   }
   for (const auto& [id, c] : hung) stop_hung(t, *job_of(id), id, c);
+  for (const auto& [id, c] : idle)
+    if (const JobState* s = q_->state().find(id); s && s->status == Status::Running && !s->kill_sent)
+      act_on_idle(t, *job_of(id), id, c);
+}
+
+// An idle job (watchdog.h's idle watch), as its on_idle says: "warn" says so once (until it is at
+// work again); "requeue" stops it as `gpuq requeue` does (it runs again, no retry spent); "kill"
+// stops it as the hang watchdog does, failed with the outcome "idle". Each is an `idle` event.
+void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c) {
+  JobState& s = *q_->state().find(id);
+  IdleAction what = idle_action(job, opt_);
+  std::string why = fmt::format("{} (idle_minutes {:g})", c.detail(), *idle_minutes(job, opt_));
+  if (what == IdleAction::Warn) {
+    if (s.idle_noted) return;
+    s.idle_noted = t.now;
+    say(t.now, fmt::format("idle: {}: {}; it keeps its GPUs: {} stops it, on_idle \"requeue\" or \"kill\" would have",
+                           id, why, hint("kill", {id})));
+    log_idle(t, id, why + "; on_idle warn");
+    return;
+  }
+  log_idle(t, id, fmt::format("{}; on_idle {}", why, idle_action_name(what)));
+  std::optional<size_t> j = index_of(id);
+  if (what == IdleAction::Requeue) {
+    if (!j) return;  // a job the plan no longer has: left to finish (it never runs again)
+    q_->apply(ev::Requeue{*j, t.now}, t.now);
+  } else if (j) {
+    q_->apply(ev::Hung{*j, t.now, Outcome::Idle}, t.now);
+  } else {
+    stop_alone(s, job, Outcome::Idle, Cause::Hung, t.now);
+  }
+  JobState& now = *q_->state().find(id);
+  bool sent = stop(t, now);
+  std::string after = what == IdleAction::Requeue ? "it runs again later (no retry spent)"
+                      : job.retry_on_timeout      ? "retried automatically (retry_on_timeout)"
+                                                  : "not retried automatically";
+  say(t.now, fmt::format("{} {} as idle ({}; on_idle \"{}\"): {}; {}", what == IdleAction::Requeue ? "requeued" : "stopped",
+                         id, why, idle_action_name(what),
+                         sent ? fmt::format("SIGTERM to process group {}", *now.pid) : "its process was already gone",
+                         after));
+  os_.launcher.note_in_log(id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
+                                           "group, SIGKILL after --kill-grace {:g} s",
+                                           why, idle_action_name(what), opt_.kill_grace));
+}
+
+// The idle watch's event (PLAN.events.jsonl and the hooks): the job, its attempt and what was seen.
+void RunLoop::log_idle(const Tick& t, const std::string& id, const std::string& detail) {
+  if (!log_.journal) return;
+  Event e = plan_event("idle", t.now, "run", detail);
+  e.id = id;
+  if (const JobState* s = q_->state().find(id)) {
+    e.attempt = attempt_of(*s);
+    e.gpus = s->gpus;
+  }
+  try {
+    if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
+  } catch (const StoreError& x) {
+    say(t.now, fmt::format("cannot append the idle event of {} to the event log ({})", id, x.what()));
+  }
 }
 
 // The watchdog stops a hung job as time_out stops one at its limit: the engine's Hung,
@@ -270,6 +336,7 @@ std::string RunLoop::outcomes(const State& state) const {
       case Outcome::Killed: how = "killed"; break;
       case Outcome::Timeout: how = "timed out"; break;
       case Outcome::Hung: how = "stopped as hung"; break;
+      case Outcome::Idle: how = "stopped as idle"; break;
       case Outcome::OverMemory: how = "over memory"; break;
       case Outcome::OomGpu: how = fmt::format("out of memory (GPU), exit {}", s->exit.value_or(kLostExit)); break;
       case Outcome::OomHost: how = "out of memory (host: the kernel's OOM killer)"; break;

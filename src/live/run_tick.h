@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "gpuq/core/watchdog.h"
 #include "gpuq/live/run_loop.h"
 
 namespace gpuq {
@@ -20,7 +21,7 @@ struct RunLoop::Tick {
   std::vector<Launch> launches;    // what the engine chose to launch
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
-  std::map<int, int> util_pct;             // the probe's utilization per GPU (those that gave one)
+  GpuActivity activity;                    // the probe's utilization per GPU (those that gave one), process lists
   bool have_reading = false;               // the probe gave a memory reading
   bool fresh = false;                      // the state was read from the store (not kept from the last tick)
   bool saved = false;

@@ -46,6 +46,7 @@ ojson job_json(const Plan& plan, const JobView& v, const std::string& why, const
     e["finish_source"] = v.finish_source ? ojson(*v.finish_source == FinishSource::Progress ? "progress" : "estimate")
                                          : ojson(nullptr);
     e["stale"] = *stale;
+    e["idle_minutes"] = v.idle_for ? ojson(std::floor(*v.idle_for / 60)) : ojson(nullptr);  // the idle watch
   }
   return e;
 }

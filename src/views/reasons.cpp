@@ -65,6 +65,16 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
     }
     return why + " (on_quiet \"kill\")" + next_for(j, s, o);
   }
+  if (out == Outcome::Idle) {
+    std::string why = "stopped as idle";
+    if (s.end) {
+      JobState then = s;
+      then.status = Status::Running;
+      IdleCheck c = check_idle(j, then, p, *s.end);
+      if (c.idle) why += ": " + c.detail();
+    }
+    return why + " (on_idle \"kill\")" + next_for(j, s, o);
+  }
   if (out == Outcome::OverMemory) {
     std::string why = "stopped over memory";
     if (s.mem_peak_mib)
@@ -213,11 +223,14 @@ std::string why_text_of(const Plan& plan, const State& state, const Outlook& o, 
       return "queued in Slurm: submitted, not started yet";
     case Why::Kind::None:
       if (st == Status::Running && s) {
-        std::string hung = check_quiet(j, *s, o.policy, o.now).text();
-        std::string over = v.overdue ? fmt::format("past its estimate ({}h run, est {}h)", fixed(v.elapsed / 3600, 0, 1),
-                                                   fixed(j.est_hours, 0, 1))
-                                     : "";
-        return hung.empty() || over.empty() ? hung + over : hung + "; " + over;
+        std::string said;
+        for (const std::string& part :
+             {check_quiet(j, *s, o.policy, o.now).text(), check_idle(j, *s, o.policy, o.now).text(),
+              v.overdue ? fmt::format("past its estimate ({}h run, est {}h)", fixed(v.elapsed / 3600, 0, 1),
+                                      fixed(j.est_hours, 0, 1))
+                        : std::string()})
+          if (!part.empty()) said += (said.empty() ? "" : "; ") + part;
+        return said;
       }
       if (st == Status::Done) return "";
       break;

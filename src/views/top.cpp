@@ -300,6 +300,7 @@ ScreenLine plan_row(const TopInput& in, const TopUi& ui, const Listed& l, size_t
     if (v.predicted_finish) b.add(" ETA " + local_time(*v.predicted_finish, in.now), v.overdue ? Tone::warn : Tone::plain);
     if (v.overdue) b.add(" overdue", Tone::warn);
     if (v.hung) b.add(" hung?", Tone::bad);
+    if (v.idle_for) b.add(fmt::format(" idle {:.0f}m", std::floor(*v.idle_for / 60)), Tone::warn);
     if (cols >= 120) {
       std::string c = job_cores(j);
       if (!c.empty()) b.add("  " + c, Tone::dim);

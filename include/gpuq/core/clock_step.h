@@ -38,8 +38,8 @@ ClockSeen see_clock(const ClockReading& before, const ClockReading& now, double 
 /// Returns how many times it moved.
 size_t move_times(State& state, double by, double old_now);
 
-/// `run` did not look for `late` seconds: the hang watchdog's marks of each running job (when its
-/// log last grew, when its GPUs were last read or busy) move forward by it, never past `now`, so
+/// `run` did not look for `late` seconds: the watchdogs' marks of each running job (when its
+/// log last grew, when its GPUs were last read or busy, its idle streaks) move forward by it, never past `now`, so
 /// that the time nobody looked is not counted as silence. Time limits count it: the job ran.
 size_t forgive_unwatched(State& state, double late, double now);
 

@@ -76,7 +76,11 @@ struct LaunchFailed {                                          ///< it could not
 };
 struct QueueStarted { size_t job; double at; };                ///< the batch queue started a queued job
 struct LimitReached { size_t job; double at; };                ///< its time limit is reached
-struct Hung { size_t job; double at; };                        ///< the watchdog stops it (on_quiet "kill")
+struct Hung {                                                  ///< a watchdog stops it: the hang watchdog
+  size_t job;                                                  ///< (on_quiet "kill") or the idle watch
+  double at;                                                   ///< (on_idle "kill", Outcome::Idle)
+  Outcome outcome = Outcome::Hung;
+};
 struct OverMemory { size_t job; double at; };                  ///< run stops it above its mem_gib (host_mem.h)
 struct OomRetry { size_t job; };                               ///< the processes of a job stopped over memory are
                                                                ///< gone: its on_oom retry, if one is due

@@ -48,7 +48,7 @@ struct Event {
 const std::vector<std::string>& event_kinds();
 
 /// True for the events of a job (start ... timeout); false for the plan's own (reload,
-/// pause, resume), which change no job's view.
+/// pause, resume, eta) and the idle watch's notes (idle), which change no job's view.
 bool job_event(const Event& e);
 
 /// A plan event (reload, pause, resume) at `t`, made by `by`.

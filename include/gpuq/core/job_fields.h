@@ -85,6 +85,6 @@ std::optional<std::string> job_field_json(const JobField& field, const std::vect
 std::string dashed_name(std::string_view name);
 
 /// The most rows the table may have (the loader keeps a job's values in arrays of it).
-inline constexpr size_t kMaxJobFields = 32;
+inline constexpr size_t kMaxJobFields = 64;
 
 }  // namespace gpuq

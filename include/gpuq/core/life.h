@@ -35,6 +35,7 @@ enum class Outcome {
   Lost,         ///< its process vanished without an exit code, or it could not be launched (exit -1)
   Timeout,      ///< stopped at its time limit (exit -15, or 124 with retry_on_timeout)
   Hung,         ///< stopped by the hang watchdog, on_quiet "kill" (its exit code as Timeout's)
+  Idle,         ///< stopped by the idle watch, on_idle "kill" (its exit code as Timeout's)
   Unstartable,  ///< could not be started, and a retry would not help (a missing script)
   OverMemory,   ///< stopped by `run` above its mem_gib (host_mem.h; its exit code as Timeout's)
   OomGpu,       ///< failed with a GPU out-of-memory in its log's last lines
@@ -42,7 +43,7 @@ enum class Outcome {
 };
 
 /// The outcome as `status --json` and the event log spell it: "done", "failed", "killed", "lost",
-/// "timeout", "hung", "unstartable", "over memory", "oom (GPU)", "oom (host)".
+/// "timeout", "hung", "idle", "unstartable", "over memory", "oom (GPU)", "oom (host)".
 const char* outcome_name(Outcome o);
 
 /// Not started: its deps, files, GPUs or the pass keep it waiting. `attempts`: automatic
@@ -153,7 +154,7 @@ enum class Cause {
   Abort,        ///< its launch was cut short before it ran: waiting again
   LaunchFail,   ///< it could not be launched
   Limit,        ///< stopped at its time limit
-  Hung,         ///< stopped by the hang watchdog
+  Hung,         ///< stopped by the hang watchdog or the idle watch (watchdog.h)
   OverMemory,   ///< stopped by `run` above its mem_gib
   OomRetry,     ///< on_oom runs it again at once after an out-of-memory (host_mem.h)
   AutoRetry,    ///< the automatic retry

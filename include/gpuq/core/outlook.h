@@ -37,6 +37,7 @@ struct JobView {
   bool doomed = false;                ///< blocked by a failure the prediction foresees (sim.blocked)
   bool overdue = false;               ///< running past its est_hours
   bool hung = false;                  ///< running, and the hang watchdog says hung? (watchdog.h)
+  std::optional<double> idle_for;     ///< running, and the idle watch says idle: for this many seconds (watchdog.h)
   bool queued = false;                ///< running to gpuq, but the batch queue has not started it
   bool after_resume = false;          ///< paused: predicted to start only after `gpuq resume` (no time)
   bool not_in_run_plan = false;       ///< the running `gpuq run` loaded a plan without this job

@@ -93,6 +93,15 @@ class Rare {
   std::unique_ptr<T> p_;
 };
 
+/// What `run` does with a job whose GPUs sit idle (watchdog.h): the job's "on_idle", else the
+/// `on_idle` setting's.
+enum class IdleAction : uint8_t {
+  Setting,  ///< the job gives none: the setting says
+  Warn,     ///< say so, once
+  Requeue,  ///< stop it as a preemption does: it runs again later
+  Kill,     ///< stop it as failed, outcome "idle"
+};
+
 /// A job of the plan, with the original's defaults filled in. How the plan names and
 /// gives each field: job_fields.h (a new field needs a row there).
 struct Job {
@@ -103,6 +112,8 @@ struct Job {
   bool est_given = false;  ///< `est_hours` was in the plan (status prints 0.0 otherwise)
   bool retry_on_timeout = false;  ///< a timed-out job is retried automatically (limits.h)
   bool kill_on_quiet = false;     ///< "on_quiet": "kill": a hung job is stopped as at its limit (watchdog.h)
+  bool idle_ok = false;           ///< "idle_ok": its GPUs may sit idle: the idle watch never flags it (watchdog.h)
+  IdleAction on_idle = IdleAction::Setting;  ///< "on_idle": what run does when it is idle (watchdog.h)
   /// "preemptible": gpuq may stop it to give its GPUs to more urgent work, and runs it again
   /// (preempt.h); none: as the `preemptible` setting says.
   std::optional<bool> preemptible;

@@ -15,6 +15,7 @@
 #include "gpuq/core/life.h"
 #include "gpuq/core/plan.h"
 #include "gpuq/core/schedule.h"
+#include "gpuq/core/settings.h"
 #include "gpuq/core/state.h"
 
 namespace gpuq {
@@ -35,6 +36,9 @@ inline long long retries_of(const Job& j, long long max_retries) { return j.max_
 
 /// The settings the rules read: the flags of `run`, `status` and `simulate`.
 struct Policy {
+  /// Every setting as its sources gave it (settings.h; the table's defaults where none did): a new
+  /// setting is read from here, by the rule that uses it, with no member of its own below.
+  Settings settings;
   std::vector<int> node_gpus{0, 1, 2, 3, 4, 5, 6, 7};
   double backfill_max_hours = 0.5;
   long long max_retries = 2;

@@ -20,42 +20,45 @@ namespace gpuq {
 /// Every setting's value. A default-made one holds the table's defaults.
 struct Settings {
   std::string gpus;
-  double poll;
-  double gpu_mem_gib;       ///< each GPU's memory (GiB) where the probe gives none
-  double gpu_mem_headroom;  ///< percent of a GPU's memory that packed jobs leave free
-  double backfill_max_hours;
-  long long max_retries;
-  double retry_after;
-  long long max_used_mib;
+  double poll{};
+  double gpu_mem_gib{};       ///< each GPU's memory (GiB) where the probe gives none
+  double gpu_mem_headroom{};  ///< percent of a GPU's memory that packed jobs leave free
+  double backfill_max_hours{};
+  long long max_retries{};
+  double retry_after{};
+  long long max_used_mib{};
   std::vector<std::string> ignore_process;
   std::string gpu_probe;
   std::string nvidia_smi;  ///< "": $GPUQ_NVIDIA_SMI, else nvidia-smi
   std::string pairs;       ///< "": the command's default (auto; simulate: original)
-  double time_limit_factor;
-  double quiet_minutes;
-  double kill_grace;
+  double time_limit_factor{};
+  double quiet_minutes{};
+  double kill_grace{};
   std::string workdir;    ///< "": the current folder; from a plan: relative to the plan's folder
   std::string state_dir;  ///< "": beside the plan; from a plan: relative to the plan's folder
   std::vector<std::string> on_event;
-  double hook_timeout;
-  double events_max_mb;
+  double hook_timeout{};
+  double events_max_mb{};
   std::string progress_from_log;  ///< "true" or "false": run reads progress bars in jobs' logs
-  double eta_slip_percent;        ///< an eta event when the predicted finish moves this much of the time left
-  double eta_slip_minutes;        ///< ... and at least this many minutes
+  double eta_slip_percent{};        ///< an eta event when the predicted finish moves this much of the time left
+  double eta_slip_minutes{};        ///< ... and at least this many minutes
   std::string snapshot;  ///< "off" or "git": jobs run from a git snapshot of the workdir (snapshot.h)
   std::string preemptible;    ///< "true" or "false": every job without its own "preemptible" may be preempted
-  double preempt_grace;       ///< seconds from a preemption's signal to SIGKILL of the job's group
-  double preempt_min_minutes; ///< a job runs at least this long (since its last start) before it may be preempted
-  double node_cpus;           ///< cores jobs may use at once (0: the machine's less reserve_cpus)
-  double node_mem_gib;        ///< GiB of host memory jobs may use at once (0: the machine's less reserve_mem_gib)
-  long long reserve_cpus;     ///< cores kept for the system where node_cpus is the machine's
-  double reserve_mem_gib;     ///< GiB kept for the system where node_mem_gib is the machine's
-  double mem_margin_percent;  ///< run stops a job over its mem_gib by more than this percent (host_mem.h)
+  double preempt_grace{};       ///< seconds from a preemption's signal to SIGKILL of the job's group
+  double preempt_min_minutes{}; ///< a job runs at least this long (since its last start) before it may be preempted
+  double node_cpus{};           ///< cores jobs may use at once (0: the machine's less reserve_cpus)
+  double node_mem_gib{};        ///< GiB of host memory jobs may use at once (0: the machine's less reserve_mem_gib)
+  long long reserve_cpus{};     ///< cores kept for the system where node_cpus is the machine's
+  double reserve_mem_gib{};     ///< GiB kept for the system where node_mem_gib is the machine's
+  double mem_margin_percent{};  ///< run stops a job over its mem_gib by more than this percent (host_mem.h)
   std::string mem_cgroup;     ///< "auto" or "off": a job with mem_gib gets a cgroup where the node allows (cgroup.h)
+  double idle_util_percent{};  ///< a GPU at or below this utilization (percent) is idle (watchdog.h)
+  double idle_minutes{};       ///< a job whose GPUs are all idle this long is idle (0: never)
+  std::string on_idle;         ///< "warn", "requeue" or "kill": what run does with an idle job
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
-  explicit Settings(std::monostate);
+  explicit Settings(std::monostate) {}
 };
 
 /// What a setting's value is, and so how it is read and checked.
@@ -161,7 +164,7 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
      .doc = "hooks: a bash command run for each event of the event log (PLAN.events.jsonl), with the event in "
             "GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
             "\"failed,timeout:CMD\" runs it for those kinds only (start, end, retry, requeue, kill, hold, timeout, "
-            "preempt, reload, pause, resume, eta; end outcomes: done, failed, killed, lost, hung, preempted)",
+            "preempt, reload, pause, resume, eta, idle; end outcomes: done, failed, killed, lost, hung, idle, preempted)",
      .member = &Settings::on_event, .predicts = false, .lists = SettingCommand::kRun, .value_name = "CMD"},
     {.name = "hook_timeout", .flag = "--hook-timeout", .kind = SettingKind::Positive, .default_json = "60",
      .doc = "seconds an on_event command may run before it is stopped", .member = &Settings::hook_timeout,
@@ -210,12 +213,23 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
     {.name = "mem_margin_percent", .flag = "--mem-margin-percent", .kind = SettingKind::Number, .default_json = "10",
      .doc = "run stops a job whose process tree's resident memory is over its mem_gib by more than this percent "
             "(outcome \"over memory\"); jobs without mem_gib are never stopped for memory",
-     .member = &Settings::mem_margin_percent, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .value_name = "PCT"},
+     .member = &Settings::mem_margin_percent, .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .hidden = true, .value_name = "PCT"},
     {.name = "mem_cgroup", .flag = "--mem-cgroup", .kind = SettingKind::Choice, .default_json = R"("auto")",
      .doc = "auto: each job with mem_gib runs in a cgroup of its own whose memory limit (mem_gib plus "
             "mem_margin_percent) the kernel holds, where the node lets gpuq make one (`gpuq settings` says); off: "
             "never. Its resident memory is sampled either way",
      .member = &Settings::mem_cgroup, .choices = "auto|off", .lists = SettingCommand::kRun | SettingCommand::kStatus | SettingCommand::kSimulate, .hidden = true, .value_name = "WHEN"},
+    {.name = "idle_util_percent", .flag = "--idle-util-percent", .kind = SettingKind::Percent, .default_json = "5",
+     .doc = "a GPU at or below this utilization (percent) is idle, to the idle watch and the hang watchdog",
+     .member = &Settings::idle_util_percent, .lists = SettingCommand::kRun | SettingCommand::kStatus, .hidden = true, .value_name = "PCT"},
+    {.name = "idle_minutes", .flag = "--idle-minutes", .kind = SettingKind::Number, .default_json = "30",
+     .doc = "a running job whose GPUs have all been idle (or held none of its processes) this long is idle "
+            "(0: never; a job's own idle_ok: true is never)",
+     .member = &Settings::idle_minutes, .lists = SettingCommand::kRun | SettingCommand::kStatus, .value_name = "M"},
+    {.name = "on_idle", .flag = "--on-idle", .kind = SettingKind::Choice, .default_json = R"("warn")",
+     .doc = "what `run` does with an idle job: warn (say so, once), requeue (stop it as a preemption does; it runs "
+            "again later) or kill (stop it as failed, outcome \"idle\"); a job's own on_idle comes first",
+     .member = &Settings::on_idle, .choices = "warn|requeue|kill", .lists = SettingCommand::kRun, .value_name = "WHAT"},
 });
 
 /// The number of settings.

@@ -83,7 +83,8 @@ inline constexpr StateField kStateFields[] = {
     {"removed", StateKind::UnixSeconds, &JobState::removed,
      "gpuq's own: when a reload of the plan dropped the job (never started again)"},
     {"outcome", StateKind::Text, &JobState::outcome,
-     "gpuq's own: `timeout` (stopped at its time limit), `hung` (stopped by the hang watchdog), `unstartable`, "
+     "gpuq's own: `timeout` (stopped at its time limit), `hung` (stopped by the hang watchdog), `idle` (stopped by "
+     "the idle watch, `on_idle` \"kill\"), `unstartable`, "
      "`over memory` (stopped above its `mem_gib`), `oom (GPU)` (a GPU out-of-memory in its log) or `oom (host)` "
      "(the kernel's OOM killer)"},
     {"reason", StateKind::Text, &JobState::reason, "gpuq's own: why the job could not be started (`unstartable`)"},
@@ -97,6 +98,14 @@ inline constexpr StateField kStateFields[] = {
      "gpuq's own, for the hang watchdog: when `run` last read the utilization of all the job's GPUs"},
     {"hung_noted", StateKind::UnixSeconds, &JobState::hung_noted,
      "gpuq's own, for the hang watchdog: when `run` said the job looks hung (said once, until the log grows)"},
+    {"idle_since", StateKind::UnixSeconds, &JobState::idle_since,
+     "gpuq's own, for the idle watch: since when every reading has shown all of the job's GPUs at or below "
+     "`idle_util_percent`"},
+    {"unused_since", StateKind::UnixSeconds, &JobState::unused_since,
+     "gpuq's own, for the idle watch: since when every process list (NVML) has shown none of the job's processes "
+     "on its GPUs"},
+    {"idle_noted", StateKind::UnixSeconds, &JobState::idle_noted,
+     "gpuq's own, for the idle watch: when `run` said the job is idle (said once, until it works again)"},
     {"slurm_id", StateKind::Integer, &JobState::queue_id,
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
     {"gpu_mem_peak_mib", StateKind::Bytes, &JobState::gpu_mem_peak_mib,

@@ -49,9 +49,6 @@ struct RunOptions : Policy {
   std::string snapshot = "off";       ///< --snapshot: "git" runs jobs from a snapshot of the workdir (snapshots.h)
   std::vector<std::string> snapshot_changed;  ///< jobs changed since the last run loaded the plan: a new snapshot each
   std::string node_dir;  ///< --node-dir as given ("": $GPUQ_NODE_DIR, else /var/lib/gpuq when usable; "off": alone)
-  /// Every setting as its sources gave it (settings.h): a new setting is read from here, with no
-  /// member of its own above.
-  Settings settings;
 };
 
 }  // namespace gpuq

@@ -149,10 +149,12 @@ class RunLoop {
   void probe(Tick& t);
   void say_others(Tick& t, const GpuReading& r, const GpuRules& rules, const std::map<int, std::string>& others);
   void note_memory(Tick& t, MemoryUse& use);
-  void watch_quiet(Tick& t);
+  void watch_activity(Tick& t);
   void note_progress(Tick& t);
   void watch_eta(Tick& t);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
+  void act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c);
+  void log_idle(const Tick& t, const std::string& id, const std::string& detail);
   void node_enter(Tick& t);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
