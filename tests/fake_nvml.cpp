@@ -7,11 +7,14 @@
 //               "total_mib": 81559, "used_mib": 0, "util": 0 (null: not supported),
 //               "lost": false, "fail": 0 (a return code for every call on it),
 //               "processes": [{"pid": 4242, "used_mib": 20000}],
+//               "energy_mj": 1000 (absent or null: Not Supported), "power_w": 300: the energy
+//               counter is energy_mj plus power_w for each second since this process first asked,
 //               "nvlinks": ["00000000:2A:00.0", "switch", ...],     one entry per active link
 //               "cpus": [0, 1, 2, 3]}],                            its CPU affinity (none: Not Supported)
 //  "ancestors": [["00000000:18:00.0", "00000000:2A:00.0", 10]]}     others: 50 (SYSTEM)
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -189,6 +192,19 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t h, unsigned int* 
     infos[k].pid = procs[k].value("pid", 0u);
     infos[k].usedGpuMemory = procs[k].value("used_mib", 0ULL) << 20;
   }
+  return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t h, unsigned long long* mj) {
+  LOCKED;
+  static const auto first = std::chrono::steady_clock::now();
+  const json* d = device(h);
+  if (!d) return 2;
+  if (nvmlReturn_t rc = trouble(*d)) return rc;
+  if (!d->contains("energy_mj") || (*d)["energy_mj"].is_null()) return 3;
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
+  *mj = (*d)["energy_mj"].get<unsigned long long>() +
+        static_cast<unsigned long long>(d->value("power_w", 0.0) * seconds * 1000);
   return 0;
 }
 

@@ -199,10 +199,11 @@ struct IdleLoop : Loop {
 
 TEST(IdleTick, WarnSaysItOnceAndAgainOnlyAfterTheJobWorkedAgain) {
   IdleLoop q(R"([{"id": "a", "script": "a.sh", "gpus": 2}])", 10, "warn");
-  EXPECT_DOUBLE_EQ(q.tick().wake_in, 600);  // a starts on GPUs 0, 1; idle from the next tick's reading on
+  EXPECT_DOUBLE_EQ(q.tick().wake_in, q.opt.poll);  // a starts on GPUs 0, 1; no spell yet: nothing to wake for
   ASSERT_EQ(q.status("a"), Status::Running);
   EXPECT_THAT(q.minutes(10), IsEmpty());
-  EXPECT_EQ(q.entry("a").idle_since, q.clock.t - 540);
+  EXPECT_EQ(q.entry("a").idle_since, q.clock.t - 540);  // from the first reading after its start
+  EXPECT_DOUBLE_EQ(q.loop->tick().wake_in, 60);          // the spell's end is the next wake
   q.clock.advance(60);
   q.tick();
   EXPECT_THAT(q.out, ElementsAre(q.line("idle: a: idle 10 min on GPUs [0, 1] (at or below 5% utilization) "

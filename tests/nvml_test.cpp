@@ -400,3 +400,37 @@ TEST(NvmlCli, AJobWithNoProcessOnItsBusyGpuIsIdle) {
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("own as idle")));
   EXPECT_TRUE(eventually([&] { return !pid_alive(std::stoll(dir.read("lonely.pid"))); }, kPatience));
 }
+
+// Energy per job through the fake NVML's counter (issue 53): GPU 0 draws 300 W, GPU 1 has no
+// counter. `hot` runs about 2 s on GPU 0; `cold` on GPU 1 has no reading, and shows none.
+TEST(NvmlCli, EachAttemptsEnergyComesFromItsGpusCounter) {
+  json node = {{"devices",
+                {{{"bus_id", bus(0)}, {"util", 99}, {"energy_mj", 5000000}, {"power_w", 300}},
+                 {{"bus_id", bus(1)}, {"util", 99}}}}};
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("hot.sh", "sleep 2\n");
+  dir.write("cold.sh", "sleep 2\n");
+  dir.write("plan.json", R"({"settings": {"energy_factor": 0.5, "energy_unit": "EUR", "poll": 0.5},
+                             "jobs": [{"id": "hot", "script": "hot.sh"}, {"id": "cold", "script": "cold.sh"}]})");
+  Output o = run_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--gpu-probe", "nvml"}, dir.path(), fake.env());
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  json s = json::parse(dir.read("plan.state.json"));
+  ASSERT_TRUE(s["hot"].contains("energy_j")) << s.dump();
+  long long joules = s["hot"]["energy_j"].get<long long>();
+  // 300 W for the time between its first and last reading: at least one 0.5 s poll, at most its 2 s and a poll.
+  EXPECT_GE(joules, 150) << s.dump();
+  EXPECT_LE(joules, 300 * 3) << s.dump();
+  EXPECT_FALSE(s["cold"].contains("energy_j")) << s.dump();
+  Output h = run_gpuq({"history", "--plan", "plan.json", "--json"}, dir.path(), fake.env());
+  ASSERT_EQ(h.status, 0) << h.err;
+  for (const json& a : json::parse(h.out)) {
+    if (a["id"] == "hot") EXPECT_NEAR(a["energy_kwh"].get<double>(), static_cast<double>(joules) / 3.6e6, 1e-9);
+    if (a["id"] == "cold") EXPECT_TRUE(a["energy_kwh"].is_null());
+  }
+  Output text = run_gpuq({"history", "--plan", "plan.json"}, dir.path(), fake.env());
+  EXPECT_THAT(text.out, HasSubstr("GPU energy (NVML's counter"));
+  EXPECT_THAT(text.out, HasSubstr(" kWh x 0.5 = "));
+  EXPECT_THAT(text.out, HasSubstr(" EUR"));
+  EXPECT_THAT(text.out, HasSubstr("(1 ended attempt without a reading: not counted)"));
+}

@@ -106,6 +106,8 @@ TEST(PlanDiff, EveryFieldOfAJobCountsAsAChange) {
       {"gpu_mem_gib", R"("gpu_mem_gib": 20)"},
       {"quiet_minutes", R"("quiet_minutes": 5)"},
       {"on_quiet", R"("on_quiet": "kill")"},
+      {"on_idle", R"("on_idle": "requeue")"},
+      {"idle_ok", R"("idle_ok": true)"},
       {"progress_from_log", R"("progress_from_log": false)"},
       {"args", R"("args": ["--x"])"},
       {"env", R"("env": {"A": "1"})"},

@@ -221,6 +221,11 @@ TEST(SlurmCli, RunRefusesAStateOfTheOtherKind) {
 }  // namespace
 }  // namespace gpuq::test
 
+using gpuq::test::plan_of;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
 TEST(SlurmUnit, RefusesJobsThatShareGpusByMemoryWhereTheClusterHasNoShardsInOneLineNamingThem) {
   using namespace gpuq;
   Plan p = plan_of(R"([{"id": "a", "script": "a.sh"}, {"id": "b", "script": "b.sh", "gpu_mem_gib": 20},

@@ -130,7 +130,8 @@ int cmd_history(Flags& f) {
                f.jobs.empty() && !since ? " yet (gpuq run writes it)" : " that matches");
     return 0;
   }
-  std::string out = f.json ? attempts_json(attempts, outcome) : attempts_text(attempts, outcome, now);
+  std::string out = f.json ? attempts_json(attempts, outcome)
+                           : attempts_text(attempts, outcome, now) + energy_text(attempts, f.energy_factor, f.energy_unit);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -92,7 +92,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& help_examples(
       {"pause", "gpuq pause --plan plan.json"},
       {"resume", "gpuq resume --plan plan.json"},
       {"gpus", "gpuq gpus"},
-      {"settings", "gpuq settings --plan plan.json\n  gpuq settings --plan plan.json --gpus 0-3"},
+      {"settings", "gpuq settings --plan plan.json --gpus 0-3"},
       {"top", "gpuq top --plan plan.json --print 100x30\n(in a terminal, `gpuq top`; ? there lists the keys)"},
   };
   return kExamples;

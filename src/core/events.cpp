@@ -46,6 +46,14 @@ Event job_event_of(const std::string& id, std::string_view by, const char* kind,
 
 }  // namespace
 
+// What an ended attempt used, from its entry, into its end event.
+static void note_use(Event& e, const JobState& after) {
+  e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
+  e.mem_peak_mib = after.mem_peak_mib;
+  e.cpu_seconds = after.cpu_seconds;
+  e.energy_j = after.energy_j;
+}
+
 void note_snapshot(Event& e, const JobState& s) {
   if (!s.snapshot) return;
   e.snapshot = s.snapshot;
@@ -81,9 +89,7 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     e.gpus = after.gpus;
     e.started = started;
     if (started && after.end) e.seconds = *after.end - *started;
-    e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
-    e.mem_peak_mib = after.mem_peak_mib;
-    e.cpu_seconds = after.cpu_seconds;
+    note_use(e, after);
     out.push_back(std::move(e));
   };
   bool was_running = b.status == Status::Running;
@@ -158,9 +164,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       bool ran = c.from == LifeKind::Running;
       e.started = ran ? before.start : std::nullopt;
       if (e.started && d.end) e.seconds = *d.end - *e.started;
-      e.gpu_mem_peak_mib = after.gpu_mem_peak_mib;
-      e.mem_peak_mib = after.mem_peak_mib;
-      e.cpu_seconds = after.cpu_seconds;
+      note_use(e, after);
       out.push_back(std::move(e));
       break;
     }
@@ -269,6 +273,7 @@ std::string event_line(const Event& e) {
   if (e.gpu_mem_peak_mib) j["gpu_mem_peak_mib"] = *e.gpu_mem_peak_mib;
   if (e.mem_peak_mib) j["mem_peak_mib"] = *e.mem_peak_mib;
   if (e.cpu_seconds) j["cpu_seconds"] = *e.cpu_seconds;
+  if (e.energy_j) j["energy_j"] = *e.energy_j;
   if (e.snapshot) j["snapshot"] = *e.snapshot;
   if (e.snapshot_dirty) j["snapshot_dirty"] = *e.snapshot_dirty;
   if (e.repo) j["repo"] = *e.repo;
@@ -308,6 +313,7 @@ std::optional<Event> parse_event(std::string_view line, std::string* problem) {
       e.mem_peak_mib = j["mem_peak_mib"].get<long long>();
     if (j.contains("cpu_seconds") && j["cpu_seconds"].is_number_integer())
       e.cpu_seconds = j["cpu_seconds"].get<long long>();
+    if (j.contains("energy_j") && j["energy_j"].is_number_integer()) e.energy_j = j["energy_j"].get<long long>();
     if (j.contains("snapshot") && j["snapshot"].is_string()) e.snapshot = j["snapshot"].get<std::string>();
     if (j.contains("snapshot_dirty") && j["snapshot_dirty"].is_boolean())
       e.snapshot_dirty = j["snapshot_dirty"].get<bool>();
@@ -362,6 +368,7 @@ std::vector<Attempt> attempts_of(const std::vector<Event>& events) {
       a->gpu_mem_peak_mib = e.gpu_mem_peak_mib;
       a->mem_peak_mib = e.mem_peak_mib;
       a->cpu_seconds = e.cpu_seconds;
+      a->energy_j = e.energy_j;
     }
   }
   return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <cctype>
@@ -202,6 +203,33 @@ void name_ending_holders(const State& state, std::map<int, std::string>& others)
         others.emplace(g, fmt::format("GPU {} busy: {} was stopped and its processes are still ending (SIGTERM "
                                       "sent; SIGKILL after --kill-grace)",
                                       g, id));
+}
+
+void share_energy(const std::map<int, unsigned long long>& before, const std::map<int, unsigned long long>& after,
+                  State& state, const std::function<double(const std::string&)>& declared) {
+  struct Holder {
+    JobState* entry;
+    double gib;  // 0: it holds the GPU whole
+  };
+  std::map<int, std::vector<Holder>> on;
+  for (auto& [id, s] : state.entries()) {
+    if (s.status != Status::Running || !s.gpus || !s.start) continue;
+    double gib = declared(id);
+    for (int g : *s.gpus) on[g].push_back({&s, gib});
+  }
+  for (auto& [g, holders] : on) {
+    auto b = before.find(g), a = after.find(g);
+    if (b == before.end() || a == after.end() || a->second < b->second) continue;
+    double joules = static_cast<double>(a->second - b->second) / 1000;
+    size_t whole = 0;
+    double gib = 0;
+    for (const Holder& h : holders) whole += h.gib <= 0, gib += h.gib;
+    for (const Holder& h : holders) {
+      double share = whole ? (h.gib <= 0 ? 1.0 / static_cast<double>(whole) : 0.0)
+                           : gib > 0 ? h.gib / gib : 1.0 / static_cast<double>(holders.size());
+      h.entry->energy_j = h.entry->energy_j.value_or(0) + std::llround(joules * share);
+    }
+  }
 }
 
 std::string probe_source_text(const GpuReading& r) {

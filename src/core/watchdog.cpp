@@ -115,7 +115,8 @@ IdleCheck check_idle(const Job& job, const JobState& s, const Policy& p, double 
   c.unused = procs > util;
   c.idle_for = std::max({0.0, util, procs});
   c.idle = (s.idle_since || s.unused_since) && c.idle_for >= limit;
-  if (!c.idle) c.next_in = limit - c.idle_for;
+  // A spell begins only at a tick's reading: until one has, there is nothing to wake for.
+  if (!c.idle && (s.idle_since || s.unused_since)) c.next_in = limit - c.idle_for;
   return c;
 }
 

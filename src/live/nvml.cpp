@@ -81,6 +81,7 @@ struct NvmlProbe::Api {
   nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
   nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
   nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long*);  ///< none: not asked
+  nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long*);                  ///< none: no energy readings
 
   std::string words(nvmlReturn_t rc) const {
     const char* s = error_string ? error_string(rc) : nullptr;
@@ -128,6 +129,8 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   sym(a.link_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
   // The cores near each GPU: without it, only they are unknown (the probe does without).
   a.cpu_affinity = reinterpret_cast<decltype(a.cpu_affinity)>(::dlsym(lib_, "nvmlDeviceGetCpuAffinity"));
+  // The energy counter (Volta and later, driver 410 on): without it, no job's energy is known.
+  a.energy = reinterpret_cast<decltype(a.energy)>(::dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
   if (!problem_.empty()) return;
   if (nvmlReturn_t rc = a.init(); rc != NVML_SUCCESS) {
     problem_ = fmt::format("nvmlInit_v2: {}", a.words(rc));
@@ -204,6 +207,8 @@ GpuReading NvmlProbe::read() {
     rc = a.utilization(h, &u);
     if (rc == NVML_SUCCESS && u.gpu <= 100) r.util_pct[g] = static_cast<int>(u.gpu);
     else if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) return failed("nvmlDeviceGetUtilizationRates", g, rc);
+    unsigned long long mj = 0;
+    if (a.energy && a.energy(h, &mj) == NVML_SUCCESS) r.energy_mj[g] = mj;  // else: not this GPU's to say
     std::vector<nvmlProcessInfo_v1_t> infos(16);
     unsigned int n = static_cast<unsigned>(infos.size());
     while ((rc = a.processes(h, &n, infos.data())) == NVML_ERROR_INSUFFICIENT_SIZE && n > infos.size() &&

@@ -263,6 +263,15 @@ void RunLoop::probe(Tick& t) {
   ReadingSeen seen =
       see_reading(reading, q_->state(), rules, engine.packs() || reading.processes ? &declared : nullptr);
   if (seen.memory) note_memory(t, *seen.memory);
+  // Each job's energy: the counters' rise since the last reading, shared by the jobs on each GPU.
+  if (!reading.energy_mj.empty()) {
+    std::function<double(const std::string&)> packed = [&](const std::string& id) {
+      const Job* j = plan_.find(id);
+      return j ? engine.policy().packed_gib(*j) : 0.0;
+    };
+    share_energy(host_.energy_mj, reading.energy_mj, q_->state(), packed);
+    host_.energy_mj = reading.energy_mj;
+  }
   if (reading.used_mib) {
     t.busy |= seen.busy;
     say_others(t, reading, rules, seen.others);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <ctime>
 
@@ -46,7 +47,54 @@ std::string list(const std::optional<std::vector<int>>& gpus) {
   return s + "]";
 }
 
+double kwh(long long joules) { return static_cast<double>(joules) / 3.6e6; }
+
+// 0.42, 12.3, 0.0031: three significant digits, no exponent.
+std::string kwh_text(double k) {
+  if (k >= 100) return fmt::format("{:.0f}", k);
+  if (k >= 10) return fmt::format("{:.1f}", k);
+  if (k >= 1) return fmt::format("{:.2f}", k);
+  if (k >= 0.001) return fmt::format("{:.3f}", k);
+  return k > 0 ? fmt::format("{:.6f}", k) : "0";
+}
+
 }  // namespace
+
+std::string energy_text(const std::vector<Attempt>& attempts, double factor, const std::string& unit) {
+  std::map<std::string, std::pair<long long, size_t>> per_job;  // joules, attempts read
+  std::vector<std::string> order;
+  size_t unread = 0;
+  long long total = 0;
+  for (const Attempt& a : attempts) {
+    if (!a.end || (a.gpus && a.gpus->empty())) continue;  // running: its energy comes with its end; no GPU: none
+    if (!a.energy_j) {
+      ++unread;
+      continue;
+    }
+    auto [it, fresh] = per_job.try_emplace(a.id, 0, 0);
+    if (fresh) order.push_back(a.id);
+    it->second.first += *a.energy_j;
+    ++it->second.second;
+    total += *a.energy_j;
+  }
+  if (per_job.empty())
+    return unread ? "GPU energy: no attempt has a reading (gpuq reads NVML's energy counter; nvidia-smi and GPUs "
+                    "before Volta give none)\n"
+                  : "";
+  std::string cost = factor > 0 ? fmt::format(" x {:g} = {{}} {}", factor, unit.empty() ? "(energy_factor)" : unit) : "";
+  auto line = [&](const std::string& who, long long j, size_t n) {
+    std::string s = fmt::format("  {:<24} {:>4} attempt{} {:>10} kWh", who, n, n == 1 ? " " : "s", kwh_text(kwh(j)));
+    if (factor > 0) s += fmt::format(fmt::runtime(cost), kwh_text(kwh(j) * factor));
+    return s + "\n";
+  };
+  std::string out = "\nGPU energy (NVML's counter, read each tick; a shared GPU split by gpu_mem_gib):\n";
+  for (const std::string& id : order) out += line(id, per_job[id].first, per_job[id].second);
+  size_t read = 0;
+  for (const auto& [id, p] : per_job) read += p.second;
+  out += line("the plan", total, read);
+  if (unread) out += fmt::format("  ({} ended attempt{} without a reading: not counted)\n", unread, unread == 1 ? "" : "s");
+  return out;
+}
 
 std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOutcome& outcome) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -61,6 +109,7 @@ std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOut
     j["causes"] = a.causes;
     j["gpu_mem_peak_mib"] = a.gpu_mem_peak_mib ? nlohmann::ordered_json(*a.gpu_mem_peak_mib) : nlohmann::ordered_json();
     if (a.mem_peak_mib) j["mem_peak_mib"] = *a.mem_peak_mib;  // only where run sampled it (a job with mem_gib)
+    j["energy_kwh"] = a.energy_j ? nlohmann::ordered_json(kwh(*a.energy_j)) : nlohmann::ordered_json();  // null: unread
     if (a.on_oom) j["on_oom"] = *a.on_oom;  // an attempt after on_oom retries: what it ran with
     if (a.snapshot)  // the code it ran: `git -C REPO worktree add --detach DIR COMMIT` checks it out again
       j["snapshot"] = {{"commit", *a.snapshot},
@@ -82,6 +131,7 @@ std::string attempts_text(const std::vector<Attempt>& attempts, const AttemptOut
     if (a.exit && o != "done") o += fmt::format(" (exit {})", *a.exit);
     if (a.gpu_mem_peak_mib) o += fmt::format(", peak {:.1f} GiB", static_cast<double>(*a.gpu_mem_peak_mib) / 1024);
     if (a.mem_peak_mib) o += fmt::format(", host peak {:.2f} GiB", static_cast<double>(*a.mem_peak_mib) / 1024);
+    if (a.energy_j) o += fmt::format(", {} kWh", kwh_text(kwh(*a.energy_j)));
     if (a.on_oom) o += ", on_oom: " + *a.on_oom;
     if (a.snapshot)
       o += fmt::format(", code {}{}", short_commit(*a.snapshot), a.snapshot_dirty.value_or(false) ? " (uncommitted changes)" : "");

@@ -33,6 +33,7 @@ struct Event {
   std::optional<long long> gpu_mem_peak_mib;  ///< end: the most GPU memory (MiB) its processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< end: the most resident host memory (MiB) of its process tree
   std::optional<long long> cpu_seconds;       ///< end: the CPU time (user + system, s) of its processes
+  std::optional<long long> energy_j;          ///< end: its GPUs' energy, joules (NVML; none: no counter read)
   std::optional<std::string> snapshot;   ///< start: the commit of the code it runs (snapshot.h)
   std::optional<bool> snapshot_dirty;    ///< start: that snapshot holds uncommitted changes
   std::optional<std::string> repo;       ///< start: the repository the commit is in
@@ -105,6 +106,7 @@ struct Attempt {
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory of its process tree (MiB)
   std::optional<long long> cpu_seconds;       ///< the CPU time (user + system, s) its processes used
+  std::optional<long long> energy_j;          ///< its GPUs' energy, joules (NVML; none: no counter read)
   std::optional<std::string> snapshot;        ///< the commit of the code it ran (snapshot.h)
   std::optional<bool> snapshot_dirty;         ///< that snapshot held uncommitted changes
   std::optional<std::string> repo;            ///< the repository the commit is in

@@ -37,6 +37,8 @@ struct GpuReading {
   std::map<int, std::string> lost;     ///< GPU index -> why it gives no reading ("GPU is lost")
   std::map<int, std::string> names;    ///< GPU index -> its product name (NVML)
   std::map<int, long long> total_mib;  ///< GPU index -> its memory (NVML)
+  /// GPU index -> its energy counter, mJ since the driver loaded (NVML, Volta and later; none from nvidia-smi)
+  std::map<int, unsigned long long> energy_mj;
   std::optional<double> taken;         ///< when it was read (unix s), for a reading kept from before
 };
 
@@ -109,6 +111,15 @@ GpuMask ending_gpus(const State& state);
 /// The ending_gpus, as held_by_others words a GPU: "GPU 1 busy: a is ending (...)". Added to
 /// `others` where it names no other holder of the GPU.
 void name_ending_holders(const State& state, std::map<int, std::string>& others);
+
+/// Energy per job (issue 53): each GPU's counter rise from `before` to `after` (mJ, two readings'
+/// energy_mj) shared among the entries of `state` running on it, as joules added to their
+/// energy_j. A job that holds the GPU whole takes its rise; jobs that share it (packed) take it
+/// in proportion to the GiB each declared (`declared`: 0 for a whole-GPU job). A GPU missing
+/// from either reading, or whose counter fell (the driver reloaded), gives nothing. A running
+/// entry on a GPU read in both gets an energy_j (0 where nothing rose): known, not absent.
+void share_energy(const std::map<int, unsigned long long>& before, const std::map<int, unsigned long long>& after,
+                  State& state, const std::function<double(const std::string&)>& declared);
 
 /// The probe a reading came from, said once: "nvidia-smi (NVML is not available here: ...)"
 /// where its note already begins with the source, else "SOURCE (NOTE)", "SOURCE", or "none".

@@ -55,6 +55,8 @@ struct Settings {
   double idle_util_percent{};  ///< a GPU at or below this utilization (percent) is idle (watchdog.h)
   double idle_minutes{};       ///< a job whose GPUs are all idle this long is idle (0: never)
   std::string on_idle;         ///< "warn", "requeue" or "kill": what run does with an idle job
+  double energy_factor{};      ///< history: a column of kWh x this (kg CO2, a currency; 0: none)
+  std::string energy_unit;     ///< ... named so ("kg CO2e", "EUR")
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -230,6 +232,12 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
      .doc = "what `run` does with an idle job: warn (say so, once), requeue (stop it as a preemption does; it runs "
             "again later) or kill (stop it as failed, outcome \"idle\"); a job's own on_idle comes first",
      .member = &Settings::on_idle, .choices = "warn|requeue|kill", .lists = SettingCommand::kRun, .value_name = "WHAT"},
+    {.name = "energy_factor", .flag = "--energy-factor", .kind = SettingKind::Number, .default_json = "0",
+     .doc = "history: each job's and the plan's GPU energy also times this, per kWh (kg CO2e, a currency; 0: not shown)",
+     .member = &Settings::energy_factor, .predicts = false, .lists = SettingCommand::kRun, .hidden = true, .value_name = "X"},
+    {.name = "energy_unit", .flag = "--energy-unit", .kind = SettingKind::Text, .default_json = R"("")",
+     .doc = "history: what energy_factor gives, e.g. \"kg CO2e\" or \"EUR\"", .member = &Settings::energy_unit,
+     .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "TEXT"},
 });
 
 /// The number of settings.

@@ -106,6 +106,9 @@ inline constexpr StateField kStateFields[] = {
      "on its GPUs"},
     {"idle_noted", StateKind::UnixSeconds, &JobState::idle_noted,
      "gpuq's own, for the idle watch: when `run` said the job is idle (said once, until it works again)"},
+    {"energy_j", StateKind::Bytes, &JobState::energy_j,
+     "gpuq's own: the GPU energy the attempt used so far, joules, from NVML's energy counter read each tick (a "
+     "GPU shared by packed jobs is split by their `gpu_mem_gib`); absent where no counter could be read"},
     {"slurm_id", StateKind::Integer, &JobState::queue_id,
      "gpuq's own: the Slurm job id of a job `run --slurm` submitted (its `pid` holds the same number)"},
     {"gpu_mem_peak_mib", StateKind::Bytes, &JobState::gpu_mem_peak_mib,

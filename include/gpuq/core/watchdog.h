@@ -85,7 +85,8 @@ struct IdleCheck {
   double idle_for = 0;     ///< seconds of the longer streak, up to the last reading (gpus_read)
   std::vector<int> gpus;   ///< its GPUs
   double idle_pct = 5;     ///< the utilization at or below which a GPU is idle
-  double next_in = 1e300;  ///< seconds until it could be idle at the earliest (the tick's wake time)
+  double next_in = 1e300;  ///< seconds until it could be idle at the earliest (the tick's wake time): only
+                           ///< while a spell goes on (one begins at a tick's reading)
 
   /// "idle 42 min on GPUs [2, 3] (at or below 5% utilization)", or "no process of it on GPUs [2, 3] for 42 min".
   std::string detail() const;

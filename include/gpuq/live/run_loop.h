@@ -197,6 +197,7 @@ class RunLoop {
     std::pair<uint64_t, double> too_big_seen{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
     uint64_t seen = 0;                                // the plan (serial) last looked over for jobs too big for the node
     std::vector<std::string> cgroups_left;            // cgroups of earlier attempts not yet removed (remove_cgroups)
+    std::map<int, unsigned long long> energy_mj;      // each GPU's energy counter at the last reading that gave it
   } host_;
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {

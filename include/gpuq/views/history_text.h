@@ -24,6 +24,11 @@ std::string attempts_json(const std::vector<Attempt>& attempts, const AttemptOut
 /// A row per attempt: its GPUs, start, end, how long it ran, how it ended.
 std::string attempts_text(const std::vector<Attempt>& attempts, const AttemptOutcome& outcome, double now);
 
+/// The GPU energy of the ended attempts, per job and for the plan (kWh), with `factor` x kWh in
+/// `unit` where factor > 0; a line saying there is none where no attempt has a reading; "" when
+/// no attempt has ended.
+std::string energy_text(const std::vector<Attempt>& attempts, double factor, const std::string& unit);
+
 /// --accuracy: the plan's predicted finish over time against the real one, and the median
 /// error of predicted starts per horizon, as JSON and as text.
 std::string accuracy_json(const Accuracy& a);
