@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 
 #include "gpuq/core/gpu_use.h"
+#include "gpuq/core/node.h"
+#include "gpuq/views/gpus_text.h"
 #include "gpuq/views/history_text.h"
 
 using namespace gpuq;
@@ -90,4 +92,48 @@ TEST(Energy, HistorySumsPerJobAndPlanWithTheFactorAndSaysWhenThereIsNone) {
   EXPECT_THAT(attempts_text({ended("eval", 360000)}, outcome, 100), HasSubstr("done, 0.100 kWh"));
   EXPECT_THAT(attempts_text({ended("old", std::nullopt)}, outcome, 100), Not(HasSubstr("kWh")));
   EXPECT_THAT(attempts_json({ended("old", std::nullopt)}, outcome), HasSubstr("\"energy_kwh\": null"));
+}
+
+TEST(IdleHolders, AProcessOfNoJobOnAnIdleGpuKeepsItsSinceUntilTheGpuWorksOrItGoes) {
+  std::map<int, std::vector<GpuProcess>> foreign{{1, {GpuProcess{.pid = 42, .used_mib = 2000, .name = "python",
+                                                                 .command = "python nb.py", .user = "ana"}}},
+                                                 {2, {GpuProcess{.pid = 43, .used_mib = 0}}}};
+  std::vector<IdleHolder> seen = note_idle_holders({}, foreign, {{1, 0}, {2, 0}}, 5, 100);
+  ASSERT_EQ(seen.size(), 1u);  // 43 holds no memory there
+  EXPECT_EQ(seen[0], (IdleHolder{1, 42, "ana", "python", "python nb.py", 2000, 100}));
+  seen = note_idle_holders(seen, foreign, {{1, 5}}, 5, 200);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].since, 100);  // still idle: since its first idle reading
+  EXPECT_TRUE(note_idle_holders(seen, foreign, {{1, 6}}, 5, 300).empty());  // the GPU works
+  EXPECT_TRUE(note_idle_holders(seen, foreign, {}, 5, 300).empty());        // no utilization: not known
+  EXPECT_TRUE(note_idle_holders(seen, {}, {{1, 0}}, 5, 300).empty());       // it has gone
+  // Two runs that saw it: the earliest since.
+  IdleHolder later = seen[0];
+  later.since = 150;
+  std::vector<IdleHolder> merged = merge_idle_holders({{later}, seen});
+  ASSERT_EQ(merged.size(), 1u);
+  EXPECT_EQ(merged[0].since, 100);
+  // Named only past the threshold.
+  EXPECT_EQ(idle_holders_text(merged, 100 + 1799, 1800, 5), "");
+  EXPECT_THAT(idle_holders_text(merged, 100 + 3 * 3600, 1800, 5),
+              HasSubstr("GPU 1: ana's process 42 `python nb.py`, 2000 MiB, at or below 5% for 3.0 h (since "));
+}
+
+TEST(IdleHolders, TheNodeFileKeepsThemAndAnOlderFileReadsAsBefore) {
+  NodeUser u;
+  u.name = "ana";
+  NodeRun r;
+  r.plan = "/p/plan.json";
+  r.pid = 4242;
+  r.idle_holders = {IdleHolder{3, 77, "bo", "python", "python x.py", 1000, 12.5}};
+  u.runs.push_back(r);
+  std::string text = write_node_user(u);
+  std::string problem;
+  std::optional<NodeUser> back = read_node_user(text, "ana", 0xff, &problem, nullptr);
+  ASSERT_TRUE(back) << problem << text;
+  ASSERT_EQ(back->runs.size(), 1u);
+  EXPECT_EQ(back->runs[0].idle_holders, r.idle_holders);
+  r.idle_holders.clear();
+  u.runs = {r};
+  EXPECT_EQ(write_node_user(u).find("idle_processes"), std::string::npos);
 }

@@ -3,6 +3,9 @@
 // `gpuq gpus` and `gpuq run` loading it through GPUQ_NVML_LIB.
 #include <optional>
 #include <gmock/gmock.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -433,4 +436,52 @@ TEST(NvmlCli, EachAttemptsEnergyComesFromItsGpusCounter) {
   EXPECT_THAT(text.out, HasSubstr(" kWh x 0.5 = "));
   EXPECT_THAT(text.out, HasSubstr(" EUR"));
   EXPECT_THAT(text.out, HasSubstr("(1 ended attempt without a reading: not counted)"));
+}
+
+// Hoarded GPUs (issue 53): a process of no gpuq job (a `sleep` this test starts) holds 2000 MiB
+// on GPU 1, which reads 0 %. The run sees it there, idle, and publishes it to the node directory;
+// `gpus` and `status --node` name it, with its user, memory and how long it has been idle. It is
+// never stopped.
+TEST(NvmlCli, AProcessOfNoJobHoldingAnIdleGpuIsNamedAndLeftAlone) {
+  pid_t hoarder = fork();
+  if (hoarder == 0) {
+    execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  json node = {{"devices",
+                {{{"bus_id", bus(0)}, {"util", 90}},
+                 {{"bus_id", bus(1)}, {"util", 0}, {"used_mib", 2000},
+                  {"processes", {{{"pid", hoarder}, {"used_mib", 2000}}}}}}}};
+  FakeNvml fake(node);
+  TempDir dir;
+  dir.write("work.sh", "sleep 8\n");
+  dir.write("plan.json", R"({"settings": {"idle_minutes": 0.02, "poll": 0.5},
+                             "jobs": [{"id": "work", "script": "work.sh"}]})");
+  auto run = start_gpuq({"run", "--plan", "plan.json", "--gpus", "0,1", "--gpu-probe", "nvml"}, dir.path(), fake.env());
+  struct passwd* pw = getpwuid(geteuid());
+  std::string said = fmt::format("GPU 1: {}'s process {} `sleep 60`, 2000 MiB, at or below 5% for ",
+                                 pw ? pw->pw_name : "?", hoarder);
+  Output gpus;
+  EXPECT_TRUE(eventually(
+      [&] {
+        gpus = run_gpuq({"gpus", "--plan", "plan.json", "--gpus", "0,1", "--gpu-probe", "nvml"}, dir.path(), fake.env());
+        return gpus.out.find(said) != std::string::npos;
+      },
+      6))
+      << gpus.out << gpus.err;
+  Output node_view = run_gpuq({"status", "--plan", "plan.json", "--node", "--gpus", "0,1", "--idle-minutes", "0.02"},
+                              dir.path(), fake.env());
+  EXPECT_THAT(node_view.out, HasSubstr(said)) << node_view.out << node_view.err;
+  EXPECT_THAT(node_view.out, HasSubstr("(reported; gpuq never stops them)"));
+  Output js = run_gpuq({"gpus", "--plan", "plan.json", "--gpus", "0,1", "--gpu-probe", "nvml", "--json"}, dir.path(),
+                       fake.env());
+  json idle = json::parse(js.out)["idle_processes"];
+  ASSERT_EQ(idle.size(), 1u) << js.out;
+  EXPECT_EQ(idle[0]["pid"], hoarder);
+  EXPECT_EQ(idle[0]["used_mib"], 2000);
+  Output r = run->wait(kPatience);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(pid_alive(hoarder));  // reported, never stopped
+  kill(hoarder, SIGKILL);
+  waitpid(hoarder, nullptr, 0);
 }

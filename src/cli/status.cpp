@@ -10,6 +10,7 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/look.h"
+#include "gpuq/views/gpus_text.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/node_text.h"
 #include "gpuq/views/svg.h"
@@ -62,6 +63,12 @@ int status_node(const Flags& f) {
     return 0;
   }
   fmt::print("{}", node_text(n.dir, n.users, n.notes, n.node, n.now, n.config, n.backfill_max_hours, n.room, n.host));
+  // GPUs hoarded by processes of no gpuq job, as the node's runs saw them (reported, never stopped).
+  std::vector<std::vector<IdleHolder>> seen;
+  for (const NodeUser& u : n.users)
+    for (const NodeRun& r : u.runs)
+      if (!r.gone) seen.push_back(r.idle_holders);
+  fmt::print("{}", idle_holders_text(merge_idle_holders(seen), n.now, f.idle_minutes * 60, f.idle_util_percent));
   // Readable but not usable by this user: their runs would start nothing; say so here too.
   if (!n.unusable.empty()) fmt::print("you: your runs cannot share this node: {}\n", n.unusable);
   return 0;

@@ -232,6 +232,36 @@ void share_energy(const std::map<int, unsigned long long>& before, const std::ma
   }
 }
 
+std::vector<IdleHolder> note_idle_holders(const std::vector<IdleHolder>& seen,
+                                          const std::map<int, std::vector<GpuProcess>>& foreign,
+                                          const std::map<int, int>& util_pct, double idle_pct, double now) {
+  std::vector<IdleHolder> out;
+  for (const auto& [g, procs] : foreign) {
+    auto u = util_pct.find(g);
+    if (u == util_pct.end() || u->second > idle_pct) continue;
+    for (const GpuProcess& p : procs) {
+      if (p.used_mib == 0) continue;  // holds nothing there
+      IdleHolder h{g, p.pid, p.user, p.name, p.command, p.used_mib, now};
+      for (const IdleHolder& before : seen)
+        if (before.gpu == g && before.pid == p.pid) h.since = before.since;
+      out.push_back(std::move(h));
+    }
+  }
+  return out;
+}
+
+std::vector<IdleHolder> merge_idle_holders(const std::vector<std::vector<IdleHolder>>& lists) {
+  std::map<std::pair<int, long long>, IdleHolder> by;
+  for (const auto& list : lists)
+    for (const IdleHolder& h : list) {
+      auto [it, fresh] = by.try_emplace({h.gpu, h.pid}, h);
+      if (!fresh && h.since < it->second.since) it->second = h;
+    }
+  std::vector<IdleHolder> out;
+  for (auto& [key, h] : by) out.push_back(std::move(h));
+  return out;
+}
+
 std::string probe_source_text(const GpuReading& r) {
   if (r.source.empty()) return r.source_note.empty() ? "none" : r.source_note;
   if (r.source_note.empty()) return r.source;

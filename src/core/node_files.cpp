@@ -107,6 +107,13 @@ std::string write_node_user(const NodeUser& user) {
     }
     runs.push_back({{"plan", r.plan}, {"pid", r.pid}, {"pid_start", r.pid_start}, {"updated", r.updated},
                     {"accounted", r.accounted}, {"holds", holds}, {"wants", wants}});
+    if (!r.idle_holders.empty()) {  // only where it saw some: an older file reads as before
+      json idle = json::array();
+      for (const IdleHolder& h : r.idle_holders)
+        idle.push_back({{"gpu", h.gpu}, {"pid", h.pid}, {"user", h.user}, {"name", h.name}, {"command", h.command},
+                        {"used_mib", h.used_mib}, {"since", h.since}});
+      runs.back()["idle_processes"] = std::move(idle);
+    }
   }
   json j = {{"user", user.name}, {"usage_gpu_hours", user.usage_gpu_hours}, {"usage_at", user.usage_at},
             {"runs", runs}};
@@ -240,6 +247,15 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
         w.gpus = static_cast<int>(g);
         r.wants.push_back(std::move(w));
       }
+      if (auto idle = rj.find("idle_processes"); idle != rj.end() && idle->is_array())
+        for (const json& ij : *idle) {  // a report: one that cannot be read is left out, nothing else
+          try {
+            IdleHolder h{static_cast<int>(whole(ij, "gpu")), whole(ij, "pid"), text(ij, "user"), text(ij, "name"),
+                         text(ij, "command"), whole(ij, "used_mib"), number(ij, "since")};
+            if (h.gpu >= 0 && h.gpu <= kMaxGpuId && (node >> h.gpu & 1)) r.idle_holders.push_back(std::move(h));
+          } catch (const std::exception&) {
+          }
+        }
       u.runs.push_back(std::move(r));
     }
     return u;

@@ -407,6 +407,26 @@ std::string snapshot_problem(const PlanSetup& s, const Plan& plan, const Workdir
 
 // The free GPUs as `run` would see them now: not used by a running job, not busy by the reading
 // (`probed`, else the probe is asked now); with `others`, why each GPU someone else holds is busy.
+// The processes of no gpuq job that the node's runs see idle on GPUs (hoarded GPUs): what their
+// entries in the node directory say, or why nothing can be known of how long they sat idle.
+static void idle_holders_into(GpusSeen& n, const PlanSetup& s) {
+  n.idle_after = s.idle_minutes * 60;
+  n.idle_pct = s.idle_util_percent;
+  std::string dir = choose_node_dir(s.node_dir);
+  if (dir.empty()) {
+    n.idle_note = "idle GPU memory: not followed (no node directory: a gpuq run that shares one follows it)";
+    return;
+  }
+  NodeView v = read_node_dir(dir, mask_of(n.gpus));
+  std::vector<std::vector<IdleHolder>> seen;
+  for (const NodeUser& u : v.users)
+    for (const NodeRun& r : u.runs)
+      if (!r.gone) seen.push_back(r.idle_holders);
+  n.idle = merge_idle_holders(seen);
+  if (seen.empty())
+    n.idle_note = fmt::format("idle GPU memory: not followed now (no gpuq run is running on this node, {})", dir);
+}
+
 static GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
                         std::map<int, std::string>* others = nullptr) {
   GpuReading reading = probed ? std::move(*probed) : probe_of(opt)->read();
@@ -444,6 +464,8 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
       out.state_problem = e.what();
     }
   n.foreign = foreign_processes(n.reading, state, GpuRules{opt.max_used_mib, opt.ignore_process});
+  n.now = unix_now();
+  idle_holders_into(n, s);
   return out;
 }
 

@@ -371,12 +371,13 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   return node_ & ~gpus_for(d, v.users, me_, plan_);
 }
 
-void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants) {
+void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants,
+                        std::vector<IdleHolder> idle) {
   if (lock_fd_ < 0 || !mine_) throw NodeError("publish without the node lock");
   NodeUser& me = *mine_;
   auto it = std::find_if(me.runs.begin(), me.runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
   if (it == me.runs.end()) {
-    me.runs.push_back(NodeRun{plan_, 0, 0, now, now, {}, {}});
+    me.runs.push_back(NodeRun{plan_, 0, 0, now, now, {}, {}, {}});
     it = std::prev(me.runs.end());
   }
   it->pid = getpid();
@@ -388,6 +389,7 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   account_usage(me, *it, now, config_.half_life_days);
   it->holds = std::move(holds);
   it->wants = std::move(wants);
+  it->idle_holders = std::move(idle);
   published_ = it->holds;
   Written written{*it, me.usage_gpu_hours, me.usage_at};
   // Runs of this user that ended and hold nothing are forgotten.

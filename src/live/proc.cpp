@@ -1,6 +1,7 @@
 #include "gpuq/live/proc.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <spawn.h>
 #include <signal.h>
@@ -66,6 +67,13 @@ GpuProcess describe_process(long long pid) {
     long long up = 0;
     if (!read_parentage(ppid, &up, &pgid, &sid)) break;
     ppid = up;
+  }
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) {
+    struct passwd pw {}, *found = nullptr;
+    char buf[1024];
+    p.user = getpwuid_r(st.st_uid, &pw, buf, sizeof buf, &found) == 0 && found ? found->pw_name
+                                                                              : "uid " + std::to_string(st.st_uid);
   }
   std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
   std::getline(comm, p.name);

@@ -112,7 +112,7 @@ std::vector<NodeHold> RunLoop::node_holds(const Tick& t) const {
 void RunLoop::node_publish(Tick& t) {
   if (!node_ || !t.node_in) return;
   try {
-    node_->publish(t.now, node_holds(t), node_wants());
+    node_->publish(t.now, node_holds(t), node_wants(), host_.idle_holders);
   } catch (const NodeError& e) {
     std::erase_if(t.launched, [&](const std::pair<size_t, Launched>& p) {
       HostNeed host = q_->engine().counts_host() ? q_->engine().host_need(p.first) : HostNeed{};

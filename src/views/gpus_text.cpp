@@ -4,6 +4,10 @@
 
 #include "gpuq/views/gpus_text.h"
 
+#include <cmath>
+
+#include "gpuq/core/local_time.h"
+
 namespace gpuq {
 
 std::string gpus_text(const GpusSeen& n) {
@@ -44,6 +48,25 @@ std::string gpus_text(const GpusSeen& n) {
     }
   }
   out += n.placement_line + "\n";
+  out += idle_holders_text(n.idle, n.now, n.idle_after, n.idle_pct);
+  if (!n.idle_note.empty() && !n.foreign.empty()) out += n.idle_note + "\n";  // where it could matter
+  return out;
+}
+
+std::string idle_holders_text(const std::vector<IdleHolder>& idle, double now, double after, double idle_pct) {
+  std::string out;
+  for (const IdleHolder& h : idle) {
+    if (now - h.since < after) continue;
+    if (out.empty())
+      out = fmt::format("GPU memory held by processes of no gpuq job on idle GPUs (reported; gpuq never stops "
+                        "them):\n");
+    double hours = (now - h.since) / 3600;
+    out += fmt::format("  GPU {}: {}process {} `{}`{}, at or below {:g}% for {} (since {})\n", h.gpu,
+                       h.user.empty() ? "" : h.user + "'s ", h.pid, h.command.empty() ? h.name : h.command,
+                       h.used_mib >= 0 ? fmt::format(", {} MiB", h.used_mib) : "", idle_pct,
+                       hours >= 1 ? fmt::format("{:.1f} h", hours) : fmt::format("{:.0f} min", std::floor(hours * 60)),
+                       local_time(h.since, now));
+  }
   return out;
 }
 
@@ -81,6 +104,11 @@ std::string gpus_json(const GpusSeen& n) {
   json pairs = json::array();
   for (auto [a, b] : pairs_in_use(n.placement, mask_of(n.gpus))) pairs.push_back({a, b});
   out["pairs"] = pairs;
+  json idle = json::array();
+  for (const IdleHolder& h : n.idle)
+    idle.push_back({{"gpu", h.gpu}, {"pid", h.pid}, {"user", h.user}, {"name", h.name}, {"command", h.command},
+                    {"used_mib", h.used_mib >= 0 ? json(h.used_mib) : json(nullptr)}, {"idle_since", h.since}});
+  out["idle_processes"] = idle;
   out["placement"] = n.placement.kind == Placement::Kind::Auto     ? "auto"
                      : n.placement.kind == Placement::Kind::Pairs  ? "pairs"
                                                                   : "original";

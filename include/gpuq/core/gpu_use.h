@@ -22,6 +22,7 @@ struct GpuProcess {
   std::string name;                ///< its command's name (/proc comm), "" when not readable
   std::string command;             ///< its command line, shortened, "" when not readable
   std::vector<long long> lineage;  ///< its pid, process group, session and ancestors, read when it was seen
+  std::string user;                ///< the user it runs as, "" when not readable
 };
 
 /// A reading of the GPUs, or why there is none.
@@ -121,6 +122,29 @@ void name_ending_holders(const State& state, std::map<int, std::string>& others)
 void share_energy(const std::map<int, unsigned long long>& before, const std::map<int, unsigned long long>& after,
                   State& state, const std::function<double(const std::string&)>& declared);
 
+/// A process of no gpuq job holding GPU memory on a GPU that sits idle (issue 53: a notebook left
+/// open, a debugger stopped): reported, never killed.
+struct IdleHolder {
+  int gpu = 0;
+  long long pid = 0;
+  std::string user, name, command;
+  long long used_mib = -1;  ///< its memory on that GPU (-1: not given)
+  double since = 0;         ///< the first of an unbroken run of readings with it there and the GPU idle
+  bool operator==(const IdleHolder&) const = default;
+};
+
+/// The idle holders after a reading at `now`: each foreign process (foreign_processes) with memory
+/// on a GPU whose utilization is at or below `idle_pct` is kept, with its `since` from `seen` where
+/// it was there already (same GPU and pid), else now; every other is dropped (the GPU at work, the
+/// process gone, or no utilization read).
+std::vector<IdleHolder> note_idle_holders(const std::vector<IdleHolder>& seen,
+                                          const std::map<int, std::vector<GpuProcess>>& foreign,
+                                          const std::map<int, int>& util_pct, double idle_pct, double now);
+
+/// Several runs' idle holders as one list: a process seen by more than one run once, with the
+/// earliest `since`; by GPU, then pid.
+std::vector<IdleHolder> merge_idle_holders(const std::vector<std::vector<IdleHolder>>& lists);
+
 /// The probe a reading came from, said once: "nvidia-smi (NVML is not available here: ...)"
 /// where its note already begins with the source, else "SOURCE (NOTE)", "SOURCE", or "none".
 std::string probe_source_text(const GpuReading& r);
@@ -133,6 +157,11 @@ struct GpusSeen {
   std::vector<int> gpus;
   std::map<int, std::vector<GpuProcess>> foreign;
   std::string placement_line;
+  std::vector<IdleHolder> idle;  ///< processes of no gpuq job the node's runs saw idle on GPUs (merged)
+  double idle_after = 1800;      ///< seconds an idle holder must have been idle to be named (idle_minutes)
+  double idle_pct = 5;           ///< idle_util_percent, for the words
+  std::string idle_note;         ///< where the idle holders come from, or why none can be known
+  double now = 0;                ///< when it was read
 };
 
 }  // namespace gpuq

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpuq/core/events.h"
+#include "gpuq/core/gpu_use.h"
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/schedule.h"
 #include "gpuq/core/topology.h"
@@ -83,6 +84,7 @@ struct NodeRun {
   double accounted = 0;               ///< when its holds were last added to its user's usage
   std::vector<NodeHold> holds;
   std::vector<NodeWant> wants;
+  std::vector<IdleHolder> idle_holders;  ///< processes of no gpuq job it saw idle on GPUs (reported only)
   bool gone = false;                  ///< what a reader found, not written: its process has ended
 };
 

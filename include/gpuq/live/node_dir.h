@@ -87,7 +87,8 @@ class NodeShare {
 
   /// Writes this run's entry (its holds and its wants now) into its user's file, with its usage
   /// accounted, then lets the node lock go. Throws NodeError when the file cannot be written.
-  void publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants);
+  /// `idle`: the processes of no gpuq job this run sees idle on GPUs (reported to every reader).
+  void publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants, std::vector<IdleHolder> idle = {});
 
   /// The plan's attempts as its event log tells them: at the first enter, the user's usage is at
   /// least what they charge (usage_of_attempts), so that a node file lost or removed does not

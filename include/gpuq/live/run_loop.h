@@ -198,6 +198,7 @@ class RunLoop {
     uint64_t seen = 0;                                // the plan (serial) last looked over for jobs too big for the node
     std::vector<std::string> cgroups_left;            // cgroups of earlier attempts not yet removed (remove_cgroups)
     std::map<int, unsigned long long> energy_mj;      // each GPU's energy counter at the last reading that gave it
+    std::vector<IdleHolder> idle_holders;             // processes of no job seen idle on GPUs (published to the node)
   } host_;
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {
