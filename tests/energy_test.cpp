@@ -6,22 +6,15 @@
 #include "gpuq/core/gpu_use.h"
 #include "gpuq/core/node.h"
 #include "gpuq/views/gpus_text.h"
+#include "test_util.h"
 #include "gpuq/views/history_text.h"
 
 using namespace gpuq;
+using gpuq::test::running_entry;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 namespace {
-
-JobState on(std::vector<int> gpus) {
-  JobState s;
-  s.status = Status::Running;
-  s.pid = 1000;
-  s.start = 0;
-  s.gpus = std::move(gpus);
-  return s;
-}
 
 Attempt ended(const std::string& id, std::optional<long long> joules) {
   Attempt a;
@@ -37,10 +30,10 @@ Attempt ended(const std::string& id, std::optional<long long> joules) {
 
 TEST(Energy, AWholeGpuTakesItsRiseAndPackedJobsShareByTheirDeclaredGib) {
   State st;
-  st.set("wide", on({0, 1}));
-  st.set("a", on({2}));
-  st.set("b", on({2}));
-  JobState done = on({3});
+  st.set("wide", running_entry({0, 1}));
+  st.set("a", running_entry({2}));
+  st.set("b", running_entry({2}));
+  JobState done = running_entry({3});
   done.status = Status::Done;
   st.set("gone", done);
   std::map<std::string, double> gib{{"a", 10}, {"b", 30}};
@@ -62,7 +55,7 @@ TEST(Energy, AWholeGpuTakesItsRiseAndPackedJobsShareByTheirDeclaredGib) {
   EXPECT_EQ(st.find("a")->energy_j, 10000);  // read, rose by 0: known, and still 10 kJ
   // The first reading only: nothing before it to rise from.
   State fresh;
-  fresh.set("c", on({0}));
+  fresh.set("c", running_entry({0}));
   share_energy({}, after, fresh, declared);
   EXPECT_FALSE(fresh.find("c")->energy_j);
 }

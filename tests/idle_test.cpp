@@ -23,16 +23,6 @@ using ::testing::Not;
 
 namespace {
 
-// A running entry of process group 1000, started at 0 on `gpus`.
-JobState running_on(std::vector<int> gpus) {
-  JobState s;
-  s.status = Status::Running;
-  s.pid = 1000;
-  s.start = 0;
-  s.gpus = std::move(gpus);
-  return s;
-}
-
 Job job_a() {
   Job j;
   j.id = "a";
@@ -53,7 +43,7 @@ TEST(IdleWatch, AJobIsIdleWhenEveryReadingShowsAllItsGpusIdleForTheLimit) {
   EXPECT_EQ(p.settings.idle_minutes, 30);
   EXPECT_EQ(p.settings.idle_util_percent, 5);
   Job j = job_a();
-  JobState s = running_on({2, 3});
+  JobState s = running_entry({2, 3});
   for (double t = 0; t <= 1740; t += 60) note_activity(s, std::nullopt, util(5), t);  // 5 % is idle
   EXPECT_EQ(s.idle_since, 0);
   IdleCheck c = check_idle(j, s, p, 1740);
@@ -78,7 +68,7 @@ TEST(IdleWatch, AJobIsIdleWhenEveryReadingShowsAllItsGpusIdleForTheLimit) {
 TEST(IdleWatch, AReadingMissingAGpuBreaksTheSpellAndTimeCountsOnlyToTheLastReading) {
   Policy p;
   Job j = job_a();
-  JobState s = running_on({0, 1});
+  JobState s = running_entry({0, 1});
   note_activity(s, std::nullopt, util(0), 0);
   GpuActivity half;
   half.util_pct[0] = 0;  // GPU 1 gave no utilization: nothing is known of it
@@ -91,7 +81,7 @@ TEST(IdleWatch, AReadingMissingAGpuBreaksTheSpellAndTimeCountsOnlyToTheLastReadi
   EXPECT_TRUE(c.idle);
   EXPECT_DOUBLE_EQ(c.idle_for, 1900);
   // Without any utilization reading (an older nvidia-smi) nothing is ever idle.
-  JobState blind = running_on({0});
+  JobState blind = running_entry({0});
   for (double t = 0; t <= 7200; t += 60) note_activity(blind, std::nullopt, GpuActivity{}, t);
   EXPECT_FALSE(check_idle(j, blind, p, 7200).idle);
 }
@@ -100,7 +90,7 @@ TEST(IdleWatch, GpusHoldingNoneOfItsProcessesAreIdleToo) {
   Policy p;
   p.settings.idle_minutes = 10;
   Job j = job_a();
-  JobState s = running_on({0});
+  JobState s = running_entry({0});
   // GPU 0 is busy with a packed neighbour's process (its lineage is not 1000): not ours.
   GpuActivity a = util(90);
   a.processes.emplace();
@@ -118,7 +108,7 @@ TEST(IdleWatch, GpusHoldingNoneOfItsProcessesAreIdleToo) {
   EXPECT_FALSE(s.idle_noted);
   EXPECT_FALSE(check_idle(j, s, p, 660).idle);
   // Without process lists (nvidia-smi) the spell is never begun.
-  JobState smi = running_on({0});
+  JobState smi = running_entry({0});
   for (double t = 0; t <= 1200; t += 60) note_activity(smi, std::nullopt, util(90), t);
   EXPECT_FALSE(smi.unused_since);
 }
@@ -126,7 +116,7 @@ TEST(IdleWatch, GpusHoldingNoneOfItsProcessesAreIdleToo) {
 TEST(IdleWatch, IdleOkAndZeroMinutesAreNeverWatchedAndTheJobsOnIdleComesFirst) {
   Policy p;
   Job j = job_a();
-  JobState s = running_on({0});
+  JobState s = running_entry({0});
   note_activity(s, std::nullopt, util(0), 0);
   note_activity(s, std::nullopt, util(0), 7200);
   EXPECT_TRUE(check_idle(j, s, p, 7200).idle);

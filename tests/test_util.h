@@ -14,11 +14,22 @@
 #include <vector>
 
 #include "gpuq/core/plan.h"
+#include "gpuq/core/state.h"
 
 namespace gpuq::test {
 
 /// Parses an inline plan for an 8-GPU node; fails the test if it is rejected.
 Plan plan_of(const std::string& json, const std::vector<int>& gpus = {0, 1, 2, 3, 4, 5, 6, 7});
+
+/// A running entry of process group 1000, started at 0 on `gpus`: what `run` records of a start.
+inline JobState running_entry(std::vector<int> gpus) {
+  JobState s;
+  s.status = Status::Running;
+  s.pid = 1000;
+  s.start = 0;
+  s.gpus = std::move(gpus);
+  return s;
+}
 
 /// Errors of an inline plan that must be rejected (empty if it was accepted).
 std::vector<std::string> errors_of(const std::string& json, const std::vector<int>& gpus = {0, 1, 2, 3, 4, 5, 6, 7});

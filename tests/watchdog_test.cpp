@@ -22,14 +22,7 @@ using ::testing::IsEmpty;
 namespace {
 
 // A running entry started at 0 on `gpus`.
-JobState running(std::vector<int> gpus = {0}) {
-  JobState s;
-  s.status = Status::Running;
-  s.pid = 1000;
-  s.start = 0;
-  s.gpus = std::move(gpus);
-  return s;
-}
+JobState running(std::vector<int> gpus = {0}) { return running_entry(std::move(gpus)); }
 
 Job watched(double minutes) {
   Job j;

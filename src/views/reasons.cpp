@@ -55,25 +55,17 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
                          local_time(*s.warn_sent, o.now));
     return why + next_for(j, s, o);
   }
-  if (out == Outcome::Hung) {
-    std::string why = "stopped as hung";
+  if (out == Outcome::Hung || out == Outcome::Idle) {  // a watchdog stopped it: what it saw at the end
+    bool hung = out == Outcome::Hung;
+    std::string why = hung ? "stopped as hung" : "stopped as idle";
     if (s.end) {
       JobState then = s;
       then.status = Status::Running;
-      QuietCheck c = check_quiet(j, then, p, *s.end);
-      if (c.watched) why += ": " + c.detail();
+      QuietCheck q = hung ? check_quiet(j, then, p, *s.end) : QuietCheck{};
+      IdleCheck i = hung ? IdleCheck{} : check_idle(j, then, p, *s.end);
+      if (q.watched || i.idle) why += ": " + (hung ? q.detail() : i.detail());
     }
-    return why + " (on_quiet \"kill\")" + next_for(j, s, o);
-  }
-  if (out == Outcome::Idle) {
-    std::string why = "stopped as idle";
-    if (s.end) {
-      JobState then = s;
-      then.status = Status::Running;
-      IdleCheck c = check_idle(j, then, p, *s.end);
-      if (c.idle) why += ": " + c.detail();
-    }
-    return why + " (on_idle \"kill\")" + next_for(j, s, o);
+    return why + (hung ? " (on_quiet \"kill\")" : " (on_idle \"kill\")") + next_for(j, s, o);
   }
   if (out == Outcome::OverMemory) {
     std::string why = "stopped over memory";
