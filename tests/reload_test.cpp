@@ -437,3 +437,27 @@ TEST(PlanEvents, ReloadPauseAndResumeAreEventKindsTheHooksAcceptAndTheLogKeeps) 
   EXPECT_EQ(back->detail, "+1 job (x)");
   EXPECT_TRUE(attempts_of({e}).empty());  // history's attempts: none of a job
 }
+
+// A job a reload removed never runs again: when it goes idle, on_idle "requeue" cannot run it
+// again, so it is said once, as "warn" says it, and left to finish (issue 53).
+TEST(Reload, ARemovedJobThatGoesIdleIsSaidOnceAndNotRequeued) {
+  Reloading l(R"([{"id": "gone", "script": "g.sh", "gpus": 1, "on_idle": "requeue"},
+                  {"id": "kept", "script": "k.sh", "gpus": 1, "idle_ok": true}])",
+              [](RunOptions& o) { o.settings.idle_minutes = 5; });
+  for (auto& [g, mib] : *l.probe.reading.used_mib) l.probe.reading.util_pct[g] = 0;
+  l.tick();
+  ASSERT_THAT(l.launched(), ElementsAre("gone", "kept"));
+  l.source.edit(R"([{"id": "kept", "script": "k.sh", "gpus": 1, "idle_ok": true}])");
+  std::vector<std::string> lines;
+  for (int minute = 1; minute <= 20; ++minute) {
+    l.clock.advance(60);
+    l.tick();
+    lines.insert(lines.end(), l.out.begin(), l.out.end());
+  }
+  int said_idle = 0;
+  for (const std::string& line : lines) said_idle += line.find("idle: gone: idle 5 min on GPU [0]") != std::string::npos;
+  EXPECT_EQ(said_idle, 1) << testing::PrintToString(lines);
+  EXPECT_FALSE(said(lines, "requeued gone"));
+  EXPECT_TRUE(l.launcher.signals.empty());
+  EXPECT_EQ(l.status("gone"), Status::Running);
+}

@@ -231,7 +231,10 @@ void RunLoop::watch_activity(Tick& t) {
 // stops it as the hang watchdog does, failed with the outcome "idle". Each is an `idle` event.
 void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c) {
   JobState& s = *q_->state().find(id);
+  std::optional<size_t> j = index_of(id);
   IdleAction what = idle_action(job, opt_);
+  // A job a reload removed from the plan never runs again: it is not requeued, only said (once).
+  if (what == IdleAction::Requeue && !j) what = IdleAction::Warn;
   std::string why = fmt::format("{} (idle_minutes {:g})", c.detail(), *idle_minutes(job, opt_));
   if (what == IdleAction::Warn) {
     if (s.idle_noted) return;
@@ -242,9 +245,7 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
     return;
   }
   log_idle(t, id, fmt::format("{}; on_idle {}", why, idle_action_name(what)));
-  std::optional<size_t> j = index_of(id);
   if (what == IdleAction::Requeue) {
-    if (!j) return;  // a job the plan no longer has: left to finish (it never runs again)
     q_->apply(ev::Requeue{*j, t.now}, t.now);
   } else if (j) {
     q_->apply(ev::Hung{*j, t.now, Outcome::Idle}, t.now);
