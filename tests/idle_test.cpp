@@ -100,12 +100,10 @@ TEST(IdleWatch, GpusHoldingNoneOfItsProcessesAreIdleToo) {
   EXPECT_TRUE(c.idle);
   EXPECT_TRUE(c.unused);
   EXPECT_EQ(c.detail(), "no process of it on GPU [0] for 10 min");
-  // A process whose lineage holds the job's group is its own: the spell ends, and the note with it.
-  s.idle_noted = 600;
+  // A process whose lineage holds the job's group is its own: the spell ends.
   (*a.processes)[0].push_back(GpuProcess{.pid = 1234, .lineage = {1234, 1000, 1}});
   note_activity(s, std::nullopt, a, 660);
   EXPECT_FALSE(s.unused_since);
-  EXPECT_FALSE(s.idle_noted);
   EXPECT_FALSE(check_idle(j, s, p, 660).idle);
   // Without process lists (nvidia-smi) the spell is never begun.
   JobState smi = running_entry({0});
@@ -199,11 +197,10 @@ TEST(IdleTick, WarnSaysItOnceAndAgainOnlyAfterTheJobWorkedAgain) {
   EXPECT_THAT(q.out, ElementsAre(q.line("idle: a: idle 10 min on GPUs [0, 1] (at or below 5% utilization) "
                                         "(idle_minutes 10); it keeps its GPUs: `gpuq kill a` stops it, on_idle "
                                         "\"requeue\" or \"kill\" would have")));
-  EXPECT_EQ(q.entry("a").idle_noted, q.clock.t);
   EXPECT_THAT(q.minutes(20), IsEmpty());  // once
   q.probe.reading.util_pct[1] = 40;       // at work again
   EXPECT_THAT(q.minutes(1), IsEmpty());
-  EXPECT_FALSE(q.entry("a").idle_noted);
+  EXPECT_FALSE(q.entry("a").idle_since);
   q.probe.reading.util_pct[1] = 0;
   std::vector<std::string> again = q.minutes(11);
   EXPECT_THAT(again, ElementsAre(HasSubstr("idle: a: idle 10 min on GPUs [0, 1]")));

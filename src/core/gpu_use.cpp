@@ -59,24 +59,28 @@ std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, co
   return out;
 }
 
-GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
+namespace {
+
+// busy_by_reading and held_by_others over the reading's foreign processes, found once.
+GpuMask busy_of(const GpuReading& r, const std::map<int, std::vector<GpuProcess>>& foreign, const GpuRules& rules) {
   GpuMask busy = 0;
   if (r.used_mib) busy |= busy_by_memory(counted_memory(r, rules), rules.max_used_mib);
-  for (const auto& [g, procs] : foreign_processes(r, state, rules))
+  for (const auto& [g, procs] : foreign)
     if (on_node(g)) busy |= GpuMask{1} << g;
   for (const auto& [g, why] : r.lost)
     if (on_node(g)) busy |= GpuMask{1} << g;
   return busy;
 }
 
-std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
+std::map<int, std::string> others_of(const GpuReading& r, const State& state,
+                                     const std::map<int, std::vector<GpuProcess>>& foreign, const GpuRules& rules) {
   std::map<int, std::string> out;
   GpuMask ours = busy_in_state(state);
   auto mine = [&](int g) { return !on_node(g) || (ours >> g & 1); };
   if (r.used_mib)
     for (auto& [g, mib] : used_by_others(counted_memory(r, rules), rules.max_used_mib, state))
       out[g] = busy_by_other_text(g, mib);
-  for (const auto& [g, procs] : foreign_processes(r, state, rules)) {
+  for (const auto& [g, procs] : foreign) {
     if (mine(g)) continue;
     std::string list;
     for (size_t k = 0; k < procs.size() && k < 3; ++k) list += (k ? ", " : "") + process_text(procs[k]);
@@ -89,13 +93,24 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   return out;
 }
 
+}  // namespace
+
+GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
+  return busy_of(r, foreign_processes(r, state, rules), rules);
+}
+
+std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
+  return others_of(r, state, foreign_processes(r, state, rules), rules);
+}
+
 ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,
                         const std::function<double(const std::string&)>* declared) {
   ReadingSeen seen;
   if (declared) seen.memory = memory_use(r, state, rules, *declared);
+  seen.foreign = foreign_processes(r, state, rules);
   if (r.used_mib) {
-    seen.busy = busy_by_reading(r, state, rules);
-    seen.others = held_by_others(r, state, rules);
+    seen.busy = busy_of(r, seen.foreign, rules);
+    seen.others = others_of(r, state, seen.foreign, rules);
   }
   return seen;
 }

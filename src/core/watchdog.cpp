@@ -71,7 +71,6 @@ void note_activity(JobState& s, std::optional<long long> log_bytes, const GpuAct
   bool unused = a.processes && !used;
   if (!unused) s.unused_since.reset();
   else if (!s.unused_since) s.unused_since = now;
-  if (busy || used) s.idle_noted.reset();  // at work again: a next idle spell is said again
 }
 
 std::optional<double> idle_minutes(const Job& job, const Policy& p) {

@@ -264,8 +264,8 @@ void RunLoop::probe(Tick& t) {
       see_reading(reading, q_->state(), rules, engine.packs() || reading.processes ? &declared : nullptr);
   if (seen.memory) note_memory(t, *seen.memory);
   if (reading.processes)  // hoarded GPUs: reported to the node directory (status --node, gpus), never stopped
-    host_.idle_holders = note_idle_holders(host_.idle_holders, foreign_processes(reading, q_->state(), rules),
-                                           reading.util_pct, opt_.settings.idle_util_percent, t.now);
+    host_.idle_holders = note_idle_holders(host_.idle_holders, seen.foreign, reading.util_pct,
+                                           opt_.settings.idle_util_percent, t.now);
   // Each job's energy: the counters' rise since the last reading, shared by the jobs on each GPU.
   if (!reading.energy_mj.empty()) {
     std::function<double(const std::string&)> packed = [&](const std::string& id) {

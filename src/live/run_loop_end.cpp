@@ -221,6 +221,9 @@ void RunLoop::watch_activity(Tick& t) {
                            id, c.detail(), *quiet_minutes(*job, opt_), hint("kill", {id})));
   }
   for (const auto& [id, c] : hung) stop_hung(t, *job_of(id), id, c);
+  // A spell over (the job worked, ended, or runs again): its next one is said again.
+  for (const std::string& id : told_.under("idle:"))
+    if (std::none_of(idle.begin(), idle.end(), [&](const auto& i) { return i.first == id; })) told_.gone("idle:" + id);
   for (const auto& [id, c] : idle)
     if (const JobState* s = q_->state().find(id); s && s->status == Status::Running && !s->kill_sent)
       act_on_idle(t, *job_of(id), id, c);
@@ -237,8 +240,7 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   if (what == IdleAction::Requeue && !j) what = IdleAction::Warn;
   std::string why = fmt::format("{} (idle_minutes {:g})", c.detail(), *idle_minutes(job, opt_));
   if (what == IdleAction::Warn) {
-    if (s.idle_noted) return;
-    s.idle_noted = t.now;
+    if (!told_.fresh("idle:" + id)) return;  // said; again once the spell has ended (watch_activity)
     say(t.now, fmt::format("idle: {}: {}; it keeps its GPUs: {} stops it, on_idle \"requeue\" or \"kill\" would have",
                            id, why, hint("kill", {id})));
     log_idle(t, id, why + "; on_idle warn");

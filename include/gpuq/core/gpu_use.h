@@ -100,6 +100,7 @@ MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& ru
 struct ReadingSeen {
   GpuMask busy = 0;                   ///< busy_by_reading (0 without a memory reading)
   std::map<int, std::string> others;  ///< held_by_others (none without a memory reading)
+  std::map<int, std::vector<GpuProcess>> foreign;  ///< foreign_processes (found once for all three)
   std::optional<MemoryUse> memory;    ///< memory_use, when `declared` was given
 };
 ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,

@@ -63,7 +63,6 @@ struct JobState {
   // What run's idle watch saw of a running job (watchdog.h):
   std::optional<double> idle_since;    ///< since when every reading showed all its GPUs idle (absent: busy, or unread)
   std::optional<double> unused_since;  ///< since when every process list showed none of its processes on its GPUs
-  std::optional<double> idle_noted;    ///< when run said it is idle (said once, until it is busy again)
   std::optional<long long> energy_j;   ///< the attempt's GPU energy so far, joules (NVML's counter, gpu_use.h)
   std::optional<long long> gpu_mem_peak_mib;  ///< the most GPU memory its attempt's processes used on one GPU (NVML)
   std::optional<long long> mem_peak_mib;      ///< the most resident host memory its attempt's process tree used (MiB;

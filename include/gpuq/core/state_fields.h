@@ -104,8 +104,6 @@ inline constexpr StateField kStateFields[] = {
     {"unused_since", StateKind::UnixSeconds, &JobState::unused_since,
      "gpuq's own, for the idle watch: since when every process list (NVML) has shown none of the job's processes "
      "on its GPUs"},
-    {"idle_noted", StateKind::UnixSeconds, &JobState::idle_noted,
-     "gpuq's own, for the idle watch: when `run` said the job is idle (said once, until it works again)"},
     {"energy_j", StateKind::Bytes, &JobState::energy_j,
      "gpuq's own: the GPU energy the attempt used so far, joules, from NVML's energy counter read each tick (a "
      "GPU shared by packed jobs is split by their `gpu_mem_gib`); absent where no counter could be read"},

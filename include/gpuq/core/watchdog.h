@@ -64,7 +64,7 @@ GpuActivity activity_of(const GpuReading& r, const Policy& p);
 /// idle_since from the first of an unbroken run of readings with all its GPUs
 /// idle, unused_since from the first of an unbroken run of process lists with
 /// none of its processes (pid, group or an ancestor its pid) on its GPUs; a busy
-/// reading, or none, ends a streak (and a busy one forgets idle_noted).
+/// reading, or none, ends a streak.
 void note_activity(JobState& s, std::optional<long long> log_bytes, const GpuActivity& a, double now);
 
 /// The idle watch's limit of a job, in minutes: the idle_minutes setting, none where it
