@@ -10,7 +10,11 @@
 //               "energy_mj": 1000 (absent or null: Not Supported), "power_w": 300: the energy
 //               counter is energy_mj plus power_w for each second since this process first asked,
 //               "nvlinks": ["00000000:2A:00.0", "switch", ...],     one entry per active link
-//               "cpus": [0, 1, 2, 3]}],                            its CPU affinity (none: Not Supported)
+//               "cpus": [0, 1, 2, 3],                              its CPU affinity (none: Not Supported)
+//               "xids": [13, 79]: the Xid errors the GPU has had; an event set delivers those added
+//               after its registration, once each (nvmlEventSetWait_v2),
+//               "ecc_uncorrected": 2 (absent: Not Supported), "retired_pending": true, "remap_pending":
+//               true (each absent: Not Supported)}],
 //  "ancestors": [["00000000:18:00.0", "00000000:2A:00.0", 10]]}     others: 50 (SYSTEM)
 #include <sys/stat.h>
 
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -252,6 +257,78 @@ nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t h, unsigned int words, unsign
   const unsigned bits = sizeof *set * 8;
   for (unsigned c : (*d)["cpus"])
     if (c / bits < words) set[c / bits] |= 1UL << (c % bits);
+  return 0;
+}
+
+// The event set: per device, how many of its "xids" were delivered (or there at registration).
+std::map<size_t, size_t> xids_taken;
+
+nvmlReturn_t nvmlEventSetCreate(void** set) {
+  LOCKED;
+  *set = reinterpret_cast<void*>(0x5e7);
+  return 0;
+}
+
+nvmlReturn_t nvmlEventSetFree(void*) { return 0; }
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types, void*) {
+  LOCKED;
+  const json* d = device(h);
+  if (!d) return 2;
+  if (nvmlReturn_t rc = trouble(*d)) return rc;
+  if (!(types & 0x8)) return 3;
+  xids_taken[reinterpret_cast<size_t>(h)] = d->value("xids", json::array()).size();
+  return 0;
+}
+
+typedef struct {
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+nvmlReturn_t nvmlEventSetWait_v2(void*, nvmlEventData_t* data, unsigned int) {
+  LOCKED;
+  for (auto& [h, taken] : xids_taken) {
+    const json* d = device(reinterpret_cast<nvmlDevice_t>(h));
+    if (!d) continue;
+    json xids = d->value("xids", json::array());
+    if (taken < xids.size()) {
+      *data = {reinterpret_cast<nvmlDevice_t>(h), 0x8, xids[taken].get<unsigned long long>(), 0, 0};
+      ++taken;
+      return 0;
+    }
+  }
+  return 10;  // NVML_ERROR_TIMEOUT: no event
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int type, int counter, unsigned long long* count) {
+  LOCKED;
+  const json* d = device(h);
+  if (!d) return 2;
+  if (nvmlReturn_t rc = trouble(*d)) return rc;
+  if (type != 1 || counter != 0 || !d->contains("ecc_uncorrected")) return 3;
+  *count = (*d)["ecc_uncorrected"].get<unsigned long long>();
+  return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int* pending) {
+  LOCKED;
+  const json* d = device(h);
+  if (!d) return 2;
+  if (!d->contains("retired_pending")) return 3;
+  *pending = (*d)["retired_pending"].get<bool>() ? 1 : 0;
+  return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned int* corr, unsigned int* unc, unsigned int* pending,
+                                       unsigned int* failed) {
+  LOCKED;
+  const json* d = device(h);
+  if (!d) return 2;
+  if (!d->contains("remap_pending")) return 3;
+  *corr = *unc = *failed = 0;
+  *pending = (*d)["remap_pending"].get<bool>() ? 1 : 0;
   return 0;
 }
 

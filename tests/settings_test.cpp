@@ -44,6 +44,7 @@ json other_value(const SettingSpec& s) {
     case SettingKind::Text: return "/opt/bin/nvidia-smi";
     case SettingKind::Folder: return "some/folder";
     case SettingKind::Names: return json::array({"a", "b c"});
+    case SettingKind::Codes: return json::array({119, 120});
   }
   return nullptr;
 }

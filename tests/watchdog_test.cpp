@@ -137,7 +137,12 @@ TEST(Watchdog, TheProbeReadsUtilizationAndOlderOutputsWithoutIt) {
   ASSERT_TRUE(r.used_mib) << r.problem;
   EXPECT_EQ(r.used_mib->size(), 2u);
   EXPECT_THAT(r.util_pct, IsEmpty());
-  for (const char* bad : {"0, 100, 37%\n", "0, 100, 101\n", "0, 100, 3, 4\n", "0\n", "x, 1, 2\n"}) {
+  // Today's query adds the uncorrectable ECC count (issue 53): a number, or [N/A] where ECC is off.
+  r = parse_gpu_csv("0, 100, 3, 4\n1, 0, 0, [N/A]\n");
+  ASSERT_TRUE(r.used_mib) << r.problem;
+  EXPECT_EQ(r.ecc_uncorrected, (std::map<int, unsigned long long>{{0, 4}}));
+  for (const char* bad : {"0, 100, 37%\n", "0, 100, 101\n", "0, 100, 3, 4, 5\n", "0, 100, 3, -4\n", "0\n",
+                          "x, 1, 2\n"}) {
     r = parse_gpu_csv(bad);
     EXPECT_FALSE(r.used_mib) << bad;
     EXPECT_THAT(r.problem, HasSubstr("unexpected line from nvidia-smi")) << bad;

@@ -24,10 +24,10 @@ void add_flags(CLI::App* sub, Flags& f, uint8_t command) {
                   "the plan file (JSON); its state, lock and logs/ live beside it (default: $GPUQ_PLAN, else "
                   "plan.json in the current folder)")
       ->type_name(kPlanType);
-  // `settings` (kAny) lists every setting's flag; a command lists those for it, but the hidden.
+  // A command lists the flags of the settings for it, but the hidden (`settings` names them in a line).
   for (const SettingSpec& spec : settings_table())
     if ((spec.lists & command) || spec.every)
-      add_setting_flag(sub, f, spec, (spec.lists & command) && (!spec.hidden || command == SettingCommand::kAny));
+      add_setting_flag(sub, f, spec, (spec.lists & command) && !spec.hidden);
   sub->add_flag("--all", f.all, "also list jobs the default listing leaves out")
       ->group(command == SettingCommand::kStatus || command == SettingCommand::kSimulate ? "Options" : "");
 }

@@ -41,6 +41,7 @@ CLI::Option* add_setting_flag(CLI::App* sub, Flags& f, const SettingSpec& spec, 
     case SettingKind::Count:
     case SettingKind::Whole:
     case SettingKind::Choice:
+    case SettingKind::Codes:
       o->check(CLI::Validator(
           [&spec](std::string& v) {
             Settings scratch;
@@ -139,9 +140,14 @@ int cmd_settings(Flags& f) {
 }
 
 void add_settings_command(CLI::App& app, Flags& f, Action& action) {
+  // The flags `run --help` hides are taken here too, named in one line (the help fits a screen).
+  std::string hidden;
+  for (const SettingSpec& spec : settings_table())
+    if (spec.hidden) hidden += fmt::format("{}{} {}", hidden.empty() ? "" : ", ", spec.flag, spec.value_name);
   auto* sub = app.add_subcommand(
-      "settings", "print each setting's value and where it came from: a flag, $GPUQ_*, the running `gpuq run`, the "
-                  "plan's \"settings\", or the default");
+      "settings", fmt::format("print each setting's value and where it came from: a flag, $GPUQ_*, the running `gpuq "
+                              "run`, the plan's \"settings\", or the default.\nAlso taken: {} (doc/settings.md)",
+                              hidden));
   add_flags(sub, f, SettingCommand::kAny);
   sub->add_flag("--json", f.json, "print one JSON object: each setting's value, source and flag");
   sub->callback([&] {

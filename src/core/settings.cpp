@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpuq/core/gpu_health.h"
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/suggest.h"
 #include "gpuq/core/topology.h"
@@ -106,6 +107,25 @@ std::string read_text(const SettingSpec& spec, const nlohmann::json& v, std::str
       std::string list;
       for (std::string_view n : names) list += fmt::format("{}{}", list.empty() ? "" : ", ", n);
       return fmt::format("must be one of {}, not {}{}", list, shown(v), did_you_mean(s, names));
+    }
+    case K::Codes: {  // Xid codes: kept as "48,79", in order
+      std::string text;
+      if (v.is_array()) {
+        for (const auto& c : v) {
+          if (!c.is_number_integer()) return fmt::format("{} is not an Xid code (a whole number from 1 to 999)", shown(c));
+          text += (text.empty() ? "" : ",") + c.dump();
+        }
+      } else if (v.is_string()) {
+        text = v.get<std::string>();
+      } else {
+        return not_a("Xid codes ([48, 79] or \"48,79\")", v);
+      }
+      std::string err;
+      std::optional<std::set<unsigned>> codes = parse_xid_list(text, &err);
+      if (!codes) return err;
+      out.clear();
+      for (unsigned c : *codes) out += fmt::format("{}{}", out.empty() ? "" : ",", c);
+      return "";
     }
     case K::Pairs: {
       if (!v.is_string()) return not_a("a string (auto, original, or pairs such as \"0-2,1-3\")", v);

@@ -23,6 +23,15 @@ constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+using nvmlEventSet_t = struct nvmlEventSet_st*;
+constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x8;
+constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
+constexpr int NVML_VOLATILE_ECC = 0;
+struct nvmlEventData_t {  // nvmlEventSetWait_v2
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
 constexpr unsigned kNvLinkMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS (Hopper: 18)
 
 struct nvmlMemory_t {
@@ -82,6 +91,14 @@ struct NvmlProbe::Api {
   nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
   nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long*);  ///< none: not asked
   nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long*);                  ///< none: no energy readings
+  // Faults (gpu_health.h); each optional: none, that fault is not read.
+  nvmlReturn_t (*event_set_create)(nvmlEventSet_t*);
+  nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+  nvmlReturn_t (*event_wait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+  nvmlReturn_t (*event_set_free)(nvmlEventSet_t);
+  nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long*);
+  nvmlReturn_t (*retired_pending)(nvmlDevice_t, nvmlEnableState_t*);
+  nvmlReturn_t (*remapped_rows)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
 
   std::string words(nvmlReturn_t rc) const {
     const char* s = error_string ? error_string(rc) : nullptr;
@@ -131,6 +148,14 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   a.cpu_affinity = reinterpret_cast<decltype(a.cpu_affinity)>(::dlsym(lib_, "nvmlDeviceGetCpuAffinity"));
   // The energy counter (Volta and later, driver 410 on): without it, no job's energy is known.
   a.energy = reinterpret_cast<decltype(a.energy)>(::dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
+  auto maybe = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name)); };
+  maybe(a.event_set_create, "nvmlEventSetCreate");
+  maybe(a.register_events, "nvmlDeviceRegisterEvents");
+  maybe(a.event_wait, "nvmlEventSetWait_v2");
+  maybe(a.event_set_free, "nvmlEventSetFree");
+  maybe(a.ecc, "nvmlDeviceGetTotalEccErrors");
+  maybe(a.retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+  maybe(a.remapped_rows, "nvmlDeviceGetRemappedRows");
   if (!problem_.empty()) return;
   if (nvmlReturn_t rc = a.init(); rc != NVML_SUCCESS) {
     problem_ = fmt::format("nvmlInit_v2: {}", a.words(rc));
@@ -164,9 +189,32 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   // As CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them.
   std::stable_sort(devices_.begin(), devices_.end(), [](const Device& x, const Device& y) { return x.pci < y.pci; });
   ok_ = true;
+  // Xid events: one set for every GPU that takes them (a GPU that does not, e.g. a consumer board
+  // on an old driver, says Not Supported; its Xids go unread).
+  std::vector<std::string> seen;
+  if (a.event_set_create && a.register_events && a.event_wait && a.event_set_free) {
+    nvmlEventSet_t set = nullptr;
+    if (a.event_set_create(&set) == NVML_SUCCESS) {
+      int taken = 0;
+      for (Device& d : devices_) taken += a.register_events(d.handle, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS;
+      if (taken) {
+        events_ = set;
+        seen.push_back(taken == static_cast<int>(devices_.size()) ? "Xid events"
+                                                                  : fmt::format("Xid events ({} of the GPUs)", taken));
+      } else {
+        a.event_set_free(set);
+      }
+    }
+  }
+  if (a.ecc) seen.push_back("uncorrectable ECC errors");
+  if (a.retired_pending) seen.push_back("pending page retirements");
+  if (a.remapped_rows) seen.push_back("pending row remaps");
+  seen.push_back("lost GPUs");
+  for (const std::string& x : seen) faults_seen_ += (faults_seen_.empty() ? "" : ", ") + x;
 }
 
 NvmlProbe::~NvmlProbe() {
+  if (events_ && api_->event_set_free) api_->event_set_free(static_cast<nvmlEventSet_t>(events_));
   if (initialized_ && api_->shutdown) api_->shutdown();
   if (lib_) ::dlclose(lib_);
 }
@@ -209,6 +257,17 @@ GpuReading NvmlProbe::read() {
     else if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) return failed("nvmlDeviceGetUtilizationRates", g, rc);
     unsigned long long mj = 0;
     if (a.energy && a.energy(h, &mj) == NVML_SUCCESS) r.energy_mj[g] = mj;  // else: not this GPU's to say
+    // Faults: each where this GPU can say (ECC off, or no retirement on a board that remaps rows:
+    // Not Supported, nothing read).
+    unsigned long long ecc = 0;
+    if (a.ecc && a.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
+      r.ecc_uncorrected[g] = ecc;
+    nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
+    if (a.retired_pending && a.retired_pending(h, &retire) == NVML_SUCCESS && retire == NVML_FEATURE_ENABLED)
+      r.pending[g] = "page retirement pending (the GPU needs a reset)";
+    unsigned int corr = 0, unc = 0, remap = 0, failed_remap = 0;
+    if (a.remapped_rows && a.remapped_rows(h, &corr, &unc, &remap, &failed_remap) == NVML_SUCCESS && (remap || failed_remap))
+      r.pending[g] = failed_remap ? "row remapping failed (the GPU needs service)" : "row remap pending (the GPU needs a reset)";
     std::vector<nvmlProcessInfo_v1_t> infos(16);
     unsigned int n = static_cast<unsigned>(infos.size());
     while ((rc = a.processes(h, &n, infos.data())) == NVML_ERROR_INSUFFICIENT_SIZE && n > infos.size() &&
@@ -224,6 +283,16 @@ GpuReading NvmlProbe::read() {
       list.push_back(std::move(p));
     }
   }
+  // The Xid events since the last reading, without waiting.
+  if (events_) {
+    nvmlEventData_t e{};
+    for (int k = 0; k < 256 && a.event_wait(static_cast<nvmlEventSet_t>(events_), &e, 0) == NVML_SUCCESS; ++k) {
+      auto it = std::find_if(devices_.begin(), devices_.end(), [&](const Device& d) { return d.handle == e.device; });
+      if (it != devices_.end() && (e.eventType & nvmlEventTypeXidCriticalError))
+        r.xids[static_cast<int>(it - devices_.begin())].push_back(static_cast<unsigned>(e.eventData));
+    }
+  }
+  r.faults_seen = faults_seen_;
   r.used_mib = std::move(used);
   r.processes = std::move(procs);
   return r;

@@ -51,21 +51,27 @@ GpuReading parse_gpu_csv(const std::string& csv) {
       if (comma == std::string::npos) break;
       from = comma + 1;
     }
-    long long idx = 0, mib = 0, pct = 0;
-    bool no_util = cols.size() == 3 && !cols[2].empty() && cols[2][0] == '[';  // [N/A], [Not Supported]
-    bool util = cols.size() == 3 && !no_util && parse_int(cols[2], &pct) && pct >= 0 && pct <= 100;
-    if ((cols.size() != 2 && !util && !no_util) || !parse_int(cols[0], &idx) || !parse_int(cols[1], &mib) ||
+    long long idx = 0, mib = 0, pct = 0, ecc = 0;
+    // [N/A], [Not Supported]: that GPU cannot say (its utilization; ECC off or absent).
+    auto na = [&](size_t k) { return cols.size() > k && !cols[k].empty() && cols[k][0] == '['; };
+    bool util = cols.size() >= 3 && !na(2) && parse_int(cols[2], &pct) && pct >= 0 && pct <= 100;
+    bool has_ecc = cols.size() == 4 && !na(3) && parse_int(cols[3], &ecc) && ecc >= 0;
+    if (cols.size() < 2 || cols.size() > 4 || (cols.size() >= 3 && !util && !na(2)) ||
+        (cols.size() == 4 && !has_ecc && !na(3)) || !parse_int(cols[0], &idx) || !parse_int(cols[1], &mib) ||
         idx < 0 || idx > 63) {
       r.problem = fmt::format("unexpected line from nvidia-smi: '{}'", trim(line).substr(0, 80));
       r.util_pct.clear();
+      r.ecc_uncorrected.clear();
       return r;
     }
     used[static_cast<int>(idx)] = mib;
     if (util) r.util_pct[static_cast<int>(idx)] = static_cast<int>(pct);
+    if (has_ecc) r.ecc_uncorrected[static_cast<int>(idx)] = static_cast<unsigned long long>(ecc);
   }
   if (used.empty()) {
     r.problem = "nvidia-smi printed no GPU";
     r.util_pct.clear();
+    r.ecc_uncorrected.clear();
     return r;
   }
   r.used_mib = std::move(used);
@@ -130,12 +136,14 @@ std::string run_capture(const std::vector<std::string>& args, double timeout_s, 
 GpuReading probe_gpus(const std::string& command, double timeout_s) {
   std::string out;
   std::string problem =
-      run_capture({command, "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits"},
+      run_capture({command, "--query-gpu=index,memory.used,utilization.gpu,ecc.errors.uncorrected.volatile.total",
+                   "--format=csv,noheader,nounits"},
                   timeout_s, &out);
   GpuReading r;
   if (problem.empty()) r = parse_gpu_csv(out);
   else r.problem = problem;
   r.source = "nvidia-smi";
+  r.faults_seen = "uncorrectable ECC errors, a GPU gone from its list";
   return r;
 }
 

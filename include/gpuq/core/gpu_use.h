@@ -41,6 +41,11 @@ struct GpuReading {
   /// GPU index -> its energy counter, mJ since the driver loaded (NVML, Volta and later; none from nvidia-smi)
   std::map<int, unsigned long long> energy_mj;
   std::optional<double> taken;         ///< when it was read (unix s), for a reading kept from before
+  // Faults (gpu_health.h): what this source can read of them is in `faults_seen`.
+  std::map<int, std::vector<unsigned>> xids;          ///< GPU index -> Xid events since the last reading (NVML)
+  std::map<int, unsigned long long> ecc_uncorrected;  ///< GPU index -> uncorrectable ECC errors since the driver loaded
+  std::map<int, std::string> pending;  ///< GPU index -> "page retirement pending", "row remap pending" (NVML)
+  std::string faults_seen;             ///< which faults the source can read ("": none)
 };
 
 /// The rules on a reading: --max-used-mib and --ignore-process.
@@ -150,19 +155,5 @@ std::vector<IdleHolder> merge_idle_holders(const std::vector<std::vector<IdleHol
 /// where its note already begins with the source, else "SOURCE (NOTE)", "SOURCE", or "none".
 std::string probe_source_text(const GpuReading& r);
 
-/// What `gpus` shows (views/gpus_text.h): the probe's reading of `gpus`, the placement (its
-/// topology and the line saying which pairs are used), and the processes of no gpuq job on each GPU.
-struct GpusSeen {
-  GpuReading reading;
-  Placement placement;
-  std::vector<int> gpus;
-  std::map<int, std::vector<GpuProcess>> foreign;
-  std::string placement_line;
-  std::vector<IdleHolder> idle;  ///< processes of no gpuq job the node's runs saw idle on GPUs (merged)
-  double idle_after = 1800;      ///< seconds an idle holder must have been idle to be named (idle_minutes)
-  double idle_pct = 5;           ///< idle_util_percent, for the words
-  std::string idle_note;         ///< where the idle holders come from, or why none can be known
-  double now = 0;                ///< when it was read
-};
 
 }  // namespace gpuq

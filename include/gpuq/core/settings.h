@@ -57,6 +57,8 @@ struct Settings {
   std::string on_idle;         ///< "warn", "requeue" or "kill": what run does with an idle job
   double energy_factor{};      ///< history: a column of kWh x this (kg CO2, a currency; 0: none)
   std::string energy_unit;     ///< ... named so ("kg CO2e", "EUR")
+  std::string xid_drain;       ///< Xid codes that drain a GPU beyond the table's (gpu_health.h): "48,79"
+  std::string xid_ignore;      ///< Xid codes that drain nothing, the table's or xid_drain's
 
   Settings();
   /// Every number 0, every text and list empty: a start for reading the table's defaults.
@@ -76,6 +78,7 @@ enum class SettingKind {
   Text,      ///< a non-empty string (a command)
   Folder,    ///< a folder's path; in a plan, relative to the plan's folder
   Names,     ///< a list of non-empty strings (or one string)
+  Codes,     ///< Xid codes: [48, 79] or "48,79" (none: [] or "")
 };
 
 /// The commands a setting's flag is for (SettingSpec::lists): `settings` takes run's.
@@ -166,7 +169,7 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
      .doc = "hooks: a bash command run for each event of the event log (PLAN.events.jsonl), with the event in "
             "GPUQ_EVENT, GPUQ_JOB_ID, GPUQ_ATTEMPT, GPUQ_OUTCOME, GPUQ_EXIT, GPUQ_LOG, ... and as JSON on stdin; "
             "\"failed,timeout:CMD\" runs it for those kinds only (start, end, retry, requeue, kill, hold, timeout, "
-            "preempt, reload, pause, resume, eta, idle; end outcomes: done, failed, killed, lost, hung, idle, preempted)",
+            "preempt, reload, pause, resume, eta, idle, drain, undrain; end outcomes: done, failed, killed, lost, hung, idle, preempted)",
      .member = &Settings::on_event, .predicts = false, .lists = SettingCommand::kRun, .value_name = "CMD"},
     {.name = "hook_timeout", .flag = "--hook-timeout", .kind = SettingKind::Positive, .default_json = "60",
      .doc = "seconds an on_event command may run before it is stopped", .member = &Settings::hook_timeout,
@@ -238,6 +241,13 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
     {.name = "energy_unit", .flag = "--energy-unit", .kind = SettingKind::Text, .default_json = R"("")",
      .doc = "history: what energy_factor gives, e.g. \"kg CO2e\" or \"EUR\"", .member = &Settings::energy_unit,
      .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "TEXT"},
+    {.name = "xid_drain", .flag = "--xid-drain", .kind = SettingKind::Codes, .default_json = R"("")",
+     .doc = "Xid codes that drain a GPU besides those doc/gpu-health.md lists (48, 63, 64, 74, 79, 92, 94, 95): "
+            "[119, 120] or \"119,120\"",
+     .member = &Settings::xid_drain, .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "CODES"},
+    {.name = "xid_ignore", .flag = "--xid-ignore", .kind = SettingKind::Codes, .default_json = R"("")",
+     .doc = "Xid codes that never drain a GPU, even those the table or xid_drain drain (said, not acted on)",
+     .member = &Settings::xid_ignore, .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "CODES"},
 });
 
 /// The number of settings.

@@ -52,6 +52,8 @@ class NvmlProbe : public GpuProbe {
   std::string library_, problem_;
   struct Device;
   std::vector<Device> devices_;
+  void* events_ = nullptr;  ///< the Xid event set (nvmlEventSet_t), where NVML gives one
+  std::string faults_seen_;  ///< which faults this library can read (GpuReading::faults_seen)
 };
 
 }  // namespace gpuq

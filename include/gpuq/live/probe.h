@@ -18,16 +18,15 @@
 
 namespace gpuq {
 
-/// Runs `COMMAND --query-gpu=index,memory.used,utilization.gpu
+/// Runs `COMMAND --query-gpu=index,memory.used,utilization.gpu,ecc.errors.uncorrected.volatile.total
 /// --format=csv,noheader,nounits` (COMMAND found on PATH) and parses its lines
 /// (parse_gpu_csv). No command, a non-zero exit, a timeout or a line it cannot
 /// read gives no reading, with the problem said.
 GpuReading probe_gpus(const std::string& command, double timeout_s);
 
-/// Parses nvidia-smi's CSV: "index, MiB" or "index, MiB, percent" lines (an
-/// older nvidia-smi, or a fake one, prints two columns; a GPU that cannot say
-/// its utilization prints "[N/A]" or "[Not Supported]": it has no
-/// utilization). A reading without `problem`, or with it set on anything else.
+/// Parses nvidia-smi's CSV: "index, MiB", "index, MiB, percent" or "index, MiB, percent,
+/// uncorrectable ECC errors" lines (an older nvidia-smi, or a fake one, prints fewer columns;
+/// a GPU that cannot say its utilization or ECC count prints "[N/A]" or "[Not Supported]"). A reading without `problem`, or with it set on anything else.
 GpuReading parse_gpu_csv(const std::string& csv);
 
 /// The GpuProbe that asks nvidia-smi (probe_gpus).
