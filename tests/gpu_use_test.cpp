@@ -177,13 +177,17 @@ TEST(GpuUseTick, AGpuLostMidRunIsSaidOnceAndGetsNoJob) {
   q.launcher.exit(1000, 1);
   q.clock.advance(20);
   q.tick();
-  EXPECT_EQ(q.status("a"), Status::Failed);
-  q.launcher.exit_all_running(0);
-  q.clock.advance(400);  // past --retry-after: a runs again, not on the lost GPU 0
-  q.tick();
-  EXPECT_THAT(q.out, ::testing::Contains(q.line("GPU 0 busy: lost (GPU is lost); no job starts on it")));
+  // The lost GPU is drained (issue 53): a's failure was the GPU's, so a runs again at once, on
+  // GPU 1, no retry spent (without the drain it waited --retry-after and spent one).
+  EXPECT_THAT(q.out, ::testing::Contains(::testing::HasSubstr("GPU 0 drained: GPU lost (GPU is lost), seen by ")));
+  EXPECT_THAT(q.out, ::testing::Contains(::testing::HasSubstr("requeued a: it failed (exit 1) on GPU 0, drained for "
+                                                              "GPU lost (GPU is lost)")));
   EXPECT_EQ(q.status("a"), Status::Running);
   EXPECT_EQ(q.entry("a").gpus, (std::vector<int>{1}));
+  EXPECT_EQ(q.entry("a").attempts_or0(), 0);
+  q.clock.advance(61);  // once a's processes had their minute to let go, the lost GPU is said busy too
+  q.tick();
+  EXPECT_THAT(q.out, ::testing::Contains(q.line("GPU 0 busy: lost (GPU is lost); no job starts on it")));
 }
 
 // Issue 25, point 14: a job waiting on the GPUs of a job in its kill grace said "needs 1 GPU, 0

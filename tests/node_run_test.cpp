@@ -1391,3 +1391,38 @@ TEST(NodeRun, AWaitingJobHasOneReasonForEveryUserWhoLooks) {
   a->wait(kPatience);
   b->wait(kPatience);
 }
+
+// A drain is the node's (issue 53): bo drains GPU 5 by hand, with no run of his going; ana's run
+// starts none of her 1-GPU jobs on it and says whose drain it is; ana may undrain it (a lab's GPU
+// is everyone's to mend), and her next run uses it again.
+TEST(NodeRun, ADrainByOneUserKeepsEveryUsersJobsOffTheGpu) {
+  NEEDS_ROOT();
+  Node node;
+  std::optional<uid_t> ana = ensure_user("gqana"), bo = ensure_user("gqbo");
+  ASSERT_TRUE(ana && bo);
+  std::string p = "[";
+  for (int i = 0; i < 10; ++i)
+    p += fmt::format("{}{{\"id\": \"a{}\", \"script\": \"job.sh\", \"est_hours\": 0.0001, \"args\": [\"0.3\"]}}",
+                     i ? ", " : "", i);
+  std::string fa = node.folder("gqana", p + "]", *ana);
+  Output d = run({"runuser", "-u", "gqbo", "--", gpuq_binary(), "drain", "5", "--why", "fan failing", "--node-dir",
+                  node.dir},
+                 node.root.path(), node.env);
+  ASSERT_EQ(d.status, 0) << d.out << d.err;
+  Output o = node.run_as("gqana", fa)->wait(kPatience);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("GPU 5 drained by gqbo at "));
+  EXPECT_THAT(o.out, ::testing::HasSubstr(": fan failing; no job starts on it until `gpuq undrain 5`"));
+  std::vector<Ran> ran = records("gqana", fa);
+  ASSERT_EQ(ran.size(), 10u);
+  for (const Ran& r : ran) EXPECT_EQ(std::count(r.gpus.begin(), r.gpus.end(), 5), 0) << r.id;
+  Output status = run({"runuser", "-u", "gqana", "--", gpuq_binary(), "status", "--node", "--node-dir", node.dir},
+                      fa, node.env);
+  EXPECT_THAT(status.out, ::testing::HasSubstr("drained: GPU 5 drained by gqbo at "));
+  Output u = run({"runuser", "-u", "gqana", "--", gpuq_binary(), "undrain", "5", "--node-dir", node.dir}, fa, node.env);
+  ASSERT_EQ(u.status, 0) << u.out << u.err;
+  EXPECT_THAT(u.out, ::testing::HasSubstr("GPU 5 undrained (it was: GPU 5 drained by gqbo at "));
+  Output gone = run({"runuser", "-u", "gqbo", "--", gpuq_binary(), "status", "--node", "--node-dir", node.dir},
+                    node.root.path(), node.env);
+  EXPECT_THAT(gone.out, ::testing::Not(::testing::HasSubstr("drained:")));
+}

@@ -1,6 +1,7 @@
 // Several jobs on one GPU (a job's gpu_mem_gib): the pass's placement, the engine's room, and a
 // property test over random plans: `run` (the RunLoop over fakes) never overbooks a GPU, never
 // shares a whole job's GPU, and places every job where and when the prediction does.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@
 #include "tick_loop.h"
 
 using namespace gpuq;
-using gpuq::test::plan_of;
+using namespace gpuq::test;
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include "gpuq/core/plan.h"
 #include "test_util.h"
 
+using namespace gpuq;
 using namespace gpuq::test;
 using nlohmann::json;
 using ::testing::HasSubstr;

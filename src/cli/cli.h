@@ -58,6 +58,8 @@ struct Flags : PlanSetup {
   // run on a shared node (node_dir.h):
   bool status_node = false;  ///< status --node: every user's jobs on the shared node
   bool simulate_node = false;  ///< simulate --node: the plan on the shared node as it is now
+  int drain_gpu = -1;          ///< drain, undrain: the GPU
+  std::string drain_why;       ///< drain --why
   // run through a batch queue (backend_flags.cpp):
   bool batch = false;
   std::string partition, account, qos;

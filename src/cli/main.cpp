@@ -92,6 +92,8 @@ const std::vector<std::pair<std::string_view, std::string_view>>& help_examples(
       {"pause", "gpuq pause --plan plan.json"},
       {"resume", "gpuq resume --plan plan.json"},
       {"gpus", "gpuq gpus"},
+      {"drain", "gpuq drain 3 --why overheating"},
+      {"undrain", "gpuq undrain 3"},
       {"settings", "gpuq settings --plan plan.json --gpus 0-3"},
       {"top", "gpuq top --plan plan.json --print 100x30\n(in a terminal, `gpuq top`; ? there lists the keys)"},
   };
@@ -152,7 +154,8 @@ int main(int argc, char** argv) {
   // Commands that take --plan (not version or completion) find their plan when it was not given.
   bool takes_plan = false;
   for (const CLI::App* sub : app.get_subcommands())
-    takes_plan = takes_plan || (sub->get_option_no_throw("--plan") && sub->get_name() != "gpus");  // gpus: optional
+    takes_plan = takes_plan || (sub->get_option_no_throw("--plan") && sub->get_name() != "gpus" &&
+                                sub->get_name() != "drain" && sub->get_name() != "undrain");  // optional
   if (f.status_node) takes_plan = false;  // status --node: the node's jobs, of every plan
   if (action && takes_plan && !resolve_plan(f)) return kExitBadInput;
   if (action && takes_plan) set_hint_flags(hint_flags_for(f));

@@ -63,6 +63,8 @@ int status_node(const Flags& f) {
     return 0;
   }
   fmt::print("{}", node_text(n.dir, n.users, n.notes, n.node, n.now, n.config, n.backfill_max_hours, n.room, n.host));
+  for (const auto& [g, d] : node_drained(n.users))
+    fmt::print("drained: {}; no job starts on it (gpuq undrain {})\n", drain_text(d, local_time(d.at, n.now)), g);
   // GPUs hoarded by processes of no gpuq job, as the node's runs saw them (reported, never stopped).
   std::vector<std::vector<IdleHolder>> seen;
   for (const NodeUser& u : n.users)

@@ -660,6 +660,15 @@ void Engine::operator()(const ev::Vanished& e) {
   end_running(e.job, ended_lost(e.at, std::nullopt, 0), Cause::Vanish, false);
 }
 
+void Engine::operator()(const ev::GpuFault& e) {
+  const Ended* end = std::get_if<Ended>(&lives_[e.job]);
+  if (!end || !(end->outcome == Outcome::Failed || end->outcome == Outcome::Lost || end->outcome == Outcome::OomGpu))
+    return;
+  enter(e.job, Waiting{end->attempts, end->end, end->oom_retries}, Cause::GpuFault);
+  unblock_all();  // its failure blocked its dependents: it was the GPU's, not the job's
+  settle();
+}
+
 void Engine::operator()(const ev::Aborted& e) {
   long long attempts = 0, oom = 0;
   if (const Running* r = std::get_if<Running>(&lives_[e.job])) attempts = r->attempts, oom = r->oom_retries;

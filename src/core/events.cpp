@@ -15,13 +15,16 @@ namespace gpuq {
 
 const std::vector<std::string>& event_kinds() {
   static const std::vector<std::string> kinds{"start",  "end",   "retry",  "requeue", "kill", "hold",
-                                              "timeout", "preempt", "reload", "pause", "resume", "eta", "idle"};
+                                              "timeout", "preempt", "reload", "pause", "resume", "eta", "idle",
+                                              "drain",  "undrain"};
   return kinds;
 }
 
 bool job_event(const Event& e) {
   // idle: a note of the idle watch on a running job; its requeue or end comes as its own event.
-  return e.kind != "reload" && e.kind != "pause" && e.kind != "resume" && e.kind != "eta" && e.kind != "idle";
+  // drain, undrain: a GPU of the node (gpu_health.h), no job's.
+  return e.kind != "reload" && e.kind != "pause" && e.kind != "resume" && e.kind != "eta" && e.kind != "idle" &&
+         e.kind != "drain" && e.kind != "undrain";
 }
 
 Event plan_event(const std::string& kind, double t, std::string_view by, std::optional<std::string> detail) {
@@ -202,6 +205,12 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       }
       if (c.cause == Cause::Requeued)  // `gpuq requeue`: its own event, so the history shows why the attempt ended
         out.push_back(make("requeue", now, attempt_of(after)));
+      else if (c.cause == Cause::GpuFault) {  // its failure was the GPU's: run again, no retry spent
+        Event e = make("requeue", now, attempt_of(after));
+        e.detail = "its attempt failed on a GPU drained for a fault: it runs again on other GPUs, not counted "
+                   "against max_retries";
+        out.push_back(std::move(e));
+      }
       else if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
         out.push_back(make("retry", now, attempt_of(after)));
       break;

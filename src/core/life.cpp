@@ -206,7 +206,7 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
         return;
       }
       bool preempted = cause == Cause::Preempted || cause == Cause::Checkpointed;
-      if ((preempted || cause == Cause::NodeRestarted) && w.ended) {  // the attempt's record keeps when it ended
+      if ((preempted || cause == Cause::NodeRestarted || cause == Cause::GpuFault) && w.ended) {  // the attempt's record keeps when it ended
         e.end = w.ended;
         if (preempted && !e.preempt) e.preempt = w.ended;  // and that it was preempted
       }
@@ -214,7 +214,7 @@ void write_life_in(JobState& e, const Life& l, Cause cause) {
       // The original writes the attempts with an automatic retry; a release by hand starts over.
       // A preemption spends none.
       if (cause == Cause::AutoRetry || cause == Cause::Abort || cause == Cause::Requeued || cause == Cause::OomRetry ||
-          cause == Cause::NodeRestarted || preempted)
+          cause == Cause::NodeRestarted || cause == Cause::GpuFault || preempted)
         next.attempts = w.attempts;
       if (w.oom_retries > 0) next.oom_retries = w.oom_retries;
       if (preempted) next.preemptions = e.preemptions.value_or(0) + 1;

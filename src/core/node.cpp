@@ -454,10 +454,20 @@ void node_pass(const NodePass& p, GpuMask closed, std::vector<char>& out, NodeDe
 
 }  // namespace
 
+std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, GpuMask* undrained) {
+  std::vector<std::vector<GpuDrain>> records;
+  for (const NodeUser& u : users) records.push_back(u.drains);
+  return drained_gpus(records, undrained);
+}
+
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement,
                          const NodeRoom& room, const HostRoom& host) {
   NodeDecision d;
+  // A drained GPU is no GPU of the node to any want (its holds still hold it until they end).
+  const GpuMask drained = drained_mask(node_drained(users));
+  free &= ~drained;
+  node &= ~drained;
   const bool pack = !room.empty();
   GpuMask whole = 0;  // GPUs a hold takes whole (without room given, every hold does)
   std::vector<GpuMask> held(users.size());

@@ -117,6 +117,12 @@ std::string write_node_user(const NodeUser& user) {
   }
   json j = {{"user", user.name}, {"usage_gpu_hours", user.usage_gpu_hours}, {"usage_at", user.usage_at},
             {"runs", runs}};
+  if (!user.drains.empty()) {  // only where they drained some GPU: an older file reads as before
+    json drains = json::array();
+    for (const GpuDrain& d : user.drains)
+      drains.push_back({{"gpu", d.gpu}, {"drained", d.drained}, {"at", d.at}, {"why", d.why}, {"fault", d.fault}});
+    j["drains"] = std::move(drains);
+  }
   return j.dump(1) + "\n";
 }
 
@@ -257,6 +263,31 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
           }
         }
       u.runs.push_back(std::move(r));
+    }
+    if (auto drains = j.find("drains"); drains != j.end()) {
+      // A drain keeps jobs off a GPU node-wide: one that cannot be read is named, not guessed at.
+      if (!drains->is_array()) throw std::runtime_error("\"drains\" is not a list");
+      for (const json& dj : *drains) {
+        GpuDrain d;
+        long long g = whole(dj, "gpu");
+        d.at = number(dj, "at");
+        d.why = text(dj, "why");
+        d.by = name;
+        auto flag = [&](const char* key, bool dflt) {
+          auto it = dj.find(key);
+          if (it == dj.end()) return dflt;
+          if (!it->is_boolean()) throw std::runtime_error(fmt::format("drain of GPU {}: \"{}\" is not true or false", g, key));
+          return it->get<bool>();
+        };
+        d.drained = flag("drained", true);
+        d.fault = flag("fault", false);
+        if (g < 0 || g > kMaxGpuId) {
+          if (refused) refused->push_back(fmt::format("{}'s drain of GPU {} refused: no such GPU", name, g));
+          continue;
+        }
+        d.gpu = static_cast<int>(g);
+        set_drain_record(u.drains, std::move(d));
+      }
     }
     return u;
   } catch (const std::exception& e) {

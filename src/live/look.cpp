@@ -238,6 +238,9 @@ static HostRoom node_host_of(const PlanSetup& s, const std::vector<int>& gpus) {
   return node_host_room(o.node_cpus, o.node_mem_gib);
 }
 
+// A drained GPU's hold in a prediction: until it is undrained, which no one can predict.
+constexpr double kDrainedUntil = 1e15;
+
 // The node look of the plan of `paths` on `gpus` (LookAsk::whole as there, `plan_wants` its first
 // ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
 // (gpuq, ends ~14:30)").
@@ -265,6 +268,14 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
     return look;
   }
   look.notes = v.notes;
+  // Drained GPUs get no job while they are: the prediction runs on the GPUs left, and says so.
+  look.drained = node_drained(v.users);
+  if (GpuMask d = drained_mask(look.drained) & node) {
+    look.line += drained_prediction_note(d, node) + "\n";
+    look.held.push_back({d, kDrainedUntil, false});
+    for (const auto& [g, drain] : look.drained)
+      if (others && (node >> g & 1)) (*others)[g] = fmt::format("GPU {} drained ({})", g, drain.why);
+  }
   std::string mine = fs::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
   // The plan's owner: the user whose run runs it (another user may look at it), else the viewer.
@@ -415,9 +426,11 @@ static void idle_holders_into(GpusSeen& n, const PlanSetup& s) {
   std::string dir = choose_node_dir(s.node_dir);
   if (dir.empty()) {
     n.idle_note = "idle GPU memory: not followed (no node directory: a gpuq run that shares one follows it)";
+    n.drain_note = "drained GPUs: none known (no node directory: drains are kept there)";
     return;
   }
   NodeView v = read_node_dir(dir, mask_of(n.gpus));
+  n.drained = node_drained(v.users);
   std::vector<std::vector<IdleHolder>> seen;
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
@@ -684,7 +697,15 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     l.opt.placement.topology = t.value_or(Topology{});
   }
   see_gpus(l, plan, probed, ask);
-  if (ask.node) see_node(l, s, plan, ask);
+  if (ask.node) {
+    see_node(l, s, plan, ask);
+  } else if (GpuMask node = mask_of(l.gpus); node) {  // the drained GPUs alone (simulate): none gets a job
+    l.node.drained = read_drained(node_dir_for(s, l.paths), node);
+    if (GpuMask d = drained_mask(l.node.drained) & node) {
+      l.node.held.push_back({d, kDrainedUntil, false});
+      l.on_node.held = l.node.held;
+    }
+  }
   if (ask.run) look_at_run(l.paths, l.gpus, *backend, l);
   if (ask.snapshots && ask.state) l.stale_text = stale_snapshot_notes(plan, l.state, l.now, l.paths, l.stale_commits);
   l.settings_notes = settings_notes(s, ask.pairs_default);

@@ -19,6 +19,7 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/suggest.h"
+#include "gpuq/live/commands.h"
 #include "gpuq/live/proc.h"
 
 namespace gpuq {
@@ -115,7 +116,154 @@ NodeConfig read_config(const std::string& dir, std::vector<std::string>& notes) 
   return *c;
 }
 
+// Writes `text` as DIR/USER.json: a temporary file synced, then renamed over it. The problem, or "".
+std::string write_user_file(const std::string& dir, const std::string& user, const std::string& text) {
+  std::string path = dir + "/" + user + ".json";
+  std::string tmp = fmt::format("{}/.{}.json.{}.tmp", dir, user, getpid());
+  unlink(tmp.c_str());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::string err;
+  if (fd < 0) return fmt::format("open({}) failed: {}", tmp, std::strerror(errno));
+  fchmod(fd, 0644);
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    err = fmt::format("write({}) failed: {}", tmp, std::strerror(errno));
+  // Synced before the rename: after a power cut the file is this version or the last, never an
+  // empty or cut one that would leave the user's runs and usage uncounted. (The folder is not
+  // synced: the last version, come back, is a whole one.)
+  else if (fdatasync(fd) != 0)
+    err = fmt::format("fdatasync({}) failed: {}", tmp, std::strerror(errno));
+  close(fd);
+  if (err.empty() && rename(tmp.c_str(), path.c_str()) != 0)
+    err = fmt::format("rename({}, {}) failed: {}", tmp, path, std::strerror(errno));
+  if (!err.empty()) unlink(tmp.c_str());
+  return err;
+}
+
+// Takes the node lock of `dir` (waiting up to `timeout` s): its descriptor. Throws NodeError.
+int take_node_lock(const std::string& dir, double timeout) {
+  std::string lock = dir + "/.lock";
+  int fd = open(lock.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) throw NodeError(fmt::format("open({}) failed: {}", lock, std::strerror(errno)));
+  struct stat st{};
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) fchmod(fd, 0666);
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      int err = errno;
+      close(fd);
+      throw NodeError(fmt::format("flock({}) failed: {}", lock, std::strerror(err)));
+    }
+    if (std::chrono::steady_clock::now() > until) {
+      close(fd);
+      throw NodeError(fmt::format("the node lock {} was held for more than {:g} s", lock, timeout));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fd;
+}
+
 }  // namespace
+
+std::map<int, GpuDrain> write_drain(const std::string& dir, GpuMask node, GpuDrain record) {
+  int fd = take_node_lock(dir, 30);
+  std::map<int, GpuDrain> before;
+  std::string err;
+  try {
+    NodeView v = read_node_dir(dir, node);
+    before = node_drained(v.users);
+    std::string me = name_of(geteuid());
+    NodeUser mine{me, 0, record.at, {}, {}};
+    for (const NodeUser& u : v.users)
+      if (u.name == me) mine = u;
+    // A file of this user's that was refused is not written over: its runs and usage would be lost.
+    std::string path = dir + "/" + me + ".json";
+    if (std::none_of(v.users.begin(), v.users.end(), [&](const NodeUser& u) { return u.name == me; }) &&
+        access(path.c_str(), F_OK) == 0)
+      for (const std::string& n : v.notes)
+        if (n.starts_with(path)) err = fmt::format("{} (it is left as it is: fix or remove it first)", n);
+    record.by = me;
+    if (err.empty()) {
+      set_drain_record(mine.drains, std::move(record));
+      err = write_user_file(dir, me, write_node_user(mine));
+    }
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  if (!err.empty()) throw NodeError(err);
+  return before;
+}
+
+std::map<int, GpuDrain> read_drained(const std::string& dir, GpuMask node) {
+  if (dir.empty()) return {};
+  try {
+    return node_drained(read_node_dir(dir, node).users);
+  } catch (const NodeError&) {
+    return {};
+  }
+}
+
+int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayLine& out, const SayLine& err) {
+  const char* cmd = drain ? "drain" : "undrain";
+  std::string problem;
+  std::optional<std::vector<int>> ids = parse_gpu_list(s.gpus, &problem);
+  if (!ids) {
+    err(fmt::format("gpuq {}: {}", cmd, problem));
+    return 2;
+  }
+  if (std::find(ids->begin(), ids->end(), g) == ids->end()) {
+    err(fmt::format("gpuq {}: GPU {} is not one of this node's GPUs ({}; --gpus or the plan's \"gpus\" say which)", cmd,
+                    g, s.gpus));
+    return 2;
+  }
+  while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+  if (drain && why.empty()) {
+    err("gpuq drain: --why TEXT is needed: every user of the node sees it (\"fan failing\", \"Xid 79 twice today\")");
+    return 2;
+  }
+  std::string dir = choose_node_dir(s.node_dir);
+  if (dir.empty()) {
+    err(fmt::format("gpuq {}: no node directory (--node-dir off, or none can be made): a drain is kept there, where "
+                    "every run on the node reads it",
+                    cmd));
+    return 2;
+  }
+  if (std::string p = node_dir_problem(dir); !p.empty()) {
+    err(fmt::format("gpuq {}: {}", cmd, p));
+    return 1;
+  }
+  const double now = unix_now();
+  const GpuMask all = ~GpuMask{0};
+  std::map<int, GpuDrain> before = read_drained(dir, all);
+  if (!drain && !before.count(g)) {
+    err(fmt::format("gpuq undrain: GPU {} is not drained (nothing changed; `gpuq gpus` shows the drained ones)", g));
+    return 1;
+  }
+  try {
+    before = write_drain(dir, all, GpuDrain{g, drain, now, why, {}, false});
+  } catch (const NodeError& e) {
+    err(fmt::format("gpuq {}: {}; nothing changed", cmd, e.what()));
+    return 1;
+  }
+  auto was = before.find(g);
+  std::string earlier = was == before.end() ? "" : drain_text(was->second, local_time(was->second.at, now));
+  if (!drain) {
+    out(fmt::format("GPU {} undrained (it was: {}): jobs may start on it again, from each run's next tick", g, earlier));
+    return 0;
+  }
+  if (!earlier.empty()) out(fmt::format("GPU {} was drained already ({}); the reason is now yours", g, earlier));
+  out(fmt::format("GPU {} drained: {}. No new job starts on it in any user's run on this node ({}); jobs running on it "
+                  "go on. `gpuq undrain {}` gives it back.",
+                  g, why, dir, g));
+  return 0;
+}
+
+void NodeShare::drain(GpuDrain record) {
+  record.by = me_;
+  drained_[record.gpu] = record;
+  to_drain_.push_back(std::move(record));
+}
 
 std::string choose_node_dir(const std::string& flag) {
   std::string dir = flag;
@@ -238,24 +386,7 @@ void NodeShare::leave() {
 GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout,
                          const std::vector<NodeHold>* holds) {
   leave();
-  std::string lock = dir_ + "/.lock";
-  int fd = open(lock.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
-  if (fd < 0) throw NodeError(fmt::format("open({}) failed: {}", lock, std::strerror(errno)));
-  struct stat st{};
-  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) fchmod(fd, 0666);
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) {
-      int err = errno;
-      close(fd);
-      throw NodeError(fmt::format("flock({}) failed: {}", lock, std::strerror(err)));
-    }
-    if (std::chrono::steady_clock::now() > until) {
-      close(fd);
-      throw NodeError(fmt::format("the node lock {} was held for more than {:g} s", lock, timeout));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  int fd = take_node_lock(dir_, timeout);
   lock_fd_ = fd;
   NodeView v;
   try {
@@ -267,6 +398,8 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   for (const std::string& n : v.notes)
     if (told_.fresh(n)) say(n);
   config_ = v.config;
+  drained_ = node_drained(v.users, &undrained_);
+  for (const GpuDrain& d : to_drain_) drained_[d.gpu] = d;  // not written yet: this run's own
   // This user's file as read (a new one if it was refused or missing), with this run's wants now.
   mine_.reset();
   for (const NodeUser& u : v.users)
@@ -394,28 +527,9 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   Written written{*it, me.usage_gpu_hours, me.usage_at};
   // Runs of this user that ended and hold nothing are forgotten.
   std::erase_if(me.runs, [&](const NodeRun& r) { return r.plan != plan_ && r.holds.empty() && !alive(r.pid, r.pid_start); });
-  std::string text = write_node_user(me);
-  std::string path = dir_ + "/" + me_ + ".json";
-  std::string tmp = fmt::format("{}/.{}.json.{}.tmp", dir_, me_, getpid());
-  unlink(tmp.c_str());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  std::string err;
-  if (fd < 0) {
-    err = fmt::format("open({}) failed: {}", tmp, std::strerror(errno));
-  } else {
-    fchmod(fd, 0644);
-    if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      err = fmt::format("write({}) failed: {}", tmp, std::strerror(errno));
-    // Synced before the rename: after a power cut the file is this version or the last, never an
-    // empty or cut one that would leave the user's runs and usage uncounted. (The folder is not
-    // synced: the last version, come back, is a whole one.)
-    else if (fdatasync(fd) != 0)
-      err = fmt::format("fdatasync({}) failed: {}", tmp, std::strerror(errno));
-    close(fd);
-    if (err.empty() && rename(tmp.c_str(), path.c_str()) != 0)
-      err = fmt::format("rename({}, {}) failed: {}", tmp, path, std::strerror(errno));
-    if (!err.empty()) unlink(tmp.c_str());
-  }
+  for (GpuDrain& d : to_drain_) set_drain_record(me.drains, std::move(d));
+  to_drain_.clear();
+  std::string err = write_user_file(dir_, me_, write_node_user(me));
   leave();
   if (!err.empty()) throw NodeError(err);
   written_ = std::move(written);

@@ -68,6 +68,7 @@ TickResult RunLoop::tick() {
     if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
     else save_ends_before_relaunch(t);
     node_enter(t);
+    watch_drains(t);
     decide(t);
     phase("tick: decide");
     start(t);
@@ -289,6 +290,7 @@ void RunLoop::probe(Tick& t) {
                            "original does",
                            reading.problem));
   }
+  t.reading = std::move(reading);
 }
 
 // Several jobs on one GPU: what else uses each GPU's memory, for the engine's room (a GPU's

@@ -34,6 +34,10 @@ std::string gpus_text(const GpusSeen& n) {
     std::string name = r.names.count(g) ? r.names.at(g) : "";
     out += fmt::format("{:>3}  {:<28} {:>17}  {:>4}  {}\n", g, name.substr(0, 28), mem, util, procs);
   }
+  for (const auto& [g, d] : n.drained)
+    out += fmt::format("drained: {}; no job starts on it (gpuq undrain {})\n", drain_text(d, local_time(d.at, n.now)), g);
+  if (!n.drain_note.empty()) out += n.drain_note + "\n";
+  out += fmt::format("faults read: {}\n", r.faults_seen.empty() ? "none (no probe reading)" : r.faults_seen);
   const Topology& t = n.placement.topology;
   if (t.empty()) {
     out += "connections: not known\n";
@@ -94,6 +98,12 @@ std::string gpus_json(const GpusSeen& n) {
                     {"total_mib", opt(r.total_mib)},
                     {"util_pct", opt(r.util_pct)},
                     {"lost", opt(r.lost)},
+                    {"ecc_uncorrected", opt(r.ecc_uncorrected)},
+                    {"drained", n.drained.count(g) ? json{{"why", n.drained.at(g).why},
+                                                          {"by", n.drained.at(g).by},
+                                                          {"at", n.drained.at(g).at},
+                                                          {"fault", n.drained.at(g).fault}}
+                                                   : json(nullptr)},
                     {"processes", r.processes ? procs : json(nullptr)}});
   }
   out["gpus"] = gpus;
@@ -109,6 +119,7 @@ std::string gpus_json(const GpusSeen& n) {
     idle.push_back({{"gpu", h.gpu}, {"pid", h.pid}, {"user", h.user}, {"name", h.name}, {"command", h.command},
                     {"used_mib", h.used_mib >= 0 ? json(h.used_mib) : json(nullptr)}, {"idle_since", h.since}});
   out["idle_processes"] = idle;
+  out["faults_read"] = r.faults_seen;
   out["placement"] = n.placement.kind == Placement::Kind::Auto     ? "auto"
                      : n.placement.kind == Placement::Kind::Pairs  ? "pairs"
                                                                   : "original";

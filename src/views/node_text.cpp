@@ -152,6 +152,10 @@ std::string node_json(const std::string& dir, const std::vector<NodeUser>& users
   out["now"] = now;
   out["notes"] = notes;
   out["gpus_held"] = count(w.d.held);
+  ordered_json drained = ordered_json::array();  // the node's drained GPUs (gpu_health.h)
+  for (const auto& [g, d] : node_drained(users))
+    drained.push_back({{"gpu", g}, {"why", d.why}, {"by", d.by}, {"at", d.at}, {"fault", d.fault}});
+  out["drained"] = std::move(drained);
   ordered_json us = ordered_json::array();
   for (size_t u = 0; u < users.size(); ++u) {
     ordered_json runs = ordered_json::array();

@@ -175,8 +175,9 @@ std::vector<ScreenLine> gpu_lines(const TopInput& in, const TopUi& ui, size_t wi
     if (m != mine.end()) b.add(fmt::format("{}", fmt::join(m->second, ", ")), Tone::good);
     else if (in.others && o != in.others->end()) {
       // "GPU 3 busy: 30000 MiB in use by ..." says the GPU again: the row names it.
-      std::string why = o->second, lead = fmt::format("GPU {} busy: ", g);
-      b.add(why.rfind(lead, 0) == 0 ? why.substr(lead.size()) : why, Tone::warn);
+      std::string why = o->second, lead = fmt::format("GPU {} busy: ", g), drained = fmt::format("GPU {} drained", g);
+      if (why.rfind(drained, 0) == 0) b.add(why.substr(drained.size() - 7), Tone::bad);  // "drained (fan failing)"
+      else b.add(why.rfind(lead, 0) == 0 ? why.substr(lead.size()) : why, Tone::warn);
     }
     else b.add("free", Tone::dim);
     out.push_back(std::move(b.line));

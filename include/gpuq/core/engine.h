@@ -100,13 +100,16 @@ struct Preempt {                                               ///< stop a runni
   /// none or NaN: no checkpoint seen.
   std::optional<double> checkpoint{};
 };
+struct GpuFault { size_t job; };                               ///< its last attempt failed on a GPU drained for
+                                                               ///< a fault (gpu_health.h): it waits again, no
+                                                               ///< retry spent, its dependents unblocked
 struct Files { size_t job; bool present; };                    ///< its file: deps exist (or not) now
 struct Dequeued { size_t job; };                               ///< its batch queue no longer has it (it never ran)
 }  // namespace ev
 
 using EngineEvent = std::variant<ev::Tick, ev::Exited, ev::Vanished, ev::Aborted, ev::LaunchFailed, ev::QueueStarted,
                            ev::LimitReached, ev::Hung, ev::OverMemory, ev::OomRetry, ev::GroupGone, ev::Retry, ev::Hold, ev::Kill, ev::Requeue,
-                           ev::Files, ev::Dequeued, ev::Preempt>;
+                           ev::Files, ev::Dequeued, ev::Preempt, ev::GpuFault>;
 
 /// A job to launch now: its GPUs are its life's (Running::gpus, of `node`); attempt = its
 /// GPUQ_ATTEMPT. A batch queue's job (Queued) has none: the queue places it.
@@ -358,6 +361,7 @@ class Engine {
   void operator()(const ev::Files& e);
   void operator()(const ev::Dequeued& e);
   void operator()(const ev::Preempt& e);
+  void operator()(const ev::GpuFault& e);
   void preempt_for_head(const ev::Tick& t);
   bool start_held_head(const ev::Tick& t);
   friend struct EngineVisit;

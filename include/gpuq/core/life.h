@@ -169,6 +169,7 @@ enum class Cause {
   Preempted,    ///< it ended after a preemption, not done: waiting again
   Checkpointed, ///< a preemptible job exited 85 on its own ("checkpointed, run me again"): waiting again
   NodeRestarted,///< the machine restarted under it (a power cut, a reboot): waiting again, no retry spent
+  GpuFault,     ///< it failed on a GPU drained for a fault (gpu_health.h): waiting again, no retry spent
 };
 
 /// Writes `l` into the entry `e` that recorded the job's previous life, as the original

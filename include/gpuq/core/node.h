@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpuq/core/events.h"
+#include "gpuq/core/gpu_health.h"
 #include "gpuq/core/gpu_use.h"
 #include "gpuq/core/gpus.h"
 #include "gpuq/core/schedule.h"
@@ -94,7 +95,14 @@ struct NodeUser {
   double usage_gpu_hours = 0;         ///< decayed GPU-hours as of `usage_at`
   double usage_at = 0;
   std::vector<NodeRun> runs;
+  /// Their newest drain record per GPU (gpu_health.h): the node's drained GPUs are every user's
+  /// newest records (node_drained); no run's pass or prediction gives a drained GPU a job.
+  std::vector<GpuDrain> drains;
 };
+
+/// The GPUs drained on the node now: each GPU's newest record among every user's (gpu_health.h).
+/// `undrained`, when given: the GPUs whose newest record is an undrain.
+std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, GpuMask* undrained = nullptr);
 
 /// What the node config allows one user: a cap on the GPUs their jobs hold at once, and
 /// their share (a user of share 2 is charged half as much for the same GPU-hours, so gets twice

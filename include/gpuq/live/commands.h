@@ -35,6 +35,11 @@ using SayLine = std::function<void(const std::string&)>;
 int run_plan(PlanSetup& s, Plan plan, const std::vector<int>& gpus, const std::string& plan_text,
              const Backend& backend, const SayLine& err);
 
+/// `gpuq drain GPU --why TEXT` (`drain`), `gpuq undrain GPU`: this user's drain record of `gpu` in
+/// the node directory (s.node_dir as run chooses it; core/gpu_health.h), which every user's run
+/// reads at its next tick. `gpu` must be one of s.gpus. Returns the exit status.
+int drain_gpu(const PlanSetup& s, int gpu, bool drain, std::string why, const SayLine& out, const SayLine& err);
+
 /// A control command: retry, kill, hold or requeue of `jobs` (retry `stale`: the stale done
 /// jobs and the done ones after them too).
 struct ControlAsk {

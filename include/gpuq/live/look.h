@@ -46,6 +46,7 @@ struct NodeLook {
   std::string dir;                     ///< the node directory read ("": none)
   std::string problem;                 ///< why it could not be read ("": it was)
   std::vector<std::string> notes;      ///< files refused, claims reaped (read_node_dir)
+  std::map<int, GpuDrain> drained;     ///< the node's drained GPUs (gpu_health.h): held for ever in the prediction
 };
 
 /// A look the user's input makes impossible (a --pairs that is no placement): exit 2.

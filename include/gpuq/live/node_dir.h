@@ -126,6 +126,14 @@ class NodeShare {
   const std::vector<std::pair<std::string, std::string>>& preempts() const { return preempts_; }
 
   const std::string& dir() const { return dir_; }
+  /// The GPUs drained on the node, as the last enter read every user's records (node_drained),
+  /// with this run's own records since (drain()). The decision gives none of them a job.
+  const std::map<int, GpuDrain>& drained() const { return drained_; }
+  /// The GPUs whose newest record, as the last enter read them, is an undrain.
+  GpuMask undrained() const { return undrained_; }
+  /// A drain record of this run's (a fault it read): written with its next publish, into this
+  /// user's file, where every run reads it; drained() has it at once.
+  void drain(GpuDrain record);
   /// Someone else's run waits for GPUs (the last enter saw it).
   bool others_wait() const { return others_wait_; }
   /// The other users' files the last enter read: a run whose jobs wait for GPUs wakes when one is
@@ -159,6 +167,18 @@ class NodeShare {
   std::optional<Written> written_;  // what enter puts back when the file lost the entry
   NodeRoom room_;
   std::vector<double> others_packed_;
+  std::map<int, GpuDrain> drained_;   // drained()
+  GpuMask undrained_ = 0;             // undrained()
+  std::vector<GpuDrain> to_drain_;    // drain()'s records not yet written
 };
+
+/// Sets this user's drain record of a GPU in the node directory `dir` (gpuq drain, undrain): under
+/// the node lock, in their file (made if missing), written whole or not at all. Returns the
+/// node's drained GPUs as they were before it (to say what it changed). Throws NodeError.
+std::map<int, GpuDrain> write_drain(const std::string& dir, GpuMask node, GpuDrain record);
+
+/// The node's drained GPUs as the files of `dir` say now (read without the lock: each file is
+/// replaced whole). None where `dir` is "" or cannot be read.
+std::map<int, GpuDrain> read_drained(const std::string& dir, GpuMask node);
 
 }  // namespace gpuq

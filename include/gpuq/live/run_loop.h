@@ -156,6 +156,10 @@ class RunLoop {
   void act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c);
   void log_idle(const Tick& t, const std::string& id, const std::string& detail);
   void node_enter(Tick& t);
+  void watch_drains(Tick& t);
+  void drain_for(Tick& t, const GpuFault& f);
+  void requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained);
+  void log_drain(const Tick& t, const GpuDrain& d, bool drained, const std::string& detail);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
   void say_node_problem(const Tick& t, const NodeError& e) const;
@@ -200,6 +204,14 @@ class RunLoop {
     std::map<int, unsigned long long> energy_mj;      // each GPU's energy counter at the last reading that gave it
     std::vector<IdleHolder> idle_holders;             // processes of no job seen idle on GPUs (published to the node)
   } host_;
+  // GPU health (gpu_health.h, run_health.cpp): the faults seen, and the drained GPUs last said.
+  struct Health {
+    FaultWatch watch;
+    bool first = true;                  // no reading looked at yet
+    GpuMask accept = 0;                 // GPUs undrained since: their conditions now are no fault
+    std::map<int, GpuDrain> own;        // this run's drains where it shares no node directory
+    std::map<int, GpuDrain> said;       // the drained GPUs the last tick knew
+  } health_;
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {
     std::optional<ClockReading> last_look;  // both clocks at the last tick's start (clock_step.h)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/gpu_health.h"
 #include "gpuq/core/gpu_use.h"
 #include "gpuq/core/topology.h"
 
