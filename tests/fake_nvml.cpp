@@ -316,6 +316,7 @@ nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int* pending
   LOCKED;
   const json* d = device(h);
   if (!d) return 2;
+  if (nvmlReturn_t rc = trouble(*d)) return rc;
   if (!d->contains("retired_pending")) return 3;
   *pending = (*d)["retired_pending"].get<bool>() ? 1 : 0;
   return 0;
@@ -326,6 +327,7 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned int* corr, unsig
   LOCKED;
   const json* d = device(h);
   if (!d) return 2;
+  if (nvmlReturn_t rc = trouble(*d)) return rc;
   if (!d->contains("remap_pending")) return 3;
   *corr = *unc = *failed = 0;
   *pending = (*d)["remap_pending"].get<bool>() ? 1 : 0;

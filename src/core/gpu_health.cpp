@@ -11,7 +11,8 @@ namespace gpuq {
 
 namespace {
 
-// NVIDIA, "XID Errors", docs.nvidia.com/deploy/xid-errors (r555): the Xid catalog.
+// NVIDIA, "XID Errors", docs.nvidia.com/deploy/xid-errors (r555): the Xid catalog, the common Xids
+// of data-center GPUs. Kept in step with doc/gpu-health.md's table (a test holds them together).
 constexpr auto kXids = std::to_array<XidRow>({
     {13, false, "graphics engine exception: the application's fault"},
     {31, false, "GPU memory page fault: the application's fault"},
@@ -25,6 +26,8 @@ constexpr auto kXids = std::to_array<XidRow>({
     {92, true, "high single-bit ECC error rate"},
     {94, true, "contained ECC error"},
     {95, true, "uncontained ECC error"},
+    {119, true, "GSP RPC timeout"},
+    {120, true, "GSP error"},
 });
 
 }  // namespace
@@ -134,7 +137,8 @@ std::vector<GpuFault> find_faults(const GpuReading& r, FaultWatch& w, const XidR
   return out;
 }
 
-std::map<int, GpuDrain> drained_gpus(const std::vector<std::vector<GpuDrain>>& records, GpuMask* undrained) {
+std::map<int, GpuDrain> drained_gpus(const std::vector<std::vector<GpuDrain>>& records,
+                                     std::map<int, GpuDrain>* undrains) {
   std::map<int, const GpuDrain*> newest;
   for (const auto& list : records)
     for (const GpuDrain& d : list) {
@@ -143,10 +147,10 @@ std::map<int, GpuDrain> drained_gpus(const std::vector<std::vector<GpuDrain>>& r
       if (!n || d.at > n->at) n = &d;
     }
   std::map<int, GpuDrain> out;
-  if (undrained) *undrained = 0;
+  if (undrains) undrains->clear();
   for (const auto& [g, d] : newest)
     if (d->drained) out[g] = *d;
-    else if (undrained) *undrained |= GpuMask{1} << g;
+    else if (undrains) (*undrains)[g] = *d;
   return out;
 }
 

@@ -454,10 +454,10 @@ void node_pass(const NodePass& p, GpuMask closed, std::vector<char>& out, NodeDe
 
 }  // namespace
 
-std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, GpuMask* undrained) {
+std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, std::map<int, GpuDrain>* undrains) {
   std::vector<std::vector<GpuDrain>> records;
   for (const NodeUser& u : users) records.push_back(u.drains);
-  return drained_gpus(records, undrained);
+  return drained_gpus(records, undrains);
 }
 
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,

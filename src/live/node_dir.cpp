@@ -212,7 +212,9 @@ int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayL
     err(fmt::format("gpuq {}: {}", cmd, problem));
     return 2;
   }
-  if (std::find(ids->begin(), ids->end(), g) == ids->end()) {
+  std::string dir = choose_node_dir(s.node_dir);
+  // A GPU drained already may be undrained whatever --gpus says (a 16-GPU node, no plan given).
+  if (std::find(ids->begin(), ids->end(), g) == ids->end() && (drain || !read_drained(dir, ~GpuMask{0}).count(g))) {
     err(fmt::format("gpuq {}: GPU {} is not one of this node's GPUs ({}; --gpus or the plan's \"gpus\" say which)", cmd,
                     g, s.gpus));
     return 2;
@@ -222,7 +224,6 @@ int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayL
     err("gpuq drain: --why TEXT is needed: every user of the node sees it (\"fan failing\", \"Xid 79 twice today\")");
     return 2;
   }
-  std::string dir = choose_node_dir(s.node_dir);
   if (dir.empty()) {
     err(fmt::format("gpuq {}: no node directory (--node-dir off, or none can be made): a drain is kept there, where "
                     "every run on the node reads it",
@@ -242,7 +243,7 @@ int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayL
   }
   try {
     before = write_drain(dir, all, GpuDrain{g, drain, now, why, {}, false});
-  } catch (const NodeError& e) {
+  } catch (const std::exception& e) {  // the lock, a read, the write (a full disk), a --why not UTF-8
     err(fmt::format("gpuq {}: {}; nothing changed", cmd, e.what()));
     return 1;
   }
@@ -398,7 +399,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   for (const std::string& n : v.notes)
     if (told_.fresh(n)) say(n);
   config_ = v.config;
-  drained_ = node_drained(v.users, &undrained_);
+  drained_ = node_drained(v.users, &undrains_);
   for (const GpuDrain& d : to_drain_) drained_[d.gpu] = d;  // not written yet: this run's own
   // This user's file as read (a new one if it was refused or missing), with this run's wants now.
   mine_.reset();
@@ -527,11 +528,11 @@ void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<Nod
   Written written{*it, me.usage_gpu_hours, me.usage_at};
   // Runs of this user that ended and hold nothing are forgotten.
   std::erase_if(me.runs, [&](const NodeRun& r) { return r.plan != plan_ && r.holds.empty() && !alive(r.pid, r.pid_start); });
-  for (GpuDrain& d : to_drain_) set_drain_record(me.drains, std::move(d));
-  to_drain_.clear();
+  for (const GpuDrain& d : to_drain_) set_drain_record(me.drains, d);  // kept until written
   std::string err = write_user_file(dir_, me_, write_node_user(me));
   leave();
   if (!err.empty()) throw NodeError(err);
+  to_drain_.clear();
   written_ = std::move(written);
 }
 

@@ -191,7 +191,6 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   ok_ = true;
   // Xid events: one set for every GPU that takes them (a GPU that does not, e.g. a consumer board
   // on an old driver, says Not Supported; its Xids go unread).
-  std::vector<std::string> seen;
   if (a.event_set_create && a.register_events && a.event_wait && a.event_set_free) {
     nvmlEventSet_t set = nullptr;
     if (a.event_set_create(&set) == NVML_SUCCESS) {
@@ -199,18 +198,12 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
       for (Device& d : devices_) taken += a.register_events(d.handle, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS;
       if (taken) {
         events_ = set;
-        seen.push_back(taken == static_cast<int>(devices_.size()) ? "Xid events"
-                                                                  : fmt::format("Xid events ({} of the GPUs)", taken));
+        xid_note_ = taken == static_cast<int>(devices_.size()) ? "Xid events" : fmt::format("Xid events ({} of the GPUs)", taken);
       } else {
         a.event_set_free(set);
       }
     }
   }
-  if (a.ecc) seen.push_back("uncorrectable ECC errors");
-  if (a.retired_pending) seen.push_back("pending page retirements");
-  if (a.remapped_rows) seen.push_back("pending row remaps");
-  seen.push_back("lost GPUs");
-  for (const std::string& x : seen) faults_seen_ += (faults_seen_.empty() ? "" : ", ") + x;
 }
 
 NvmlProbe::~NvmlProbe() {
@@ -231,6 +224,17 @@ GpuReading NvmlProbe::read() {
     return r;
   }
   const Api& a = *api_;
+  // The Xid events since the last reading, without waiting: first, so that a reading that fails
+  // below (a GPU going bad often fails a call too) loses none of them.
+  if (events_) {
+    nvmlEventData_t e{};
+    for (int k = 0; k < 256 && a.event_wait(static_cast<nvmlEventSet_t>(events_), &e, 0) == NVML_SUCCESS; ++k) {
+      auto it = std::find_if(devices_.begin(), devices_.end(), [&](const Device& d) { return d.handle == e.device; });
+      if (it != devices_.end() && (e.eventType & nvmlEventTypeXidCriticalError))
+        r.xids[static_cast<int>(it - devices_.begin())].push_back(static_cast<unsigned>(e.eventData));
+    }
+  }
+  bool ecc_any = false, retire_any = false, remap_any = false;  // a GPU that can say (not Not Supported)
   std::map<int, long long> used;
   std::map<int, std::vector<GpuProcess>> procs;
   // The call that failed, as the reading's problem.
@@ -261,13 +265,18 @@ GpuReading NvmlProbe::read() {
     // Not Supported, nothing read).
     unsigned long long ecc = 0;
     if (a.ecc && a.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
-      r.ecc_uncorrected[g] = ecc;
+      r.ecc_uncorrected[g] = ecc, ecc_any = true;
     nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
-    if (a.retired_pending && a.retired_pending(h, &retire) == NVML_SUCCESS && retire == NVML_FEATURE_ENABLED)
-      r.pending[g] = "page retirement pending (the GPU needs a reset)";
+    if (a.retired_pending && a.retired_pending(h, &retire) == NVML_SUCCESS) {
+      retire_any = true;
+      if (retire == NVML_FEATURE_ENABLED) r.pending[g] = "page retirement pending (the GPU needs a reset)";
+    }
     unsigned int corr = 0, unc = 0, remap = 0, failed_remap = 0;
-    if (a.remapped_rows && a.remapped_rows(h, &corr, &unc, &remap, &failed_remap) == NVML_SUCCESS && (remap || failed_remap))
-      r.pending[g] = failed_remap ? "row remapping failed (the GPU needs service)" : "row remap pending (the GPU needs a reset)";
+    if (a.remapped_rows && a.remapped_rows(h, &corr, &unc, &remap, &failed_remap) == NVML_SUCCESS) {
+      remap_any = true;
+      if (remap || failed_remap)
+        r.pending[g] = failed_remap ? "row remapping failed (the GPU needs service)" : "row remap pending (the GPU needs a reset)";
+    }
     std::vector<nvmlProcessInfo_v1_t> infos(16);
     unsigned int n = static_cast<unsigned>(infos.size());
     while ((rc = a.processes(h, &n, infos.data())) == NVML_ERROR_INSUFFICIENT_SIZE && n > infos.size() &&
@@ -283,16 +292,11 @@ GpuReading NvmlProbe::read() {
       list.push_back(std::move(p));
     }
   }
-  // The Xid events since the last reading, without waiting.
-  if (events_) {
-    nvmlEventData_t e{};
-    for (int k = 0; k < 256 && a.event_wait(static_cast<nvmlEventSet_t>(events_), &e, 0) == NVML_SUCCESS; ++k) {
-      auto it = std::find_if(devices_.begin(), devices_.end(), [&](const Device& d) { return d.handle == e.device; });
-      if (it != devices_.end() && (e.eventType & nvmlEventTypeXidCriticalError))
-        r.xids[static_cast<int>(it - devices_.begin())].push_back(static_cast<unsigned>(e.eventData));
-    }
-  }
-  r.faults_seen = faults_seen_;
+  std::string seen = events_ ? xid_note_ : "";
+  for (auto [got, what] : {std::pair{ecc_any, "uncorrectable ECC errors"}, std::pair{retire_any, "pending page retirements"},
+                           std::pair{remap_any, "pending row remaps"}})
+    if (got) seen += (seen.empty() ? "" : ", ") + std::string(what);
+  r.faults_seen = seen + (seen.empty() ? "" : ", ") + "lost GPUs";
   r.used_mib = std::move(used);
   r.processes = std::move(procs);
   return r;

@@ -49,6 +49,7 @@ class ChosenProbe : public GpuProbe {
   }
 
   GpuReading read() override {
+    std::map<int, std::vector<unsigned>> xids;  // of a failed NVML reading: kept in the one returned
     if (kind_ == ProbeKind::None) {
       GpuReading r;
       r.problem = "--gpu-probe none";
@@ -60,16 +61,19 @@ class ChosenProbe : public GpuProbe {
         r.source_note = note_;
         return r;
       }
+      xids = std::move(r.xids);
       give_up_nvml(r.problem, true);
     }
     if (kind_ == ProbeKind::Nvml) {
       GpuReading r;
       r.source = "nvml";
       r.problem = nvml_problem_;
+      r.xids = std::move(xids);
       return r;
     }
     GpuReading r = smi_.read();
     r.source_note = note_;
+    r.xids = std::move(xids);
     return r;
   }
 
@@ -118,6 +122,7 @@ struct BackgroundProbe::Shared {
   std::mutex mu;        // guards what follows
   std::condition_variable cv;
   std::optional<GpuReading> latest;
+  bool handed = false;  // `latest` was given to a read(): its Xid events were seen
   bool asked = true;  // a fresh reading is wanted (the first at once)
   bool stop = false;
   double last_start = -1e18;  // monotonic time the last reading began
@@ -148,7 +153,11 @@ struct BackgroundProbe::Shared {
       }
       r.taken = taken;
       lock.lock();
+      // Xid events happen once: those of a reading no read() took go on in the next one.
+      if (latest && !handed)
+        for (auto& [g, codes] : latest->xids) r.xids[g].insert(r.xids[g].begin(), codes.begin(), codes.end());
       latest = std::move(r);
+      handed = false;
       cv.notify_all();
     }
   }
@@ -178,6 +187,7 @@ GpuReading BackgroundProbe::read() {
     if (!s.stop) {
       s.cv.wait(lock, [&] { return s.latest.has_value(); });  // only the first read waits
       s.asked = true;
+      s.handed = true;
       s.cv.notify_all();
       return *s.latest;
     }

@@ -16,19 +16,29 @@ namespace gpuq {
 // said once and logged, and the failures they caused made waiting again.
 void RunLoop::watch_drains(Tick& t) {
   const GpuMask node = mask_of(opt_.node_gpus);
-  if (t.reading && t.reading->used_mib) {
+  const bool first = health_.first;
+  if (t.reading) {  // a failed reading too: it may carry Xid events
     // Conditions a GPU someone undrained still has are no new fault: taken as they are at the
-    // first reading (an undrain before this run) and at the reading after an undrain.
-    GpuMask accept = health_.accept | (health_.first && node_ ? node_->undrained() : 0);
-    health_.first = false;
+    // first reading (an undrain before this run) and at the reading after an undrain. While the
+    // node directory cannot be read no undrain is known: conditions are taken as they are then
+    // (Xid events still count).
+    const bool node_read = !node_ || t.node_in;
+    GpuMask accept = health_.accept;
+    if (!node_read) accept = node;
+    else if (first && node_)
+      for (const auto& [g, u] : node_->undrains()) accept |= GpuMask{1} << g;
+    if (node_read) health_.first = false;
     health_.accept = 0;
     XidRules rules = xid_rules(opt_.settings.xid_drain, opt_.settings.xid_ignore);
     for (const GpuFault& f : find_faults(*t.reading, health_.watch, rules, node, accept)) drain_for(t, f);
   }
   const std::map<int, GpuDrain>& now = node_ ? node_->drained() : health_.own;
   for (const auto& [g, d] : now) {
+    // Said when it is news: a GPU drained since the last tick, or for another reason (a second
+    // run's record of the same fault is none). Logged only when it changed while this run looked:
+    // a restart says the drains it finds, and logs none.
     auto was = health_.said.find(g);
-    if (was != health_.said.end() && was->second == d) continue;
+    if (was != health_.said.end() && was->second.why == d.why && was->second.fault == d.fault) continue;
     std::string on;  // this plan's jobs running on it: they go on
     for (const auto& [id, s] : q_->state().entries())
       if (s.status == Status::Running && s.gpus && std::count(s.gpus->begin(), s.gpus->end(), g))
@@ -36,23 +46,32 @@ void RunLoop::watch_drains(Tick& t) {
     std::string text = drain_text(d, local_time(d.at, t.now));
     say(t.now, fmt::format("{}; no job starts on it until `gpuq undrain {}`{}", text, g,
                            on.empty() ? "" : fmt::format(" ({} on it go{} on)", on, on.find(',') == std::string::npos ? "es" : "")));
-    log_drain(t, d, true, text);
+    if (!first) log_drain(t, d, text);
   }
   for (const auto& [g, d] : health_.said)
     if (!now.count(g)) {
-      say(t.now, fmt::format("GPU {} is no longer drained: jobs may start on it again", g));
-      GpuDrain back = d;
-      back.drained = false;
-      log_drain(t, back, false, fmt::format("GPU {} undrained", g));
+      GpuDrain back{g, false, t.now, "", "", false};  // who undrained it, where the node says
+      if (node_)
+        if (auto u = node_->undrains().find(g); u != node_->undrains().end()) back = u->second;
+      std::string text = back.by.empty() ? fmt::format("GPU {} undrained", g)
+                                         : drain_text(back, local_time(back.at, t.now));
+      say(t.now, text + ": jobs may start on it again");
+      log_drain(t, back, text);
       health_.accept |= GpuMask{1} << g;
     }
   health_.said = now;
   t.busy |= drained_mask(now) & node;
   if (!now.empty()) requeue_fault_failures(t, now);
+  // A job that failed after the reading was taken may have failed by a fault not read yet (an
+  // Xid is read with the next reading): a run whose jobs are all finished looks once more.
+  if (t.reading && t.reading->taken && !t.reading->faults_seen.empty())
+    for (const auto& [id, s] : q_->state().entries())
+      if (s.status == Status::Failed && s.end && *s.end >= *t.reading->taken && index_of(id)) t.fault_unread = true;
 }
 
-// A fault of the reading: said, and where it drains its GPU (not drained already), a drain record
-// of this run's, written with its publish into the node directory.
+// A fault of the reading: said, and where it drains its GPU (not drained for a fault already), a
+// drain record of this run's, written with its publish into the node directory. A GPU drained by
+// hand gets the fault's record: a job that failed there by it runs again, no retry spent.
 void RunLoop::drain_for(Tick& t, const GpuFault& f) {
   const std::map<int, GpuDrain>& now = node_ ? node_->drained() : health_.own;
   if (!f.drains) {
@@ -60,7 +79,7 @@ void RunLoop::drain_for(Tick& t, const GpuFault& f) {
                            f.what));
     return;
   }
-  if (auto it = now.find(f.gpu); it != now.end()) {
+  if (auto it = now.find(f.gpu); it != now.end() && it->second.fault) {
     say(t.now, fmt::format("GPU {}: {} (drained already)", f.gpu, f.what));
     return;
   }
@@ -96,9 +115,9 @@ void RunLoop::requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& dra
 }
 
 // A drain or undrain in the plan's event log (hooks take it): the GPU, and what it says.
-void RunLoop::log_drain(const Tick& t, const GpuDrain& d, bool drained, const std::string& detail) {
+void RunLoop::log_drain(const Tick& t, const GpuDrain& d, const std::string& detail) {
   if (!log_.journal) return;
-  Event e = plan_event(drained ? "drain" : "undrain", t.now, d.by.empty() ? "run" : d.by, detail);
+  Event e = plan_event(d.drained ? "drain" : "undrain", t.now, d.by.empty() ? "run" : d.by, detail);
   e.gpus = std::vector<int>{d.gpu};
   try {
     if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());

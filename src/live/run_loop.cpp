@@ -84,6 +84,12 @@ TickResult RunLoop::tick() {
     watch_eta(t);
     phase("tick: eta");
     bool done = all_finished(t) || never_finishes(t);
+    // The last failure may be a bad GPU's, its Xid not read yet: one more look first (once: the
+    // next reading is taken after the failure).
+    if (done && t.fault_unread) {
+      done = false;
+      t.wake_in = std::min(t.wake_in, kStaleReadingWake);
+    }
     if (done) {
       end_.summary = outcomes(q_->state());
       end_.all_done = true;

@@ -32,6 +32,7 @@ struct RunLoop::Tick {
   std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
   std::string not_started;                 // a job's wrapper was refused a process: nothing starts this tick
   std::optional<GpuReading> reading;       // the probe's reading (probe), for the faults (watch_drains)
+  bool fault_unread = false;               // a job failed after the reading: the next may hold its fault
 };
 
 /// A hash of the jobs' statuses and starts: what makes a prediction worth making again.

@@ -29,8 +29,8 @@ struct XidRow {
 /// The Xid table, the one place it is kept. Source: NVIDIA, "XID Errors" (docs.nvidia.com/deploy/
 /// xid-errors, r555, the "Xid catalog" and its "Immediate action" column): 13, 31, 43 and 45 are
 /// the application's (a bad kernel, a bad address, a stopped or cleaned-up context); 48, 63, 64,
-/// 74, 79, 92, 94 and 95 need the GPU reset, drained or replaced. An Xid not in it drains nothing
-/// and is said.
+/// 74, 79, 92, 94, 95, 119 and 120 need the GPU reset, drained or replaced. An Xid not in it
+/// drains nothing and is said (xid_drain adds it).
 std::span<const XidRow> xid_table();
 
 /// The row of `code`, or nullptr.
@@ -95,9 +95,10 @@ struct GpuDrain {
 };
 
 /// The GPUs drained now, from every user's records (each GPU's newest record, by time, then by
-/// user order as given): GPU -> its drain record. `undrained`, when given: the GPUs whose newest
-/// record is an undrain.
-std::map<int, GpuDrain> drained_gpus(const std::vector<std::vector<GpuDrain>>& records, GpuMask* undrained = nullptr);
+/// user order as given): GPU -> its drain record. `undrains`, when given: the GPUs whose newest
+/// record is an undrain, with it.
+std::map<int, GpuDrain> drained_gpus(const std::vector<std::vector<GpuDrain>>& records,
+                                     std::map<int, GpuDrain>* undrains = nullptr);
 
 /// The mask of `drained`.
 GpuMask drained_mask(const std::map<int, GpuDrain>& drained);
@@ -109,8 +110,8 @@ void set_drain_record(std::vector<GpuDrain>& mine, GpuDrain record);
 /// "GPU 3 drained by ana at 14:02: fan noise" (`when`: the time as the caller words it).
 std::string drain_text(const GpuDrain& d, std::string_view when);
 
-/// The line a prediction says when GPUs are drained: "GPUs 3, 5 are drained (gpuq undrain): the
-/// prediction runs on the 6 GPUs left"; "" when none of `node` is.
+/// The line a prediction says when GPUs are drained: "GPUs 3, 5 are drained (gpuq gpus says why;
+/// gpuq undrain gives them back): predicted on the 6 GPUs left"; "" when none of `node` is.
 std::string drained_prediction_note(GpuMask drained, GpuMask node);
 
 /// How long before a fault was read a failure on its GPU still counts as caused by it (the

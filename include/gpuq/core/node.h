@@ -101,8 +101,8 @@ struct NodeUser {
 };
 
 /// The GPUs drained on the node now: each GPU's newest record among every user's (gpu_health.h).
-/// `undrained`, when given: the GPUs whose newest record is an undrain.
-std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, GpuMask* undrained = nullptr);
+/// `undrains`, when given: the GPUs whose newest record is an undrain, with it.
+std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, std::map<int, GpuDrain>* undrains = nullptr);
 
 /// What the node config allows one user: a cap on the GPUs their jobs hold at once, and
 /// their share (a user of share 2 is charged half as much for the same GPU-hours, so gets twice

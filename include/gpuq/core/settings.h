@@ -242,8 +242,8 @@ inline constexpr auto kSettingTable = std::to_array<SettingSpec>({
      .doc = "history: what energy_factor gives, e.g. \"kg CO2e\" or \"EUR\"", .member = &Settings::energy_unit,
      .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "TEXT"},
     {.name = "xid_drain", .flag = "--xid-drain", .kind = SettingKind::Codes, .default_json = R"("")",
-     .doc = "Xid codes that drain a GPU besides those doc/gpu-health.md lists (48, 63, 64, 74, 79, 92, 94, 95): "
-            "[119, 120] or \"119,120\"",
+     .doc = "Xid codes that drain a GPU besides those doc/gpu-health.md lists (48, 63, 64, 74, 79, 92, 94, 95, "
+            "119, 120): [154] or \"154\"",
      .member = &Settings::xid_drain, .predicts = false, .unset = "none", .lists = SettingCommand::kRun, .hidden = true, .value_name = "CODES"},
     {.name = "xid_ignore", .flag = "--xid-ignore", .kind = SettingKind::Codes, .default_json = R"("")",
      .doc = "Xid codes that never drain a GPU, even those the table or xid_drain drain (said, not acted on)",

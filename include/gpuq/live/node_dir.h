@@ -129,8 +129,8 @@ class NodeShare {
   /// The GPUs drained on the node, as the last enter read every user's records (node_drained),
   /// with this run's own records since (drain()). The decision gives none of them a job.
   const std::map<int, GpuDrain>& drained() const { return drained_; }
-  /// The GPUs whose newest record, as the last enter read them, is an undrain.
-  GpuMask undrained() const { return undrained_; }
+  /// The GPUs whose newest record, as the last enter read them, is an undrain, with it.
+  const std::map<int, GpuDrain>& undrains() const { return undrains_; }
   /// A drain record of this run's (a fault it read): written with its next publish, into this
   /// user's file, where every run reads it; drained() has it at once.
   void drain(GpuDrain record);
@@ -168,7 +168,7 @@ class NodeShare {
   NodeRoom room_;
   std::vector<double> others_packed_;
   std::map<int, GpuDrain> drained_;   // drained()
-  GpuMask undrained_ = 0;             // undrained()
+  std::map<int, GpuDrain> undrains_;  // undrains()
   std::vector<GpuDrain> to_drain_;    // drain()'s records not yet written
 };
 

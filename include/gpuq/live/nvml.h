@@ -53,7 +53,7 @@ class NvmlProbe : public GpuProbe {
   struct Device;
   std::vector<Device> devices_;
   void* events_ = nullptr;  ///< the Xid event set (nvmlEventSet_t), where NVML gives one
-  std::string faults_seen_;  ///< which faults this library can read (GpuReading::faults_seen)
+  std::string xid_note_;  ///< "Xid events", or which of the GPUs give them
 };
 
 }  // namespace gpuq

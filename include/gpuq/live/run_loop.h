@@ -159,7 +159,7 @@ class RunLoop {
   void watch_drains(Tick& t);
   void drain_for(Tick& t, const GpuFault& f);
   void requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained);
-  void log_drain(const Tick& t, const GpuDrain& d, bool drained, const std::string& detail);
+  void log_drain(const Tick& t, const GpuDrain& d, const std::string& detail);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
   void say_node_problem(const Tick& t, const NodeError& e) const;
