@@ -367,6 +367,12 @@ TEST(HealthRun, DrainAndUndrainByHand) {
       10))
       << run->out();
   EXPECT_EQ(gpus.count("3\n"), 0u);
+  // status predicts on the GPUs left: j7 after one of the seven, not "after the year 9999".
+  Output st = run_gpuq({"status", "--plan", "plan.json"}, dir.path(), env);
+  EXPECT_THAT(st.out, HasSubstr("GPU 3 is drained (gpuq gpus says why; gpuq undrain gives it back): predicted on the "
+                                "7 GPUs left"));
+  EXPECT_THAT(st.out, Not(HasSubstr("9999")));
+  EXPECT_THAT(st.out, Not(HasSubstr("never")));
   // Undrained while it runs: the run says whose undrain it is, logs it, and starts j7 on GPU 3.
   Output u = run_gpuq({"undrain", "3"}, dir.path(), env);
   ASSERT_EQ(u.status, 0) << u.err;

@@ -157,7 +157,7 @@ int cmd_simulate(const Flags& given) try {
   Plan& plan = cluster ? *cluster : *l.plan;
   if (f.learned_estimates) plan = learn_into(f, plan, l.state);
   SimOptions opt;
-  opt.node_gpus = l.gpus;
+  opt.node_gpus = f.nodes ? l.gpus : l.opt.node_gpus;  // without the drained GPUs (gpu_health.h), but a cluster's
   opt.backfill_max_hours = f.backfill_max_hours;
   opt.time_limit_factor = f.time_limit_factor;
   opt.max_retries = f.max_retries;  // the retries of a job predicted to time out (retry_on_timeout)
@@ -173,12 +173,9 @@ int cmd_simulate(const Flags& given) try {
   // this machine lowers it to the cores it may pin (said below).
   opt.node_cpus = l.opt.node_cpus_asked > 0 && !f.from_state ? l.opt.node_cpus_asked : l.opt.node_cpus;
   opt.node_mem_gib = l.opt.node_mem_gib;
-  // Drained GPUs (gpu_health.h) get no job: predicted on the GPUs left, and said (--node: with the node's lines).
-  if (GpuMask d = drained_mask(l.node.drained) & mask_of(l.gpus); d && !f.nodes) {
-    if (!f.simulate_node) fmt::print(stderr, "gpuq: {}\n", drained_prediction_note(d, mask_of(l.gpus)));
-    if (!f.from_state && !f.simulate_node)  // from a state: held for ever instead (a job may run on one)
-      std::erase_if(opt.node_gpus, [&](int g) { return (d >> g & 1) != 0; });
-  }
+  // Drained GPUs (gpu_health.h) are left out by the look: said (--node: with the node's lines).
+  if (GpuMask d = drained_mask(l.node.drained) & mask_of(l.gpus); d && !f.nodes && !f.simulate_node)
+    fmt::print(stderr, "gpuq: {}\n", drained_prediction_note(d, mask_of(l.gpus)));
   std::optional<LiveStart> from;
   if (f.from_state || f.simulate_node) from = live_start_of(l, plan);
   if (f.from_state)

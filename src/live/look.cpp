@@ -238,9 +238,6 @@ static HostRoom node_host_of(const PlanSetup& s, const std::vector<int>& gpus) {
   return node_host_room(o.node_cpus, o.node_mem_gib);
 }
 
-// A drained GPU's hold in a prediction: until it is undrained, which no one can predict.
-constexpr double kDrainedUntil = 1e15;
-
 // The node look of the plan of `paths` on `gpus` (LookAsk::whole as there, `plan_wants` its first
 // ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
 // (gpuq, ends ~14:30)").
@@ -272,7 +269,6 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   look.drained = node_drained(v.users);
   if (GpuMask d = drained_mask(look.drained) & node) {
     look.line += drained_prediction_note(d, node) + "\n";
-    look.held.push_back({d, kDrainedUntil, false});
     for (const auto& [g, drain] : look.drained)
       if (others && (node >> g & 1)) (*others)[g] = fmt::format("GPU {} drained ({})", g, drain.why);
   }
@@ -697,14 +693,13 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     l.opt.placement.topology = t.value_or(Topology{});
   }
   see_gpus(l, plan, probed, ask);
-  if (ask.node) {
-    see_node(l, s, plan, ask);
-  } else if (GpuMask node = mask_of(l.gpus); node) {  // the drained GPUs alone (simulate): none gets a job
-    l.node.drained = read_drained(node_dir_for(s, l.paths), node);
-    if (GpuMask d = drained_mask(l.node.drained) & node) {
-      l.node.held.push_back({d, kDrainedUntil, false});
-      l.on_node.held = l.node.held;
-    }
+  if (ask.node) see_node(l, s, plan, ask);
+  else l.node.drained = read_drained(node_dir_for(s, l.paths), mask_of(l.gpus));  // simulate: the drains alone
+  // Drained GPUs get no job: the prediction runs on the GPUs left (a job running on one keeps it
+  // until its predicted end; one wider than the GPUs left can never start while they are drained).
+  if (GpuMask d = drained_mask(l.node.drained) & mask_of(l.opt.node_gpus)) {
+    std::erase_if(l.opt.node_gpus, [&](int g) { return (d >> g & 1) != 0; });
+    l.free &= ~d;
   }
   if (ask.run) look_at_run(l.paths, l.gpus, *backend, l);
   if (ask.snapshots && ask.state) l.stale_text = stale_snapshot_notes(plan, l.state, l.now, l.paths, l.stale_commits);

@@ -1,6 +1,8 @@
 // The simulate views as text: the original's timeline and the stuck report.
 #include <fmt/format.h>
 
+#include <bit>
+
 #include <algorithm>
 #include <map>
 
@@ -66,10 +68,15 @@ std::string format_timeline(const Plan& plan, const Simulation& sim, const SimOp
     out += '\n';
   }
   double makespan = 0, busy = busy_gpu_hours(plan, sim, opt);
-  for (const SimRow& r : sim.rows) makespan = std::max(makespan, r.end);
+  GpuMask used = mask_of(opt.node_gpus);  // and a drained GPU a running job keeps (gpu_health.h)
+  for (const SimRow& r : sim.rows) {
+    makespan = std::max(makespan, r.end);
+    if (opt.nodes == 1) used |= mask_of(r.gpus);
+  }
+  size_t gpus = opt.nodes == 1 ? static_cast<size_t>(std::popcount(used)) : opt.node_gpus.size() * static_cast<size_t>(opt.nodes);
   if (makespan != 0)
     out += fmt::format("makespan {}h, GPU utilization {:.1f}%\n", fixed(makespan, 0, 1),
-                       busy / (static_cast<double>(opt.node_gpus.size() * static_cast<size_t>(opt.nodes)) * makespan) * 100);
+                       busy / (static_cast<double>(gpus) * makespan) * 100);
   else
     out += "empty plan\n";
   std::vector<double> started_at(plan.jobs.size(), -1);
