@@ -391,3 +391,41 @@ TEST(HealthRun, DrainAndUndrainByHand) {
   Output sim2 = run_gpuq({"simulate", "--plan", "plan.json"}, dir.path(), env);
   EXPECT_THAT(sim2.err, Not(HasSubstr("drained")));
 }
+
+// Through nvidia-smi (its ECC column, and its list): GPU 1's uncorrectable count rises while
+// `train` runs there, so GPU 1 is drained and `train` runs again on GPU 0 with no retry spent;
+// then GPU 2 leaves nvidia-smi's list (fallen off the bus) and is drained too, once.
+TEST(HealthRun, NvidiaSmisEccCountAndAGpuGoneFromItsListDrain) {
+  TempDir dir;
+  std::string node_dir = dir.path() + "/node";
+  ASSERT_EQ(::mkdir(node_dir.c_str(), 0700), 0);
+  std::map<std::string, std::string> env = fake_nvidia_smi(dir, "0, 0, 0, 0\n1, 0, 0, 0\n2, 0, 0, [N/A]\n");
+  env["GPUQ_NODE_DIR"] = node_dir;
+  // train runs on GPU 1 first (GPU 0 is busy with a job of no plan's memory), and fails there once `fail` exists.
+  dir.write("train.sh",
+            "echo \"$CUDA_VISIBLE_DEVICES\" >> \"$GPUQ_JOB_ID.gpus\"\n"
+            "if [ \"$CUDA_VISIBLE_DEVICES\" = 1 ]; then while [ ! -e fail ]; do sleep 0.05; done; exit 4; fi\n"
+            "while [ ! -e go ]; do sleep 0.05; done\n");
+  dir.write("plan.json", R"({"settings": {"poll": 0.3, "max_retries": 0, "gpus": "0-2", "gpu_probe": "nvidia-smi"},
+    "jobs": [{"id": "train", "script": "train.sh"}]})");
+  dir.write("smi.txt", "0, 30000, 0, 0\n1, 0, 0, 0\n2, 30000, 0, [N/A]\n");
+  auto run = start_gpuq({"run", "--plan", "plan.json"}, dir.path(), env);
+  ASSERT_TRUE(eventually([&] { return dir.read("train.gpus") == "1\n"; }, 10)) << run->out();
+  dir.write("smi.txt", "0, 0, 0, 0\n1, 0, 0, 2\n2, 0, 0, [N/A]\n");
+  ASSERT_TRUE(eventually([&] { return run->out().find("GPU 1 drained: ") != std::string::npos; }, 10)) << run->out();
+  dir.write("fail", "");
+  ASSERT_TRUE(eventually([&] { return dir.read("train.gpus") == "1\n0\n"; }, 10)) << run->out();
+  dir.write("smi.txt", "0, 0, 0, 0\n1, 0, 0, 2\n");  // GPU 2 gone
+  ASSERT_TRUE(eventually([&] { return run->out().find("GPU 2 drained: ") != std::string::npos; }, 10)) << run->out();
+  dir.write("go", "");
+  Output o = run->wait(60);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("GPU 1 drained: 2 uncorrectable ECC errors (volatile count 2), seen by "));
+  EXPECT_THAT(o.out, HasSubstr("requeued train: it failed (exit 4) on GPU 1, drained for 2 uncorrectable ECC errors"));
+  EXPECT_THAT(o.out, HasSubstr("GPU 2 drained: GPU lost (gone from nvidia-smi's list), seen by "));
+  size_t first = o.out.find("GPU 2 drained: ");
+  EXPECT_EQ(o.out.find("GPU 2 drained: ", first + 1), std::string::npos) << o.out;  // once
+  EXPECT_EQ(json::parse(dir.read("plan.state.json"))["train"]["attempts"], 0);
+  Output gpus = run_gpuq({"gpus", "--gpus", "0-2", "--gpu-probe", "nvidia-smi"}, dir.path(), env);
+  EXPECT_THAT(gpus.out, HasSubstr("faults read: uncorrectable ECC errors, a GPU gone from its list\n"));
+}
