@@ -192,7 +192,8 @@ TEST(Run, AttemptNumbersGoOnAfterARetryByHandAndARequeue) {
   auto run = q.start({"--kill-grace", "1"});
   ASSERT_TRUE(eventually([&] { return lines_of(q.d.path() + "/b.trace").size() == 1; })) << run->wait(1).out;
   q.d.write("b.ok", "");
-  EXPECT_EQ(q.gpuq({"requeue", "b"}).status, 0);
+  Output requeued = q.gpuq({"requeue", "b"});
+  EXPECT_EQ(requeued.status, 0) << requeued.out << requeued.err;  // failed once in a loaded full suite: say why
   r = run->wait(kPatience);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(lines_of(q.d.path() + "/b.trace"), (std::vector<std::string>{"1", "2"}));
