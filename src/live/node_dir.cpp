@@ -213,8 +213,10 @@ int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayL
     return 2;
   }
   std::string dir = choose_node_dir(s.node_dir);
+  const GpuMask all = ~GpuMask{0};
+  std::map<int, GpuDrain> before = read_drained(dir, all);
   // A GPU drained already may be undrained whatever --gpus says (a 16-GPU node, no plan given).
-  if (std::find(ids->begin(), ids->end(), g) == ids->end() && (drain || !read_drained(dir, ~GpuMask{0}).count(g))) {
+  if (std::find(ids->begin(), ids->end(), g) == ids->end() && (drain || !before.count(g))) {
     err(fmt::format("gpuq {}: GPU {} is not one of this node's GPUs ({}; --gpus or the plan's \"gpus\" say which)", cmd,
                     g, s.gpus));
     return 2;
@@ -235,8 +237,6 @@ int drain_gpu(const PlanSetup& s, int g, bool drain, std::string why, const SayL
     return 1;
   }
   const double now = unix_now();
-  const GpuMask all = ~GpuMask{0};
-  std::map<int, GpuDrain> before = read_drained(dir, all);
   if (!drain && !before.count(g)) {
     err(fmt::format("gpuq undrain: GPU {} is not drained (nothing changed; `gpuq gpus` shows the drained ones)", g));
     return 1;

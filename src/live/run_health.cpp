@@ -33,12 +33,13 @@ void RunLoop::watch_drains(Tick& t) {
     for (const GpuFault& f : find_faults(*t.reading, health_.watch, rules, node, accept)) drain_for(t, f);
   }
   const std::map<int, GpuDrain>& now = node_ ? node_->drained() : health_.own;
+  bool news = false;  // a drain new to this run: failures before it are looked at again
   for (const auto& [g, d] : now) {
-    // Said when it is news: a GPU drained since the last tick, or for another reason (a second
-    // run's record of the same fault is none). Logged only when it changed while this run looked:
-    // a restart says the drains it finds, and logs none.
-    auto was = health_.said.find(g);
-    if (was != health_.said.end() && was->second.why == d.why && was->second.fault == d.fault) continue;
+    // Said when it is news (notices.h): a GPU drained since the last tick, or for another reason
+    // (a second run's record of the same fault is none). Logged only when it changed while this
+    // run looked: a restart says the drains it finds, and logs none.
+    if (!told_.fresh(fmt::format("drained GPU {}", g), fmt::format("{}|{}", d.fault, d.why))) continue;
+    news = true;
     std::string on;  // this plan's jobs running on it: they go on
     for (const auto& [id, s] : q_->state().entries())
       if (s.status == Status::Running && s.gpus && std::count(s.gpus->begin(), s.gpus->end(), g))
@@ -48,8 +49,10 @@ void RunLoop::watch_drains(Tick& t) {
                            on.empty() ? "" : fmt::format(" ({} on it go{} on)", on, on.find(',') == std::string::npos ? "es" : "")));
     if (!first) log_drain(t, d, text);
   }
-  for (const auto& [g, d] : health_.said)
+  for (const std::string& key : told_.under("drained GPU ")) {
+    int g = std::stoi(key);
     if (!now.count(g)) {
+      told_.gone("drained GPU " + key);
       GpuDrain back{g, false, t.now, "", "", false};  // who undrained it, where the node says
       if (node_)
         if (auto u = node_->undrains().find(g); u != node_->undrains().end()) back = u->second;
@@ -59,9 +62,9 @@ void RunLoop::watch_drains(Tick& t) {
       log_drain(t, back, text);
       health_.accept |= GpuMask{1} << g;
     }
-  health_.said = now;
+  }
   t.busy |= drained_mask(now) & node;
-  if (!now.empty()) requeue_fault_failures(t, now);
+  if (!now.empty()) requeue_fault_failures(t, now, news);
   // A job that failed after the reading was taken may have failed by a fault not read yet (an
   // Xid is read with the next reading): a run whose jobs are all finished looks once more.
   if (t.reading && t.reading->taken && !t.reading->faults_seen.empty())
@@ -89,10 +92,17 @@ void RunLoop::drain_for(Tick& t, const GpuFault& f) {
 }
 
 // Each job of the plan whose last attempt failed on a GPU drained for a fault (read while it ran
-// or just after it ended): waiting again, no retry spent, said with the drain.
-void RunLoop::requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained) {
+// or just after it ended): waiting again, no retry spent, said with the drain. Only the jobs that
+// ended this tick are looked at, unless a drain is news (`all`): then every one that ended.
+void RunLoop::requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained, bool all) {
   Engine& engine = q_->engine();
-  for (size_t j = 0; j < plan_.jobs.size(); ++j) {
+  std::vector<size_t> jobs;
+  if (all)
+    for (size_t j = 0; j < plan_.jobs.size(); ++j) jobs.push_back(j);
+  else
+    for (const std::string& id : t.ended)
+      if (std::optional<size_t> j = index_of(id)) jobs.push_back(*j);
+  for (size_t j : jobs) {
     const Ended* e = std::get_if<Ended>(&engine.life(j));
     if (!e || !(e->outcome == Outcome::Failed || e->outcome == Outcome::Lost || e->outcome == Outcome::OomGpu) || !e->end)
       continue;

@@ -158,7 +158,7 @@ class RunLoop {
   void node_enter(Tick& t);
   void watch_drains(Tick& t);
   void drain_for(Tick& t, const GpuFault& f);
-  void requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained);
+  void requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained, bool all);
   void log_drain(const Tick& t, const GpuDrain& d, const std::string& detail);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
@@ -210,7 +210,6 @@ class RunLoop {
     bool first = true;                  // no reading looked at yet
     GpuMask accept = 0;                 // GPUs undrained since: their conditions now are no fault
     std::map<int, GpuDrain> own;        // this run's drains where it shares no node directory
-    std::map<int, GpuDrain> said;       // the drained GPUs the last tick knew
   } health_;
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {
