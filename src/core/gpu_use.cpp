@@ -103,7 +103,7 @@ std::map<int, std::string> held_by_others(const GpuReading& r, const State& stat
   return others_of(r, state, foreign_processes(r, state, rules), rules);
 }
 
-ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,
+ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules, GpuMask node,
                         const std::function<double(const std::string&)>* declared) {
   ReadingSeen seen;
   if (declared) seen.memory = memory_use(r, state, rules, *declared);
@@ -112,6 +112,7 @@ ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules&
     seen.busy = busy_of(r, seen.foreign, rules);
     seen.others = others_of(r, state, seen.foreign, rules);
   }
+  seen.free = node & ~(busy_in_state(state) | seen.busy);
   return seen;
 }
 

@@ -133,6 +133,16 @@ LimitCheck check_limit(const Job& job, const JobState& s, double factor, double 
 
 long long timeout_exit(const Job& job) { return job.retry_on_timeout ? kTimeoutRetryExit : kKilledExit; }
 
+void write_stop(JobState& s, const Job& job, Outcome outcome, Cause cause, double at) {
+  Ended e;
+  e.attempts = s.attempts_or0();
+  e.outcome = outcome;
+  e.exit = timeout_exit(job);
+  e.end = at;
+  e.start = s.start;
+  write_life(s, e, cause);
+}
+
 bool timed_out(const JobState& s) { return s.outcome && *s.outcome == kTimeoutOutcome; }
 
 }  // namespace gpuq

@@ -439,9 +439,9 @@ static void idle_holders_into(GpusSeen& n, const PlanSetup& s) {
 static GpuMask free_now(const State& state, const RunOptions& opt, std::optional<GpuReading> probed,
                         std::map<int, std::string>* others = nullptr) {
   GpuReading reading = probed ? std::move(*probed) : probe_of(opt)->read();
-  ReadingSeen seen = see_reading(reading, state, GpuRules{opt.max_used_mib, opt.ignore_process});
+  ReadingSeen seen = see_reading(reading, state, GpuRules{opt.max_used_mib, opt.ignore_process}, mask_of(opt.node_gpus));
   if (others) *others = std::move(seen.others);
-  return mask_of(opt.node_gpus) & ~(busy_in_state(state) | seen.busy);
+  return seen.free;
 }
 
 std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
@@ -552,20 +552,12 @@ static void refresh_look(Look& l, const Plan& plan, const PlanSetup& s, const Ba
   std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
   for (const auto& [id, st] : l.state.entries())
     if (st.status == Status::Running && st.start && !st.queue_id)
-      if (const Job* j = plan.find(id))
-        if (std::optional<double> lim = limit_hours(*j, s.time_limit_factor); lim && l.now >= *st.start + *lim * 3600)
-          past_limit.push_back({id, *st.start + *lim * 3600});
+      if (const Job* j = plan.find(id); j && check_limit(*j, st, s.time_limit_factor, l.now).act == LimitCheck::Act::Timeout)
+        past_limit.push_back({id, *deadline(*j, st, s.time_limit_factor)});  // run's rule (limits.h)
   l.queue = backend.refresh(l.paths, l.state, l.now);  // in memory only: a look changes nothing (fix 13)
   for (const auto& [id, at] : past_limit)
-    if (JobState* st = l.state.find(id); st && st->status != Status::Running) {
-      Ended end;
-      end.attempts = st->attempts_or0();
-      end.outcome = Outcome::Timeout;
-      end.exit = timeout_exit(*plan.find(id));
-      end.end = at;
-      end.start = st->start;
-      write_life(*st, end, Cause::Limit);
-    }
+    if (JobState* st = l.state.find(id); st && st->status != Status::Running)
+      write_stop(*st, *plan.find(id), Outcome::Timeout, Cause::Limit, at);
   phase("refresh");
 }
 
@@ -586,12 +578,12 @@ static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, c
     return j ? l.opt.packed_gib(*j) : 0.0;
   };
   ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
-                                 packed ? &declared : nullptr);
+                                 mask_of(l.opt.node_gpus), packed ? &declared : nullptr);
   if (seen.memory) {
     l.mem_other = std::move(seen.memory->other);
     l.over = std::move(seen.memory->over);
   }
-  l.free = mask_of(l.opt.node_gpus) & ~(busy_in_state(l.state) | seen.busy);
+  l.free = seen.free;
   l.others = std::move(seen.others);
   if (probed) l.reading = std::move(probed->reading);
   name_removed_holders(plan, l.state, l.others);

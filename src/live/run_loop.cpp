@@ -238,14 +238,14 @@ void RunLoop::say_adopted(const Tick& t) {
     say(t.now, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
 }
 
-// Running jobs and killed ones still dying (escalate_kills has let go of those gone) keep their GPUs.
+// The running jobs' pids, to wake on their ends (their GPUs and those of killed ones still dying
+// are the read's: probe).
 void RunLoop::note_running(Tick& t) {
   const State& state = q_->state();
   for (auto it = reload_.started_as.begin(); it != reload_.started_as.end();) {  // ended: their next attempt takes the plan's
     const JobState* s = state.find(it->first);
     it = s && s->status == Status::Running ? std::next(it) : reload_.started_as.erase(it);
   }
-  t.busy |= busy_in_state(state);
   for (auto& [id, s] : state.entries())
     if (s.status == Status::Running && s.pid) t.running.push_back(*s.pid);
 }
@@ -266,9 +266,12 @@ void RunLoop::probe(Tick& t) {
     const Job* j = plan_.find(id);
     return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
   };
-  // What the reading says, read as a look at the node reads it (gpu_use.h).
-  ReadingSeen seen =
-      see_reading(reading, q_->state(), rules, engine.packs() || reading.processes ? &declared : nullptr);
+  // The one read of the GPUs, as a look at the node reads them (gpu_use.h): free are those no
+  // running job, no killed one still dying (escalate_kills has let go of those gone) and nothing
+  // the reading holds keeps.
+  ReadingSeen seen = see_reading(reading, q_->state(), rules, mask_of(opt_.node_gpus),
+                                 engine.packs() || reading.processes ? &declared : nullptr);
+  t.busy |= mask_of(opt_.node_gpus) & ~seen.free;
   if (seen.memory) note_memory(t, *seen.memory);
   if (reading.processes)  // hoarded GPUs: reported to the node directory (status --node, gpus), never stopped
     host_.idle_holders = note_idle_holders(host_.idle_holders, seen.foreign, reading.util_pct,
@@ -282,8 +285,8 @@ void RunLoop::probe(Tick& t) {
     share_energy(host_.energy_mj, reading.energy_mj, q_->state(), packed);
     host_.energy_mj = reading.energy_mj;
   }
+  read_ = {seen.free, seen.others};
   if (reading.used_mib) {
-    t.busy |= seen.busy;
     say_others(t, reading, rules, seen.others);
     if (told_.gone("probe problem"))
       say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));

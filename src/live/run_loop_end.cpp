@@ -97,21 +97,6 @@ bool RunLoop::stop(Tick& t, JobState& s) {
   return sent;
 }
 
-namespace {
-
-// A job the plan no longer has, stopped as the engine stops the plan's (life.h's lives).
-void stop_alone(JobState& s, const Job& job, Outcome outcome, Cause cause, double now) {
-  Ended e;
-  e.attempts = s.attempts_or0();
-  e.outcome = outcome;
-  e.exit = timeout_exit(job);
-  e.end = now;
-  e.start = s.start;
-  write_life(s, e, cause);
-}
-
-}  // namespace
-
 // The job's limit is reached: the engine's timeout (failed, an exit code the original reads
 // alike: not retried, unless retry_on_timeout), SIGTERM to its group (kill_sent:
 // escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the group is gone).
@@ -120,7 +105,7 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
   if (std::optional<size_t> j = index_of(id))
     q_->apply(ev::LimitReached{*j, t.now}, t.now);
   else
-    stop_alone(*q_->state().find(id), job, Outcome::Timeout, Cause::Limit, t.now);
+    write_stop(*q_->state().find(id), job, Outcome::Timeout, Cause::Limit, t.now);  // no engine holds it
   JobState& s = *q_->state().find(id);
   double limit = *limit_hours(job, opt_.time_limit_factor);
   double ran = (t.now - start) / 3600;
@@ -252,7 +237,7 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   } else if (j) {
     q_->apply(ev::Hung{*j, t.now, Outcome::Idle}, t.now);
   } else {
-    stop_alone(s, job, Outcome::Idle, Cause::Hung, t.now);
+    write_stop(s, job, Outcome::Idle, Cause::Hung, t.now);
   }
   JobState& now = *q_->state().find(id);
   bool sent = stop(t, now);
@@ -290,7 +275,7 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
   if (std::optional<size_t> j = index_of(id))
     q_->apply(ev::Hung{*j, t.now}, t.now);
   else
-    stop_alone(*q_->state().find(id), job, Outcome::Hung, Cause::Hung, t.now);
+    write_stop(*q_->state().find(id), job, Outcome::Hung, Cause::Hung, t.now);
   JobState& s = *q_->state().find(id);
   bool sent = stop(t, s);
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
@@ -309,7 +294,7 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
   if (std::optional<size_t> j = index_of(id))
     q_->apply(ev::OverMemory{*j, t.now}, t.now);
   else
-    stop_alone(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
+    write_stop(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
   JobState& s = *q_->state().find(id);
   bool sent = stop(t, s);
   std::string why = over_memory_text(mem_gib, resident_gib, opt_.mem_margin_percent);

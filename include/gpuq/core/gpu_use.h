@@ -99,16 +99,22 @@ std::vector<double> gpu_totals_gib(const GpuReading& r);
 MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
                      const std::function<double(const std::string&)>& declared);
 
-/// What one reading says to a state, as `run`'s tick and a look at the node (live/look.h) both
-/// take it: the GPUs it makes busy, why each GPU someone else holds is busy, and, where jobs
-/// pack (`declared` given, as memory_use takes it), the memory use. The one place that reads it.
+/// The GPUs at one instant, as `run`'s tick decides on them and every look at the node predicts
+/// from (live/look.h: status, gpus, simulate --from-state, add --dry-run): the one read of a
+/// reading against a state. Free are the node's GPUs that no running job, no killed one still
+/// dying and nothing the reading holds (memory, a process of no job, a lost GPU) keeps (drained
+/// GPUs, read from the node directory, are taken off after: gpu_health.h); with them, why each GPU someone else holds is busy and, where jobs pack (`declared`
+/// given, as memory_use takes it), the memory use.
 struct ReadingSeen {
+  GpuMask free = 0;                   ///< the node's GPUs less busy_in_state and `busy`
   GpuMask busy = 0;                   ///< busy_by_reading (0 without a memory reading)
   std::map<int, std::string> others;  ///< held_by_others (none without a memory reading)
   std::map<int, std::vector<GpuProcess>> foreign;  ///< foreign_processes (found once for all three)
   std::optional<MemoryUse> memory;    ///< memory_use, when `declared` was given
 };
-ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules,
+/// What the GPUs `node` are to `state` with reading `r` (an empty reading: only the state holds
+/// GPUs).
+ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules, GpuMask node,
                         const std::function<double(const std::string&)>* declared = nullptr);
 
 /// GPUs that a job stopped by gpuq (killed, timed out, requeued) still holds while its process

@@ -48,6 +48,12 @@ LimitCheck check_limit(const Job& job, const JobState& s, double factor, double 
 /// gpuq, never retry it) or, with retry_on_timeout, kTimeoutRetryExit (both retry it).
 long long timeout_exit(const Job& job);
 
+/// A stop written straight into the entry, where no engine holds the job (in run, a job the
+/// plan no longer has; in a look, its copy of the state past a job's limit, which run has not
+/// saved yet): ended `outcome` at `at` for `cause`, with the exit a stop of `job` records
+/// (timeout_exit), as the engine writes its own.
+void write_stop(JobState& s, const Job& job, Outcome outcome, Cause cause, double at);
+
 /// The entry records a stop at the job's limit (the gpuq field "outcome": "timeout").
 bool timed_out(const JobState& s);
 

@@ -91,6 +91,15 @@ class RunLoop {
   /// The plan in use (the last version reloaded).
   const Plan& plan() const { return plan_; }
 
+  /// What the last tick read of the GPUs (gpu_use.h's see_reading, the read a look at the node
+  /// makes too): the GPUs free before the node's decision and the drains, and why each GPU
+  /// someone else holds is busy.
+  struct GpusRead {
+    GpuMask free = 0;
+    std::map<int, std::string> others;
+  };
+  const GpusRead& gpus_read() const { return read_; }
+
   /// Logs each tick's events to `journal` (journal.h) and runs `hooks` for them
   /// (and for those the control commands log); either may be null.
   void log_events(Journal* journal, HookRunner* hooks) {
@@ -192,6 +201,7 @@ class RunLoop {
   std::vector<size_t> with_file_deps_;  // the jobs with a file: dep, found once
   std::optional<QueueState> q_;         // the state and the engine over it
   bool kept_ = false;                   // q_ is what the last tick saved: kept while the store is unchanged
+  GpusRead read_;                       // the last tick's read of the GPUs (gpus_read)
   // What the pane has been told, by what it is about (notices.h): each line said once, and again
   // only when its condition has gone and come back. Mutable: say() itself keeps the lines said
   // while the state cannot be saved.
