@@ -124,32 +124,32 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
       index_(index ? std::move(index) : std::make_shared<PlanIndex>(plan)),
       ready_(plan, policy.backfill_max_hours, policy.pack && !policy.batch) {
   const size_t nodes = static_cast<size_t>(std::max(policy.nodes, 1));
-  busy_.assign(nodes, 0);
-  gpu_use_.assign(nodes * (kMaxGpuId + 1), 0);
-  packs_ = ready_.any_packed();
-  if (packs_) {
-    whole_use_.assign(gpu_use_.size(), 0);
-    declared_.assign(gpu_use_.size(), 0);
-    room_.assign(gpu_use_.size(), -1);
+  nodes_.busy.assign(nodes, 0);
+  nodes_.gpu_use.assign(nodes * (kMaxGpuId + 1), 0);
+  pack_.on = ready_.any_packed();
+  if (pack_.on) {
+    pack_.whole_use.assign(nodes_.gpu_use.size(), 0);
+    pack_.declared.assign(nodes_.gpu_use.size(), 0);
+    pack_.room.assign(nodes_.gpu_use.size(), -1);
   }
   in_.node = mask_of(policy.node_gpus);
   in_.placement = &policy_.placement;
-  host_ = index_->host_fields && !policy.batch;
-  if (host_) {
+  host_.on = index_->host_fields && !policy.batch;
+  if (host_.on) {
     const double inf = std::numeric_limits<double>::infinity();
-    host_need_.resize(plan.jobs.size());
+    host_.need.resize(plan.jobs.size());
     HostNeed least{std::numeric_limits<float>::max(), std::numeric_limits<uint16_t>::max()};
     for (size_t j = 0; j < plan.jobs.size(); ++j) {
       const Job& job = plan.jobs[j];
-      HostNeed& n = host_need_[j];
+      HostNeed& n = host_.need[j];
       n.cpus = static_cast<uint16_t>(std::min(policy.cpus_of(job), 65535));
       n.mem_gib = job.mem_gib;
       least = {std::min(least.mem_gib, n.mem_gib), std::min(least.cpus, n.cpus)};
     }
     in_.host_total = {policy.node_cpus > 0 ? policy.node_cpus : inf, policy.node_mem_gib > 0 ? policy.node_mem_gib : inf};
     in_.host_least = least;
-    host_used_.assign(nodes, HostRoom{});
-    host_room_.assign(nodes, HostRoom{});
+    host_.used.assign(nodes, HostRoom{});
+    host_.room.assign(nodes, HostRoom{});
   }
   for (size_t j = 0; j < plan.jobs.size(); ++j)
     if (index_->file_dep[j]) file_jobs_.push_back(j);
@@ -157,10 +157,10 @@ Engine::Engine(const Plan& plan, const Policy& policy, double unit_seconds, std:
   if (!policy.batch && nodes == 1)
     for (const Job& job : plan.jobs)
       if (policy.preemptible(job)) {
-        preempts_ = true;
+        preempt_.on = true;
         break;
       }
-  free_nodes_.assign(nodes, 0);
+  nodes_.free.assign(nodes, 0);
   load(std::move(lives), std::move(files_present));
 }
 
@@ -174,21 +174,21 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
   failing_.assign(n, 0);
   version_.assign(n, 0);
   res_open_.assign(plan_.reservations.size(), 0);
-  std::fill(gpu_use_.begin(), gpu_use_.end(), 0);
-  std::fill(whole_use_.begin(), whole_use_.end(), 0);
-  std::fill(declared_.begin(), declared_.end(), 0);
-  std::fill(busy_.begin(), busy_.end(), 0);
-  std::fill(host_used_.begin(), host_used_.end(), HostRoom{});
+  std::fill(nodes_.gpu_use.begin(), nodes_.gpu_use.end(), 0);
+  std::fill(pack_.whole_use.begin(), pack_.whole_use.end(), 0);
+  std::fill(pack_.declared.begin(), pack_.declared.end(), 0);
+  std::fill(nodes_.busy.begin(), nodes_.busy.end(), 0);
+  std::fill(host_.used.begin(), host_.used.end(), HostRoom{});
   ready_.clear();
   in_ready_.assign(n, 0);
   retries_.clear();
-  loose_.clear();
-  work_.clear();
+  block_.loose.clear();
+  block_.work.clear();
   fx_.clear();
   waiting_ = running_ = 0;
-  preemptible_running_.clear();
-  held_for_.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
-  gib_.clear();
+  preempt_.running.clear();
+  preempt_.held_for.reset();  // made again at the next tick from the jobs being preempted (preempt_for_head)
+  pack_.gib.clear();
   if (index_->on_oom)  // on_oom: each job's size is that of its next (or running) attempt
     for (size_t j = 0; j < n; ++j) size_for(j, oom_retries_of(lives_[j]));
   flags_.resize(n);
@@ -218,19 +218,19 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
       case LifeKind::Running:
         ++running_;
         hold_gpus(j, std::get<Running>(l), 1);
-        if (preempts_ && policy_.preemptible(plan_.jobs[j])) preemptible_running_.push_back(j);
+        if (preempt_.on && policy_.preemptible(plan_.jobs[j])) preempt_.running.push_back(j);
         break;
       case LifeKind::Ended: push_retry(j); break;
       default: break;
     }
   }
-  releasable_ = 0;
+  block_.releasable = 0;
   for (size_t j = 0; j < n; ++j) {
     update_ready(j);
-    if (kind(j) == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
+    if (kind(j) == LifeKind::Waiting && failing_[j] > 0) block_.work.push_back(j);
     if (kind(j) == LifeKind::Blocked && failing_[j] == 0) {
-      ++releasable_;
-      loose_.push_back(j);
+      ++block_.releasable;
+      block_.loose.push_back(j);
     }
   }
   settle();
@@ -239,33 +239,33 @@ void Engine::load(std::vector<Life> lives, std::vector<char> files_present) {
 // A running job takes (`by` 1) or lets go of (-1) its GPUs: each counts its jobs, and, where
 // jobs pack, its whole jobs and the GiB its packed jobs declared.
 void Engine::hold_gpus(size_t j, const Running& r, int by) {
-  size_t node = static_cast<size_t>(std::clamp(r.node, 0, static_cast<int>(busy_.size()) - 1));
+  size_t node = static_cast<size_t>(std::clamp(r.node, 0, static_cast<int>(nodes_.busy.size()) - 1));
   double gib = packed_gib(j);
   for (int g : r.gpus) {
     if (g < 0 || g > kMaxGpuId) continue;
     size_t at = node * (kMaxGpuId + 1) + static_cast<size_t>(g);
-    uint16_t& use = gpu_use_[at];
-    if (by > 0 ? use++ == 0 : --use == 0) busy_[node] ^= GpuMask{1} << g;
-    if (!packs_) continue;
+    uint16_t& use = nodes_.gpu_use[at];
+    if (by > 0 ? use++ == 0 : --use == 0) nodes_.busy[node] ^= GpuMask{1} << g;
+    if (!pack_.on) continue;
     if (gib > 0)
-      declared_[at] = use == 0 ? 0 : declared_[at] + by * gib;  // no drift once it is empty
+      pack_.declared[at] = use == 0 ? 0 : pack_.declared[at] + by * gib;  // no drift once it is empty
     else
-      whole_use_[at] += static_cast<uint16_t>(by);
+      pack_.whole_use[at] += static_cast<uint16_t>(by);
   }
-  if (host_) {
-    HostRoom& u = host_used_[node];
-    u.cpus += by * host_need_[j].cpus;
-    u.mem_gib = std::max(0.0, u.mem_gib + by * static_cast<double>(host_need_[j].mem_gib));
+  if (host_.on) {
+    HostRoom& u = host_.used[node];
+    u.cpus += by * host_.need[j].cpus;
+    u.mem_gib = std::max(0.0, u.mem_gib + by * static_cast<double>(host_.need[j].mem_gib));
   }
 }
 
 double Engine::packed_gib(size_t j) const {
-  if (!gib_.empty()) return gib_[j];
-  return packs_ && !index_->gib.empty() ? index_->gib[j] : 0;
+  if (!pack_.gib.empty()) return pack_.gib[j];
+  return pack_.on && !index_->gib.empty() ? index_->gib[j] : 0;
 }
 
 double Engine::declared_gib(size_t g, int node) const {
-  return packs_ ? declared_[static_cast<size_t>(node) * (kMaxGpuId + 1) + g] : 0;
+  return pack_.on ? pack_.declared[static_cast<size_t>(node) * (kMaxGpuId + 1) + g] : 0;
 }
 
 void Engine::update_ready(size_t j) {
@@ -293,10 +293,10 @@ std::optional<double> Engine::retry_at(size_t j) const {
 }
 
 std::optional<double> Engine::next_preemptible(double now) const {
-  if (!preempts_ || !waiting_) return std::nullopt;
+  if (!preempt_.on || !waiting_) return std::nullopt;
   const double min_run = policy_.preempt_min_minutes * 60 / unit_seconds_;
   std::optional<double> next;
-  for (size_t j : preemptible_running_) {
+  for (size_t j : preempt_.running) {
     const Running& r = std::get<Running>(lives_[j]);
     if (r.preempt || r.requeue) continue;
     if (double at = r.start + min_run; at > now + kTimeEps) next = std::min(next.value_or(at), at);
@@ -327,12 +327,12 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   bool fin0 = was & kFinished, fin1 = now & kFinished;
   bool left0 = was & kLeft, left1 = now & kLeft;
   bool fail0 = was & kFailing, fail1 = now & kFailing;
-  if (from == LifeKind::Blocked && failing_[j] == 0) --releasable_;
+  if (from == LifeKind::Blocked && failing_[j] == 0) --block_.releasable;
   if (from == LifeKind::Running) hold_gpus(j, std::get<Running>(cur), -1);
-  if (preempts_ && from == LifeKind::Running && to != LifeKind::Running)
-    std::erase(preemptible_running_, j);
-  if (preempts_ && to == LifeKind::Running && from != LifeKind::Running && policy_.preemptible(plan_.jobs[j]))
-    preemptible_running_.push_back(j);
+  if (preempt_.on && from == LifeKind::Running && to != LifeKind::Running)
+    std::erase(preempt_.running, j);
+  if (preempt_.on && to == LifeKind::Running && from != LifeKind::Running && policy_.preemptible(plan_.jobs[j]))
+    preempt_.running.push_back(j);
   if (from == LifeKind::Waiting) --waiting_;
   if (from == LifeKind::Running || from == LifeKind::Queued) --running_;
   cur = std::move(next);
@@ -342,8 +342,8 @@ void Engine::enter(size_t j, Life next, Cause cause) {
   if (to == LifeKind::Running || to == LifeKind::Queued) ++running_;
   if (to == LifeKind::Running) hold_gpus(j, std::get<Running>(cur), 1);
   if (to == LifeKind::Blocked && failing_[j] == 0) {
-    ++releasable_;
-    loose_.push_back(j);
+    ++block_.releasable;
+    block_.loose.push_back(j);
   }
   if (record_) fx_.changes.push_back({j, from, cur, cause});
   if (left0 != left1 && index_->reserved[j])
@@ -360,24 +360,24 @@ void Engine::enter(size_t j, Life next, Cause cause) {
     }
   if (fail0 != fail1)
     for (uint32_t k : index_->plain_dependents(j)) {
-      if (kind(k) == LifeKind::Blocked && failing_[k] == 0) --releasable_;  // (fail1: 0 -> 1)
+      if (kind(k) == LifeKind::Blocked && failing_[k] == 0) --block_.releasable;  // (fail1: 0 -> 1)
       failing_[k] += fail1 ? 1 : -1;
       if (kind(k) == LifeKind::Blocked && failing_[k] == 0) {  // (!fail1: 1 -> 0)
-        ++releasable_;
-        loose_.push_back(k);
+        ++block_.releasable;
+        block_.loose.push_back(k);
       }
-      if (fail1 && kind(k) == LifeKind::Waiting) work_.push_back(k);
+      if (fail1 && kind(k) == LifeKind::Waiting) block_.work.push_back(k);
     }
   update_ready(j);
-  if (to == LifeKind::Waiting && failing_[j] > 0) work_.push_back(j);
+  if (to == LifeKind::Waiting && failing_[j] > 0) block_.work.push_back(j);
   if (to == LifeKind::Ended) push_retry(j);
 }
 
 // The rule "a job whose plain dep failed or is blocked is blocked", carried through.
 void Engine::settle() {
-  while (!work_.empty()) {
-    size_t k = work_.back();
-    work_.pop_back();
+  while (!block_.work.empty()) {
+    size_t k = block_.work.back();
+    block_.work.pop_back();
     if (kind(k) == LifeKind::Waiting && failing_[k] > 0) enter(k, Blocked{}, Cause::Block);
   }
 }
@@ -424,27 +424,27 @@ std::string Engine::recount() const {
                          int(in_ready_[j]));
     if (k == LifeKind::Blocked && failing == 0) {
       ++releasable;
-      if (std::find(loose_.begin(), loose_.end(), j) == loose_.end())
+      if (std::find(block_.loose.begin(), block_.loose.end(), j) == block_.loose.end())
         out += fmt::format("{}: releasable but not listed; ", plan_.jobs[j].id);
     }
   }
   if (waiting != waiting_) out += fmt::format("{} waiting, kept {}; ", waiting, waiting_);
   if (running != running_) out += fmt::format("{} running, kept {}; ", running, running_);
-  if (releasable != releasable_) out += fmt::format("{} releasable, kept {}; ", releasable, releasable_);
+  if (releasable != block_.releasable) out += fmt::format("{} releasable, kept {}; ", releasable, block_.releasable);
   return out;
 }
 
 void Engine::unblock_all() {
   // Every blocked job has a failing plain dep: none is released.
-  if (releasable_ == 0) {
-    loose_.clear();
+  if (block_.releasable == 0) {
+    block_.loose.clear();
     return;
   }
   // Only the releasable ones are looked at, not every blocked job (a status with 40,000
   // blocked jobs and 8 retries due walked them all 8 times: 15 M instructions). In plan order,
   // as a walk over them all would release them.
   std::vector<size_t> todo;
-  todo.swap(loose_);
+  todo.swap(block_.loose);
   std::sort(todo.begin(), todo.end());
   todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
   // Released jobs release their blocked dependents in turn (the cascade of the block, undone).
@@ -455,7 +455,7 @@ void Engine::unblock_all() {
     for (uint32_t d : index_->plain_dependents(k))
       if (kind(d) == LifeKind::Blocked) todo.push_back(d);
   }
-  loose_.clear();  // every releasable job was released (those it names came in through the cascade)
+  block_.loose.clear();  // every releasable job was released (those it names came in through the cascade)
 }
 
 void Engine::tick(const ev::Tick& t) {
@@ -471,8 +471,8 @@ void Engine::tick(const ev::Tick& t) {
     retry(j, true);
     fx_.retried.push_back(j);
   }
-  for (size_t k : marked_) pass_slot_[k] = -1;
-  marked_.clear();
+  for (size_t k : explain_.marked) explain_.slot[k] = -1;
+  explain_.marked.clear();
   // File deps as they are now, for the jobs they decide.
   if (t.files)
     for (size_t j : file_jobs_)
@@ -495,60 +495,60 @@ void Engine::tick(const ev::Tick& t) {
     return;
   }
   pass(t);
-  if (preempts_ && !policy_.paused) preempt_for_head(t);
+  if (preempt_.on && !policy_.paused) preempt_for_head(t);
 }
 
 void Engine::mark(size_t j, int32_t slot) {
-  pass_slot_[j] = slot;
-  marked_.push_back(j);
+  explain_.slot[j] = slot;
+  explain_.marked.push_back(j);
 }
 
 void Engine::pass(const ev::Tick& t) {
   in_.placement = &policy_.placement;  // this engine's (a copy of an engine points at its own)
-  in_.gib = gib_;                      // likewise: empty unless an on_oom retry resized a packed job
-  for (size_t k = 0; k < free_nodes_.size(); ++k) free_nodes_[k] = in_.node & ~busy_[k];
-  free_nodes_[0] &= ~t.unavailable;
-  in_.free = free_nodes_[0];
-  in_.nodes = free_nodes_.size() > 1 ? std::span<const GpuMask>(free_nodes_) : std::span<const GpuMask>();
+  in_.gib = pack_.gib;                      // likewise: empty unless an on_oom retry resized a packed job
+  for (size_t k = 0; k < nodes_.free.size(); ++k) nodes_.free[k] = in_.node & ~nodes_.busy[k];
+  nodes_.free[0] &= ~t.unavailable;
+  in_.free = nodes_.free[0];
+  in_.nodes = nodes_.free.size() > 1 ? std::span<const GpuMask>(nodes_.free) : std::span<const GpuMask>();
   in_.open.resize(plan_.reservations.size());
   for (size_t r = 0; r < plan_.reservations.size(); ++r) in_.open[r] = res_open_[r] > 0;
   in_.nothing_running = running_ == 0 && !t.others_running;
-  in_.gpu_budget = policy_.max_gpus ? std::max(0, *policy_.max_gpus - count(busy_[0]) - t.held_elsewhere) : -1;
+  in_.gpu_budget = policy_.max_gpus ? std::max(0, *policy_.max_gpus - count(nodes_.busy[0]) - t.held_elsewhere) : -1;
   in_.explain = t.explain;
   // A preemption's GPUs wait for the job it is for: it starts on them once its victims are gone,
   // and no other job takes them meanwhile.
-  if (held_for_ && !policy_.paused) start_held_head(t);
-  if (held_for_) {
-    free_nodes_[0] &= ~held_for_->gpus;
-    in_.free = free_nodes_[0];
+  if (preempt_.held_for && !policy_.paused) start_held_head(t);
+  if (preempt_.held_for) {
+    nodes_.free[0] &= ~preempt_.held_for->gpus;
+    in_.free = nodes_.free[0];
   }
-  if (packs_) {
+  if (pack_.on) {
     // What a packed job may still declare on each GPU: its memory less the headroom, what the
     // running packed jobs declared and what else uses it (Tick::mem_other). None on a GPU a whole
     // job holds, nor on one the driver keeps from new jobs without saying how much memory it uses.
     in_.room_empty = 0;
-    for (size_t n = 0; n < busy_.size(); ++n)
+    for (size_t n = 0; n < nodes_.busy.size(); ++n)
       for (GpuMask m = in_.node; m; m &= m - 1) {
         int g = std::countr_zero(m);
         size_t at = n * (kMaxGpuId + 1) + static_cast<size_t>(g);
         double full = policy_.gpu_room(g);
         in_.room_empty = std::max(in_.room_empty, full);
-        bool shut = whole_use_[at] > 0 || (n == 0 && (t.unavailable >> g & 1) && t.mem_other.empty());
+        bool shut = pack_.whole_use[at] > 0 || (n == 0 && (t.unavailable >> g & 1) && t.mem_other.empty());
         double other = n == 0 && static_cast<size_t>(g) < t.mem_other.size() ? t.mem_other[g] : 0;
-        room_[at] = shut ? -1 : full - declared_[at] - other;
+        pack_.room[at] = shut ? -1 : full - pack_.declared[at] - other;
       }
-    in_.room = room_;
+    in_.room = pack_.room;
   }
-  if (host_) {
-    for (size_t n = 0; n < host_used_.size(); ++n)
-      host_room_[n] = {in_.host_total.cpus - host_used_[n].cpus - (n == 0 ? t.host_other.cpus : 0),
-                       in_.host_total.mem_gib - host_used_[n].mem_gib - (n == 0 ? t.host_other.mem_gib : 0)};
-    in_.host_room = host_room_;
-    in_.host_need = host_need_;
+  if (host_.on) {
+    for (size_t n = 0; n < host_.used.size(); ++n)
+      host_.room[n] = {in_.host_total.cpus - host_.used[n].cpus - (n == 0 ? t.host_other.cpus : 0),
+                       in_.host_total.mem_gib - host_.used[n].mem_gib - (n == 0 ? t.host_other.mem_gib : 0)};
+    in_.host_room = host_.room;
+    in_.host_need = host_.need;
   }
   schedule_pass(plan_, ready_, in_, fx_.pass);
   if (t.explain) {
-    pass_slot_.resize(plan_.jobs.size(), -1);
+    explain_.slot.resize(plan_.jobs.size(), -1);
     for (size_t k = 0; k < fx_.pass.held.size(); ++k) mark(fx_.pass.held[k].job, static_cast<int32_t>(k));
     for (const Start& s : fx_.pass.starts) mark(s.job, policy_.paused ? -3 : -2);
   }
@@ -608,10 +608,10 @@ void Engine::operator()(const ev::OomRetry& e) { oom_retry(e.job); }
 void Engine::size_for(size_t j, long long oom_retries) {
   if (!plan_.jobs[j].on_oom) return;
   OomValues v = oom_values(plan_.jobs[j], oom_retries);
-  if (host_) host_need_[j].mem_gib = static_cast<float>(v.mem_gib);
-  if (packs_ && !index_->gib.empty() && plan_.jobs[j].gpus > 0 && plan_.jobs[j].gpu_mem_gib) {
-    if (gib_.empty()) gib_ = index_->gib;  // this engine's own sizes, from the first retried job on
-    gib_[j] = static_cast<float>(v.gpu_mem_gib);
+  if (host_.on) host_.need[j].mem_gib = static_cast<float>(v.mem_gib);
+  if (pack_.on && !index_->gib.empty() && plan_.jobs[j].gpus > 0 && plan_.jobs[j].gpu_mem_gib) {
+    if (pack_.gib.empty()) pack_.gib = index_->gib;  // this engine's own sizes, from the first retried job on
+    pack_.gib[j] = static_cast<float>(v.gpu_mem_gib);
   }
 }
 

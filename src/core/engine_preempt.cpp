@@ -58,36 +58,36 @@ void Engine::operator()(const ev::Preempt& e) {
 // nothing else holding them). False while it waits; the hold is let go when the job no longer
 // waits, or when the victims are gone and it still does not fit (another user took a GPU).
 bool Engine::start_held_head(const ev::Tick& t) {
-  size_t h = held_for_->job;
+  size_t h = preempt_.held_for->job;
   if (!ready(h)) {
-    held_for_.reset();
+    preempt_.held_for.reset();
     return false;
   }
-  GpuMask avail = held_for_->gpus & in_.node & ~busy_[0] & ~t.unavailable;
+  GpuMask avail = preempt_.held_for->gpus & in_.node & ~nodes_.busy[0] & ~t.unavailable;
   std::optional<std::vector<int>> gpus = pick_gpus(plan_.jobs[h].gpus, avail, &policy_.placement);
-  if (gpus && host_ &&
-      !HostRoom{in_.host_total.cpus - host_used_[0].cpus - t.host_other.cpus,
-                in_.host_total.mem_gib - host_used_[0].mem_gib - t.host_other.mem_gib}
+  if (gpus && host_.on &&
+      !HostRoom{in_.host_total.cpus - host_.used[0].cpus - t.host_other.cpus,
+                in_.host_total.mem_gib - host_.used[0].mem_gib - t.host_other.mem_gib}
            .fits(
-          host_need_[h]))
+          host_.need[h]))
     gpus.reset();  // its cores or memory are not free yet: as if its GPUs were not
   if (!gpus) {
-    bool stopping = std::any_of(held_for_->victims.begin(), held_for_->victims.end(),
+    bool stopping = std::any_of(preempt_.held_for->victims.begin(), preempt_.held_for->victims.end(),
                                 [&](size_t v) { return is_preempting(lives_[v]); });
-    if (!stopping) held_for_.reset();
+    if (!stopping) preempt_.held_for.reset();
     return false;
   }
-  held_for_.reset();
+  preempt_.held_for.reset();
   long long attempts = std::get<Waiting>(lives_[h]).attempts, oom = std::get<Waiting>(lives_[h]).oom_retries;
   fx_.launches.push_back({h, 0, attempts + 1});
   if (t.explain) {
-    pass_slot_.resize(plan_.jobs.size(), -1);
+    explain_.slot.resize(plan_.jobs.size(), -1);
     mark(h, -2);
   }
   enter(h, Running{attempts, t.now, std::move(*gpus), 0, std::nullopt, std::nullopt, oom}, Cause::Start);
   settle();
-  free_nodes_[0] = in_.node & ~busy_[0] & ~t.unavailable;
-  in_.free = free_nodes_[0];
+  nodes_.free[0] = in_.node & ~nodes_.busy[0] & ~t.unavailable;
+  in_.free = nodes_.free[0];
   return true;
 }
 
@@ -98,16 +98,16 @@ bool Engine::start_held_head(const ev::Tick& t) {
 // last checkpoint), then the latest started; none when no such set lets it start. Their GPUs,
 // and the free ones it takes, are held for it until they are gone.
 void Engine::preempt_for_head(const ev::Tick& t) {
-  if (held_for_ || !fx_.pass.waiting_head || preemptible_running_.empty()) return;
+  if (preempt_.held_for || !fx_.pass.waiting_head || preempt_.running.empty()) return;
   size_t h = *fx_.pass.waiting_head;
   const Job& head = plan_.jobs[h];
   if (head.gpus <= 0 || packed_gib(h) > 0 || !ready(h) || policy_.over_cap(head)) return;
   GpuMask closed = reserved_gpus(plan_, h, in_.open);
-  GpuMask free = in_.node & ~busy_[0] & ~t.unavailable & ~closed;
+  GpuMask free = in_.node & ~nodes_.busy[0] & ~t.unavailable & ~closed;
   // Jobs being preempted already (a hold lost with a reload of the engine): their GPUs come free
   // soon; when they are enough, the hold is made again for them and nothing more is stopped.
   std::vector<size_t> stopping;
-  for (size_t j : preemptible_running_) {
+  for (size_t j : preempt_.running) {
     const Running& r = std::get<Running>(lives_[j]);
     if (r.preempt && r.node == 0) {
       stopping.push_back(j);
@@ -115,7 +115,7 @@ void Engine::preempt_for_head(const ev::Tick& t) {
     }
   }
   if (std::optional<std::vector<int>> now = pick_gpus(head.gpus, free, &policy_.placement)) {
-    if (!stopping.empty()) held_for_ = HeldFor{h, mask_of(*now), stopping};
+    if (!stopping.empty()) preempt_.held_for = HeldFor{h, mask_of(*now), stopping};
     return;
   }
   const double min_run = policy_.preempt_min_minutes * 60 / unit_seconds_;
@@ -125,7 +125,7 @@ void Engine::preempt_for_head(const ev::Tick& t) {
     double unsaved, start;
   };
   std::vector<Victim> c;
-  for (size_t j : preemptible_running_) {
+  for (size_t j : preempt_.running) {
     const Running& r = std::get<Running>(lives_[j]);
     if (r.preempt || r.requeue || r.node != 0 || packed_gib(j) > 0) continue;
     if (!(plan_.jobs[j].priority > head.priority)) continue;  // only less urgent work gives way
@@ -172,7 +172,7 @@ void Engine::preempt_for_head(const ev::Tick& t) {
     if (c[i].job < t.checkpoints.size()) p.checkpoint = t.checkpoints[c[i].job];
     (*this)(p);
   }
-  held_for_ = std::move(hold);
+  preempt_.held_for = std::move(hold);
 }
 
 }  // namespace gpuq

@@ -104,7 +104,7 @@ struct SnapshotSource {
 }  // namespace
 
 Why Engine::why(size_t j) const {
-  return why_of(plan_, *index_, EngineSource{*this, flags_, files_, res_open_, fx_.pass.held, pass_slot_}, j);
+  return why_of(plan_, *index_, EngineSource{*this, flags_, files_, res_open_, fx_.pass.held, explain_.slot}, j);
 }
 
 WhySnapshot Engine::snapshot() const {
@@ -117,7 +117,7 @@ WhySnapshot Engine::snapshot() const {
   }
   s.flags = flags_;
   s.files = files_;
-  s.slots = pass_slot_;
+  s.slots = explain_.slot;
   s.held = fx_.pass.held;
   s.open.resize(res_open_.size());
   for (size_t r = 0; r < res_open_.size(); ++r) s.open[r] = res_open_[r] > 0;

@@ -269,9 +269,9 @@ class Engine {
   Policy& policy() { return policy_; }
 
   /// The job a preemption holds GPUs for while its victims stop, if any.
-  std::optional<size_t> preempting_for() const { return held_for_ ? std::optional<size_t>(held_for_->job) : std::nullopt; }
+  std::optional<size_t> preempting_for() const { return preempt_.held_for ? std::optional<size_t>(preempt_.held_for->job) : std::nullopt; }
   /// Some job of the plan may be preempted (Policy::preemptible).
-  bool preempts() const { return preempts_; }
+  bool preempts() const { return preempt_.on; }
 
   /// When the next automatic retry falls due (driver's time), if one will.
   std::optional<double> next_retry();
@@ -294,16 +294,16 @@ class Engine {
   /// Every job dep of j is met (plain deps done, after: deps finished).
   bool deps_met(size_t j) const { return unmet_[j] == 0; }
   /// The GPUs running jobs of the plan hold on node 0 (and on each node).
-  GpuMask busy(int node = 0) const { return busy_[static_cast<size_t>(node)]; }
+  GpuMask busy(int node = 0) const { return nodes_.busy[static_cast<size_t>(node)]; }
   /// Some job packs (a gpu_mem_gib, packing on): GPUs may hold several jobs.
-  bool packs() const { return packs_; }
+  bool packs() const { return pack_.on; }
   /// The plan counts cores and host memory (Policy::counts_host): a job starts where they fit.
-  bool counts_host() const { return host_; }
+  bool counts_host() const { return host_.on; }
   /// What job j needs of cores and host memory (nothing where the plan counts neither).
-  HostNeed host_need(size_t j) const { return host_ ? host_need_[j] : HostNeed{}; }
+  HostNeed host_need(size_t j) const { return host_.on ? host_.need[j] : HostNeed{}; }
   /// The cores and host GiB the running jobs of the plan need on `node`.
   HostRoom host_used(int node = 0) const {
-    return host_ ? host_used_[static_cast<size_t>(node)] : HostRoom{};
+    return host_.on ? host_.used[static_cast<size_t>(node)] : HostRoom{};
   }
   /// The GiB job j declares on each of its GPUs where it packs (its gpu_mem_gib), else 0.
   double packed_gib(size_t j) const;
@@ -339,7 +339,7 @@ class Engine {
   void update_ready(size_t j);
   void hold_gpus(size_t j, const Running& r, int by);
   void mark(size_t j, int32_t slot);
-  int32_t slot(size_t j) const { return j < pass_slot_.size() ? pass_slot_[j] : -1; }
+  int32_t slot(size_t j) const { return j < explain_.slot.size() ? explain_.slot[j] : -1; }
   void push_retry(size_t j);
   bool running(size_t j) const { return kind(j) == LifeKind::Running; }
   LifeKind kind(size_t j) const { return static_cast<LifeKind>(kinds_[j]); }
@@ -382,43 +382,59 @@ class Engine {
   std::vector<char> files_;        // its file: deps are present (as the driver last said)
   std::vector<uint32_t> version_;  // bumped as a job leaves Ended (its heaped retry is then stale)
   std::vector<long> res_open_;     // per reservation: members that keep it closed to others
-  std::vector<uint16_t> gpu_use_;  // per node and GPU id: running jobs on it
-  std::vector<GpuMask> busy_;      // per node: GPUs with a running job of the plan
-  bool packs_ = false;             // some job packs (gpu_mem_gib): the three below are kept
-  std::vector<uint16_t> whole_use_;  // per node and GPU id: running jobs on it that take it whole
-  std::vector<double> declared_;   // per node and GPU id: the GiB its running packed jobs declared
-  std::vector<double> room_;       // per node and GPU id: PassInput::room of the last pass
-  bool host_ = false;                // the plan counts cores and host memory: the three below are kept
-  std::vector<HostNeed> host_need_;  // per job
-  std::vector<float> gib_;  // per job: the GiB it packs with, where an on_oom retry resized one (else empty)
-  std::vector<HostRoom> host_used_;  // per node: what its running jobs need
-  std::vector<HostRoom> host_room_;  // per node: PassInput::host_room of the last pass
+  // Per node (the simulator's cluster has several; run's node is node 0).
+  struct PerNode {
+    std::vector<uint16_t> gpu_use;  // per node and GPU id: running jobs on it
+    std::vector<GpuMask> busy;      // per node: GPUs with a running job of the plan
+    std::vector<GpuMask> free;      // per node: the GPUs free at this pass
+  } nodes_;
+  // Packing (gpu_mem_gib): kept only where some job packs.
+  struct Packing {
+    bool on = false;              // some job packs: the members below are kept
+    std::vector<uint16_t> whole_use;  // per node and GPU id: running jobs on it that take it whole
+    std::vector<double> declared;     // per node and GPU id: the GiB its running packed jobs declared
+    std::vector<double> room;         // per node and GPU id: PassInput::room of the last pass
+    std::vector<float> gib;  // per job: the GiB it packs with, where an on_oom retry resized one (else empty)
+  } pack_;
+  // Cores and host memory: kept only where the plan counts them.
+  struct HostUse {
+    bool on = false;              // the plan counts cores and host memory: the members below are kept
+    std::vector<HostNeed> need;   // per job
+    std::vector<HostRoom> used;   // per node: what its running jobs need
+    std::vector<HostRoom> room;   // per node: PassInput::host_room of the last pass
+  } host_;
   ReadySet ready_;
   std::vector<std::pair<double, std::pair<size_t, uint32_t>>> retries_;  // min-heap: (due, (job, version))
   std::vector<char> in_ready_;     // per job: in ready_ (update_ready's shortcut)
-  std::vector<size_t> loose_;      // blocked jobs whose failing deps fell to 0 (some may have left or
-                                   // failed again since): what the next retry releases
-  size_t releasable_ = 0;          // blocked jobs no plain dep of which fails: a retry releases them
-  std::vector<size_t> work_;       // jobs to block (the cascade, without recursion)
+  // Blocking and its release (a failure's cascade, a retry's release).
+  struct Blocking {
+    std::vector<size_t> loose;   // blocked jobs whose failing deps fell to 0 (some may have left or
+                                 // failed again since): what the next retry releases
+    size_t releasable = 0;       // blocked jobs no plain dep of which fails: a retry releases them
+    std::vector<size_t> work;    // jobs to block (the cascade, without recursion)
+  } block_;
   std::vector<size_t> file_jobs_;  // jobs with a file: dep
   size_t waiting_ = 0, running_ = 0;
   bool record_ = true;
   PassInput in_;
-  std::vector<GpuMask> free_nodes_;
-  // Preemption: whether any job may be preempted (else none of it runs), the running jobs that
-  // may be, and the GPUs held for the job a preemption is for until its victims are gone.
-  bool preempts_ = false;
-  std::vector<size_t> preemptible_running_;
   struct HeldFor {
     size_t job;
     GpuMask gpus;                 // the free GPUs and the victims' that it starts on
     std::vector<size_t> victims;
   };
-  std::optional<HeldFor> held_for_;
+  // Preemption: whether any job may be preempted (else none of it runs), the running jobs that
+  // may be, and the GPUs held for the job a preemption is for until its victims are gone.
+  struct Preempting {
+    bool on = false;
+    std::vector<size_t> running;
+    std::optional<HeldFor> held_for;
+  } preempt_;
   // After a Tick with explain: per job, -2 launched by it, -3 would be launched but for the
-  // pause, k >= 0 its place in fx_.pass.held, -1 none; `marked_` lists the jobs to reset.
-  std::vector<int32_t> pass_slot_;
-  std::vector<size_t> marked_;
+  // pause, k >= 0 its place in fx_.pass.held, -1 none; `marked` lists the jobs to reset.
+  struct Explained {
+    std::vector<int32_t> slot;
+    std::vector<size_t> marked;
+  } explain_;
   Effects fx_;
 };
 
