@@ -144,6 +144,67 @@ std::vector<double> packed_gib_on(const std::vector<NodeUser>& users,
 
 namespace {
 
+// The holds of users charged more than `slot`'s (user_charge) whose stop lets `want` start on
+// `avail` and their GPUs, with the cores and memory of `host_avail` and theirs, within its
+// user's cap (`within_cap`): the fewest of them, the latest started first. Their preemptions go
+// into `d`, with the GPUs kept for the want; none where no set of them lets it start.
+template <class WithinCap>
+void choose_victims(const std::vector<NodeUser>& users, const NodeSlot& slot, const NodeWant& want, GpuMask avail,
+                    const HostRoom& host_avail, GpuMask node, double now, const NodeConfig& config,
+                    const Placement* placement, const WithinCap& within_cap, NodeDecision& d) {
+  const double mine = user_charge(users[slot.user], now, config);
+  struct Victim {
+    size_t user, run, hold;
+    GpuMask gpus;
+    double start;
+  };
+  std::vector<Victim> c;
+  for (size_t u = 0; u < users.size(); ++u) {
+    if (u == slot.user || !(user_charge(users[u], now, config) > mine)) continue;
+    for (size_t r = 0; r < users[u].runs.size(); ++r)
+      for (size_t i = 0; i < users[u].runs[r].holds.size(); ++i) {
+        const NodeHold& h = users[u].runs[r].holds[i];
+        if (!h.preemptible || h.preempting || h.mem_gib > 0 || now < h.preempt_after || h.gpus.empty()) continue;
+        c.push_back({u, r, i, mask_of(h.gpus) & node, h.start});
+      }
+  }
+  std::sort(c.begin(), c.end(), [&](const Victim& a, const Victim& b) {
+    if (a.start != b.start) return a.start > b.start;
+    const NodeHold &ha = users[a.user].runs[a.run].holds[a.hold], &hb = users[b.user].runs[b.run].holds[b.hold];
+    return std::tie(users[a.user].name, users[a.user].runs[a.run].plan, ha.id) <
+           std::tie(users[b.user].name, users[b.user].runs[b.run].plan, hb.id);
+  });
+  constexpr size_t kMost = 12;
+  if (c.size() > kMost) c.resize(kMost);
+  const size_t n = c.size();
+  for (size_t k = 1; k <= n; ++k) {
+    std::vector<size_t> idx(k);
+    for (size_t i = 0; i < k; ++i) idx[i] = i;
+    while (true) {
+      GpuMask m = avail;
+      HostRoom h = host_avail;
+      for (size_t i : idx) {
+        m |= c[i].gpus;
+        const NodeHold& v = users[c[i].user].runs[c[i].run].holds[c[i].hold];
+        h.cpus += v.cpus;
+        h.mem_gib += v.host_mem_gib;
+      }
+      std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement);
+      if (gpus && h.fits(want.host()) && within_cap(*gpus)) {
+        for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
+        d.kept = mask_of(*gpus);
+        d.kept_for = slot;
+        return;
+      }
+      size_t i = k;
+      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
+      if (i == 0) break;
+      ++idx[i - 1];
+      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
+    }
+  }
+}
+
 // Preemption across users (NodeDecision::preempts): for the first want in fair order that the
 // pass left waiting (not capped, taking its GPUs whole), the fewest preemptible holds of users
 // charged more than its own, that have run their least, whose GPUs with the free ones let it
@@ -212,57 +273,7 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
     }
     return;
   }
-  const double mine = user_charge(users[slot.user], now, config);
-  struct Victim {
-    size_t user, run, hold;
-    GpuMask gpus;
-    double start;
-  };
-  std::vector<Victim> c;
-  for (size_t u = 0; u < users.size(); ++u) {
-    if (u == slot.user || !(user_charge(users[u], now, config) > mine)) continue;
-    for (size_t r = 0; r < users[u].runs.size(); ++r)
-      for (size_t i = 0; i < users[u].runs[r].holds.size(); ++i) {
-        const NodeHold& h = users[u].runs[r].holds[i];
-        if (!h.preemptible || h.preempting || h.mem_gib > 0 || now < h.preempt_after || h.gpus.empty()) continue;
-        c.push_back({u, r, i, mask_of(h.gpus) & node, h.start});
-      }
-  }
-  std::sort(c.begin(), c.end(), [&](const Victim& a, const Victim& b) {
-    if (a.start != b.start) return a.start > b.start;
-    const NodeHold &ha = users[a.user].runs[a.run].holds[a.hold], &hb = users[b.user].runs[b.run].holds[b.hold];
-    return std::tie(users[a.user].name, users[a.user].runs[a.run].plan, ha.id) <
-           std::tie(users[b.user].name, users[b.user].runs[b.run].plan, hb.id);
-  });
-  constexpr size_t kMost = 12;
-  if (c.size() > kMost) c.resize(kMost);
-  const size_t n = c.size();
-  for (size_t k = 1; k <= n; ++k) {
-    std::vector<size_t> idx(k);
-    for (size_t i = 0; i < k; ++i) idx[i] = i;
-    while (true) {
-      GpuMask m = avail;
-      HostRoom h = host_avail;
-      for (size_t i : idx) {
-        m |= c[i].gpus;
-        const NodeHold& v = users[c[i].user].runs[c[i].run].holds[c[i].hold];
-        h.cpus += v.cpus;
-        h.mem_gib += v.host_mem_gib;
-      }
-      std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement);
-      if (gpus && h.fits(want.host()) && within_cap(*gpus)) {
-        for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
-        d.kept = mask_of(*gpus);
-        d.kept_for = slot;
-        return;
-      }
-      size_t i = k;
-      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
-      if (i == 0) break;
-      ++idx[i - 1];
-      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
-    }
-  }
+  choose_victims(users, slot, want, avail, host_avail, node, now, config, placement, within_cap, d);
 }
 
 // Backfill across plans and users (EASY: no one ahead is delayed). The pass backfills only jobs
@@ -545,56 +556,85 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   return d;
 }
 
+namespace {
+
+constexpr size_t kNoWant = std::numeric_limits<size_t>::max();  // a preempted job waiting again: no want of the look
+using Origins = std::vector<std::vector<std::vector<NodeSlot>>>;  // per user, run and want: its slot as given
+using Victims = std::map<std::tuple<size_t, size_t, std::string>, std::vector<std::string>>;  // per want: its victims
+
+// A hold ends at its estimate (now, if that has passed); one stopping for a preemption, now.
+double hold_end(const NodeHold& h, double t) { return h.preempting ? t : std::max(h.start + h.est_hours * 3600, t); }
+
+// The decision's preemptions at `t`: each victim waits again with what is left of its estimate.
+void stop_victims(std::vector<NodeUser>& users, const NodeDecision& d, double t, const NodeConfig& config,
+                  Origins& origin, Victims& preempting_of, std::vector<NodePreemptedHold>* preempted) {
+  // Its victims end now and wait again with what is left of their estimates (last in their
+  // runs' ready order); the want they give way to starts on their GPUs at the next decision,
+  // at this same instant. Each round stops running jobs that are fewer each time: it ends.
+  std::vector<std::tuple<size_t, size_t, std::string>> gone;
+  for (const NodePreempt& p : d.preempts) {
+    NodeRun& r = users[p.user].runs[p.run];
+    const NodeHold& h = r.holds[p.hold];
+    const NodeWant& w = users[p.want.user].runs[p.want.run].wants[p.want.want];
+    std::string victim = fmt::format("{}'s {}", users[p.user].name, h.id);
+    std::string for_want = fmt::format("{}'s {}", users[p.want.user].name, w.id);
+    preempting_of[{p.want.user, p.want.run, w.id}].push_back(victim);
+    if (preempted) preempted->push_back({p.user, p.run, h.id, t, for_want});
+    double left = std::max(0.0, h.est_hours - (t - h.start) / 3600);
+    r.wants.push_back(NodeWant{h.id, static_cast<int>(h.gpus.size()), 50, left, h.mem_gib, h.cpus, h.host_mem_gib});
+    origin[p.user][p.run].push_back({p.user, p.run, kNoWant});
+    gone.push_back({p.user, p.run, h.id});
+  }
+  // What they ran is charged to their users first, as their runs do when they publish.
+  for (const auto& [u, r, id] : gone) {
+    account_usage(users[u], users[u].runs[r], t, config.half_life_days);
+    std::erase_if(users[u].runs[r].holds, [&](const NodeHold& h) { return h.id == id; });
+  }
+}
+
+// When the prediction looks next after `t`: the first hold's end, or a preemptible job's least
+// run; infinity where no want is left or nothing would change.
+double next_instant(const std::vector<NodeUser>& users, double t) {
+  bool wanting = false;
+  double next = std::numeric_limits<double>::infinity();
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs) {
+      wanting = wanting || !r.wants.empty();
+      for (const NodeHold& h : r.holds) {
+        next = std::min(next, hold_end(h, t));
+        // A running preemptible job may give way once it has run its least: decide again then.
+        if (h.preemptible && !h.preempting && h.preempt_after > t) next = std::min(next, h.preempt_after);
+      }
+    }
+  return wanting ? next : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
 std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask node, double now,
                                         const NodeConfig& config, double backfill_max_hours,
                                         const Placement* placement, const NodeRoom& room,
                                         std::vector<NodePreemptedHold>* preempted, const HostRoom& host) {
   // The slot each want had in `users` as given, kept through the removals below (a preempted
   // job waiting again has none: kNoWant).
-  constexpr size_t kNoWant = std::numeric_limits<size_t>::max();
-  std::vector<std::vector<std::vector<NodeSlot>>> origin(users.size());
+  Origins origin(users.size());
   for (size_t u = 0; u < users.size(); ++u) {
     origin[u].resize(users[u].runs.size());
     for (size_t r = 0; r < users[u].runs.size(); ++r)
       for (size_t w = 0; w < users[u].runs[r].wants.size(); ++w) origin[u][r].push_back({u, r, w});
   }
-  // A hold ends at its estimate (now, if that has passed); one stopping for a preemption, now.
-  auto end_of = [](const NodeHold& h, double t) {
-    return h.preempting ? t : std::max(h.start + h.est_hours * 3600, t);
-  };
   std::vector<NodePredicted> out;
   double t = now;
   std::string after_user, after_job;
   bool after_waiting = false;
   std::set<std::tuple<size_t, size_t, std::string>> placed_ids;  // holds the prediction made (jobs not running yet)
-  std::map<std::tuple<size_t, size_t, std::string>, std::vector<std::string>> preempting_of;  // a want's victims
+  Victims preempting_of;  // a want's victims
   // Each round places at least one want or ends at least one hold, so it ends; the cap guards
   // against what cannot happen.
   for (size_t round = 0; round < 100000; ++round) {
     NodeDecision d = decide_node(users, node, node, t, config, backfill_max_hours, placement, room, host);
     if (!d.preempts.empty()) {
-      // Its victims end now and wait again with what is left of their estimates (last in their
-      // runs' ready order); the want they give way to starts on their GPUs at the next decision,
-      // at this same instant. Each round stops running jobs that are fewer each time: it ends.
-      std::vector<std::tuple<size_t, size_t, std::string>> gone;
-      for (const NodePreempt& p : d.preempts) {
-        NodeRun& r = users[p.user].runs[p.run];
-        const NodeHold& h = r.holds[p.hold];
-        const NodeWant& w = users[p.want.user].runs[p.want.run].wants[p.want.want];
-        std::string victim = fmt::format("{}'s {}", users[p.user].name, h.id);
-        std::string for_want = fmt::format("{}'s {}", users[p.want.user].name, w.id);
-        preempting_of[{p.want.user, p.want.run, w.id}].push_back(victim);
-        if (preempted) preempted->push_back({p.user, p.run, h.id, t, for_want});
-        double left = std::max(0.0, h.est_hours - (t - h.start) / 3600);
-        r.wants.push_back(NodeWant{h.id, static_cast<int>(h.gpus.size()), 50, left, h.mem_gib, h.cpus, h.host_mem_gib});
-        origin[p.user][p.run].push_back({p.user, p.run, kNoWant});
-        gone.push_back({p.user, p.run, h.id});
-      }
-      // What they ran is charged to their users first, as their runs do when they publish.
-      for (const auto& [u, r, id] : gone) {
-        account_usage(users[u], users[u].runs[r], t, config.half_life_days);
-        std::erase_if(users[u].runs[r].holds, [&](const NodeHold& h) { return h.id == id; });
-      }
+      stop_victims(users, d, t, config, origin, preempting_of, preempted);
       continue;
     }
     // The starts, as holds of their runs; their wants leave (the highest index first per run).
@@ -622,18 +662,8 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
       o.erase(o.begin() + static_cast<std::ptrdiff_t>(slot.want));
       r.holds.push_back(std::move(hold));
     }
-    bool wanting = false;
-    double next = std::numeric_limits<double>::infinity();
-    for (const NodeUser& u : users)
-      for (const NodeRun& r : u.runs) {
-        wanting = wanting || !r.wants.empty();
-        for (const NodeHold& h : r.holds) {
-          next = std::min(next, end_of(h, t));
-          // A running preemptible job may give way once it has run its least: decide again then.
-          if (h.preemptible && !h.preempting && h.preempt_after > t) next = std::min(next, h.preempt_after);
-        }
-      }
-    if (!wanting || !std::isfinite(next)) break;
+    double next = next_instant(users, t);
+    if (!std::isfinite(next)) break;
     // Every run's usage to `next`; then the holds that end there leave, the first named.
     after_user.clear();
     after_job.clear();
@@ -643,7 +673,7 @@ std::vector<NodePredicted> predict_node(std::vector<NodeUser> users, GpuMask nod
         NodeRun& r = u.runs[ri];
         account_usage(u, r, next, config.half_life_days);
         std::erase_if(r.holds, [&](const NodeHold& h) {
-          if (end_of(h, t) > next) return false;
+          if (hold_end(h, t) > next) return false;
           if (after_job.empty()) {
             after_user = u.name;
             after_job = h.id;

@@ -162,6 +162,139 @@ std::string text(const json& j, const char* key) {
 
 }  // namespace
 
+namespace {
+
+// A run's hold of GPUs (`claimed`: GPUs whole holds of the file claim; `packed`: those packed
+// holds share), or nullopt with the reason it is refused in `refused`.
+std::optional<NodeHold> read_hold(const json& hj, GpuMask node, GpuMask& claimed, GpuMask& packed,
+                                  const std::string& name, const std::string& plan, std::vector<std::string>* refused) {
+  NodeHold h;
+  h.id = text(hj, "id");
+  h.pid = whole(hj, "pid");
+  h.pid_start = static_cast<unsigned long long>(whole(hj, "pid_start"));
+  h.start = number(hj, "start");
+  h.est_hours = number(hj, "est_hours");
+  h.mem_gib = packed_gib_of(hj);
+  auto flag = [&](const char* key) {
+    auto it = hj.find(key);
+    return it != hj.end() && it->is_boolean() && it->get<bool>();
+  };
+  h.preemptible = flag("preemptible");
+  h.preempting = flag("preempting");
+  if (h.preemptible && hj.contains("preempt_after")) h.preempt_after = number(hj, "preempt_after");
+  if (hj.contains("cpus")) h.cpus = number(hj, "cpus");
+  if (hj.contains("host_mem_gib")) h.host_mem_gib = number(hj, "host_mem_gib");
+  if (hj.contains("cores")) h.cores = text(hj, "cores");
+  const json& g = hj.at("gpus");
+  if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
+  std::string bad;
+  if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
+  if (h.cpus < 0 || h.host_mem_gib < 0 || !std::isfinite(h.cpus) || !std::isfinite(h.host_mem_gib))
+    bad = "negative cores or host memory";
+  else if (h.cpus > kMostCpus || h.host_mem_gib > kMostHostGib)
+    bad = "more cores or host memory than any node has";
+  GpuMask m = 0;
+  for (const json& x : g) {
+    if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
+    long long id = x.get<long long>();
+    if (id < 0 || id > kMaxGpuId || !(node >> id & 1)) {
+      bad = fmt::format("GPU {}, which this node does not have", id);
+      continue;
+    }
+    GpuMask bit = GpuMask{1} << id;
+    // Packed holds may share a GPU; a whole hold shares it with none.
+    if ((m | claimed | (h.mem_gib > 0 ? 0 : packed)) & bit) bad = fmt::format("GPU {} twice", id);
+    m |= bit;
+    h.gpus.push_back(static_cast<int>(id));
+  }
+  if (h.pid < 0 || h.pid == 1) bad = fmt::format("pid {}, which is no job's", h.pid);
+  if (!bad.empty()) {
+    if (refused) refused->push_back(fmt::format("{}'s claim for {} ({}) refused: it claims {}", name, h.id, plan, bad));
+    return std::nullopt;
+  }
+  (h.mem_gib > 0 ? packed : claimed) |= m;
+  return h;
+}
+
+// A run's want, or nullopt with the reason it is refused in `refused`.
+std::optional<NodeWant> read_want(const json& wj, GpuMask node, const std::string& name, const std::string& plan,
+                                  std::vector<std::string>* refused) {
+  NodeWant w;
+  w.id = text(wj, "id");
+  long long g = whole(wj, "gpus");
+  w.priority = number(wj, "priority");
+  w.est_hours = number(wj, "est_hours");
+  w.mem_gib = packed_gib_of(wj);
+  if (wj.contains("cpus")) w.cpus = number(wj, "cpus");
+  if (wj.contains("host_mem_gib")) w.host_mem_gib = number(wj, "host_mem_gib");
+  if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0 ||
+      w.cpus > kMostCpus || w.host_mem_gib > kMostHostGib) {
+    if (refused)
+      refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, plan, g,
+                                     w.est_hours, w.mem_gib < 0 ? ", mem_gib " + wj.at("mem_gib").dump() : ""));
+    return std::nullopt;
+  }
+  w.gpus = static_cast<int>(g);
+  return w;
+}
+
+// The user's drain records (a drain keeps jobs off a GPU node-wide: one that cannot be read is
+// named, not guessed at).
+void read_drains(const json& drains, const std::string& name, NodeUser& u, std::vector<std::string>* refused) {
+  if (!drains.is_array()) throw std::runtime_error("\"drains\" is not a list");
+  for (const json& dj : drains) {
+    GpuDrain d;
+    long long g = whole(dj, "gpu");
+    d.at = number(dj, "at");
+    d.why = text(dj, "why");
+    d.by = name;
+    auto flag = [&](const char* key, bool dflt) {
+      auto it = dj.find(key);
+      if (it == dj.end()) return dflt;
+      if (!it->is_boolean()) throw std::runtime_error(fmt::format("drain of GPU {}: \"{}\" is not true or false", g, key));
+      return it->get<bool>();
+    };
+    d.drained = flag("drained", true);
+    d.fault = flag("fault", false);
+    if (g < 0 || g > kMaxGpuId) {
+      if (refused) refused->push_back(fmt::format("{}'s drain of GPU {} refused: no such GPU", name, g));
+      continue;
+    }
+    d.gpu = static_cast<int>(g);
+    set_drain_record(u.drains, std::move(d));
+  }
+}
+
+// A run's entry in the user's file.
+NodeRun read_run(const json& rj, GpuMask node, GpuMask& claimed, GpuMask& packed, const std::string& name,
+                 std::vector<std::string>* refused) {
+  if (!rj.is_object()) throw std::runtime_error("a run is not a JSON object");
+  NodeRun r;
+  r.plan = text(rj, "plan");
+  r.pid = whole(rj, "pid");
+  r.pid_start = static_cast<unsigned long long>(whole(rj, "pid_start"));
+  r.updated = number(rj, "updated");
+  r.accounted = number(rj, "accounted");
+  if (r.pid <= 1) throw std::runtime_error(fmt::format("run of {}: pid {} is no run's", r.plan, r.pid));
+  for (const json& hj : rj.at("holds"))
+    if (std::optional<NodeHold> h = read_hold(hj, node, claimed, packed, name, r.plan, refused))
+      r.holds.push_back(std::move(*h));
+  for (const json& wj : rj.at("wants"))
+    if (std::optional<NodeWant> w = read_want(wj, node, name, r.plan, refused)) r.wants.push_back(std::move(*w));
+  if (auto idle = rj.find("idle_processes"); idle != rj.end() && idle->is_array())
+    for (const json& ij : *idle) {  // a report: one that cannot be read is left out, nothing else
+      try {
+        IdleHolder h{static_cast<int>(whole(ij, "gpu")), whole(ij, "pid"), text(ij, "user"), text(ij, "name"),
+                     text(ij, "command"), whole(ij, "used_mib"), number(ij, "since")};
+        if (h.gpu >= 0 && h.gpu <= kMaxGpuId && (node >> h.gpu & 1)) r.idle_holders.push_back(std::move(h));
+      } catch (const std::exception&) {
+      }
+    }
+  return r;
+}
+
+}  // namespace
+
 std::optional<NodeUser> read_node_user(std::string_view text_in, const std::string& name, GpuMask node,
                                        std::string* problem, std::vector<std::string>* refused) {
   try {
@@ -176,119 +309,8 @@ std::optional<NodeUser> read_node_user(std::string_view text_in, const std::stri
     const json& runs = j.at("runs");
     if (!runs.is_array()) throw std::runtime_error("\"runs\" is not a list");
     GpuMask claimed = 0, packed = 0;  // GPUs whole holds claim; GPUs packed holds share
-    for (const json& rj : runs) {
-      if (!rj.is_object()) throw std::runtime_error("a run is not a JSON object");
-      NodeRun r;
-      r.plan = text(rj, "plan");
-      r.pid = whole(rj, "pid");
-      r.pid_start = static_cast<unsigned long long>(whole(rj, "pid_start"));
-      r.updated = number(rj, "updated");
-      r.accounted = number(rj, "accounted");
-      if (r.pid <= 1) throw std::runtime_error(fmt::format("run of {}: pid {} is no run's", r.plan, r.pid));
-      for (const json& hj : rj.at("holds")) {
-        NodeHold h;
-        h.id = text(hj, "id");
-        h.pid = whole(hj, "pid");
-        h.pid_start = static_cast<unsigned long long>(whole(hj, "pid_start"));
-        h.start = number(hj, "start");
-        h.est_hours = number(hj, "est_hours");
-        h.mem_gib = packed_gib_of(hj);
-        auto flag = [&](const char* key) {
-          auto it = hj.find(key);
-          return it != hj.end() && it->is_boolean() && it->get<bool>();
-        };
-        h.preemptible = flag("preemptible");
-        h.preempting = flag("preempting");
-        if (h.preemptible && hj.contains("preempt_after")) h.preempt_after = number(hj, "preempt_after");
-        if (hj.contains("cpus")) h.cpus = number(hj, "cpus");
-        if (hj.contains("host_mem_gib")) h.host_mem_gib = number(hj, "host_mem_gib");
-        if (hj.contains("cores")) h.cores = text(hj, "cores");
-        const json& g = hj.at("gpus");
-        if (!g.is_array()) throw std::runtime_error("\"gpus\" is not a list");
-        std::string bad;
-        if (h.mem_gib < 0) bad = fmt::format("\"mem_gib\" {}, which is no GiB", hj.at("mem_gib").dump());
-        if (h.cpus < 0 || h.host_mem_gib < 0 || !std::isfinite(h.cpus) || !std::isfinite(h.host_mem_gib))
-          bad = "negative cores or host memory";
-        else if (h.cpus > kMostCpus || h.host_mem_gib > kMostHostGib)
-          bad = "more cores or host memory than any node has";
-        GpuMask m = 0;
-        for (const json& x : g) {
-          if (!x.is_number_integer()) throw std::runtime_error("a GPU id is not a whole number");
-          long long id = x.get<long long>();
-          if (id < 0 || id > kMaxGpuId || !(node >> id & 1)) {
-            bad = fmt::format("GPU {}, which this node does not have", id);
-            continue;
-          }
-          GpuMask bit = GpuMask{1} << id;
-          // Packed holds may share a GPU; a whole hold shares it with none.
-          if ((m | claimed | (h.mem_gib > 0 ? 0 : packed)) & bit) bad = fmt::format("GPU {} twice", id);
-          m |= bit;
-          h.gpus.push_back(static_cast<int>(id));
-        }
-        if (h.pid < 0 || h.pid == 1) bad = fmt::format("pid {}, which is no job's", h.pid);
-        if (!bad.empty()) {
-          if (refused) refused->push_back(fmt::format("{}'s claim for {} ({}) refused: it claims {}", name, h.id, r.plan, bad));
-          continue;
-        }
-        (h.mem_gib > 0 ? packed : claimed) |= m;
-        r.holds.push_back(std::move(h));
-      }
-      for (const json& wj : rj.at("wants")) {
-        NodeWant w;
-        w.id = text(wj, "id");
-        long long g = whole(wj, "gpus");
-        w.priority = number(wj, "priority");
-        w.est_hours = number(wj, "est_hours");
-        w.mem_gib = packed_gib_of(wj);
-        if (wj.contains("cpus")) w.cpus = number(wj, "cpus");
-        if (wj.contains("host_mem_gib")) w.host_mem_gib = number(wj, "host_mem_gib");
-        if (g < 1 || g > count(node) || w.est_hours < 0 || w.mem_gib < 0 || w.cpus < 0 || w.host_mem_gib < 0 ||
-            w.cpus > kMostCpus || w.host_mem_gib > kMostHostGib) {
-          if (refused)
-            refused->push_back(fmt::format("{}'s want {} ({}) refused: {} GPUs, est_hours {:g}{}", name, w.id, r.plan,
-                                           g, w.est_hours,
-                                           w.mem_gib < 0 ? ", mem_gib " + wj.at("mem_gib").dump() : ""));
-          continue;
-        }
-        w.gpus = static_cast<int>(g);
-        r.wants.push_back(std::move(w));
-      }
-      if (auto idle = rj.find("idle_processes"); idle != rj.end() && idle->is_array())
-        for (const json& ij : *idle) {  // a report: one that cannot be read is left out, nothing else
-          try {
-            IdleHolder h{static_cast<int>(whole(ij, "gpu")), whole(ij, "pid"), text(ij, "user"), text(ij, "name"),
-                         text(ij, "command"), whole(ij, "used_mib"), number(ij, "since")};
-            if (h.gpu >= 0 && h.gpu <= kMaxGpuId && (node >> h.gpu & 1)) r.idle_holders.push_back(std::move(h));
-          } catch (const std::exception&) {
-          }
-        }
-      u.runs.push_back(std::move(r));
-    }
-    if (auto drains = j.find("drains"); drains != j.end()) {
-      // A drain keeps jobs off a GPU node-wide: one that cannot be read is named, not guessed at.
-      if (!drains->is_array()) throw std::runtime_error("\"drains\" is not a list");
-      for (const json& dj : *drains) {
-        GpuDrain d;
-        long long g = whole(dj, "gpu");
-        d.at = number(dj, "at");
-        d.why = text(dj, "why");
-        d.by = name;
-        auto flag = [&](const char* key, bool dflt) {
-          auto it = dj.find(key);
-          if (it == dj.end()) return dflt;
-          if (!it->is_boolean()) throw std::runtime_error(fmt::format("drain of GPU {}: \"{}\" is not true or false", g, key));
-          return it->get<bool>();
-        };
-        d.drained = flag("drained", true);
-        d.fault = flag("fault", false);
-        if (g < 0 || g > kMaxGpuId) {
-          if (refused) refused->push_back(fmt::format("{}'s drain of GPU {} refused: no such GPU", name, g));
-          continue;
-        }
-        d.gpu = static_cast<int>(g);
-        set_drain_record(u.drains, std::move(d));
-      }
-    }
+    for (const json& rj : runs) u.runs.push_back(read_run(rj, node, claimed, packed, name, refused));
+    if (auto drains = j.find("drains"); drains != j.end()) read_drains(*drains, name, u, refused);
     return u;
   } catch (const std::exception& e) {
     if (problem) *problem = e.what();

@@ -238,6 +238,61 @@ static HostRoom node_host_of(const PlanSetup& s, const std::vector<int>& gpus) {
   return node_host_room(o.node_cpus, o.node_mem_gib);
 }
 
+// Who holds the node's GPUs, for a look at the plan `mine` of `owner` by `me`.
+struct HeldBy {
+  std::set<std::string> users;         // the other runs' users ("you (another plan)" for the viewer's)
+  GpuMask theirs = 0, yours = 0, own = 0;  // GPUs other users' jobs hold, the viewer's other plans', the plan's run's
+};
+
+// The other runs' holds, each in look.held until its predicted end and, with `others`, in words
+// for its GPUs ("ana's train (gpuq, ends ~14:30)"); a GPU packed jobs share counts once.
+static HeldBy note_holds(const std::vector<NodeUser>& users, GpuMask node, const std::string& owner,
+                         const std::string& mine, const std::string& me, double now, NodeLook& look,
+                         std::map<int, std::string>* others) {
+  HeldBy by;
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs) {
+      if (u.name == owner && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
+        for (const NodeHold& h : r.holds) by.own |= mask_of(h.gpus) & node;
+        continue;
+      }
+      if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
+      by.users.insert(u.name != me ? u.name : "you (another plan)");
+      for (const NodeHold& h : r.holds) {
+        GpuMask g = mask_of(h.gpus) & node;
+        if (!g) continue;
+        double end = h.start + std::max(0.0, h.est_hours) * 3600;
+        look.held.push_back({g, end, u.name == me});
+        (u.name == me ? by.yours : by.theirs) |= g;
+        for (int id : h.gpus)
+          if (others && (node >> id & 1))
+            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me && me == owner ? "your" : u.name + "'s", h.id,
+                                        local_time(std::max(end, now), now));
+      }
+    }
+  return by;
+}
+
+// status's line on the shared node: whose runs share it, the GPUs they hold, and how the plan is
+// predicted beside them.
+static std::string shared_line(const std::string& dir, const HeldBy& by, bool whole, int waiting) {
+  const int theirs = count(by.theirs), yours = count(by.yours & ~by.theirs), own = count(by.own);
+  std::string who;
+  for (const std::string& u : by.users) who += (who.empty() ? "" : ", ") + u;
+  auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
+  std::string held = gpus_text(theirs) + " held by other users' jobs";
+  if (yours) held += ", " + gpus_text(yours) + " by your other plans'";
+  if (whole && own)
+    held += fmt::format("; this plan's own run (holding {}) is left out: the plan is predicted from its beginning "
+                        "(--from-state: from where its run is)",
+                        gpus_text(own));
+  if (waiting)
+    held += fmt::format("; their {} waiting job{} placed where the node's fair order starts {}", waiting,
+                        waiting == 1 ? " is" : "s are", waiting == 1 ? "it" : "them");
+  return fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
+                     who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
+}
+
 // The node look of the plan of `paths` on `gpus` (LookAsk::whole as there, `plan_wants` its first
 // ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
 // (gpuq, ends ~14:30)").
@@ -280,34 +335,11 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
   for (const NodeUser& u : v.users)
     for (const NodeRun& r : u.runs)
       if (r.plan == mine && (!r.gone || owner == me)) owner = u.name;
-  std::set<std::string> users;
-  // The GPUs other users' jobs hold, this user's other runs', this plan's run's (a GPU packed jobs
-  // share counts once).
-  GpuMask theirs_m = 0, yours_m = 0, own_m = 0;
-  for (const NodeUser& u : v.users)
-    for (const NodeRun& r : u.runs) {
-      if (u.name == owner && r.plan == mine) {  // the plan's own run: status predicts from it; simulate replaces it
-        for (const NodeHold& h : r.holds) own_m |= mask_of(h.gpus) & node;
-        continue;
-      }
-      if (r.gone && r.holds.empty()) continue;  // a run that has ended, nothing of it left
-      users.insert(u.name != me ? u.name : "you (another plan)");
-      for (const NodeHold& h : r.holds) {
-        GpuMask g = mask_of(h.gpus) & node;
-        if (!g) continue;
-        double end = h.start + std::max(0.0, h.est_hours) * 3600;
-        look.held.push_back({g, end, u.name == me});
-        (u.name == me ? yours_m : theirs_m) |= g;
-        for (int id : h.gpus)
-          if (others && (node >> id & 1))
-            (*others)[id] = fmt::format("{} {} (gpuq, ends ~{})", u.name == me && me == owner ? "your" : u.name + "'s", h.id,
-                                        local_time(std::max(end, now), now));
-      }
-    }
-  const int theirs = count(theirs_m), yours = count(yours_m & ~theirs_m), own = count(own_m);
+  HeldBy by = note_holds(v.users, node, owner, mine, me, now, look, others);
+  const int own = count(by.own);
   look.cap = v.config.limits_of(owner).max_gpus;
   for (const std::string& n : look.notes) look.line += "node: " + n + "\n";
-  if (users.empty() && !look.cap) {  // alone: the plan's own prediction says it all
+  if (by.users.empty() && !look.cap) {  // alone: the plan's own prediction says it all
     if (whole && own)
       look.line += fmt::format("shared node {}: no other run; this plan's own run (holding {} GPU{}) is left out: the "
                                "plan is predicted from its beginning (--from-state: from where its run is)\n",
@@ -336,20 +368,7 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
     look.held.push_back({mask_of(p.gpus) & node, p.end, u.name == me, p.start});
     ++waiting;
   }
-  std::string who;
-  for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
-  auto gpus_text = [](int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); };
-  std::string held = gpus_text(theirs) + " held by other users' jobs";
-  if (yours) held += ", " + gpus_text(yours) + " by your other plans'";
-  if (whole && own)
-    held += fmt::format("; this plan's own run (holding {}) is left out: the plan is predicted from its beginning "
-                        "(--from-state: from where its run is)",
-                        gpus_text(own));
-  if (waiting)
-    held += fmt::format("; their {} waiting job{} placed where the node's fair order starts {}", waiting,
-                        waiting == 1 ? " is" : "s are", waiting == 1 ? "it" : "them");
-  look.line += fmt::format("shared node {}: {}{}; {} shows every user's jobs\n", dir,
-                           who.empty() ? "" : "runs of " + who + "; ", held, hint("status --node"));
+  look.line += shared_line(dir, by, whole, waiting);
   return look;
 }
 

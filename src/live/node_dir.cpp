@@ -384,6 +384,74 @@ void NodeShare::leave() {
   lock_fd_ = -1;
 }
 
+// The user's usage raised to `usage` GPU-hours now where the file charges less (decayed); said
+// with `source` (what charges it) when given.
+void NodeShare::raise_usage(NodeUser& me, double usage, double now, const char* source, const Say& say) {
+  double filed = decayed_usage(me.usage_gpu_hours, me.usage_at, now, config_.half_life_days);
+  if (!(usage > filed + 0.005)) return;
+  if (source)
+    say(fmt::format("{}'s usage in {}/{}.json is {:.2f} GPU-hours, less than {} ({:.2f}): {:.2f} is counted", me_,
+                    dir_, me_, filed, source, usage, usage));
+  me.usage_gpu_hours = usage;
+  me.usage_at = now;
+}
+
+// This run's entry in the user's file as read: the file's, or what the run last wrote where the
+// file lost it, or a new one.
+std::vector<NodeRun>::iterator NodeShare::own_entry(NodeUser& me, double now, const Say& say) {
+  if (past_) {  // the plan's event log, once: the usage is at least what its attempts charge
+    raise_usage(me, usage_of_attempts(*past_, now, config_.half_life_days), now, "this plan's event log charges", say);
+    past_.reset();
+  }
+  auto it = std::find_if(me.runs.begin(), me.runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
+  if (it != me.runs.end()) return it;
+  if (!written_) {
+    me.runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});
+    return std::prev(me.runs.end());
+  }
+  // The file lost this run's entry since the run wrote it (removed by hand, refused): what the
+  // run wrote is put back (its holds whose processes live, its user's usage), so that the
+  // decision keeps its GPUs and its user's cap. Other users' runs did not see them meanwhile.
+  NodeRun back = written_->run;
+  std::erase_if(back.holds, [](const NodeHold& h) { return !alive(h.pid, h.pid_start); });
+  raise_usage(me, decayed_usage(written_->usage, written_->usage_at, now, config_.half_life_days), now, nullptr,
+                  say);  // said below
+  std::string held;
+  for (const NodeHold& h : back.holds) held += fmt::format("{}{} on GPUs {}", held.empty() ? "" : ", ", h.id, py_list(h.gpus));
+  say(fmt::format("{}/{}.json lost this run's entry since its write at {}: written again{}", dir_, me_,
+                  clock_stamp(written_->run.updated),
+                  held.empty() ? "" : fmt::format(", with {} (until now other users' runs could start jobs on "
+                                                  "those GPUs)", held)));
+  me.runs.push_back(std::move(back));
+  return std::prev(me.runs.end());
+}
+
+// The node's decision (decide_node) over every user's holds and wants: this run's preemptions,
+// a line for each of its wants the cap keeps from ever starting, and the GPUs left to it.
+GpuMask NodeShare::decide(const std::vector<NodeUser>& users, GpuMask free, double now, const Say& say) {
+  const std::pair<std::string_view, std::string_view> own{me_, plan_};
+  others_packed_ = packed_gib_on(users, &own);
+  NodeDecision d = decide_node(users, free, node_, now, config_, backfill_, &placement_, room_, host_);
+  preempts_.clear();
+  for (const NodePreempt& p : d.preempts) {
+    const NodeUser& u = users[p.user];
+    if (u.name != me_ || u.runs[p.run].plan != plan_) continue;
+    const NodeUser& w = users[p.want.user];
+    preempts_.push_back({u.runs[p.run].holds[p.hold].id,
+                         fmt::format("{}'s {}", w.name, w.runs[p.want.run].wants[p.want.want].id)});
+  }
+  for (const NodeSlot& s : d.never) {
+    const NodeUser& u = users[s.user];
+    const NodeWant& w = u.runs[s.run].wants[s.want];
+    if (u.name != me_ || u.runs[s.run].plan != plan_) continue;
+    std::string line = fmt::format("{} needs {} GPUs, more than the node config's cap for {} ({}): it cannot start "
+                                   "on this node",
+                                   w.id, w.gpus, me_, config_.limits_of(me_).max_gpus.value_or(0));
+    if (told_.fresh(line)) say(line);
+  }
+  return node_ & ~gpus_for(d, users, me_, plan_);
+}
+
 GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout,
                          const std::vector<NodeHold>* holds) {
   leave();
@@ -412,41 +480,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
   NodeUser* me = nullptr;
   for (NodeUser& u : v.users)
     if (u.name == me_) me = &u;
-  // The user's usage raised to `usage` GPU-hours now where the file charges less (decayed); said
-  // with `source` (what charges it) when given.
-  auto at_least = [&](double usage, const char* source) {
-    double filed = decayed_usage(me->usage_gpu_hours, me->usage_at, now, config_.half_life_days);
-    if (!(usage > filed + 0.005)) return;
-    if (source)
-      say(fmt::format("{}'s usage in {}/{}.json is {:.2f} GPU-hours, less than {} ({:.2f}): {:.2f} is counted", me_,
-                      dir_, me_, filed, source, usage, usage));
-    me->usage_gpu_hours = usage;
-    me->usage_at = now;
-  };
-  if (past_) {  // the plan's event log, once: the usage is at least what its attempts charge
-    at_least(usage_of_attempts(*past_, now, config_.half_life_days), "this plan's event log charges");
-    past_.reset();
-  }
-  auto it = std::find_if(me->runs.begin(), me->runs.end(), [&](const NodeRun& r) { return r.plan == plan_; });
-  if (it == me->runs.end() && written_) {
-    // The file lost this run's entry since the run wrote it (removed by hand, refused): what the
-    // run wrote is put back (its holds whose processes live, its user's usage), so that the
-    // decision keeps its GPUs and its user's cap. Other users' runs did not see them meanwhile.
-    NodeRun back = written_->run;
-    std::erase_if(back.holds, [](const NodeHold& h) { return !alive(h.pid, h.pid_start); });
-    at_least(decayed_usage(written_->usage, written_->usage_at, now, config_.half_life_days), nullptr);  // said below
-    std::string held;
-    for (const NodeHold& h : back.holds) held += fmt::format("{}{} on GPUs {}", held.empty() ? "" : ", ", h.id, py_list(h.gpus));
-    say(fmt::format("{}/{}.json lost this run's entry since its write at {}: written again{}", dir_, me_,
-                    clock_stamp(written_->run.updated),
-                    held.empty() ? "" : fmt::format(", with {} (until now other users' runs could start jobs on "
-                                                    "those GPUs)", held)));
-    me->runs.push_back(std::move(back));
-    it = std::prev(me->runs.end());
-  } else if (it == me->runs.end()) {
-    me->runs.push_back(NodeRun{plan_, getpid(), 0, now, now, {}, {}});
-    it = std::prev(me->runs.end());
-  }
+  auto it = own_entry(*me, now, say);
   // This run's holds as the run has them now: the file's, read above, drop a job whose process
   // has ended (it is reaped at this tick's end): its GPUs, still busy to the run and left out of
   // `free`, would be neither free nor held, and a preemption would stop one job more for them.
@@ -482,27 +516,7 @@ GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask
     return node_;
   }
   if (deciding_at_) return node_;
-  const std::pair<std::string_view, std::string_view> own{me_, plan_};
-  others_packed_ = packed_gib_on(v.users, &own);
-  NodeDecision d = decide_node(v.users, free, node_, now, config_, backfill_, &placement_, room_, host_);
-  preempts_.clear();
-  for (const NodePreempt& p : d.preempts) {
-    const NodeUser& u = v.users[p.user];
-    if (u.name != me_ || u.runs[p.run].plan != plan_) continue;
-    const NodeUser& w = v.users[p.want.user];
-    preempts_.push_back({u.runs[p.run].holds[p.hold].id,
-                         fmt::format("{}'s {}", w.name, w.runs[p.want.run].wants[p.want.want].id)});
-  }
-  for (const NodeSlot& s : d.never) {
-    const NodeUser& u = v.users[s.user];
-    const NodeWant& w = u.runs[s.run].wants[s.want];
-    if (u.name != me_ || u.runs[s.run].plan != plan_) continue;
-    std::string line = fmt::format("{} needs {} GPUs, more than the node config's cap for {} ({}): it cannot start "
-                                   "on this node",
-                                   w.id, w.gpus, me_, config_.limits_of(me_).max_gpus.value_or(0));
-    if (told_.fresh(line)) say(line);
-  }
-  return node_ & ~gpus_for(d, v.users, me_, plan_);
+  return decide(v.users, free, now, say);
 }
 
 void NodeShare::publish(double now, std::vector<NodeHold> holds, std::vector<NodeWant> wants,

@@ -72,6 +72,48 @@ std::optional<Predicted> predict(const Plan& plan, const Policy& p, LiveStart st
 
 }  // namespace
 
+namespace {
+
+// Why the plan's finish moved by `shift`: the job whose end moved most the same way from `was`
+// to `ends` (a running one among equals: the others follow it), in words (": a is slower than
+// its estimate"); "" where none moved.
+std::string slip_cause(const Plan& plan, const State& state, const std::map<size_t, double>& was,
+                       std::map<size_t, double>& ends, double shift, double now) {
+  std::optional<size_t> cause;
+  double most = 0;
+  for (const auto& [j, e] : ends) {
+    auto before = was.find(j);
+    if (before == was.end()) continue;
+    double moved = (e - before->second) * (shift < 0 ? -1 : 1);
+    bool running = state.status_of(plan, j) == Status::Running;
+    if (moved > most + 1 || (running && moved > most - 1 && moved > 0 &&
+                             !(cause && state.status_of(plan, *cause) == Status::Running))) {
+      most = std::max(most, moved);
+      cause = j;
+    }
+  }
+  if (!cause) return "";
+  const Job& j = plan.jobs[*cause];
+  const JobState* s = state.of(plan, *cause);
+  if (s && s->status == Status::Running && finish_from_entry(j, *s, now))
+    return fmt::format(": {} is {} than its estimate", j.id,
+                       ends[*cause] > *s->start + j.est_hours * 3600 ? "slower" : "faster");
+  return fmt::format(": {} {}", j.id, shift > 0 ? "ends later" : "ends sooner");
+}
+
+// A line of PLAN.predictions.jsonl appended; false where the file cannot be opened (the record
+// is a measure of the predictions, never a reason to stop: history --accuracy reads what is there).
+bool append_prediction(const std::string& path, const PredictionRecord& record) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) return false;
+  std::string line = prediction_line(record) + "\n";
+  std::fwrite(line.data(), 1, line.size(), f);
+  std::fclose(f);
+  return true;
+}
+
+}  // namespace
+
 // The plan's predicted finish, as `status` would predict it now; an `eta` event (the event log,
 // the hooks) when it moved from the one last told by more than --eta-slip-percent of the time
 // left and --eta-slip-minutes. The first prediction is told by nobody: it is where slips count
@@ -136,14 +178,10 @@ void RunLoop::watch_eta(Tick& t) {
   bool record_it = first != record.finish.end() &&
                    (moved || !eta_.recorded_finish || std::fabs(first->second - *eta_.recorded_finish) > 60 ||
                     t.now - eta_.recorded_at >= 600);
-  if (record_it && !eta_.predictions_path.empty())
-    if (std::FILE* f = std::fopen(eta_.predictions_path.c_str(), "a")) {
-      eta_.recorded_finish = first->second;
-      eta_.recorded_at = t.now;
-      std::string line = prediction_line(record) + "\n";
-      std::fwrite(line.data(), 1, line.size(), f);
-      std::fclose(f);
-    }
+  if (record_it && !eta_.predictions_path.empty() && append_prediction(eta_.predictions_path, record)) {
+    eta_.recorded_finish = first->second;
+    eta_.recorded_at = t.now;
+  }
   if (!got) return;  // nothing left, or no finish to speak of
   double finish = got->finish;
   std::map<size_t, double>& ends = got->ends;
@@ -153,32 +191,8 @@ void RunLoop::watch_eta(Tick& t) {
     return;
   }
   if (!finish_slipped(*eta_.told, finish, t.now, opt_.eta_slip_percent, opt_.eta_slip_minutes)) return;
-  // Why: the job whose end moved most the same way (a running one among equals: the others
-  // follow it).
   double shift = finish - *eta_.told;
-  std::optional<size_t> cause;
-  double most = 0;
-  for (const auto& [j, e] : ends) {
-    auto was = eta_.ends.find(j);
-    if (was == eta_.ends.end()) continue;
-    double moved = (e - was->second) * (shift < 0 ? -1 : 1);
-    bool running = q_->state().status_of(plan_, j) == Status::Running;
-    if (moved > most + 1 || (running && moved > most - 1 && moved > 0 &&
-                             !(cause && q_->state().status_of(plan_, *cause) == Status::Running))) {
-      most = std::max(most, moved);
-      cause = j;
-    }
-  }
-  std::string why;
-  if (cause) {
-    const Job& j = plan_.jobs[*cause];
-    const JobState* s = q_->state().of(plan_, *cause);
-    if (s && s->status == Status::Running && finish_from_entry(j, *s, t.now))
-      why = fmt::format(": {} is {} than its estimate", j.id,
-                        ends[*cause] > *s->start + j.est_hours * 3600 ? "slower" : "faster");
-    else
-      why = fmt::format(": {} {}", j.id, shift > 0 ? "ends later" : "ends sooner");
-  }
+  std::string why = slip_cause(plan_, q_->state(), eta_.ends, ends, shift, t.now);
   Event e = plan_event("eta", t.now, "run",
                        fmt::format("the plan now ends at {} ({}{})", local_time(finish, t.now), shift_text(shift), why));
   e.finish = finish;

@@ -141,6 +141,10 @@ class NodeShare {
   const std::vector<std::string>& others_files() const { return others_files_; }
 
  private:
+  void raise_usage(NodeUser& me, double usage, double now, const char* source, const Say& say);
+  std::vector<NodeRun>::iterator own_entry(NodeUser& me, double now, const Say& say);
+  GpuMask decide(const std::vector<NodeUser>& users, GpuMask free, double now, const Say& say);
+
   std::string dir_, plan_, me_;
   GpuMask node_;
   Placement placement_;
