@@ -532,28 +532,67 @@ int Top::run() {
   return 0;
 }
 
+// One screen as text (--print COLSxROWS): for scripts and tests, no terminal needed.
+int print_top(Flags& f, const std::string& print_size) {
+  TopUi ui;
+  int w = 0, h = 0;
+  char x = 0;
+  if (std::sscanf(print_size.c_str(), "%d%c%d", &w, &x, &h) != 3 || x != 'x' || w < 20 || h < 5 || w > 1000 || h > 1000) {
+    fmt::print(stderr, "gpuq top: --print: want COLSxROWS (at least 20x5), such as 80x24, not \"{}\"\n", print_size);
+    return kExitBadInput;
+  }
+  std::setlocale(LC_ALL, "");
+  ui.unicode = std::string_view(nl_langinfo(CODESET)) == "UTF-8";
+  Top top(f, ui);
+  top.look();
+  TopScreen sc = top.screen(h, w);
+  std::string out;
+  for (const ScreenLine& l : sc.lines) {
+    for (const Span& s : l) out += s.text;
+    out += '\n';
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return top.has_plan() ? 0 : kExitBadInput;  // as `status` exits on a plan that does not load
+}
+
+// ncurses' modes, keys and colors for top, and its stop signals; true where it shows colors
+// (the terminal has them and NO_COLOR is unset).
+bool set_up_terminal() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  cbreak();
+  noecho();
+  nonl();
+  keypad(stdscr, TRUE);
+  nodelay(stdscr, TRUE);
+  set_escdelay(25);
+  curs_set(0);
+  mousemask(BUTTON4_PRESSED
+#ifdef BUTTON5_PRESSED
+                | BUTTON5_PRESSED
+#endif
+            ,
+            nullptr);
+  const char* no_color = std::getenv("NO_COLOR");
+  const bool colors = has_colors() && !(no_color && *no_color);
+  if (colors) {
+    start_color();
+    use_default_colors();
+    init_pair(1, COLOR_GREEN, -1);
+    init_pair(2, COLOR_RED, -1);
+    init_pair(3, COLOR_YELLOW, -1);
+    init_pair(4, COLOR_CYAN, -1);
+    init_pair(5, COLOR_MAGENTA, -1);
+  }
+  return colors;
+}
+
 int cmd_top(Flags& f, const std::string& print_size) try {
   TopUi ui;
-  if (!print_size.empty()) {  // one screen as text, for scripts and tests: no terminal needed
-    int w = 0, h = 0;
-    char x = 0;
-    if (std::sscanf(print_size.c_str(), "%d%c%d", &w, &x, &h) != 3 || x != 'x' || w < 20 || h < 5 || w > 1000 || h > 1000) {
-      fmt::print(stderr, "gpuq top: --print: want COLSxROWS (at least 20x5), such as 80x24, not \"{}\"\n", print_size);
-      return kExitBadInput;
-    }
-    std::setlocale(LC_ALL, "");
-    ui.unicode = std::string_view(nl_langinfo(CODESET)) == "UTF-8";
-    Top top(f, ui);
-    top.look();
-    TopScreen sc = top.screen(h, w);
-    std::string out;
-    for (const ScreenLine& l : sc.lines) {
-      for (const Span& s : l) out += s.text;
-      out += '\n';
-    }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return top.has_plan() ? 0 : kExitBadInput;  // as `status` exits on a plan that does not load
-  }
+  if (!print_size.empty()) return print_top(f, print_size);  // for scripts and tests: no terminal needed
   if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
     fmt::print(stderr,
                "gpuq top: {} is not a terminal: top is a full-screen view for a terminal; "
@@ -585,35 +624,7 @@ int cmd_top(Flags& f, const std::string& print_size) try {
                term ? term : "(unset)");
     return kExitFailure;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
-  cbreak();
-  noecho();
-  nonl();
-  keypad(stdscr, TRUE);
-  nodelay(stdscr, TRUE);
-  set_escdelay(25);
-  curs_set(0);
-  mousemask(BUTTON4_PRESSED
-#ifdef BUTTON5_PRESSED
-                | BUTTON5_PRESSED
-#endif
-            ,
-            nullptr);
-  const char* no_color = std::getenv("NO_COLOR");
-  bool colors = has_colors() && !(no_color && *no_color);
-  if (colors) {
-    start_color();
-    use_default_colors();
-    init_pair(1, COLOR_GREEN, -1);
-    init_pair(2, COLOR_RED, -1);
-    init_pair(3, COLOR_YELLOW, -1);
-    init_pair(4, COLOR_CYAN, -1);
-    init_pair(5, COLOR_MAGENTA, -1);
-  }
+  bool colors = set_up_terminal();
   int rc = 0;
   std::string error;
   try {

@@ -458,6 +458,52 @@ int what_if(PlanSetup& s, const std::string& id, const Plan& before, const Plan&
   return 0;
 }
 
+// `gpuq add --id x -- 'step.sh x 2'`: one word that is no file but a command line (validate's
+// rule): the refusal, with the words as they should be given; "" where the script is one.
+std::string command_line_script(const PlanSetup& s, const Plan& plan, const NewJob& job) {
+  const std::string& script = job.script.front();
+  if (job.script.size() != 1 || !script_holds_arguments(script) ||
+      readable_file(LocalFiles(workdir_of(s, plan.workdir).path).expand(script)))
+    return "";
+  std::vector<std::string> words;
+  for (size_t at = 0; at != std::string::npos;) {
+    size_t from = script.find_first_not_of(" \t", at);
+    if (from == std::string::npos) break;
+    at = script.find_first_of(" \t", from);
+    words.push_back(script.substr(from, at == std::string::npos ? at : at - from));
+  }
+  std::string split;
+  for (const std::string& w : words) split += " " + shell_word(w);
+  return fmt::format("gpuq add: the script \"{}\" is not a file: {}; give the script and its arguments as separate "
+                     "words after --: gpuq add ... --{} (nothing was added)",
+                     script, kArgsGoInArgs, split);
+}
+
+// Why the jobs `after` adds to `before` are refused ("": they are not): a script that is not
+// there fails the job when it is due (validate calls it an error), unless the job waits on a job
+// of the plan, which may make it; a job that can never start here (more GiB than any GPU takes)
+// is refused, as a job wider than the node is.
+std::string refusal_of_added(const PlanSetup& s, const Plan& before, const Plan& after, const std::string& id,
+                             const std::vector<int>& gpus) {
+  LocalFiles files(workdir_of(s, after.workdir).path);
+  auto added = [&](size_t i) { return !before.find(after.jobs[i].id); };
+  std::vector<size_t> missing = jobs_without_script(after, files, readable_file, added);
+  std::erase_if(missing, [&](size_t i) { return waits_on_a_job(after, i, [](size_t) { return false; }); });
+  if (!missing.empty())
+    return fmt::format("gpuq add: {} not added: {}; {} is unchanged", id,
+                       missing_scripts_text(after, missing, files, workdir_of(s, after.workdir).shown), s.plan);
+  Policy mem;
+  mem.gpu_mem_gib = s.gpu_mem_gib;
+  mem.gpu_mem_headroom = s.gpu_mem_headroom;
+  mem.node_gpus = gpus;
+  for (size_t i = 0; i < after.jobs.size(); ++i)
+    if (added(i) && mem.too_big(after.jobs[i]))
+      return fmt::format("gpuq add: {} not added: {}: it would never start (GPUs with more memory: --gpu-mem-gib); {} "
+                         "is unchanged",
+                         id, too_big_text(mem, after.jobs[i]), s.plan);
+  return "";
+}
+
 }  // namespace
 
 int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, const SayLine& err) {
@@ -480,22 +526,8 @@ int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, c
                     before.errors.size()));
     return 2;
   }
-  // `gpuq add --id x -- 'step.sh x 2'`: one word that is no file but a command line (validate's rule).
-  const std::string& script = job.script.front();
-  if (job.script.size() == 1 && script_holds_arguments(script) &&
-      !readable_file(LocalFiles(workdir_of(s, before.plan->workdir).path).expand(script))) {
-    std::vector<std::string> words;
-    for (size_t at = 0; at != std::string::npos;) {
-      size_t from = script.find_first_not_of(" \t", at);
-      if (from == std::string::npos) break;
-      at = script.find_first_of(" \t", from);
-      words.push_back(script.substr(from, at == std::string::npos ? at : at - from));
-    }
-    std::string split;
-    for (const std::string& w : words) split += " " + shell_word(w);
-    err(fmt::format("gpuq add: the script \"{}\" is not a file: {}; give the script and its arguments as separate "
-                    "words after --: gpuq add ... --{} (nothing was added)",
-                    script, kArgsGoInArgs, split));
+  if (std::string words = command_line_script(s, *before.plan, job); !words.empty()) {
+    err(words);
     return 2;
   }
   std::string problem;
@@ -511,30 +543,10 @@ int add_job(PlanSetup& s, const NewJob& job, bool dry_run, const SayLine& out, c
                     after.errors.size(), s.plan));
     return 2;
   }
-  // A script that is not there fails the job when it is due (validate calls it an error): refused
-  // now, unless the job waits on a job of the plan, which may make it.
-  LocalFiles files(workdir_of(s, after.plan->workdir).path);
-  auto added = [&](size_t i) { return !before.plan->find(after.plan->jobs[i].id); };
-  std::vector<size_t> missing = jobs_without_script(*after.plan, files, readable_file, added);
-  std::erase_if(missing, [&](size_t i) { return waits_on_a_job(*after.plan, i, [](size_t) { return false; }); });
-  if (!missing.empty()) {
-    err(fmt::format("gpuq add: {} not added: {}; {} is unchanged", job.id,
-                    missing_scripts_text(*after.plan, missing, files, workdir_of(s, after.plan->workdir).shown), s.plan));
+  if (std::string refused = refusal_of_added(s, *before.plan, *after.plan, job.id, *gpus); !refused.empty()) {
+    err(refused);
     return 2;
   }
-  // A job that can never start here (more GiB than any GPU takes) is refused, as a job wider
-  // than the node is.
-  Policy mem;
-  mem.gpu_mem_gib = s.gpu_mem_gib;
-  mem.gpu_mem_headroom = s.gpu_mem_headroom;
-  mem.node_gpus = *gpus;
-  for (size_t i = 0; i < after.plan->jobs.size(); ++i)
-    if (added(i) && mem.too_big(after.plan->jobs[i])) {
-      err(fmt::format("gpuq add: {} not added: {}: it would never start (GPUs with more memory: --gpu-mem-gib); {} "
-                      "is unchanged",
-                      job.id, too_big_text(mem, after.plan->jobs[i]), s.plan));
-      return 2;
-    }
   if (dry_run) return what_if(s, job.id, *before.plan, *after.plan, out);
   // A job that runs from a snapshot: the code as it is now, recorded before the plan names the job
   // (a running `gpuq run` keeps it when it reloads the plan).

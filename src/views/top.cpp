@@ -470,36 +470,9 @@ std::vector<TopRow> top_rows(const TopInput& in, const TopUi& ui) {
   return out;
 }
 
-TopScreen top_screen(const TopInput& in, TopUi& ui) {
-  TopScreen sc;
-  const size_t cols = static_cast<size_t>(std::max(ui.cols, 1));
-  const size_t rows = static_cast<size_t>(std::max(ui.rows, 1));
-  auto finish = [&] {
-    if (sc.lines.size() >= rows) sc.lines.resize(rows - 1);
-    while (sc.lines.size() + 1 < rows) sc.lines.emplace_back();
-    sc.lines.push_back(footer(ui));
-    for (ScreenLine& l : sc.lines) l = clip(std::move(l), cols, ui.unicode);
-    if (sc.lines.size() > rows) sc.lines.erase(sc.lines.begin(), sc.lines.begin() + static_cast<long>(sc.lines.size() - rows));
-  };
-  if (ui.screen == TopScreenKind::help) {
-    sc.lines = help_lines(ui);
-    finish();
-    return sc;
-  }
-  if (ui.screen == TopScreenKind::log) {
-    sc.lines = log_lines(ui);
-    finish();
-    return sc;
-  }
-  header(in, ui, sc.lines);
-  if (ui.screen == TopScreenKind::node) {
-    Builder b;
-    b.add("The node", Tone::head).add(in.node_dir.empty() ? "" : "  " + in.node_dir, Tone::dim);
-    sc.lines.push_back(std::move(b.line));
-    if (!in.node_problem.empty()) sc.lines.push_back({{in.node_problem, Tone::warn}});
-  }
-  // The panels above the list: the GPUs, and (where there is room) the prediction ahead,
-  // beside them on a wide screen, under them on a tall one.
+// The panels above the list: the GPUs, and (where there is room) the prediction ahead, beside
+// them on a wide screen, under them on a tall one.
+static void add_panels(const TopInput& in, const TopUi& ui, TopScreen& sc, size_t rows, size_t cols) {
   const size_t fixed = sc.lines.size() + 2;  // + the list's title and the footer
   std::vector<ScreenLine> gpus = gpu_lines(in, ui, cols >= 140 ? 70 : cols);
   Builder gpu_title;
@@ -534,7 +507,10 @@ TopScreen top_screen(const TopInput& in, TopUi& ui) {
     if (!ahead.empty() && sc.lines.size() + ahead.size() + 2 + min_list <= rows)
       for (ScreenLine& l : ahead) sc.lines.push_back(std::move(l));
   }
-  // The list.
+}
+
+// The list of jobs, the chosen one marked and kept in view (ui.selected, ui.scroll).
+static void add_list(const TopInput& in, TopUi& ui, TopScreen& sc, size_t rows, size_t cols) {
   std::vector<Listed> list = listed(in, ui);
   size_t idw = 4;
   for (const Listed& l : list) idw = std::max(idw, cells(l.row.id));
@@ -576,6 +552,38 @@ TopScreen top_screen(const TopInput& in, TopUi& ui) {
     sc.lines.push_back(std::move(l));
   }
   for (Listed& l : list) sc.rows.push_back(std::move(l.row));
+}
+
+TopScreen top_screen(const TopInput& in, TopUi& ui) {
+  TopScreen sc;
+  const size_t cols = static_cast<size_t>(std::max(ui.cols, 1));
+  const size_t rows = static_cast<size_t>(std::max(ui.rows, 1));
+  auto finish = [&] {
+    if (sc.lines.size() >= rows) sc.lines.resize(rows - 1);
+    while (sc.lines.size() + 1 < rows) sc.lines.emplace_back();
+    sc.lines.push_back(footer(ui));
+    for (ScreenLine& l : sc.lines) l = clip(std::move(l), cols, ui.unicode);
+    if (sc.lines.size() > rows) sc.lines.erase(sc.lines.begin(), sc.lines.begin() + static_cast<long>(sc.lines.size() - rows));
+  };
+  if (ui.screen == TopScreenKind::help) {
+    sc.lines = help_lines(ui);
+    finish();
+    return sc;
+  }
+  if (ui.screen == TopScreenKind::log) {
+    sc.lines = log_lines(ui);
+    finish();
+    return sc;
+  }
+  header(in, ui, sc.lines);
+  if (ui.screen == TopScreenKind::node) {
+    Builder b;
+    b.add("The node", Tone::head).add(in.node_dir.empty() ? "" : "  " + in.node_dir, Tone::dim);
+    sc.lines.push_back(std::move(b.line));
+    if (!in.node_problem.empty()) sc.lines.push_back({{in.node_problem, Tone::warn}});
+  }
+  add_panels(in, ui, sc, rows, cols);
+  add_list(in, ui, sc, rows, cols);
   finish();
   return sc;
 }
