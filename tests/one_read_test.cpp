@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <set>
 
 #include "gpuq/core/outlook.h"
@@ -50,23 +51,33 @@ std::string world_state(double now) {
                      pid, now - 100, now - 600, now - 5, now - 300);
 }
 
-}  // namespace
+// What the tick and status each saw of one recorded world.
+struct BothSaw {
+  std::vector<int> tick_free, status_free;
+  std::map<int, std::string> tick_others, status_others;
+  std::vector<double> tick_mem_other, status_mem_other;  // where jobs pack: GiB per GPU beyond their declared
+  std::vector<std::string> tick_out;  // what run said
+  std::string said_for_5;             // the line run would say for GPU 5's holder
+  std::set<std::pair<std::string, std::vector<int>>> started, predicted;  // the tick's; status's for now
+};
 
-TEST(OneRead, TheTickAndStatusSeeOneRecordedWorldAlike) {
+// The world: `plan` (its jobs run job.sh), the state file's text at a `now` (world_at), what
+// nvidia-smi prints, and the node's GPUs.
+BothSaw both_see(const std::string& plan, const std::function<std::string(double)>& world_at, const std::string& smi,
+                 const std::vector<int>& gpus, const std::string& gpus_text) {
+  BothSaw out;
   TempDir d;
   d.write("job.sh", "true\n", 0755);
-  std::map<std::string, std::string> env = fake_nvidia_smi(d, kWorldSmi);
-  d.write("plan.json", kWorldPlan);
-  const double now = unix_now();
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, smi);
+  d.write("plan.json", plan);
   const std::string plan_file = d.path() + "/plan.json";
-  d.write(paths_for(plan_file).state.substr(d.path().size() + 1), world_state(now));
-  const std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  d.write(paths_for(plan_file).state.substr(d.path().size() + 1), world_at(unix_now()));
 
   // The settings of both: one PlanSetup, as the CLI makes it.
   PlanSetup s;
   s.plan = plan_file;
   s.node_dir = "off";
-  s.gpus = "0-7";
+  s.gpus = gpus_text;
   s.gpu_probe = "nvidia-smi";
   s.nvidia_smi = env.at("GPUQ_NVIDIA_SMI");
   s.pairs = "original";
@@ -77,41 +88,87 @@ TEST(OneRead, TheTickAndStatusSeeOneRecordedWorldAlike) {
   ask.snapshots = false;
   PlanSetup status_setup = s;
   Look l = look_at(status_setup, ask);
-  ASSERT_TRUE(l.plan) << (l.report.errors.empty() ? "" : l.report.errors[0]);
+  EXPECT_TRUE(l.plan) << (l.report.errors.empty() ? "" : l.report.errors[0]);
+  if (!l.plan) return out;
   Outlook o = outlook_of(l, ask);
 
-  // run's tick over the same world.
+  // run's tick over the same world, at the look's instant.
   std::string problem;
   std::optional<Placement> placement = placement_of(s, "auto", gpus, &problem);
-  ASSERT_TRUE(placement) << problem;
-  Loop q(kWorldPlan, [&](RunOptions& opt) {
+  EXPECT_TRUE(placement) << problem;
+  if (!placement) return out;
+  Loop q(plan, [&](RunOptions& opt) {
     opt = run_options(s, gpus);
     opt.placement = *placement;
     opt.poll = 3600;
-  });
-  StateLoad loaded = parse_state(world_state(l.now), "plan.state.json");
-  ASSERT_TRUE(loaded.state) << loaded.error;
+  }, gpus);
+  StateLoad loaded = parse_state(world_at(l.now), "plan.state.json");
+  EXPECT_TRUE(loaded.state) << loaded.error;
+  if (!loaded.state) return out;
   q.disk.replace(std::move(*loaded.state));
-  q.probe.reading = parse_gpu_csv(kWorldSmi);
+  q.probe.reading = parse_gpu_csv(smi);
   q.clock.t = l.now;
   q.tick();
 
-  // The same free GPUs: not a's two, not GPU 5 (another's memory), not GPU 6 (k dying).
-  EXPECT_EQ(ids_of(q.loop->gpus_read().free), ids_of(l.free));
-  EXPECT_EQ(ids_of(l.free), (std::vector<int>{2, 3, 4, 7}));
-  // The same words for the GPU someone else holds; run says them with what follows.
-  ASSERT_EQ(q.loop->gpus_read().others.count(5), 1u);
-  EXPECT_EQ(q.loop->gpus_read().others.at(5), l.others.at(5));
-  EXPECT_THAT(q.out, ::testing::Contains(q.line(l.others.at(5) + "; no job starts on it until that memory is let go")));
+  out.tick_free = ids_of(q.loop->gpus_read().free);
+  out.status_free = ids_of(l.free);
+  out.tick_others = q.loop->gpus_read().others;
+  out.tick_mem_other = q.loop->gpus_read().mem_other;
+  out.status_mem_other = l.mem_other;
+  out.status_others = l.others;
+  out.tick_out = q.out;
+  if (l.others.count(5)) out.said_for_5 = q.line(l.others.at(5) + "; no job starts on it until that memory is let go");
+  for (const SimRow& r : o.sim.rows)
+    if (o.jobs[r.job].status == "pending" && r.start < 1.0 / 3600) out.predicted.insert({l.plan->jobs[r.job].id, r.gpus});
+  for (const LaunchSpec& spec : q.launcher.launches) out.started.insert({spec.id, spec.gpus});
+  return out;
+}
 
+std::set<std::string> ids_in(const std::set<std::pair<std::string, std::vector<int>>>& jobs) {
+  std::set<std::string> ids;
+  for (const auto& [id, on] : jobs) ids.insert(id);
+  return ids;
+}
+
+}  // namespace
+
+TEST(OneRead, TheTickAndStatusSeeOneRecordedWorldAlike) {
+  BothSaw b = both_see(kWorldPlan, world_state, kWorldSmi, {0, 1, 2, 3, 4, 5, 6, 7}, "0-7");
+  // The same free GPUs: not a's two, not GPU 5 (another's memory), not GPU 6 (k dying).
+  EXPECT_EQ(b.tick_free, b.status_free);
+  EXPECT_EQ(b.status_free, (std::vector<int>{2, 3, 4, 7}));
+  // The same words for the GPU someone else holds; run says them with what follows.
+  ASSERT_EQ(b.tick_others.count(5), 1u);
+  ASSERT_EQ(b.status_others.count(5), 1u);
+  EXPECT_EQ(b.tick_others.at(5), b.status_others.at(5));
+  EXPECT_THAT(b.tick_out, ::testing::Contains(b.said_for_5));
   // What status predicts to start now is what the tick started, on the same GPUs: d and c, first
   // by priority (the lower number first), on 3 of the 4 free GPUs; b (3 GPUs) waits.
-  std::set<std::pair<std::string, std::vector<int>>> predicted, started;
-  for (const SimRow& r : o.sim.rows)
-    if (o.jobs[r.job].status == "pending" && r.start < 1.0 / 3600) predicted.insert({l.plan->jobs[r.job].id, r.gpus});
-  for (const LaunchSpec& spec : q.launcher.launches) started.insert({spec.id, spec.gpus});
-  EXPECT_EQ(started, predicted);
-  std::set<std::string> ids;
-  for (const auto& [id, on] : started) ids.insert(id);
-  EXPECT_EQ(ids, (std::set<std::string>{"c", "d"}));
+  EXPECT_EQ(b.started, b.predicted);
+  EXPECT_EQ(ids_in(b.started), (std::set<std::string>{"c", "d"}));
+}
+
+// A packed job that on_oom resized is the same size to both: `big` declared 20 GiB, runs its
+// first on_oom retry at 40 and uses 30 of them (nvidia-smi: no process list, so a GPU's use
+// beyond its packed jobs' declared GiB is another's). Counted at the plan's 20, as status did
+// before one function gave both the size, 10 GiB of GPU 0 would be another's to status and none
+// to the tick; at the attempt's 40, none to either.
+TEST(OneRead, APackedJobThatOnOomResizedIsTheSameSizeToTheTickAndToStatus) {
+  const char* plan = R"([
+    {"id": "big", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 20, "est_hours": 1,
+     "on_oom": {"retries": 2, "gpu_mem_factor": 2}},
+    {"id": "small", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 1}
+  ])";
+  auto world = [](double now) {
+    return fmt::format(R"({{"big": {{"status": "running", "pid": {}, "gpus": [0], "start": {}, "attempts": 1,
+                           "oom_retries": 1}}}})",
+                       ::getpid(), now - 100);
+  };
+  BothSaw b = both_see(plan, world, "0, 30720\n", {0}, "0");
+  EXPECT_EQ(b.tick_free, b.status_free);
+  ASSERT_FALSE(b.tick_mem_other.empty());
+  EXPECT_EQ(b.tick_mem_other, b.status_mem_other);
+  EXPECT_EQ(b.status_mem_other[0], 0.0) << "big's 30 GiB are within its attempt's 40";
+  EXPECT_EQ(b.started, b.predicted);
+  EXPECT_EQ(ids_in(b.started), (std::set<std::string>{"small"}));
 }

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <unordered_set>
 
+#include "gpuq/core/host_mem.h"
 #include "gpuq/core/rules.h"
 
 namespace gpuq {
@@ -101,6 +102,12 @@ GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules&
 
 std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
   return others_of(r, state, foreign_processes(r, state, rules), rules);
+}
+
+double packed_gib_now(const Policy& p, const Job& j, const JobState* s) {
+  double gib = p.packed_gib(j);
+  if (gib > 0 && j.on_oom && s && s->oom_retries.value_or(0) > 0) gib = oom_values(j, *s->oom_retries).gpu_mem_gib;
+  return gib;
 }
 
 ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules, GpuMask node,

@@ -594,7 +594,7 @@ static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, c
   if (packed) l.opt.gpu_mem_total = gpu_totals_gib(r);
   std::function<double(const std::string&)> declared = [&](const std::string& id) {
     const Job* j = plan.find(id);
-    return j ? l.opt.packed_gib(*j) : 0.0;
+    return j ? packed_gib_now(l.opt, *j, l.state.find(id)) : 0.0;
   };
   ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
                                  mask_of(l.opt.node_gpus), packed ? &declared : nullptr);

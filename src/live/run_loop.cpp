@@ -264,7 +264,7 @@ void RunLoop::probe(Tick& t) {
   if (!reading.total_mib.empty()) engine.policy().gpu_mem_total = gpu_totals_gib(reading);
   std::function<double(const std::string&)> declared = [&](const std::string& id) {
     const Job* j = plan_.find(id);
-    return j ? engine.packed_gib(static_cast<size_t>(j - plan_.jobs.data())) : 0.0;
+    return j ? packed_gib_now(engine.policy(), *j, q_->state().find(id)) : 0.0;
   };
   // The one read of the GPUs, as a look at the node reads them (gpu_use.h): free are those no
   // running job, no killed one still dying (escalate_kills has let go of those gone) and nothing
@@ -278,14 +278,10 @@ void RunLoop::probe(Tick& t) {
                                            opt_.settings.idle_util_percent, t.now);
   // Each job's energy: the counters' rise since the last reading, shared by the jobs on each GPU.
   if (!reading.energy_mj.empty()) {
-    std::function<double(const std::string&)> packed = [&](const std::string& id) {
-      const Job* j = plan_.find(id);
-      return j ? engine.policy().packed_gib(*j) : 0.0;
-    };
-    share_energy(host_.energy_mj, reading.energy_mj, q_->state(), packed);
+    share_energy(host_.energy_mj, reading.energy_mj, q_->state(), declared);
     host_.energy_mj = reading.energy_mj;
   }
-  read_ = {seen.free, seen.others};
+  read_ = {seen.free, seen.others, t.mem_other};
   if (reading.used_mib) {
     say_others(t, reading, rules, seen.others);
     if (told_.gone("probe problem"))

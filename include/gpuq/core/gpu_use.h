@@ -99,6 +99,14 @@ std::vector<double> gpu_totals_gib(const GpuReading& r);
 MemoryUse memory_use(const GpuReading& r, const State& state, const GpuRules& rules,
                      const std::function<double(const std::string&)>& declared);
 
+struct Policy;
+
+/// The GiB job `j` packs with on each of its GPUs at the attempt its entry `s` records (null: no
+/// entry yet): its gpu_mem_gib where it packs (Policy::packed_gib), as an on_oom retry resized it
+/// (host_mem.h's oom_values); 0 for a job that takes its GPUs whole. What run's tick and every
+/// look take a packed job's declared memory to be (memory_use's `declared`).
+double packed_gib_now(const Policy& p, const Job& j, const JobState* s);
+
 /// The GPUs at one instant, as `run`'s tick decides on them and every look at the node predicts
 /// from (live/look.h: status, gpus, simulate --from-state, add --dry-run): the one read of a
 /// reading against a state. Free are the node's GPUs that no running job, no killed one still

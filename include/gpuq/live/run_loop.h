@@ -92,11 +92,12 @@ class RunLoop {
   const Plan& plan() const { return plan_; }
 
   /// What the last tick read of the GPUs (gpu_use.h's see_reading, the read a look at the node
-  /// makes too): the GPUs free before the node's decision and the drains, and why each GPU
-  /// someone else holds is busy.
+  /// makes too): the GPUs free before the node's decision and the drains, why each GPU someone
+  /// else holds is busy, and where jobs pack, the GiB per GPU beyond what they declared.
   struct GpusRead {
     GpuMask free = 0;
     std::map<int, std::string> others;
+    std::vector<double> mem_other;
   };
   const GpusRead& gpus_read() const { return read_; }
 
