@@ -172,3 +172,25 @@ TEST(OneRead, APackedJobThatOnOomResizedIsTheSameSizeToTheTickAndToStatus) {
   EXPECT_EQ(b.started, b.predicted);
   EXPECT_EQ(ids_in(b.started), (std::set<std::string>{"small"}));
 }
+
+// Another's memory on a packed job's GPU, beyond what the job declared, makes no GPU busy: `big`
+// declares 40 GiB and nvidia-smi reads 50 on its GPU, so 10 are another's and `small` (30 GiB)
+// does not fit beside them in 76 (80, less 5 % headroom). The tick leaves it waiting; status
+// predicted it to start now (the prediction counted the others' memory only while a GPU was
+// busy), and now predicts what the tick does.
+TEST(OneRead, AnothersMemoryOnAPackedJobsGpuKeepsTheSameJobWaitingToBoth) {
+  const char* plan = R"([
+    {"id": "big", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 40, "est_hours": 1},
+    {"id": "small", "script": "job.sh", "gpus": 1, "gpu_mem_gib": 30, "est_hours": 1}
+  ])";
+  auto world = [](double now) {
+    return fmt::format(R"({{"big": {{"status": "running", "pid": {}, "gpus": [0], "start": {}, "attempts": 1}}}})",
+                       ::getpid(), now - 100);
+  };
+  BothSaw b = both_see(plan, world, "0, 51200\n", {0}, "0");
+  ASSERT_FALSE(b.tick_mem_other.empty());
+  EXPECT_EQ(b.tick_mem_other, b.status_mem_other);
+  EXPECT_EQ(b.status_mem_other[0], 10.0);
+  EXPECT_EQ(b.started, b.predicted);
+  EXPECT_TRUE(b.started.empty()) << "small does not fit beside big and another's 10 GiB";
+}

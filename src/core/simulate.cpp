@@ -300,7 +300,11 @@ void Prediction::World::tick(bool explain) {
   ev::Tick tk;
   tk.now = t;
   tk.unavailable = unavailable();
-  if (from && busy_until > t + kEps && !(dying_until > t + kEps)) tk.mem_other = from->mem_other;
+  // What else uses the GPUs' memory where jobs pack (LiveStart::mem_other), as run's next tick
+  // counts it: at the first instant always (another's memory on a packed job's GPU makes no GPU
+  // busy, and status predicted a job to start there that run would not start), and after it
+  // while the reading's holders are predicted to hold their GPUs.
+  if (from && (busy_until > t + kEps || t < kSoon) && !(dying_until > t + kEps)) tk.mem_other = from->mem_other;
   tk.others_running = from && t < kSoon && from->others_running;  // now, as the next tick sees it
   tk.explain = explain;
   if (from)  // the user's other runs' jobs count against their cap while they hold GPUs
