@@ -20,6 +20,7 @@
 #include "gpuq/core/rules.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
+#include "fd.h"
 
 namespace gpuq {
 
@@ -31,17 +32,6 @@ namespace fs = std::filesystem;
 [[noreturn]] void fail(const char* call, const std::string& on) {
   throw StoreError(fmt::format("{} on {}: {}", call, on, std::strerror(errno)));
 }
-
-/// An open file descriptor, closed with the object.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 /// Opens a log for reading without following a symbolic link; -1 when it does not exist.
 int open_log(const std::string& path) {

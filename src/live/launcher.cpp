@@ -22,6 +22,7 @@
 #include "gpuq/core/progress.h"
 #include "gpuq/live/host.h"
 #include "gpuq/live/proc.h"
+#include "fd.h"
 
 extern char** environ;
 
@@ -110,16 +111,26 @@ std::vector<std::string> job_environment(const LaunchSpec& spec, const std::stri
   return environment_strings(env);
 }
 
-Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const LaunchSpec& spec) {
-  const std::string& workdir = spec.cwd.empty() ? run_workdir : spec.cwd;  // a snapshot's checkout (snapshots.h)
+// A path made absolute: the job may run in another folder (workdir).
+std::string absolute_path(const std::string& p) {
+  std::error_code e;
+  std::filesystem::path a = std::filesystem::absolute(p, e);
+  return e ? p : a.string();
+}
+
+// Makes the folder `dir` (`what` names it in the error): one that cannot be made for a cause that
+// passes (a full disk) leaves the job waiting; any other fails it.
+void make_folder(const std::string& dir, const std::string& what) {
   std::error_code ec;
-  std::filesystem::create_directories(paths.logs, ec);
-  if (ec) {
-    std::string text = fmt::format("cannot create the log folder {}: {}", paths.logs, ec.message());
-    if (fault_passes(ec.value())) throw CannotStartNow(text, paths.logs, ec.value());
-    throw CannotStart(text);
-  }
-  // bash would exit 127 at once, and every retry too.
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) return;
+  std::string text = fmt::format("cannot create {} {}: {}", what, dir, ec.message());
+  if (fault_passes(ec.value())) throw CannotStartNow(text, dir, ec.value());
+  throw CannotStart(text);
+}
+
+// The script bash will run, checked: missing, bash would exit 127 at once, and every retry too.
+std::string readable_script(const LaunchSpec& spec, const std::string& workdir) {
   std::string script = resolve_script(spec.script, workdir);
   struct stat sst;
   if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &sst) != 0 || !S_ISREG(sst.st_mode))
@@ -127,100 +138,80 @@ Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const 
                                   "{})",
                                   script, workdir.empty() ? "the folder `gpuq run` was started in" : workdir),
                       127);
-  // Absolute: the job may run in another folder (workdir).
-  auto absolute = [](const std::string& p) {
-    std::error_code e;
-    std::filesystem::path a = std::filesystem::absolute(p, e);
-    return e ? p : a.string();
-  };
-  std::string exitf = absolute(paths.exit(spec.id)), logf = absolute(paths.log(spec.id)),
-              abortf = absolute(paths.aborted(spec.id)), progressf = absolute(paths.progress(spec.id)),
-              roomf = absolute(paths.exit_room(spec.id));
-  ::unlink(exitf.c_str());
-  ::unlink(paths.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
-  ::unlink(abortf.c_str());
-  ::unlink(progressf.c_str());  // an earlier attempt's progress says nothing of this one
-  // Every file the job needs, before it is spawned: one that cannot be made (a full disk, no file
-  // descriptor left) leaves the job waiting, never started and never failed for it.
-  int room = make_exit_room(roomf);
-  // Those removals, and the room, durable before the state that records this attempt is (saved
-  // after the spawn): after a power cut, an earlier attempt's exit code come back would be taken
-  // for this one's.
-  sync_folder_of(exitf);
-  int log = ::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (log < 0) {
-    int e = errno;
-    ::close(room);
-    errno = e;
-    if (e == ELOOP)
+  return script;
+}
+
+// The job's log, open to append, with the attempt's header written: a log that cannot take it (its
+// disk full) would lose the job's output too.
+Fd open_attempt_log(const std::string& logf, const LaunchSpec& spec) {
+  Fd log(::open(logf.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (log.fd < 0) {
+    if (errno == ELOOP)
       throw CannotStart(fmt::format("its log {} is a symbolic link, which gpuq does not follow; remove it", logf));
     launch_fail("cannot open the log " + logf, logf);
   }
-  {
-    // The attempt's header: a log that cannot take it (its disk full) would lose the job's output too.
-    std::string line = attempt_header(std::to_string(spec.attempt), py_list(spec.gpus), std::time(nullptr));
-    if (::write(log, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      int e = errno ? errno : ENOSPC;
-      ::close(log);
-      ::close(room);
-      errno = e;
-      launch_fail("cannot write to the log " + logf, logf);
-    }
+  std::string line = attempt_header(std::to_string(spec.attempt), py_list(spec.gpus), std::time(nullptr));
+  if (::write(log.fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    if (!errno) errno = ENOSPC;
+    launch_fail("cannot write to the log " + logf, logf);
   }
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0) {
-    int e = errno;
-    ::close(log);
-    ::close(room);
-    errno = e;
-    launch_fail("open(/dev/null)");
-  }
-  int go[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(log);
-    ::close(devnull);
-    ::close(room);
-    errno = e;
-    launch_fail("pipe2 (the start line of " + spec.id + ")");
-  }
+  return log;
+}
 
-  std::string checkpoints;
+/// An attempt's files (absolute paths), made before its wrapper is spawned: one that cannot be made
+/// (a full disk, no file descriptor left) leaves the job waiting, never started and never failed for it.
+struct AttemptFiles {
+  std::string exit, log, aborted, progress, room, checkpoints;
+  Fd room_fd, log_fd;
+};
+
+AttemptFiles attempt_files(const PlanPaths& paths, const LaunchSpec& spec) {
+  AttemptFiles f{absolute_path(paths.exit(spec.id)),     absolute_path(paths.log(spec.id)),
+                 absolute_path(paths.aborted(spec.id)),  absolute_path(paths.progress(spec.id)),
+                 absolute_path(paths.exit_room(spec.id)), {}, {}, {}};
+  ::unlink(f.exit.c_str());
+  ::unlink(paths.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one
+  ::unlink(f.aborted.c_str());
+  ::unlink(f.progress.c_str());  // an earlier attempt's progress says nothing of this one
+  f.room_fd = Fd(make_exit_room(f.room));
+  f.log_fd = open_attempt_log(f.log, spec);
   if (spec.checkpoint_dir) {  // a preemptible job's own folder, kept across its attempts: made before it may start
-    checkpoints = absolute(paths.checkpoints(spec.id));
-    std::filesystem::create_directories(checkpoints, ec);
-    if (ec) {
-      ::close(log);
-      ::close(devnull);
-      ::close(go[0]);
-      ::close(go[1]);
-      ::close(room);
-      std::string text = fmt::format("cannot create its checkpoint folder {}: {}", checkpoints, ec.message());
-      if (fault_passes(ec.value())) throw CannotStartNow(text, checkpoints, ec.value());
-      throw CannotStart(text);
-    }
+    f.checkpoints = absolute_path(paths.checkpoints(spec.id));
+    make_folder(f.checkpoints, "its checkpoint folder");
   }
-  std::vector<std::string> env = job_environment(spec, progressf, checkpoints);
+  return f;
+}
 
+Spawned spawn_job(const PlanPaths& paths, const std::string& run_workdir, const LaunchSpec& spec) {
+  const std::string& workdir = spec.cwd.empty() ? run_workdir : spec.cwd;  // a snapshot's checkout (snapshots.h)
+  make_folder(paths.logs, "the log folder");
+  std::string script = readable_script(spec, workdir);
+  AttemptFiles f = attempt_files(paths, spec);
+  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (devnull.fd < 0) launch_fail("open(/dev/null)");
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) launch_fail("pipe2 (the start line of " + spec.id + ")");
+  Fd line(go[0]), go_w(go[1]);
+  std::vector<std::string> env = job_environment(spec, f.progress, f.checkpoints);
+  env.push_back(fmt::format("{}={}", kExitRoomEnv, f.room));
   // The wrapper is gpuq itself (see job_wrapper): the paths are arguments, never pasted into a shell
   // string (fix 2), and the exit code is renamed into place without a helper process.
-  std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, exitf, abortf};
+  std::vector<std::string> args{"gpuq-job", kJobWrapperArg, script, f.exit, f.aborted};
   args.insert(args.end(), spec.args.begin(), spec.args.end());
-
-  env.push_back(fmt::format("{}={}", kExitRoomEnv, roomf));
   pid_t pid = 0;
-  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull, log, log, go[0], room}, POSIX_SPAWN_SETSID, args,
-                         &env, workdir.empty() ? nullptr : workdir.c_str());
-  ::close(log);
-  ::close(devnull);
-  ::close(go[0]);
-  ::close(room);
+  int rc = spawn_process(&pid, "/proc/self/exe", false, {devnull.fd, f.log_fd.fd, f.log_fd.fd, line.fd, f.room_fd.fd},
+                         POSIX_SPAWN_SETSID, args, &env, workdir.empty() ? nullptr : workdir.c_str());
   if (rc != 0) {
-    ::close(go[1]);
     errno = rc;
     launch_fail(fmt::format("posix_spawn(gpuq-job {}) failed", script));
   }
-  return {pid, process_start_time(pid), go[1]};
+  // The removals above, and the room, durable before the state that records this attempt is (saved
+  // after this returns): after a power cut, an earlier attempt's exit code come back would be
+  // taken for this one's; and the wrapper's code, synced into the room, is found there (observe)
+  // when its rename into place did not last. After the spawn, not before: the wrapper, held at its
+  // start line, loads while the folder syncs (a chain's hand-off: bench/side_by_side.sh).
+  sync_folder_of(f.exit);
+  return {pid, process_start_time(pid), go_w.release()};
 }
 
 /// When a file was last written (its mtime, seconds since the epoch), or nullopt.
@@ -584,112 +575,105 @@ std::optional<double> read_cpu_seconds(const PlanPaths& paths, const std::string
   }
 }
 
-int job_wrapper(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE [ARG...]\n", kJobWrapperArg);
-    return 2;
-  }
-  const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
-  outlive_warnings();
-  // The exit code's room, on fd 4 (made by the launcher before the spawn); none under Slurm.
-  std::string room;
-  if (const char* r = std::getenv(kExitRoomEnv)) {
-    room = r;
-    ::unsetenv(kExitRoomEnv);
-    if (::fcntl(4, F_SETFD, FD_CLOEXEC) != 0) room.clear();
-  }
-  // The start line: "go" once the state that records this job is saved; EOF if gpuq died first.
-  // ABORTEDFILE "-": no start line (a batch queue's hold is the line: run --slurm).
-  bool start_line = std::string(abortf) != "-";
-  char buf[8] = {'g', 'o', '\n'};
-  size_t got = start_line ? 0 : 3;
+namespace {
+
+// The start line (fd 3): true once "go" is read (the state that records this job is saved), false
+// at EOF (gpuq died first). ABORTEDFILE "-": no start line (a batch queue's hold is the line: run
+// --slurm), and the job goes.
+bool wait_for_go(bool start_line) {
+  if (!start_line) return true;
+  char buf[8];
+  size_t got = 0;
   while (got < 3) {
     ssize_t n = ::read(3, buf + got, 3 - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
   }
-  bool go = std::string(buf, got) == "go\n";
-  // Its cores (kPinCoresEnv): set before the script runs, every process of the job inherits them.
-  // The kernel refusing them (cores offline, a cpuset of this process without them) is said in the
-  // log, and the job runs unpinned.
-  if (const char* pin = std::getenv(kPinCoresEnv)) {
-    std::string list = pin;
-    ::unsetenv(kPinCoresEnv);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : parse_core_list(list))
-      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
-    if (go && ::sched_setaffinity(0, sizeof set, &set) != 0)
-      std::fprintf(stderr, "gpuq: cannot pin the job to cores %s (sched_setaffinity: %s); it runs on any core\n",
-                   list.c_str(), std::strerror(errno));
-  }
-  // Cut short: the aborted file is made before the start line closes, so that whoever sees the
-  // line closed and no aborted file knows the job was let run (PosixLauncher::at_start_line).
-  if (!go) {
-    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) ::close(fd);
-  }
-  if (start_line) ::close(3);
-  if (!go) return 0;
-  if (!start_line) {
-    // Under Slurm: the job's environment as on one node (Slurm set CUDA_VISIBLE_DEVICES for its GPUs).
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    std::string v = visible ? visible : "";
-    if (!visible) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    if (!std::getenv("TDPRM_GPU0")) ::setenv("TDPRM_GPU0", v.empty() ? "9" : v.substr(0, v.find(',')).c_str(), 1);
-    ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
-    // The attempt's line in its log (stdout: Slurm's --output), as run writes it for a local job.
-    const char* attempt = std::getenv("GPUQ_ATTEMPT");
-    std::string line = attempt_header(attempt ? attempt : "?", "[" + comma_spaced(v) + "]", std::time(nullptr));
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fflush(stdout);
-  }
-  int code = 127;
+  return std::string(buf, got) == "go\n";
+}
+
+// Its cores (kPinCoresEnv): set before the script runs, every process of the job inherits them.
+// The kernel refusing them (cores offline, a cpuset of this process without them) is said in the
+// log, and the job runs unpinned.
+void pin_to_cores(bool go) {
+  const char* pin = std::getenv(kPinCoresEnv);
+  if (!pin) return;
+  std::string list = pin;
+  ::unsetenv(kPinCoresEnv);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : parse_core_list(list))
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  if (go && ::sched_setaffinity(0, sizeof set, &set) != 0)
+    std::fprintf(stderr, "gpuq: cannot pin the job to cores %s (sched_setaffinity: %s); it runs on any core\n",
+                 list.c_str(), std::strerror(errno));
+}
+
+// Under Slurm: the job's environment as on one node (Slurm set CUDA_VISIBLE_DEVICES for its GPUs),
+// and the attempt's line in its log (stdout: Slurm's --output), as run writes it for a local job.
+void batch_job_environment() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string v = visible ? visible : "";
+  if (!visible) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  if (!std::getenv("TDPRM_GPU0")) ::setenv("TDPRM_GPU0", v.empty() ? "9" : v.substr(0, v.find(',')).c_str(), 1);
+  ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+  const char* attempt = std::getenv("GPUQ_ATTEMPT");
+  std::string line = attempt_header(attempt ? attempt : "?", "[" + comma_spaced(v) + "]", std::time(nullptr));
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Runs the script with bash (the plan's "args" after it) and waits for it: its exit code (127:
+// it could not run), or nullopt when the machine refused a process (the process limit, no file
+// descriptor or memory left). Then the script never ran, so the job has not run: no exit code,
+// the aborted file says why, and run puts the job back to waiting, no retry spent, and starts it
+// again once that has passed. Not even the aborted file: an exit code as before (the job fails).
+std::optional<int> run_script(const char* script, const char* exitf, const char* abortf, int argc, char** argv) {
   struct stat st;
   if (::access(script, R_OK) != 0 || ::stat(script, &st) != 0 || !S_ISREG(st.st_mode)) {
     std::fprintf(stderr, "gpuq: cannot run the script %s: it is missing or not a readable file\n", script);
-  } else {
-    std::vector<char*> args{const_cast<char*>("bash"), const_cast<char*>(script)};
-    for (int a = 5; a < argc; ++a) args.push_back(argv[a]);  // the plan's "args"
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args.data(), environ);
-    if (rc == EAGAIN || rc == EMFILE || rc == ENFILE || rc == ENOMEM) {
-      // The machine refused a process (the process limit, no file descriptor or memory left): the
-      // script never ran, so the job has not run. No exit code: the aborted file says why, and run
-      // puts the job back to waiting, no retry spent, and starts it again once that has passed.
-      std::string why = fmt::format("posix_spawn(bash {}) failed: {}", script, std::strerror(rc));
-      std::fprintf(stderr, "gpuq: %s: the job did not start; gpuq starts it again once that passes\n", why.c_str());
-      int fd = ::open(abortf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        why += "\n";
-        ssize_t n = ::write(fd, why.data(), why.size());
-        (void)n;
-        ::close(fd);
-        if (!room.empty()) ::close(4);
-        return 0;
-      }
-      // Not even the aborted file: an exit code as before (the job counts as failed).
-    }
-    if (rc != 0) {
-      std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
-    } else {
-      shell_pid = pid;
-      int wst = 0;
-      while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
-      }
-      code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
-      write_cpu_time(exitf);
+    return 127;
+  }
+  std::vector<char*> args{const_cast<char*>("bash"), const_cast<char*>(script)};
+  for (int a = 5; a < argc; ++a) args.push_back(argv[a]);
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, args.data(), environ);
+  if (rc == EAGAIN || rc == EMFILE || rc == ENFILE || rc == ENOMEM) {
+    std::string why = fmt::format("posix_spawn(bash {}) failed: {}", script, std::strerror(rc));
+    std::fprintf(stderr, "gpuq: %s: the job did not start; gpuq starts it again once that passes\n", why.c_str());
+    Fd fd(::open(abortf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd.fd >= 0) {
+      why += "\n";
+      ssize_t n = ::write(fd.fd, why.data(), why.size());
+      (void)n;
+      return std::nullopt;
     }
   }
+  if (rc != 0) {
+    std::fprintf(stderr, "gpuq: posix_spawn(bash %s) failed: %s\n", script, std::strerror(rc));
+    return 127;
+  }
+  shell_pid = pid;
+  int wst = 0;
+  while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  write_cpu_time(exitf);
+  return WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+}
+
+// Puts the code in EXITFILE. With a room (fd 4, made by the launcher): in place, in blocks already
+// given, then renamed, so that a full disk cannot lose the code; where the rename fails, the room
+// holds it (PosixLauncher::observe reads it there). Synced before the rename: a power cut just
+// after the script ended keeps its code, in the room or renamed (the room's name was made durable
+// before the spawn, attempt_files). The folder is not synced after the rename: a rename that did
+// not last leaves the room, which holds the code, so a job's end waits for one sync, not two (the
+// hand-off of a chain: bench/side_by_side.sh). Without a room (Slurm): write-then-rename (a reader
+// never sees a half-written exit file, fix 3), the file and its folder synced.
+int write_exit_code(int code, const std::string& room, const char* exitf) {
   std::string text = std::to_string(code) + "\n";
   if (!room.empty()) {
-    // In place, in blocks already given, then renamed: a full disk cannot lose the code. Where the
-    // rename fails, the room holds it (PosixLauncher::observe reads it there). Synced before the
-    // rename and the folder after it: a power cut just after the script ended keeps its code
-    // (unsynced, the rename could come back over an empty file, or not at all: a job that ended
-    // taken for one gone without a code).
     bool ok = ::pwrite(4, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
     ok = ok && ::ftruncate(4, static_cast<off_t>(text.size())) == 0;
     ok = ok && ::fdatasync(4) == 0;
@@ -698,10 +682,8 @@ int job_wrapper(int argc, char** argv) {
       std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
       return 1;
     }
-    sync_folder_of(exitf);
     return 0;
   }
-  // Write-then-rename: a reader never sees a half-written exit file (fix 3).
   std::string tmp = std::string(exitf) + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -718,6 +700,39 @@ int job_wrapper(int argc, char** argv) {
   }
   sync_folder_of(exitf);
   return 0;
+}
+
+}  // namespace
+
+int job_wrapper(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "gpuq-job: usage: gpuq %s SCRIPT EXITFILE ABORTEDFILE [ARG...]\n", kJobWrapperArg);
+    return 2;
+  }
+  const char *script = argv[2], *exitf = argv[3], *abortf = argv[4];
+  outlive_warnings();
+  // The exit code's room, on fd 4 (made by the launcher before the spawn); none under Slurm.
+  std::string room;
+  if (const char* r = std::getenv(kExitRoomEnv)) {
+    room = r;
+    ::unsetenv(kExitRoomEnv);
+    if (::fcntl(4, F_SETFD, FD_CLOEXEC) != 0) room.clear();
+  }
+  bool start_line = std::string(abortf) != "-";
+  bool go = wait_for_go(start_line);
+  pin_to_cores(go);
+  // Cut short: the aborted file is made before the start line closes, so that whoever sees the
+  // line closed and no aborted file knows the job was let run (PosixLauncher::at_start_line).
+  if (!go) {
+    int fd = ::open(abortf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+  }
+  if (start_line) ::close(3);
+  if (!go) return 0;
+  if (!start_line) batch_job_environment();
+  std::optional<int> code = run_script(script, exitf, abortf, argc, argv);
+  if (!code) return 0;
+  return write_exit_code(*code, room, exitf);
 }
 
 }  // namespace gpuq
