@@ -64,6 +64,15 @@ void note_snapshot(Event& e, const JobState& s) {
   e.repo = s.snapshot_repo;
 }
 
+// A start event with what the attempt starts with: its GPUs, its pid, its snapshot, its on_oom values.
+static Event start_event(Event e, const JobState& after) {
+  e.gpus = after.gpus;
+  e.pid = after.pid;
+  note_snapshot(e, after);
+  if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
+  return e;
+}
+
 Seen seen_of(const JobState& s) {
   // Blocked is pending to the log: the original makes every blocked job pending at each
   // retry and blocks them again at the next tick, which says nothing about them.
@@ -119,17 +128,60 @@ std::vector<Event> events_between(const std::string& id, const Seen* before, con
     out.push_back(make("retry", now, a.attempts + 1));
   if (a.status == Status::Held && b.status != Status::Held) out.push_back(make("hold", now, a.attempts + 1));
   if (new_start) {
-    Event e = make("start", *a.start, a.attempts + 1);
-    e.gpus = after.gpus;
-    e.pid = after.pid;
-    note_snapshot(e, after);
-    if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
-    out.push_back(std::move(e));
+    out.push_back(start_event(make("start", *a.start, a.attempts + 1), after));
     if (is_end) end_of(a.attempts + 1, a.start);
   } else if (failed_launch) {
     end_of(a.attempts + 1, std::nullopt);
   }
   return out;
+}
+
+// The events of a job that waits again after `c`: how its attempt ended (the machine restarted,
+// a preemption, a requeue, or not known), then why it waits (requeue, retry).
+template <class Make>
+static void waiting_events(std::vector<Event>& out, const Make& make, const Change& c, const JobState& before,
+                           const JobState& after, double now) {
+  // A launch cut short at its start line never ran: its start was never logged (a start is
+  // logged only once the launch is released), so its abort is no event either.
+  if (c.cause == Cause::Abort) return;
+  if (c.cause == Cause::NodeRestarted) {  // the machine restarted under it: it runs again, no retry spent
+    const Waiting& w = std::get<Waiting>(c.life);
+    Event e = make("end", w.ended.value_or(now), attempt_of(before));
+    e.outcome = "node restarted";
+    e.gpus = before.gpus;
+    e.started = before.start;
+    if (before.start && w.ended) e.seconds = std::max(0.0, *w.ended - *before.start);
+    e.detail = "the machine restarted while it ran (a power cut, a reboot): it runs again, no retry spent";
+    out.push_back(std::move(e));
+    return;
+  }
+  if (c.cause == Cause::Preempted || c.cause == Cause::Checkpointed) {  // it runs again: no failure, no retry
+    const Waiting& w = std::get<Waiting>(c.life);
+    Event e = make("end", w.ended.value_or(now), attempt_of(before));
+    e.outcome = kPreemptedOutcome;
+    e.gpus = before.gpus;
+    e.started = before.start;
+    if (before.start && w.ended) e.seconds = *w.ended - *before.start;
+    if (c.cause == Cause::Checkpointed) e.detail = "it exited 85: checkpointed, to run again";
+    out.push_back(std::move(e));
+    return;
+  }
+  if (c.from == LifeKind::Running) {  // requeued (or else left running unseen): how the attempt ended is unknown
+    Event e = make("end", now, attempt_of(before));
+    e.outcome = c.cause == Cause::Requeued ? "requeued" : "unknown";
+    e.started = before.start;
+    out.push_back(std::move(e));
+  }
+  if (c.cause == Cause::Requeued)  // `gpuq requeue`: its own event, so the history shows why the attempt ended
+    out.push_back(make("requeue", now, attempt_of(after)));
+  else if (c.cause == Cause::GpuFault) {  // its failure was the GPU's: run again, no retry spent
+    Event e = make("requeue", now, attempt_of(after));
+    e.detail = "its attempt failed on a GPU drained for a fault: it runs again on other GPUs, not counted "
+               "against max_retries";
+    out.push_back(std::move(e));
+  }
+  else if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
+    out.push_back(make("retry", now, attempt_of(after)));
 }
 
 std::vector<Event> events_of(const std::string& id, const Change& c, const JobState& before, const JobState& after,
@@ -144,14 +196,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
         break;
       }
       if (c.cause != Cause::Start && c.cause != Cause::QueueStart) break;  // a requeue's mark: no event
-      {
-        Event e = make("start", after.start.value_or(now), attempt_of(after));
-        e.gpus = after.gpus;
-        e.pid = after.pid;
-        note_snapshot(e, after);
-        if (after.oom_values) e.detail = "on_oom: " + *after.oom_values;
-        out.push_back(std::move(e));
-      }
+      out.push_back(start_event(make("start", after.start.value_or(now), attempt_of(after)), after));
       break;
     case LifeKind::Ended: {
       const Ended& d = std::get<Ended>(c.life);
@@ -172,47 +217,7 @@ std::vector<Event> events_of(const std::string& id, const Change& c, const JobSt
       break;
     }
     case LifeKind::Waiting:
-      // A launch cut short at its start line never ran: its start was never logged (a start is
-      // logged only once the launch is released), so its abort is no event either.
-      if (c.cause == Cause::Abort) break;
-      if (c.cause == Cause::NodeRestarted) {  // the machine restarted under it: it runs again, no retry spent
-        const Waiting& w = std::get<Waiting>(c.life);
-        Event e = make("end", w.ended.value_or(now), attempt_of(before));
-        e.outcome = "node restarted";
-        e.gpus = before.gpus;
-        e.started = before.start;
-        if (before.start && w.ended) e.seconds = std::max(0.0, *w.ended - *before.start);
-        e.detail = "the machine restarted while it ran (a power cut, a reboot): it runs again, no retry spent";
-        out.push_back(std::move(e));
-        break;
-      }
-      if (c.cause == Cause::Preempted || c.cause == Cause::Checkpointed) {  // it runs again: no failure, no retry
-        const Waiting& w = std::get<Waiting>(c.life);
-        Event e = make("end", w.ended.value_or(now), attempt_of(before));
-        e.outcome = kPreemptedOutcome;
-        e.gpus = before.gpus;
-        e.started = before.start;
-        if (before.start && w.ended) e.seconds = *w.ended - *before.start;
-        if (c.cause == Cause::Checkpointed) e.detail = "it exited 85: checkpointed, to run again";
-        out.push_back(std::move(e));
-        break;
-      }
-      if (c.from == LifeKind::Running) {  // requeued (or else left running unseen): how the attempt ended is unknown
-        Event e = make("end", now, attempt_of(before));
-        e.outcome = c.cause == Cause::Requeued ? "requeued" : "unknown";
-        e.started = before.start;
-        out.push_back(std::move(e));
-      }
-      if (c.cause == Cause::Requeued)  // `gpuq requeue`: its own event, so the history shows why the attempt ended
-        out.push_back(make("requeue", now, attempt_of(after)));
-      else if (c.cause == Cause::GpuFault) {  // its failure was the GPU's: run again, no retry spent
-        Event e = make("requeue", now, attempt_of(after));
-        e.detail = "its attempt failed on a GPU drained for a fault: it runs again on other GPUs, not counted "
-                   "against max_retries";
-        out.push_back(std::move(e));
-      }
-      else if (c.from == LifeKind::Running || c.from == LifeKind::Ended || c.from == LifeKind::Held)
-        out.push_back(make("retry", now, attempt_of(after)));
+      waiting_events(out, make, c, before, after, now);
       break;
     case LifeKind::Queued:
       if (c.from == LifeKind::Held) out.push_back(make("retry", now, attempt_of(after)));

@@ -174,6 +174,75 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
   return st;
 }
 
+namespace {
+
+// The prediction onto the jobs' views: each job's predicted start (its first attempt's) and end (its
+// last one's), the plan's end, the jobs predicted never to start. Paused: only the running jobs'
+// rows are kept; the others start after `gpuq resume`, at a time no one knows.
+void place_predictions(Outlook& o, const Plan& plan, const State& state, const std::vector<uint8_t>& kind0) {
+  const double now = o.now;
+  if (o.paused) {
+    std::vector<SimRow> running;
+    for (SimRow& r : o.sim.rows)
+      if (static_cast<LifeKind>(kind0[r.job]) == LifeKind::Running ||
+          static_cast<LifeKind>(kind0[r.job]) == LifeKind::Queued)
+        running.push_back(std::move(r));
+      else
+        o.jobs[r.job].after_resume = true;
+    o.sim.rows = std::move(running);
+  }
+  double last_end = 0;
+  for (const SimRow& r : o.sim.rows) {
+    last_end = std::max(last_end, r.end);
+    JobView& v = o.jobs[r.job];
+    const JobState* s = state.of(plan, r.job);
+    double start_at = s && s->status == Status::Running && s->start ? *s->start : now + r.start * 3600;
+    if (!v.predicted_start || start_at < *v.predicted_start) v.predicted_start = start_at;
+    v.predicted_finish = std::max(v.predicted_finish.value_or(now + r.end * 3600), now + r.end * 3600);
+  }
+  bool after_resume = std::any_of(o.jobs.begin(), o.jobs.end(), [](const JobView& v) { return v.after_resume; });
+  if (!o.sim.rows.empty() && !after_resume) o.finish = now + last_end * 3600;
+  for (size_t k = 0; k < o.sim.stuck.size(); ++k) {
+    o.never.push_back(o.sim.stuck[k].job);
+    o.jobs[o.sim.stuck[k].job].fate_at = static_cast<int32_t>(k);
+  }
+  for (size_t k = 0; k < o.sim.blocked.size(); ++k) {
+    o.never.push_back(o.sim.blocked[k].job);
+    o.jobs[o.sim.blocked[k].job].fate_at = static_cast<int32_t>(k);
+    o.jobs[o.sim.blocked[k].job].doomed = true;
+  }
+}
+
+// Why each job waits at the next tick, for all jobs or the first `explain_first` in predicted
+// order (the rows `status` shows), with the files its file: deps miss now.
+void explain_waits(Outlook& o, const Plan& plan, const WhySnapshot& tick, const PlanIndex& index, OnceFiles& files,
+                   std::optional<size_t> explain_first) {
+  std::vector<size_t> explain;
+  if (explain_first) {
+    o.order = predicted_order(o, *explain_first);
+    o.order_sorted = std::min(o.order.size(), *explain_first);
+    explain.assign(o.order.begin(), o.order.begin() + static_cast<std::ptrdiff_t>(o.order_sorted));
+  } else {
+    for (size_t i = 0; i < plan.jobs.size(); ++i) explain.push_back(i);
+  }
+  o.waits.reserve(explain.size());
+  o.missing_files.reserve(explain.size());
+  for (size_t i : explain) {
+    JobView& v = o.jobs[i];
+    v.wait_at = static_cast<int32_t>(o.waits.size());
+    o.waits.push_back(tick.why(plan, index, i));
+    std::vector<std::string>& missing = o.missing_files.emplace_back();
+    if (o.waits.back().files)
+      for (const Dep& d : plan.jobs[i].deps)
+        if (d.kind == Dep::Kind::File) {
+          std::string path = files.expand(d.target);
+          if (!files.exists(path)) missing.push_back(path);
+        }
+  }
+}
+
+}  // namespace
+
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files_uncached, std::optional<size_t> explain_first,
                      const std::map<int, std::string>& others, std::vector<double> mem_other,
@@ -211,65 +280,11 @@ Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, doub
   Prediction pred(plan, resumed, &start, true);
   pred.first_tick(true);
   if (!p.paused) tick = pred.engine().snapshot();
-  const PlanIndex& index = pred.engine().index();
   o.sim = pred.finish();
   o.jobs = views.get();
   o.paused = p.paused;
-  if (p.paused) {
-    std::vector<SimRow> running;
-    for (SimRow& r : o.sim.rows)
-      if (static_cast<LifeKind>(kind0[r.job]) == LifeKind::Running ||
-          static_cast<LifeKind>(kind0[r.job]) == LifeKind::Queued)
-        running.push_back(std::move(r));
-      else
-        o.jobs[r.job].after_resume = true;
-    o.sim.rows = std::move(running);
-  }
-
-  double last_end = 0;
-  for (const SimRow& r : o.sim.rows) {  // the first attempt's start, the last one's end
-    last_end = std::max(last_end, r.end);
-    JobView& v = o.jobs[r.job];
-    const JobState* s = state.of(plan, r.job);
-    double start_at = s && s->status == Status::Running && s->start ? *s->start : now + r.start * 3600;
-    if (!v.predicted_start || start_at < *v.predicted_start) v.predicted_start = start_at;
-    v.predicted_finish = std::max(v.predicted_finish.value_or(now + r.end * 3600), now + r.end * 3600);
-  }
-  bool after_resume = std::any_of(o.jobs.begin(), o.jobs.end(), [](const JobView& v) { return v.after_resume; });
-  if (!o.sim.rows.empty() && !after_resume) o.finish = now + last_end * 3600;
-  for (size_t k = 0; k < o.sim.stuck.size(); ++k) {
-    o.never.push_back(o.sim.stuck[k].job);
-    o.jobs[o.sim.stuck[k].job].fate_at = static_cast<int32_t>(k);
-  }
-  for (size_t k = 0; k < o.sim.blocked.size(); ++k) {
-    o.never.push_back(o.sim.blocked[k].job);
-    o.jobs[o.sim.blocked[k].job].fate_at = static_cast<int32_t>(k);
-    o.jobs[o.sim.blocked[k].job].doomed = true;
-  }
-
-  // Which jobs to explain: all, or the first rows `status` shows.
-  std::vector<size_t> explain;
-  if (explain_first) {
-    o.order = predicted_order(o, *explain_first);
-    o.order_sorted = std::min(o.order.size(), *explain_first);
-    explain.assign(o.order.begin(), o.order.begin() + static_cast<std::ptrdiff_t>(o.order_sorted));
-  } else {
-    for (size_t i = 0; i < n; ++i) explain.push_back(i);
-  }
-  o.waits.reserve(explain.size());
-  o.missing_files.reserve(explain.size());
-  for (size_t i : explain) {
-    JobView& v = o.jobs[i];
-    v.wait_at = static_cast<int32_t>(o.waits.size());
-    o.waits.push_back(tick.why(plan, index, i));
-    std::vector<std::string>& missing = o.missing_files.emplace_back();
-    if (o.waits.back().files)
-      for (const Dep& d : plan.jobs[i].deps)
-        if (d.kind == Dep::Kind::File) {
-          std::string path = files.expand(d.target);
-          if (!files.exists(path)) missing.push_back(path);
-        }
-  }
+  place_predictions(o, plan, state, kind0);
+  explain_waits(o, plan, tick, pred.engine().index(), files, explain_first);
   return o;
 }
 

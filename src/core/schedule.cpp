@@ -357,6 +357,50 @@ struct PassRunner {
     }
   }
 
+  // Widths up to n GPUs, as bits (bit g: g + 1 GPUs).
+  static std::uint64_t up_to(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << std::max(n, 0)) - 1; }
+
+  // The first ready job after p in rank order whose GPUs are free (best), and, while no job
+  // waits, the first before it that cannot get GPUs and is in no reservation (fail). Once a job
+  // waits (head), only short jobs, unless `lift_limit`.
+  void next_after(Free& free, const std::optional<Key>& p, const std::optional<Key>& head, bool lift_limit,
+                  int budget, std::optional<Key>& best, std::optional<Key>& fail) const {
+    std::uint64_t within = up_to(budget);  // widths the cap leaves in the pass
+    for (size_t s = 0; s < rs.classes_.size(); ++s) {
+      const auto& c = rs.classes_[s];
+      int avail = free.most(closed[s]);
+      std::uint64_t fits = c.present & up_to(avail) & within;
+      for (int len = 0; len < 2; ++len) {
+        if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
+        first_after(c.by_gpus[len][0], p, best);
+        for (std::uint64_t m = fits; m; m &= m - 1) first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, best);
+        if (!head && static_cast<int>(s) == rs.sig0_)
+          for (std::uint64_t m = c.present & ~fits & within; m; m &= m - 1)
+            first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
+      }
+    }
+    if (rs.any_packed_)
+      for (size_t s = 0; s < rs.classes_.size(); ++s)
+        for (int len = 0; len < 2; ++len) {
+          if (len == 1 && head && !lift_limit) continue;
+          packed_after(free, rs.classes_[s].packed[len], p, !head && static_cast<int>(s) == rs.sig0_, best, fail);
+        }
+  }
+
+  // Starts the whole job `a` on `node` (one of free's): its GPUs picked and taken from the node,
+  // the cap's budget and the whole jobs' wanted GPUs.
+  void start_whole(Free& free, const ReadySet::AtRank& a, GpuMask& node, int& budget, int& wanted,
+                   PassResult& out) const {
+    auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
+    budget -= a.gpus;
+    if (a.gpus <= count(in.node)) wanted -= a.gpus;
+    node &= ~mask_of(*gpus);
+    int n = static_cast<int>(&node - free.begin());
+    if (!free.room.empty())  // a whole job's GPUs are shared with no packed job
+      for (int g : *gpus) free.room_of(static_cast<size_t>(n))[g] = -1;
+    out.starts.push_back({a.job, std::move(*gpus), n});
+  }
+
   void run(bool lift_limit, PassResult& out) const {
     out.starts.clear();
     out.held.clear();
@@ -366,32 +410,12 @@ struct PassRunner {
     std::optional<Key> p, head;
     int budget = in.gpu_budget < 0 ? 64 : in.gpu_budget;
     int wanted = rs.any_packed_ ? whole_wanted() : 0;  // by the whole jobs not started yet
-    auto up_to = [](int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << std::max(n, 0)) - 1; };
     const bool host = counts_host();
     while (true) {
       // Once a job waits, no node with less room than any job needs starts one more.
       if (host && head && !free.host_any(in.host_least)) break;
       std::optional<Key> best, fail;
-      std::uint64_t within = up_to(budget);  // widths the cap leaves in the pass (bit g: g + 1 GPUs)
-      for (size_t s = 0; s < rs.classes_.size(); ++s) {
-        const auto& c = rs.classes_[s];
-        int avail = free.most(closed[s]);
-        std::uint64_t fits = c.present & up_to(avail) & within;
-        for (int len = 0; len < 2; ++len) {
-          if (len == 1 && head && !lift_limit) continue;  // only short jobs once a job waits
-          first_after(c.by_gpus[len][0], p, best);
-          for (std::uint64_t m = fits; m; m &= m - 1) first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, best);
-          if (!head && static_cast<int>(s) == rs.sig0_)
-            for (std::uint64_t m = c.present & ~fits & within; m; m &= m - 1)
-              first_after(c.by_gpus[len][std::countr_zero(m) + 1], p, fail);
-        }
-      }
-      if (rs.any_packed_)
-        for (size_t s = 0; s < rs.classes_.size(); ++s)
-          for (int len = 0; len < 2; ++len) {
-            if (len == 1 && head && !lift_limit) continue;
-            packed_after(free, rs.classes_[s].packed[len], p, !head && static_cast<int>(s) == rs.sig0_, best, fail);
-          }
+      next_after(free, p, head, lift_limit, budget, best, fail);
       if (fail && (!best || *fail < *best)) {
         head = fail;  // a job in no reservation cannot get GPUs: from here on, only short jobs
         out.waiting_head = rs.job_at(*fail);
@@ -401,6 +425,7 @@ struct PassRunner {
       if (!best) break;
       const ReadySet::AtRank& a = rs.at_rank_[*best];
       size_t j = a.job;
+      p = best;
       if (host) {
         // Its GPUs are free; its cores and memory must be too, on the same node. A job that waits
         // for them sets the limit as a job waiting for GPUs does (one that needs more than an
@@ -411,40 +436,18 @@ struct PassRunner {
             head = best;
             out.waiting_head = j;
           }
-          p = best;
           continue;
         }
         free.take_host(static_cast<size_t>(n), host_need(j));
-        if (a.packed) {
+        if (a.packed)
           out.starts.push_back(place_packed(free, *best, n, wanted));
-          p = best;
-          continue;
-        }
-        GpuMask& node = free.begin()[n];
-        auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
-        budget -= a.gpus;
-        if (a.gpus <= count(in.node)) wanted -= a.gpus;
-        node &= ~mask_of(*gpus);
-        if (!free.room.empty())
-          for (int g : *gpus) free.room_of(static_cast<size_t>(n))[g] = -1;
-        out.starts.push_back({j, std::move(*gpus), n});
-        p = best;
-        continue;
-      }
-      if (a.packed) {
+        else
+          start_whole(free, a, free.begin()[n], budget, wanted, out);
+      } else if (a.packed) {
         out.starts.push_back(place_packed(free, *best, packed_node(free, *best), wanted));
-        p = best;
-        continue;
+      } else {
+        start_whole(free, a, free.node_for(a.gpus, closed[a.sig]), budget, wanted, out);
       }
-      GpuMask& node = free.node_for(a.gpus, closed[a.sig]);
-      auto gpus = pick_gpus(a.gpus, node & ~closed[a.sig], in.placement);
-      budget -= a.gpus;
-      if (a.gpus <= count(in.node)) wanted -= a.gpus;
-      node &= ~mask_of(*gpus);
-      if (!free.room.empty())  // a whole job's GPUs are shared with no packed job
-        for (int g : *gpus) free.room_of(static_cast<size_t>(&node - free.begin()))[g] = -1;
-      out.starts.push_back({j, std::move(*gpus), static_cast<int>(&node - free.begin())});
-      p = best;
     }
   }
 

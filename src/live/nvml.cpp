@@ -125,6 +125,13 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
     problem_ = e ? e : fmt::format("cannot open {}", library);  // dlerror names the file
     return;
   }
+  bind(library);
+  if (!problem_.empty()) return;
+  open_devices();
+  if (ok_) listen_for_xids();
+}
+
+void NvmlProbe::bind(const std::string& library) {
   // Each symbol, or the problem naming the first one missing.
   auto sym = [&](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name));
@@ -144,11 +151,12 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   sym(a.ancestor, "nvmlDeviceGetTopologyCommonAncestor");
   sym(a.link_state, "nvmlDeviceGetNvLinkState");
   sym(a.link_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-  // The cores near each GPU: without it, only they are unknown (the probe does without).
-  a.cpu_affinity = reinterpret_cast<decltype(a.cpu_affinity)>(::dlsym(lib_, "nvmlDeviceGetCpuAffinity"));
-  // The energy counter (Volta and later, driver 410 on): without it, no job's energy is known.
-  a.energy = reinterpret_cast<decltype(a.energy)>(::dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
+  // Those a driver may lack, each missing alone: the cores near each GPU (only they are unknown),
+  // the energy counter (Volta and later, driver 410 on: no job's energy is known), Xid events and
+  // the fault counters.
   auto maybe = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name)); };
+  maybe(a.cpu_affinity, "nvmlDeviceGetCpuAffinity");
+  maybe(a.energy, "nvmlDeviceGetTotalEnergyConsumption");
   maybe(a.event_set_create, "nvmlEventSetCreate");
   maybe(a.register_events, "nvmlDeviceRegisterEvents");
   maybe(a.event_wait, "nvmlEventSetWait_v2");
@@ -156,7 +164,10 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   maybe(a.ecc, "nvmlDeviceGetTotalEccErrors");
   maybe(a.retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
   maybe(a.remapped_rows, "nvmlDeviceGetRemappedRows");
-  if (!problem_.empty()) return;
+}
+
+void NvmlProbe::open_devices() {
+  const Api& a = *api_;
   if (nvmlReturn_t rc = a.init(); rc != NVML_SUCCESS) {
     problem_ = fmt::format("nvmlInit_v2: {}", a.words(rc));
     return;
@@ -189,21 +200,23 @@ NvmlProbe::NvmlProbe(const std::string& library) : api_(std::make_unique<Api>())
   // As CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them.
   std::stable_sort(devices_.begin(), devices_.end(), [](const Device& x, const Device& y) { return x.pci < y.pci; });
   ok_ = true;
-  // Xid events: one set for every GPU that takes them (a GPU that does not, e.g. a consumer board
-  // on an old driver, says Not Supported; its Xids go unread).
-  if (a.event_set_create && a.register_events && a.event_wait && a.event_set_free) {
-    nvmlEventSet_t set = nullptr;
-    if (a.event_set_create(&set) == NVML_SUCCESS) {
-      int taken = 0;
-      for (Device& d : devices_) taken += a.register_events(d.handle, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS;
-      if (taken) {
-        events_ = set;
-        xid_note_ = taken == static_cast<int>(devices_.size()) ? "Xid events" : fmt::format("Xid events ({} of the GPUs)", taken);
-      } else {
-        a.event_set_free(set);
-      }
-    }
+}
+
+// Xid events: one set for every GPU that takes them (a GPU that does not, e.g. a consumer board
+// on an old driver, says Not Supported; its Xids go unread).
+void NvmlProbe::listen_for_xids() {
+  const Api& a = *api_;
+  if (!(a.event_set_create && a.register_events && a.event_wait && a.event_set_free)) return;
+  nvmlEventSet_t set = nullptr;
+  if (a.event_set_create(&set) != NVML_SUCCESS) return;
+  int taken = 0;
+  for (Device& d : devices_) taken += a.register_events(d.handle, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS;
+  if (!taken) {
+    a.event_set_free(set);
+    return;
   }
+  events_ = set;
+  xid_note_ = taken == static_cast<int>(devices_.size()) ? "Xid events" : fmt::format("Xid events ({} of the GPUs)", taken);
 }
 
 NvmlProbe::~NvmlProbe() {
@@ -214,6 +227,45 @@ NvmlProbe::~NvmlProbe() {
 
 std::string NvmlProbe::describe() const {
   return fmt::format("{}, {} GPU{}", library_, devices_.size(), devices_.size() == 1 ? "" : "s");
+}
+
+// Faults: each where this GPU can say (ECC off, or no retirement on a board that remaps rows:
+// Not Supported, nothing read).
+void NvmlProbe::read_faults(const Device& d, int g, GpuReading& r, FaultKinds& kinds) const {
+  const Api& a = *api_;
+  nvmlDevice_t h = d.handle;
+  unsigned long long ecc = 0;
+  if (a.ecc && a.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
+    r.ecc_uncorrected[g] = ecc, kinds.ecc = true;
+  nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
+  if (a.retired_pending && a.retired_pending(h, &retire) == NVML_SUCCESS) {
+    kinds.retire = true;
+    if (retire == NVML_FEATURE_ENABLED) r.pending[g] = "page retirement pending (the GPU needs a reset)";
+  }
+  unsigned int corr = 0, unc = 0, remap = 0, failed_remap = 0;
+  if (a.remapped_rows && a.remapped_rows(h, &corr, &unc, &remap, &failed_remap) == NVML_SUCCESS) {
+    kinds.remap = true;
+    if (remap || failed_remap)
+      r.pending[g] = failed_remap ? "row remapping failed (the GPU needs service)" : "row remap pending (the GPU needs a reset)";
+  }
+}
+
+int NvmlProbe::read_processes(const Device& d, std::vector<GpuProcess>& list) const {
+  const Api& a = *api_;
+  std::vector<nvmlProcessInfo_v1_t> infos(16);
+  unsigned int n = static_cast<unsigned>(infos.size());
+  nvmlReturn_t rc;
+  while ((rc = a.processes(d.handle, &n, infos.data())) == NVML_ERROR_INSUFFICIENT_SIZE && n > infos.size() &&
+         n < 65536) {
+    infos.resize(n + 8);  // more processes started since the count
+    n = static_cast<unsigned>(infos.size());
+  }
+  for (unsigned int k = 0; rc == NVML_SUCCESS && k < n && k < infos.size(); ++k) {
+    GpuProcess p = describe_process(infos[k].pid);
+    p.used_mib = infos[k].usedGpuMemory == ~0ULL ? -1 : static_cast<long long>(infos[k].usedGpuMemory >> 20);
+    list.push_back(std::move(p));
+  }
+  return rc;
 }
 
 GpuReading NvmlProbe::read() {
@@ -234,7 +286,7 @@ GpuReading NvmlProbe::read() {
         r.xids[static_cast<int>(it - devices_.begin())].push_back(static_cast<unsigned>(e.eventData));
     }
   }
-  bool ecc_any = false, retire_any = false, remap_any = false;  // a GPU that can say (not Not Supported)
+  FaultKinds kinds;
   std::map<int, long long> used;
   std::map<int, std::vector<GpuProcess>> procs;
   // The call that failed, as the reading's problem.
@@ -261,40 +313,13 @@ GpuReading NvmlProbe::read() {
     else if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) return failed("nvmlDeviceGetUtilizationRates", g, rc);
     unsigned long long mj = 0;
     if (a.energy && a.energy(h, &mj) == NVML_SUCCESS) r.energy_mj[g] = mj;  // else: not this GPU's to say
-    // Faults: each where this GPU can say (ECC off, or no retirement on a board that remaps rows:
-    // Not Supported, nothing read).
-    unsigned long long ecc = 0;
-    if (a.ecc && a.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
-      r.ecc_uncorrected[g] = ecc, ecc_any = true;
-    nvmlEnableState_t retire = NVML_FEATURE_DISABLED;
-    if (a.retired_pending && a.retired_pending(h, &retire) == NVML_SUCCESS) {
-      retire_any = true;
-      if (retire == NVML_FEATURE_ENABLED) r.pending[g] = "page retirement pending (the GPU needs a reset)";
-    }
-    unsigned int corr = 0, unc = 0, remap = 0, failed_remap = 0;
-    if (a.remapped_rows && a.remapped_rows(h, &corr, &unc, &remap, &failed_remap) == NVML_SUCCESS) {
-      remap_any = true;
-      if (remap || failed_remap)
-        r.pending[g] = failed_remap ? "row remapping failed (the GPU needs service)" : "row remap pending (the GPU needs a reset)";
-    }
-    std::vector<nvmlProcessInfo_v1_t> infos(16);
-    unsigned int n = static_cast<unsigned>(infos.size());
-    while ((rc = a.processes(h, &n, infos.data())) == NVML_ERROR_INSUFFICIENT_SIZE && n > infos.size() &&
-           n < 65536) {
-      infos.resize(n + 8);  // more processes started since the count
-      n = static_cast<unsigned>(infos.size());
-    }
+    read_faults(devices_[g], g, r, kinds);
+    rc = static_cast<nvmlReturn_t>(read_processes(devices_[g], procs[g]));
     if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) return failed("nvmlDeviceGetComputeRunningProcesses", g, rc);
-    auto& list = procs[g];
-    for (unsigned int k = 0; rc == NVML_SUCCESS && k < n && k < infos.size(); ++k) {
-      GpuProcess p = describe_process(infos[k].pid);
-      p.used_mib = infos[k].usedGpuMemory == ~0ULL ? -1 : static_cast<long long>(infos[k].usedGpuMemory >> 20);
-      list.push_back(std::move(p));
-    }
   }
   std::string seen = events_ ? xid_note_ : "";
-  for (auto [got, what] : {std::pair{ecc_any, "uncorrectable ECC errors"}, std::pair{retire_any, "pending page retirements"},
-                           std::pair{remap_any, "pending row remaps"}})
+  for (auto [got, what] : {std::pair{kinds.ecc, "uncorrectable ECC errors"}, std::pair{kinds.retire, "pending page retirements"},
+                           std::pair{kinds.remap, "pending row remaps"}})
     if (got) seen += (seen.empty() ? "" : ", ") + std::string(what);
   r.faults_seen = seen + (seen.empty() ? "" : ", ") + "lost GPUs";
   r.used_mib = std::move(used);

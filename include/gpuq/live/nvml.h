@@ -54,6 +54,18 @@ class NvmlProbe : public GpuProbe {
   std::vector<Device> devices_;
   void* events_ = nullptr;  ///< the Xid event set (nvmlEventSet_t), where NVML gives one
   std::string xid_note_;  ///< "Xid events", or which of the GPUs give them
+
+  void bind(const std::string& library);  ///< each function of the library (problem_: the first missing)
+  void open_devices();                    ///< nvmlInit, then the GPUs in PCI order (ok_)
+  void listen_for_xids();                 ///< the Xid event set, for the GPUs that give events
+  /// The kinds of fault that at least one GPU can say (the others say Not Supported).
+  struct FaultKinds {
+    bool ecc = false, retire = false, remap = false;
+  };
+  /// GPU g's uncorrectable ECC errors and pending retirements or remaps, into `r`.
+  void read_faults(const Device& d, int g, GpuReading& r, FaultKinds& kinds) const;
+  /// The compute processes on GPU g, into `list`; NVML's return code.
+  int read_processes(const Device& d, std::vector<GpuProcess>& list) const;
 };
 
 }  // namespace gpuq
