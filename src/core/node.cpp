@@ -276,6 +276,48 @@ void preempt_across_users(const std::vector<NodeUser>& users, GpuMask free, GpuM
   choose_victims(users, slot, want, avail, host_avail, node, now, config, placement, within_cap, d);
 }
 
+namespace {
+
+/// Something running or starting on the node, and when it ends (at its estimate).
+struct End {
+  double at;
+  GpuMask gpus;
+  HostNeed host;
+};
+
+/// The waiting head's moment (its shadow): the first end after which its GPUs, cores and memory
+/// are there, and what is free then (at: infinity when no end frees enough).
+struct Shadow {
+  double at = std::numeric_limits<double>::infinity();
+  GpuMask gpus;
+  HostRoom room;
+};
+
+template <class Fits>
+Shadow shadow_of(std::vector<End>& ends, GpuMask avail, const HostRoom& room, const Fits& fits) {
+  std::sort(ends.begin(), ends.end(), [](const End& a, const End& b) { return a.at < b.at; });
+  Shadow sh{std::numeric_limits<double>::infinity(), avail, room};
+  for (const End& e : ends) {
+    sh.gpus |= e.gpus;
+    sh.room.cpus += e.host.cpus;
+    sh.room.mem_gib += e.host.mem_gib;
+    if (fits(sh.gpus, sh.room)) {
+      sh.at = e.at;
+      break;
+    }
+  }
+  return sh;
+}
+
+/// An earlier want of the same run as `s` has not started (a run's wants start in its order).
+bool earlier_waits(const std::vector<NodeSlot>& order, const std::vector<char>& started, const NodeSlot& s) {
+  for (size_t q = 0; q < order.size(); ++q)
+    if (order[q].user == s.user && order[q].run == s.run && order[q].want < s.want && !started[q]) return true;
+  return false;
+}
+
+}  // namespace
+
 // Backfill across plans and users (EASY: no one ahead is delayed). The pass backfills only jobs
 // of at most backfill_max_hours while a job waits, the original's rule inside a plan; across the
 // node a longer want of another plan may start too, where it delays no one: the first want left
@@ -296,13 +338,7 @@ void backfill_across(const std::vector<NodeUser>& users, GpuMask free, GpuMask n
   GpuMask avail = free & node & ~d.held;
   HostRoom room = host_free;
   std::vector<GpuMask> taking = held;
-  // What is running or starting, and when it ends (hours from its start at its estimate).
-  struct End {
-    double at;
-    GpuMask gpus;
-    HostNeed host;
-  };
-  std::vector<End> ends;
+  std::vector<End> ends;  // what is running or starting, and when it ends
   for (const NodeUser& u : users)
     for (const NodeRun& r : u.runs)
       for (const NodeHold& h : r.holds)
@@ -325,32 +361,18 @@ void backfill_across(const std::vector<NodeUser>& users, GpuMask free, GpuMask n
   if (!head) return;
   const NodeWant& hw = want_at(d.order[*head]);
   if (pack && hw.mem_gib > 0) return;
-  // The head's moment: the first end after which its GPUs, cores and memory are there.
-  std::sort(ends.begin(), ends.end(), [](const End& a, const End& b) { return a.at < b.at; });
-  double shadow = std::numeric_limits<double>::infinity();
-  GpuMask at_shadow = avail;
-  HostRoom room_at_shadow = room;
   auto fits = [&](GpuMask m, const HostRoom& r) { return pick_gpus(hw.gpus, m, placement) && r.fits(hw.host()); };
   if (fits(avail, room)) return;  // it waits for no resource (its cap): nothing to protect here
-  for (const End& e : ends) {
-    at_shadow |= e.gpus;
-    room_at_shadow.cpus += e.host.cpus;
-    room_at_shadow.mem_gib += e.host.mem_gib;
-    if (fits(at_shadow, room_at_shadow)) {
-      shadow = e.at;
-      break;
-    }
-  }
+  Shadow sh = shadow_of(ends, avail, room, fits);
+  double shadow = sh.at;
+  GpuMask at_shadow = sh.gpus;
+  HostRoom room_at_shadow = sh.room;
   for (size_t k = *head + 1; k < d.order.size(); ++k) {
     if (skip[k] || started[k]) continue;
     const NodeSlot& s = d.order[k];
     const NodeWant& w = want_at(s);
     if (pack && w.mem_gib > 0) continue;
-    bool earlier_waits = false;  // an earlier want of its own run that does not start
-    for (size_t q = 0; q < d.order.size(); ++q)
-      if (d.order[q].user == s.user && d.order[q].run == s.run && d.order[q].want < s.want && !started[q])
-        earlier_waits = true;
-    if (earlier_waits) continue;
+    if (earlier_waits(d.order, started, s)) continue;  // an earlier want of its own run does not start
     std::optional<std::vector<int>> gpus = pick_gpus(w.gpus, avail, placement);
     if (!gpus || !room.fits(w.host())) continue;
     GpuMask m = mask_of(*gpus);
@@ -471,6 +493,38 @@ std::map<int, GpuDrain> node_drained(const std::vector<NodeUser>& users, std::ma
   return drained_gpus(records, undrains);
 }
 
+namespace {
+
+// What a packed want may still declare on each GPU (PassInput::room): an empty free GPU's room,
+// less what the packed holds sharing it declared; none on a whole hold's, nor on a GPU the
+// deciding run sees busy with no packed hold to say why (another process's memory). Notes the
+// most room of a GPU in `d`.
+std::vector<double> packed_room_left(const std::vector<NodeUser>& users, GpuMask free, GpuMask node,
+                                     const NodeRoom& room, NodeDecision& d) {
+  std::vector<double> declared = packed_gib_on(users);
+  std::vector<double> left(kMaxGpuId + 1, -1.0);
+  for (GpuMask m = node; m; m &= m - 1) {
+    size_t g = static_cast<size_t>(std::countr_zero(m));
+    double full = g < room.size() ? room[g] : 0;
+    d.most_room = std::max(d.most_room, full);
+    if ((d.shared >> g & 1) || (free & ~d.held) >> g & 1) left[g] = full - declared[g];
+  }
+  return left;
+}
+
+// The node's cores and host memory left after every hold's.
+HostRoom host_left(const std::vector<NodeUser>& users, HostRoom host) {
+  for (const NodeUser& u : users)
+    for (const NodeRun& r : u.runs)
+      for (const NodeHold& h : r.holds) {
+        host.cpus -= h.cpus;
+        host.mem_gib -= h.host_mem_gib;
+      }
+  return host;
+}
+
+}  // namespace
+
 NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMask node, double now,
                          const NodeConfig& config, double backfill_max_hours, const Placement* placement,
                          const NodeRoom& room, const HostRoom& host) {
@@ -493,20 +547,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
     if (std::optional<int> m = config.limits_of(users[u].name).max_gpus) cap[u] = *m;
   }
   d.shared = d.held & ~whole;
-  // What a packed want may still declare on each GPU (PassInput::room): an empty free GPU's room,
-  // less what the packed holds sharing it declared; none on a whole hold's, nor on a GPU the
-  // deciding run sees busy with no packed hold to say why (another process's memory).
-  std::vector<double> room_left;
-  if (pack) {
-    std::vector<double> declared = packed_gib_on(users);
-    room_left.assign(kMaxGpuId + 1, -1.0);
-    for (GpuMask m = node; m; m &= m - 1) {
-      size_t g = static_cast<size_t>(std::countr_zero(m));
-      double full = g < room.size() ? room[g] : 0;
-      d.most_room = std::max(d.most_room, full);
-      if ((d.shared >> g & 1) || (free & ~d.held) >> g & 1) room_left[g] = full - declared[g];
-    }
-  }
+  std::vector<double> room_left = pack ? packed_room_left(users, free, node, room, d) : std::vector<double>{};
   d.order = fair_order(users, now, config);
   auto want_of = [&](const NodeSlot& s) -> const NodeWant& { return users[s.user].runs[s.run].wants[s.want]; };
   // A want that alone takes its user past the cap never enters the pass (one that packs may join
@@ -521,13 +562,7 @@ NodeDecision decide_node(const std::vector<NodeUser>& users, GpuMask free, GpuMa
   // The rest of the box: the cores and host memory every hold takes, and what each want needs.
   // Counted where some want needs some (a node of plans that count neither decides on GPUs alone,
   // exactly as before); a want that needs more than the node has never enters the pass.
-  HostRoom host_free = host;
-  for (const NodeUser& u : users)
-    for (const NodeRun& r : u.runs)
-      for (const NodeHold& h : r.holds) {
-        host_free.cpus -= h.cpus;
-        host_free.mem_gib -= h.host_mem_gib;
-      }
+  HostRoom host_free = host_left(users, host);
   std::vector<char> never_host(d.order.size(), 0);
   bool counts_host = false;
   for (size_t k = 0; k < d.order.size(); ++k) {

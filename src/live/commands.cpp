@@ -293,6 +293,32 @@ bool wait_for_requeues(const PlanSetup& s, const std::vector<std::string>& jobs,
 
 }  // namespace
 
+// retry --stale: the stale done jobs, each said with why, and the done jobs after them (stale once
+// they rerun), added to `jobs`. An exit status when there is nothing more to do (none stale, or
+// the state unreadable); else nullopt.
+static std::optional<int> add_stale_reruns(const Plan& plan, const std::string& plan_name, FileStore& store,
+                                           std::vector<std::string>& jobs, const SayLine& out, const SayLine& err) {
+  State state;
+  try {
+    state = store.read();
+  } catch (const StoreError& e) {
+    err(fmt::format("gpuq retry: {}", e.what()));
+    return 1;
+  }
+  std::vector<size_t> reruns = stale_reruns(plan, state);
+  if (reruns.empty() && jobs.empty()) {
+    out(fmt::format("no done job of {} is stale: nothing to rerun", plan_name));
+    return 0;
+  }
+  for (size_t i : reruns) {
+    Staleness why = staleness_of(plan, i, state);
+    out(why.empty() ? fmt::format("{}: done after a stale job it depends on; rerun with it", plan.jobs[i].id)
+                    : fmt::format("stale: {} ({})", plan.jobs[i].id, staleness_text(why)));
+    if (std::find(jobs.begin(), jobs.end(), plan.jobs[i].id) == jobs.end()) jobs.push_back(plan.jobs[i].id);
+  }
+  return std::nullopt;
+}
+
 int control_plan(PlanSetup& s, std::optional<Plan> loaded, const ControlAsk& ask, const SayLine& out,
                  const SayLine& err) {
   const std::string& action = ask.action;
@@ -342,25 +368,7 @@ int control_plan(PlanSetup& s, std::optional<Plan> loaded, const ControlAsk& ask
   std::unique_ptr<Launcher> launcher = backend->launcher(plan, paths);
   std::vector<std::string> jobs = ask.jobs;
   if (action == "retry" && ask.stale) {
-    // The stale done jobs, each with why, and the done jobs after them (stale once they rerun).
-    State state;
-    try {
-      state = store.read();
-    } catch (const StoreError& e) {
-      err(fmt::format("gpuq retry: {}", e.what()));
-      return 1;
-    }
-    std::vector<size_t> reruns = stale_reruns(plan, state);
-    if (reruns.empty() && jobs.empty()) {
-      out(fmt::format("no done job of {} is stale: nothing to rerun", plan_name));
-      return 0;
-    }
-    for (size_t i : reruns) {
-      Staleness why = staleness_of(plan, i, state);
-      out(why.empty() ? fmt::format("{}: done after a stale job it depends on; rerun with it", plan.jobs[i].id)
-                      : fmt::format("stale: {} ({})", plan.jobs[i].id, staleness_text(why)));
-      if (std::find(jobs.begin(), jobs.end(), plan.jobs[i].id) == jobs.end()) jobs.push_back(plan.jobs[i].id);
-    }
+    if (std::optional<int> done = add_stale_reruns(plan, plan_name, store, jobs, out, err)) return *done;
   } else if (jobs.empty()) {
     err(fmt::format("gpuq {}: no job given: name the jobs{}", action,
                     action == "retry" ? ", or --stale for the stale done ones" : ""));

@@ -632,6 +632,33 @@ static void see_node(Look& l, const PlanSetup& s, const Plan& plan, const LookAs
       l.on_node.not_before.push_back({static_cast<size_t>(j - plan.jobs.data()), w.start});
 }
 
+// The plan file is one the run's batch queue refuses: the version the run goes on with.
+static void take_run_plan(Look& l, const Backend& backend) {
+  if (std::optional<Plan> kept = plan_run_goes_on_with(l.paths, l.gpus)) {
+    l.plan = std::move(kept);
+    l.kept_note = fmt::format("the plan file is one run {} refuses; it goes on with the version it loaded",
+                              backend.run_flag());
+  }
+}
+
+// The settings as run's options: its folder, its placement (with the topology, where it places by
+// it), and paused (the prediction starts nothing new: outlook.h). BadLook for a bad --pairs.
+static RunOptions look_options(const PlanSetup& s, const LookAsk& ask, const Look& l, const Plan& plan,
+                               const std::optional<Probed>& probed) {
+  RunOptions opt = run_options(s, l.gpus);
+  opt.workdir = workdir_of(s, plan.workdir).path;
+  std::string pairs_err;
+  std::optional<Placement> placement = placement_of(s, ask.pairs_default, l.gpus, &pairs_err);
+  if (!placement) throw BadLook(pairs_err);
+  opt.placement = std::move(*placement);
+  opt.paused = ask.run && paused_since(l.paths).has_value();
+  if (opt.placement.kind == Placement::Kind::Auto) {
+    std::optional<Topology> t = probed ? probed->topology : probe_of(opt)->topology();
+    opt.placement.topology = t.value_or(Topology{});
+  }
+  return opt;
+}
+
 Look look_at(PlanSetup& s, const LookAsk& ask) {
   Look l;
   phase("start");
@@ -657,11 +684,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   std::unique_ptr<Backend> backend = backend_in_use(nullptr, info ? &*info : nullptr,
                                                     BatchAsk{{}, {}, {}, {}, 1.5, 200, s.gpu_mem_gib, s.gpu_mem_headroom});
   if (l.kept_note.empty() && backend->batch() && !backend->plan_problem(*l.plan, true).empty())
-    if (std::optional<Plan> kept = plan_run_goes_on_with(l.paths, l.gpus)) {
-      l.plan = std::move(kept);
-      l.kept_note = fmt::format("the plan file is one run {} refuses; it goes on with the version it loaded",
-                                backend->run_flag());
-    }
+    take_run_plan(l, *backend);
   const Plan& plan = *l.plan;
   if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
   phase("load plan");
@@ -692,17 +715,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   }
   l.now = read_time.value_or(unix_now());
   if (ask.state && ask.refresh) refresh_look(l, plan, s, *backend);
-  l.opt = run_options(s, l.gpus);
-  l.opt.workdir = workdir_of(s, plan.workdir).path;
-  std::string pairs_err;
-  std::optional<Placement> placement = placement_of(s, ask.pairs_default, l.gpus, &pairs_err);
-  if (!placement) throw BadLook(pairs_err);
-  l.opt.placement = std::move(*placement);
-  l.opt.paused = ask.run && paused_since(l.paths).has_value();  // the prediction starts nothing new (outlook.h)
-  if (l.opt.placement.kind == Placement::Kind::Auto) {
-    std::optional<Topology> t = probed ? probed->topology : probe_of(l.opt)->topology();
-    l.opt.placement.topology = t.value_or(Topology{});
-  }
+  l.opt = look_options(s, ask, l, plan, probed);
   see_gpus(l, plan, probed, ask);
   if (ask.node) see_node(l, s, plan, ask);
   else l.node.drained = read_drained(node_dir_for(s, l.paths), mask_of(l.gpus));  // simulate: the drains alone

@@ -99,6 +99,37 @@ int run_with_info(RunLoop& loop, const PlanPaths& paths, RunInfo& run_info, Cloc
   return status;
 }
 
+// The --on-event hooks (checked before the run began).
+std::vector<HookSpec> hook_specs(const RunOptions& opt) {
+  std::vector<HookSpec> specs;
+  for (const std::string& text : opt.on_event)
+    if (auto h = parse_hook(text, nullptr)) specs.push_back(*h);
+  return specs;
+}
+
+// An edit of the plan file, once the loop has loaded it: a batch queue takes the plan in use, a
+// change of its "settings" is said (the run keeps those it started with), and what `status`
+// reads is written (the version run uses now, a copy of its text, and when it was loaded).
+void watch_plan_file(RunLoop& loop, PlanFile& plan_file, BatchPorts* queue, GivenSettings& settings_seen,
+                     const PlanPaths& paths, RunInfo* info, const std::function<void(const std::string&)>& say) {
+  loop.watch_plan(&plan_file, [&loop, queue, &settings_seen, &paths, info, say](const std::string& text, double now) {
+    if (queue) queue->use_plan(loop.plan());
+    if (std::string changed = changed_settings(settings_seen, loop.plan().settings); !changed.empty())
+      say(fmt::format("{} the plan's \"settings\" changed ({}): this run keeps the settings it started with; "
+                      "restart it to take them",
+                      clock_stamp(now), changed));
+    settings_seen = loop.plan().settings;
+    try {
+      replace_file_durably(paths.run_plan, text);
+    } catch (const StoreError&) {
+    }
+    if (!info) return;
+    info->loaded = stamp_plan(paths.plan).value_or(PlanStamp{});
+    info->loaded_at = now;
+    write_run_info(paths, *info);
+  });
+}
+
 }  // namespace
 
 // It wires this machine's or a batch queue's ports, the event log and hooks, the watched plan and
@@ -139,10 +170,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   if (!queue && auto_pairs)
     say(fmt::format("{} {}", clock_stamp(clock.now()), placement_line(opt.placement, mask_of(opt.node_gpus))));
   Journal journal(events_path_for(paths.state), opt.events_max_mb * 1024 * 1024);
-  std::vector<HookSpec> specs;
-  for (const std::string& text : opt.on_event)
-    if (auto h = parse_hook(text, nullptr)) specs.push_back(*h);
-  HookRunner hooks(std::move(specs),
+  HookRunner hooks(hook_specs(opt),
                    {opt.hook_timeout, paths.logs + "/gpuq-hooks.log", paths.plan, paths.logs, 8,
                     hook_marks_path_for(paths.state)},
                    [&clock, say](const std::string& line) { say(fmt::format("{} {}", clock_stamp(clock.now()), line)); });
@@ -169,24 +197,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
   loop.log_events(&journal, hooks.empty() ? nullptr : &hooks);
   loop.record_predictions(predictions_path_for(paths.state));
   loop.pause_from([&paths] { return paused_since(paths); });
-  if (plan_file)
-    loop.watch_plan(&*plan_file, [&](const std::string& text, double now) {
-      if (queue) queue->use_plan(loop.plan());
-      if (std::string changed = changed_settings(settings_seen, loop.plan().settings); !changed.empty())
-        say(fmt::format("{} the plan's \"settings\" changed ({}): this run keeps the settings it started with; "
-                        "restart it to take them",
-                        clock_stamp(now), changed));
-      settings_seen = loop.plan().settings;
-      // What `status` reads: the version run uses now, and a copy of its text.
-      try {
-        replace_file_durably(paths.run_plan, text);
-      } catch (const StoreError&) {
-      }
-      if (!info) return;
-      info->loaded = stamp_plan(paths.plan).value_or(PlanStamp{});
-      info->loaded_at = now;
-      write_run_info(paths, *info);
-    });
+  if (plan_file) watch_plan_file(loop, *plan_file, queue.get(), settings_seen, paths, info, say);
   return info ? run_with_info(loop, paths, *info, clock, say) : loop.run();
 }
 

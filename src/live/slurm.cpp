@@ -146,6 +146,28 @@ std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& s
   return started;
 }
 
+namespace {
+
+// sbatch's answer: the job's id, or why there is none (QueueFull: a limit of the account's or
+// QOS's on jobs submitted refused it; submitting waits).
+long long submitted_id(const CommandResult& r) {
+  if (r.status != 0) {
+    std::string why = first_line(r.err.empty() ? r.out : r.err);
+    if (why.find("AssocMaxSubmitJobLimit") != std::string::npos ||
+        why.find("QOSMaxSubmitJobPerUserLimit") != std::string::npos ||
+        why.find("MaxSubmitJobs") != std::string::npos)
+      throw QueueFull("sbatch: " + why);
+    throw std::runtime_error("sbatch: " + (why.empty() ? fmt::format("exit {}", r.status) : why));
+  }
+  try {
+    return std::stoll(r.out.substr(0, r.out.find(';')));
+  } catch (const std::exception&) {
+    throw std::runtime_error("sbatch --parsable printed no job id: " + first_line(r.out));
+  }
+}
+
+}  // namespace
+
 Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   if (!squeue_ok_)
     throw QueueFull(fmt::format("Slurm's queue cannot be read ({}); submitting waits", squeue_problem_));
@@ -208,23 +230,13 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   }
   for (const auto& kv : spec.env) env.push_back(kv);
   if (spec.warn_shell_only) env.push_back({kWarnShellEnv, "1"});
-  CommandResult r = run_command(argv, env);
-  if (r.status != 0) {
-    std::string why = first_line(r.err.empty() ? r.out : r.err);
-    if (why.find("AssocMaxSubmitJobLimit") != std::string::npos ||
-        why.find("QOSMaxSubmitJobPerUserLimit") != std::string::npos ||
-        why.find("MaxSubmitJobs") != std::string::npos) {
-      full_ = true;
-      full_at_ = -1;
-      throw QueueFull("sbatch: " + why);
-    }
-    throw std::runtime_error("sbatch: " + (why.empty() ? fmt::format("exit {}", r.status) : why));
-  }
   long long id = 0;
   try {
-    id = std::stoll(r.out.substr(0, r.out.find(';')));
-  } catch (const std::exception&) {
-    throw std::runtime_error("sbatch --parsable printed no job id: " + first_line(r.out));
+    id = submitted_id(run_command(argv, env));
+  } catch (const QueueFull&) {
+    full_ = true;
+    full_at_ = -1;
+    throw;
   }
   by_name_[name] = id;
   ids_[id] = spec.id;
