@@ -15,6 +15,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/progress.h"
 #include "gpuq/live/commands.h"
+#include "gpuq/live/proc.h"
 #include "gpuq/views/history_text.h"
 
 #include "gpuq/core/snapshot.h"

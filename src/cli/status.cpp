@@ -113,7 +113,7 @@ int watch_status(const Flags& given) {
       if (!note.empty()) fmt::print(stderr, "gpuq: {}", note);
     } else {
       fmt::print("gpuq status --plan {}   (every {:g} s; Ctrl-C to stop)   {}\n\n", f.plan, f.watch,
-                 clock_stamp(unix_now()));
+                 clock_stamp(l.now));
       std::fputs(note.c_str(), stdout);
     }
     print_status(f, l, ask);

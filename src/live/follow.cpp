@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gpuq/core/rules.h"
+#include "gpuq/live/control.h"
 #include "gpuq/live/queue.h"
 #include "gpuq/live/run_info.h"
 #include "fd.h"

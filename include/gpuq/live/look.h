@@ -29,7 +29,6 @@
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
 #include "gpuq/live/backend.h"
-#include "gpuq/live/phase.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/setup.h"
 

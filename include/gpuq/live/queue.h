@@ -1,5 +1,7 @@
-// The live queue's options. The rules are in rules.h, `run`'s loop in
-// run_loop.h, the control commands and refresh in control.h.
+// The live queue's options: the rules' (rules.h's Policy) and `run`'s own. `run`'s loop is in
+// run_loop.h, the control commands and refresh in control.h. It includes only what the options
+// are made of: every header of a command includes it (through setup.h), and what it included
+// once (control.h, and the ports and processes behind it) came with it into each.
 #pragma once
 
 #if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
@@ -11,13 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gpuq/live/control.h"
-#include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
-#include "gpuq/core/schedule.h"
-#include "gpuq/core/settings.h"
-#include "gpuq/core/state.h"
-#include "gpuq/live/store.h"
 
 namespace gpuq {
 
