@@ -15,7 +15,6 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/progress.h"
 #include "gpuq/live/commands.h"
-#include "gpuq/live/proc.h"
 #include "gpuq/views/history_text.h"
 
 #include "gpuq/core/snapshot.h"

@@ -31,7 +31,6 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/commands.h"
-#include "gpuq/live/proc.h"
 #include "gpuq/live/look.h"
 #include "gpuq/views/top.h"
 

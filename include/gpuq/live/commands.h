@@ -20,6 +20,7 @@
 #include "gpuq/live/backend.h"
 #include "gpuq/live/follow.h"
 #include "gpuq/live/phase.h"
+#include "gpuq/live/proc.h"  // unix_now: the clock of the commands that read the time (history, top)
 #include "gpuq/live/setup.h"
 
 namespace gpuq {
