@@ -660,3 +660,44 @@ TEST(Faults, AnEndSeenWhileTheStateCannotBeSavedIsSaidOnce) {
   EXPECT_THAT(rest.out, HasSubstr("all jobs finished: 3 done")) << rest.out;
   p.ran_once_each(3);
 }
+
+// Every write can fail, PLAN.predictions.jsonl's too (what `run` predicted, for history
+// --accuracy): it was appended with fopen and fwrite and their errors unread, so a full disk
+// was never said and could leave a line cut short. Its file, bind-mounted from a small disk that
+// is full: the problem is said once, with the file and the error, the jobs go on, and once the
+// disk has room again that is said too; every line the file holds is whole.
+TEST(Faults, APredictionsFileThatCannotBeWrittenIsSaidOnceAndLeftWhole) {
+  NEED(geteuid() == 0, "mounting a tmpfs");
+  FaultPlan p;
+  Tmpfs disk(p.root.path() + "/predictions", "64k");
+  NEED(disk.ok, "mounting a tmpfs");
+  const std::string on_disk = disk.dir + "/plan.predictions.jsonl", file = p.dir + "/plan.predictions.jsonl";
+  std::ofstream(on_disk).close();
+  std::ofstream(file).close();
+  NEED(::mount(on_disk.c_str(), file.c_str(), nullptr, MS_BIND, nullptr) == 0, "bind-mounting the predictions file");
+  struct Unbind {
+    std::string at;
+    ~Unbind() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unbind{file};
+  // A chain long enough for a second prediction (one every 5 s at most) after the disk has room.
+  std::ofstream(p.dir + "/plan.json") << R"([{"id": "j0", "script": "job.sh", "gpus": 1},
+    {"id": "j1", "script": "job.sh", "gpus": 1, "deps": ["j0"]}, {"id": "j2", "script": "job.sh", "gpus": 1, "deps": ["j1"]}])";
+  std::ofstream(p.dir + "/job.sh") << "echo \"$GPUQ_JOB_ID\" >> " << p.markers << "/$GPUQ_JOB_ID\nsleep 2.5\n";
+  disk.fill();
+  std::unique_ptr<Background> run = p.start();
+  const std::string said = "the run's predictions are not recorded";
+  ASSERT_TRUE(eventually([&] { return run->out().find(said) != std::string::npos; })) << run->out() << run->err();
+  EXPECT_THAT(run->out(), HasSubstr("the disk holding plan.predictions.jsonl is full (No space left on device): " + said))
+      << run->out();
+  disk.unfill();
+  Output rest = run->wait(kPatience);
+  EXPECT_EQ(rest.status, 0) << rest.out << rest.err;
+  EXPECT_EQ(count_of(rest.out, said), 1u) << rest.out;
+  EXPECT_THAT(rest.out, HasSubstr("the predictions file is written again: plan.predictions.jsonl")) << rest.out;
+  EXPECT_THAT(rest.out, HasSubstr("all jobs finished: 3 done")) << rest.out;
+  std::vector<std::string> lines = lines_of(file);
+  EXPECT_FALSE(lines.empty()) << "no prediction recorded once the disk had room";
+  for (const std::string& line : lines)
+    EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << "a line cut short: " << line;
+  p.ran_once_each(3);
+}

@@ -78,10 +78,19 @@ std::vector<Event> read_events(const std::string& path, std::vector<std::string>
 
 void append_events(const std::string& path, const std::vector<Event>& events) {
   if (events.empty()) return;
+  std::string text;
+  for (const Event& e : events) {
+    text += event_line(e);
+    text += '\n';
+  }
+  append_lines(path, text, "the event log", true);
+}
+
+void append_lines(const std::string& path, const std::string& lines, std::string_view what, bool sync) {
   int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // read: its last byte
   if (fd < 0) {
     int e = errno;
-    throw StoreError(fmt::format("cannot open the event log {}: {}", path, std::strerror(e)), path, e);
+    throw StoreError(fmt::format("cannot open {} {}: {}", what, path, std::strerror(e)), path, e);
   }
   std::string text;
   // A line cut short by a crash stays a line of its own (readers skip it).
@@ -91,25 +100,21 @@ void append_events(const std::string& path, const std::vector<Event>& events) {
     char last = '\n';
     if (::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') text += '\n';
   }
-  for (const Event& e : events) {
-    text += event_line(e);
-    text += '\n';
-  }
+  text += lines;
   try {
     write_all(fd, text, path);
   } catch (...) {
-    // Cut back to what it held (a full disk took part of it): no event is in the log twice when
-    // the append is made again, and no cut line is left for a reader.
+    // Cut back to what it held (a full disk took part of it).
     if (sized && ::ftruncate(fd, st.st_size) != 0) {
       // the cut line stays; readers skip a line cut short
     }
     ::close(fd);
     throw;
   }
-  int synced = ::fsync(fd);
+  int synced = sync ? ::fsync(fd) : 0;
   int err = errno;
   ::close(fd);
-  if (synced != 0) throw StoreError(fmt::format("cannot fsync the event log {}: {}", path, std::strerror(err)), path, err);
+  if (synced != 0) throw StoreError(fmt::format("cannot fsync {} {}: {}", what, path, std::strerror(err)), path, err);
 }
 
 Journal::Journal(std::string path, double max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
@@ -123,6 +128,28 @@ void Journal::apply(const Event& e) {
   }
   apply_event(e, view_[it->second].second);
 }
+
+namespace {
+
+// Makes the empty log at `path`, its mtime when logging began: the tick's own clock where given.
+// The file's own time (coarse, and taken later in the tick) may come after the start run records
+// for the jobs this tick launches, and a restart would take them for jobs from before the log,
+// whose start is not logged (a SIGKILL before the first append lost job0's start).
+void begin_log(const std::string& path, std::optional<double> now) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (now && *now > 0) {
+    struct timespec at[2];
+    at[0].tv_nsec = UTIME_OMIT;
+    double begin = *now - 0.001;  // below it, whatever the rounding of the read back
+    at[1].tv_sec = static_cast<time_t>(std::floor(begin));
+    at[1].tv_nsec = static_cast<long>((begin - std::floor(begin)) * 1e9);
+    ::futimens(fd, at);
+  }
+  ::close(fd);
+}
+
+}  // namespace
 
 std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string>* warnings,
                                     std::vector<Event>* past, std::optional<double> now) {
@@ -139,22 +166,7 @@ std::vector<Event> Journal::catch_up(const State& state, std::vector<std::string
       // No log yet: logging begins with the state as it is, and the (empty) log is made
       // now, so that a run killed before its first append does not take a job it started
       // for one that ran before logging began (its mtime says when logging began).
-      // Its mtime is when logging began: the tick's own clock where given. The file's own time
-      // (coarse, and taken later in the tick) may come after the start run records for the
-      // jobs this tick launches, and a restart would take them for jobs from before the log,
-      // whose start is not logged (a SIGKILL before the first append lost job0's start).
-      int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        if (now && *now > 0) {
-          struct timespec at[2];
-          at[0].tv_nsec = UTIME_OMIT;
-          double begin = *now - 0.001;  // below it, whatever the rounding of the read back
-          at[1].tv_sec = static_cast<time_t>(std::floor(begin));
-          at[1].tv_nsec = static_cast<long>((begin - std::floor(begin)) * 1e9);
-          ::futimens(fd, at);
-        }
-        ::close(fd);
-      }
+      begin_log(path_, now);
       for (const auto& [id, s] : state.entries()) {
         index_.emplace(id, view_.size());
         view_.emplace_back(id, seen_of(s));

@@ -103,16 +103,33 @@ std::string slip_cause(const Plan& plan, const State& state, const std::map<size
 
 // A line of PLAN.predictions.jsonl appended; false where the file cannot be opened (the record
 // is a measure of the predictions, never a reason to stop: history --accuracy reads what is there).
-bool append_prediction(const std::string& path, const PredictionRecord& record) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) return false;
-  std::string line = prediction_line(record) + "\n";
-  std::fwrite(line.data(), 1, line.size(), f);
-  std::fclose(f);
-  return true;
-}
-
 }  // namespace
+
+// Each prediction in PLAN.predictions.jsonl (history --accuracy): at each event, and between
+// events when the finish moved a minute or ten minutes passed (a line per reading would be
+// megabytes an hour for a large plan). A line is appended whole or not at all; a file that
+// cannot take it (a full disk) is said once, with the file and the error, and again when it
+// takes lines again. Jobs go on either way.
+void RunLoop::record_prediction(const Tick& t, const PredictionRecord& record, bool moved) {
+  auto first = record.finish.begin();
+  bool record_it = first != record.finish.end() &&
+                   (moved || !eta_.recorded_finish || std::fabs(first->second - *eta_.recorded_finish) > 60 ||
+                    t.now - eta_.recorded_at >= 600);
+  if (!record_it || eta_.predictions_path.empty()) return;
+  try {
+    append_lines(eta_.predictions_path, prediction_line(record) + "\n", "the predictions file", false);
+  } catch (const StoreError& e) {
+    std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
+    if (told_.fresh("predictions", problem))
+      say(t.now, fmt::format("{}: the run's predictions are not recorded (history --accuracy goes without them) "
+                             "until it can be written; jobs go on",
+                             problem));
+    return;
+  }
+  eta_.recorded_finish = first->second;
+  eta_.recorded_at = t.now;
+  if (told_.gone("predictions")) say(t.now, "the predictions file is written again: " + eta_.predictions_path);
+}
 
 // The plan's predicted finish, as `status` would predict it now; an `eta` event (the event log,
 // the hooks) when it moved from the one last told by more than --eta-slip-percent of the time
@@ -172,16 +189,7 @@ void RunLoop::watch_eta(Tick& t) {
     }
   }
   eta_.cost = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  // Recorded at each event, and between events when the finish moved a minute or ten minutes
-  // passed: a line per reading would be megabytes an hour for a large plan.
-  auto first = record.finish.begin();
-  bool record_it = first != record.finish.end() &&
-                   (moved || !eta_.recorded_finish || std::fabs(first->second - *eta_.recorded_finish) > 60 ||
-                    t.now - eta_.recorded_at >= 600);
-  if (record_it && !eta_.predictions_path.empty() && append_prediction(eta_.predictions_path, record)) {
-    eta_.recorded_finish = first->second;
-    eta_.recorded_at = t.now;
-  }
+  record_prediction(t, record, moved);
   if (!got) return;  // nothing left, or no finish to speak of
   double finish = got->finish;
   std::map<size_t, double>& ends = got->ends;

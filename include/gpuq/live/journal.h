@@ -39,6 +39,12 @@ std::vector<Event> read_events(const std::string& path, std::vector<std::string>
 /// Appends the events (one line each) and fsyncs; throws StoreError naming the file.
 void append_events(const std::string& path, const std::vector<Event>& events);
 
+/// Appends `lines` (each ending in a newline) to the log at `path` (`what` names it in errors: "the
+/// event log"): on a line of their own (a line a crash cut short stays one), whole or not at all
+/// (what a full disk took part of is cut back: no cut line for a reader, no line twice when the
+/// append is made again), fsynced when `sync`. StoreError names the file and the error.
+void append_lines(const std::string& path, const std::string& lines, std::string_view what, bool sync);
+
 /// The event log as `run` writes it: what the log last said of each job, kept in step
 /// with the lines others append (the control commands).
 class Journal {

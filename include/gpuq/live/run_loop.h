@@ -30,6 +30,8 @@
 
 namespace gpuq {
 
+struct PredictionRecord;  // accuracy.h
+
 /// Where `run` prints a line (without its newline).
 using Say = std::function<void(const std::string&)>;
 
@@ -162,6 +164,7 @@ class RunLoop {
   void watch_activity(Tick& t);
   void note_progress(Tick& t);
   void watch_eta(Tick& t);
+  void record_prediction(const Tick& t, const PredictionRecord& record, bool moved);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c);
   void log_idle(const Tick& t, const std::string& id, const std::string& detail);
