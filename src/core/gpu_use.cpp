@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "gpuq/core/host_mem.h"
+#include "gpuq/core/plan.h"
 #include "gpuq/core/rules.h"
 
 namespace gpuq {
@@ -121,6 +122,20 @@ ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules&
   }
   seen.free = node & ~(busy_in_state(state) | seen.busy);
   return seen;
+}
+
+std::function<double(const std::string&)> packed_sizes(const Plan& plan, const Policy& p, const State& state) {
+  return [&plan, &p, &state](const std::string& id) {
+    const Job* j = plan.find(id);
+    return j ? packed_gib_now(p, *j, state.find(id)) : 0.0;
+  };
+}
+
+ReadingSeen read_gpus(const GpuReading& r, const State& state, const Plan& plan, Policy& p, const GpuRules& rules,
+                      GpuMask node, bool memory) {
+  if (!r.total_mib.empty()) p.gpu_mem_total = gpu_totals_gib(r);
+  std::function<double(const std::string&)> declared = packed_sizes(plan, p, state);
+  return see_reading(r, state, rules, node, memory ? &declared : nullptr);
 }
 
 std::vector<double> gpu_totals_gib(const GpuReading& r) {

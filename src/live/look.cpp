@@ -581,7 +581,7 @@ static void refresh_look(Look& l, const Plan& plan, const PlanSetup& s, const Ba
 }
 
 // The GPUs free for the plan's jobs: the reading as run's next tick reads it (gpu_use.h's
-// see_reading), the GPUs it makes busy and who holds them, and where jobs pack the GiB per GPU
+// read_gpus, the tick's own), the GPUs it makes busy and who holds them, and where jobs pack the GiB per GPU
 // beyond their declared; without a probe, those the state leaves.
 static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, const LookAsk& ask) {
   if (!ask.probe) {
@@ -590,14 +590,8 @@ static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, c
   }
   GpuReading none;
   const GpuReading& r = probed ? probed->reading : none;
-  bool packed = packs(plan, l.opt);
-  if (packed) l.opt.gpu_mem_total = gpu_totals_gib(r);
-  std::function<double(const std::string&)> declared = [&](const std::string& id) {
-    const Job* j = plan.find(id);
-    return j ? packed_gib_now(l.opt, *j, l.state.find(id)) : 0.0;
-  };
-  ReadingSeen seen = see_reading(r, l.state, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
-                                 mask_of(l.opt.node_gpus), packed ? &declared : nullptr);
+  ReadingSeen seen = read_gpus(r, l.state, plan, l.opt, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
+                               mask_of(l.opt.node_gpus), packs(plan, l.opt));
   if (seen.memory) {
     l.mem_other = std::move(seen.memory->other);
     l.over = std::move(seen.memory->over);

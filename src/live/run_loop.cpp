@@ -261,16 +261,11 @@ void RunLoop::probe(Tick& t) {
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
   Engine& engine = q_->engine();
-  if (!reading.total_mib.empty()) engine.policy().gpu_mem_total = gpu_totals_gib(reading);
-  std::function<double(const std::string&)> declared = [&](const std::string& id) {
-    const Job* j = plan_.find(id);
-    return j ? packed_gib_now(engine.policy(), *j, q_->state().find(id)) : 0.0;
-  };
   // The one read of the GPUs, as a look at the node reads them (gpu_use.h): free are those no
   // running job, no killed one still dying (escalate_kills has let go of those gone) and nothing
   // the reading holds keeps.
-  ReadingSeen seen = see_reading(reading, q_->state(), rules, mask_of(opt_.node_gpus),
-                                 engine.packs() || reading.processes ? &declared : nullptr);
+  ReadingSeen seen = read_gpus(reading, q_->state(), plan_, engine.policy(), rules, mask_of(opt_.node_gpus),
+                               engine.packs() || reading.processes);
   t.busy |= mask_of(opt_.node_gpus) & ~seen.free;
   if (seen.memory) note_memory(t, *seen.memory);
   if (reading.processes)  // hoarded GPUs: reported to the node directory (status --node, gpus), never stopped
@@ -278,7 +273,7 @@ void RunLoop::probe(Tick& t) {
                                            opt_.settings.idle_util_percent, t.now);
   // Each job's energy: the counters' rise since the last reading, shared by the jobs on each GPU.
   if (!reading.energy_mj.empty()) {
-    share_energy(host_.energy_mj, reading.energy_mj, q_->state(), declared);
+    share_energy(host_.energy_mj, reading.energy_mj, q_->state(), packed_sizes(plan_, engine.policy(), q_->state()));
     host_.energy_mj = reading.energy_mj;
   }
   read_ = {seen.free, seen.others, t.mem_other};

@@ -125,6 +125,20 @@ struct ReadingSeen {
 ReadingSeen see_reading(const GpuReading& r, const State& state, const GpuRules& rules, GpuMask node,
                         const std::function<double(const std::string&)>* declared = nullptr);
 
+struct Plan;
+
+/// Each job's packed size now (packed_gib_now), by id, as memory_use's `declared` takes it: 0 for
+/// an id the plan does not have. The function keeps `plan`, `p` and `state` by reference.
+std::function<double(const std::string&)> packed_sizes(const Plan& plan, const Policy& p, const State& state);
+
+/// The one read of the GPUs, for run's tick and every look (live/look.h): each GPU's memory taken
+/// into `p` where the reading gives it (gpu_mem_total: the room jobs pack into), then see_reading
+/// over the node's GPUs `node`, with the memory use worked out where `memory` (the plan packs; the
+/// tick also where the reading lists processes: each job's peak), each packed job at its
+/// attempt's size (packed_sizes).
+ReadingSeen read_gpus(const GpuReading& r, const State& state, const Plan& plan, Policy& p, const GpuRules& rules,
+                      GpuMask node, bool memory);
+
 /// GPUs that a job stopped by gpuq (killed, timed out, requeued) still holds while its process
 /// group ends (--kill-grace): run frees them as soon as the group is gone.
 GpuMask ending_gpus(const State& state);
