@@ -101,8 +101,6 @@ std::string slip_cause(const Plan& plan, const State& state, const std::map<size
   return fmt::format(": {} {}", j.id, shift > 0 ? "ends later" : "ends sooner");
 }
 
-// A line of PLAN.predictions.jsonl appended; false where the file cannot be opened (the record
-// is a measure of the predictions, never a reason to stop: history --accuracy reads what is there).
 }  // namespace
 
 // Each prediction in PLAN.predictions.jsonl (history --accuracy): at each event, and between
