@@ -17,7 +17,8 @@
 namespace gpuq::test {
 
 /// What the fakes were asked to do, in order ("lock", "read", "launch a", "save",
-/// "release a", ...): the order of launch, save and release is the exactly-once rule.
+/// "release a", "term a", ...): the order of launch, save and release is the exactly-once rule,
+/// and a signal that stops a job comes after the save (and sync) that records why.
 using Journal = std::vector<std::string>;
 
 /// A clock moved by hand. Starts at a whole second, so that sums of halves stay exact.
@@ -128,6 +129,7 @@ class FakeLauncher : public Launcher {
     return it->second.seen.kind == Observed::Kind::Running ? Identity::Same : Identity::Gone;
   }
   bool signal_group(long long group, Signal sig) override {
+    note(std::string(sig == Signal::Kill ? "kill " : "term ") + who(group));
     signals.push_back({group, sig});
     auto it = procs.find(group);
     if (it != procs.end() && !it->second.group) return false;
@@ -139,6 +141,7 @@ class FakeLauncher : public Launcher {
     return true;
   }
   bool warn_group(long long group, const WarnSpec& sig) override {
+    note("warn " + who(group));
     warnings.push_back({group, sig.text()});
     auto it = procs.find(group);
     return it == procs.end() || it->second.group;
@@ -157,6 +160,11 @@ class FakeLauncher : public Launcher {
  private:
   void note(const std::string& what) {
     if (journal_) journal_->push_back(what);
+  }
+  // The job of a process group, for the journal ("a"; an adopted one's number if it has no name).
+  std::string who(long long group) const {
+    auto it = procs.find(group);
+    return it != procs.end() && !it->second.id.empty() ? it->second.id : std::to_string(group);
   }
   Journal* journal_;
   long long next_pid_ = 1000;

@@ -613,6 +613,39 @@ TEST(Faults, StatusSaysWhyNothingStartsWhileTheStatesDiskIsFull) {
       << ro.err;
 }
 
+// `gpuq kill` while the plan's disk is full: it killed the job, then could not save, and said
+// so; `run` then found the job gone with no word of why ("failed j0 (its process is gone without
+// an exit code)") and retried it: the user's kill undone, the job run twice. A stop is sent only
+// once the state that records it is saved (issue 49's effects): the kill says it did nothing, the
+// job runs on, and a kill once the disk has room stops it for good.
+TEST(Faults, AKillWhoseRecordCannotBeSavedStopsNothing) {
+  NEED(geteuid() == 0, "mounting a tmpfs");
+  FaultPlan p;
+  Tmpfs disk(p.dir, "2m");
+  NEED(disk.ok, "mounting a tmpfs");
+  std::ofstream(p.dir + "/plan.json") << R"([{"id": "j0", "script": "job.sh", "gpus": 1, "max_retries": 2}])";
+  std::ofstream(p.dir + "/job.sh") << "echo \"$GPUQ_JOB_ID\" >> " << p.markers << "/$GPUQ_JOB_ID\nsleep 60\n";
+  std::unique_ptr<Background> run = p.start();
+  ASSERT_TRUE(eventually([&] { return run->out().find("start j0") != std::string::npos; })) << run->out() << run->err();
+  disk.fill();
+  const std::vector<std::string> kill{gpuq_binary(), "kill", "j0", "--plan", "plan.json"};
+  Output refused = Background(kill, p.dir, p.env).wait(kPatience);
+  EXPECT_EQ(refused.status, 1) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, ::testing::ContainsRegex("gpuq kill: cannot write plan\\.state\\.json[^ ]*: No space left on "
+                                                    "device: the state is as it was and no job was signalled"))
+      << refused.err;
+  sleep_s(1.5);  // run's ticks, every 0.1 s: the job must still be running
+  EXPECT_EQ(count_of(run->out(), "failed j0"), 0u) << run->out();
+  disk.unfill();
+  Output killed = Background(kill, p.dir, p.env).wait(kPatience);
+  EXPECT_EQ(killed.status, 0) << killed.out << killed.err;
+  EXPECT_THAT(killed.out, HasSubstr("killed j0: sent SIGTERM to process group")) << killed.out;
+  Output rest = run->wait(kPatience);
+  EXPECT_EQ(rest.status, 3) << rest.out << rest.err;
+  EXPECT_THAT(rest.out, HasSubstr("1 failed (j0: killed)")) << rest.out;
+  p.ran_once_each(1);
+}
+
 // Issue 51, item 8: run restarted while the plan's disk is full found two jobs ended and said
 // `done k0` and `done k1` twice: once in the tick whose save first failed, and again in the next,
 // which starts from the state on disk and sees the same ends. Each end is said once until a save

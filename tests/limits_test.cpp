@@ -215,9 +215,14 @@ TEST(LimitsTick, ARestartedRunKeepsTheDeadlineFromTheRecordedStartAndDoesNotWarn
 }
 
 TEST(LimitsTick, ATimedOutJobIsRetriedOnlyWithRetryOnTimeout) {
+  // (A long --kill-grace: the tick that stops a job sends SIGTERM at its end, so its group is
+  // alive through the tick, and the wait is also the grace's.)
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01},
              {"id": "b", "script": "b.sh", "gpus": 1, "time_limit_hours": 0.01, "retry_on_timeout": true}])",
-         [](RunOptions& o) { o.retry_after = 300; });
+         [](RunOptions& o) {
+           o.retry_after = 300;
+           o.kill_grace = 1000;
+         });
   q.tick();
   q.clock.advance(36);
   TickResult r = q.tick();
@@ -241,7 +246,10 @@ TEST(LimitsTick, TheWakeTimeIsTheNextDeadlineOrWarningOfAllJobs) {
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.02},
              {"id": "b", "script": "b.sh", "gpus": 1, "est_hours": 0.01},
              {"id": "c", "script": "c.sh", "gpus": 1, "time_limit_hours": 0.03, "warn_signal": "USR1@100"}])",
-         [](RunOptions& o) { o.time_limit_factor = 3; });
+         [](RunOptions& o) {
+           o.time_limit_factor = 3;
+           o.kill_grace = 1000;  // (a's group is alive through the tick that stops it: not the wait)
+         });
   // a at 72 s, b at 3 x 36 = 108 s, c's warning at 108 - 100 = 8 s.
   EXPECT_DOUBLE_EQ(q.tick().wake_in, 8);
   q.clock.advance(8);

@@ -283,14 +283,16 @@ TEST(Tick, AJobLaunchedAgainInTheTickThatSawItsEndHasThatEndSavedFirst) {
   r.launcher.exit(1000, 3);
   r.journal.clear();
   r.tick();
-  EXPECT_THAT(r.journal, ElementsAre("lock", "save", "sync", "launch a", "save", "sync", "release a", "unlock"));
+  // (What the failed attempt left in its group is killed once the state is saved.)
+  EXPECT_THAT(r.journal,
+              ElementsAre("lock", "save", "sync", "launch a", "save", "sync", "kill a", "release a", "unlock"));
   // A job that ended and is not launched again is saved once, at the tick's end, as before.
   Loop d(kOne);
   d.tick();
   d.launcher.exit(1000, 0);
   d.journal.clear();
   d.tick();
-  EXPECT_THAT(d.journal, ElementsAre("lock", "save", "unlock"));
+  EXPECT_THAT(d.journal, ElementsAre("lock", "save", "kill a", "unlock"));
 }
 
 TEST(Tick, WhatAnEndedJobLeftIsNotKilledWhenItsPidIsAnotherProcessNow) {
@@ -492,3 +494,82 @@ TEST(Control, UnknownIdsChangeNothingAndTakeNoLock) {
   EXPECT_THAT(q.journal, ElementsAre("read"));  // is ghost a running job the plan no longer has? No lock for that
   EXPECT_EQ(q.other.writes, 0);
 }
+
+// The act's signals as data (issue 49): a signal the tick decides (a warning, a stop at the time
+// limit) goes once the state that records it is saved and synced. A power cut between the two
+// leaves the record of a signal never sent (the restart finds the job cut by the restart, timed
+// out as recorded), never a job stopped with no word of why: its exit 143 would read as a
+// failure, and be retried.
+TEST(Tick, ASignalTheTickDecidesGoesOnlyOnceTheStateThatRecordsItIsSynced) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01, "warn_signal": "USR1@10"}])");
+  q.tick();
+  q.clock.advance(26);
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "save", "sync", "warn a", "unlock"));
+  EXPECT_EQ(q.entry("a").warn_sent, q.clock.t);  // in the save that came before the warning
+  q.clock.advance(10);
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "save", "sync", "term a", "unlock"));
+  EXPECT_EQ(q.entry("a").outcome, "timeout");
+  EXPECT_EQ(q.entry("a").kill_sent, q.clock.t);
+}
+
+// A stop whose record cannot be saved is not sent: the job runs on, as the state on disk says,
+// and the next tick, which starts again from that state, decides the stop again. It goes once a
+// save takes it; its line and its note in the job's log are said once, not at every try.
+TEST(Tick, AStopWhoseRecordCannotBeSavedWaitsForTheDisk) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01}])");
+  q.tick();
+  q.clock.advance(36);
+  auto full = [&] {
+    q.store.fail_next_error = StoreError("cannot write plan.state.json.tmp.7: No space left on device",
+                                         "plan.state.json.tmp.7", ENOSPC);
+  };
+  full();
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "save", "unlock"));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+  ASSERT_EQ(q.out.size(), 2u);
+  EXPECT_THAT(q.out[0], HasSubstr("timed out a after 0.01h (limit 0.01h): SIGTERM to process group 1000"));
+  EXPECT_THAT(q.out[1], HasSubstr("no job starts until the state can be saved"));
+  // The next tick's first save (alone, first, after a failed one) fails too; its second succeeds.
+  q.clock.advance(2);
+  full();
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "save", "sync", "term a", "unlock"));
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again: jobs start again")));
+  EXPECT_EQ(q.entry("a").outcome, "timeout");
+  EXPECT_THAT(q.launcher.signals, ElementsAre(std::pair{1000LL, Signal::Term}));
+  EXPECT_EQ(q.launcher.log_notes.size(), 1u);
+}
+
+// `gpuq kill` and `gpuq preempt` alike: the state that records the stop is written and synced
+// before the signal (kill here, and preempt of a job with a preempt_signal).
+TEST(Control, AStopIsSignalledOnlyOnceItsRecordIsSynced) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1,
+             "preemptible": true, "preempt_signal": "USR1"}])");
+  q.tick();
+  q.journal.clear();
+  EXPECT_EQ(q.control("kill", {"a"}).status, 0);
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "term a", "unlock"));
+  q.journal.clear();
+  EXPECT_EQ(q.control("preempt", {"b"}).status, 0);
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "warn b", "unlock"));
+}
+
+// A kill whose record cannot be written stops nothing: the write's error reaches the command
+// (which says nothing was changed), the job runs on, its entry as it was. It killed the job
+// first, and `run` then found it gone with no word of why and retried it: the kill undone.
+TEST(Control, AKillThatCannotBeSavedSignalsNothing) {
+  Loop q(kOne);
+  q.tick();
+  q.journal.clear();
+  q.other.fail_next_error = StoreError("cannot write plan.state.json.tmp.9: No space left on device",
+                                       "plan.state.json.tmp.9", ENOSPC);
+  EXPECT_THROW(q.control("kill", {"a"}), StoreError);
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "unlock"));
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+  EXPECT_EQ(q.status("a"), Status::Running);
+  EXPECT_FALSE(q.entry("a").kill_sent);
+}
+

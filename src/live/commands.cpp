@@ -381,7 +381,15 @@ int control_plan(PlanSetup& s, std::optional<Plan> loaded, const ControlAsk& ask
   jobs = words.ids;  // requeue waits for these
   Policy policy;  // the engine's defaults, with whether jobs may be preempted (gpuq preempt)
   policy.preemptible_default = s.preemptible == "true";
-  ControlResult r = control(plan, plan_name, store, *launcher, clock, action, jobs, events_log_of(s), policy);
+  ControlResult r;
+  try {
+    r = control(plan, plan_name, store, *launcher, clock, action, jobs, events_log_of(s), policy);
+  } catch (const StoreError& e) {
+    // Its stops are sent only once saved (control()): a state that cannot be written stops nothing.
+    err(fmt::format("gpuq {0}: {1}: the state is as it was and no job was signalled; {0} again once it can be written",
+                    action, e.what()));
+    return 1;
+  }
   for (const auto& line : r.lines) (r.status == 2 ? err : out)(line);
   if (action == "requeue" && r.status != 2 && !wait_for_requeues(s, jobs, plan, store, *launcher, out)) return 1;
   return r.status;

@@ -192,10 +192,25 @@ std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& 
   return refresh_alone(*launcher, state, now);
 }
 
-bool send_preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {
-  if (!s.pid || launcher.identify(s) != Identity::Same) return false;
-  if (job.preempt_signal.given()) return launcher.warn_group(*s.pid, job.preempt_signal.warn());
-  return launcher.signal_group(*s.pid, Signal::Term);
+void send_signals(Launcher& launcher, const std::vector<GroupSignal>& signals) {
+  for (const GroupSignal& g : signals) {
+    if (g.warn)
+      launcher.warn_group(g.group, *g.warn);
+    else
+      launcher.signal_group(g.group, g.sig);
+    if (g.cgroup) launcher.kill_cgroup(*g.cgroup);
+  }
+}
+
+bool can_signal(Launcher& launcher, const JobState& s) {
+  return s.pid && launcher.identify(s) == Identity::Same && launcher.group_alive(*s.pid);
+}
+
+std::optional<GroupSignal> preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {
+  if (!can_signal(launcher, s)) return std::nullopt;
+  GroupSignal g{*s.pid};
+  if (job.preempt_signal.given()) g.warn = job.preempt_signal.warn();
+  return g;
 }
 
 std::string preempt_signal_text(const JobState& s, const Job& job) {
@@ -213,6 +228,9 @@ class Command {
  public:
   Command(QueueState& q, Launcher& launcher, double now, std::vector<std::string>& lines)
       : q_(q), launcher_(launcher), now_(now), lines_(lines) {}
+
+  /// The signals decided, sent once the state that records them is saved (control()).
+  std::vector<GroupSignal> signals;
 
   bool hold(size_t j) {
     const std::string& id = q_.plan().jobs[j].id;
@@ -255,7 +273,9 @@ class Command {
                                      e.queue_id.value_or(0)));
         return true;
       }
-      if (e.queue_id) launcher_.signal_group(*e.queue_id, Signal::Term);  // never twice in the queue
+      // Never twice in the queue: cancelled before the state forgets it (a cut in between leaves
+      // the entry naming a job the queue no longer has, which run reads as gone).
+      if (e.queue_id) launcher_.signal_group(*e.queue_id, Signal::Term);
       q_.apply(ev::Dequeued{j}, now_);
     }
     Status was = q_.state().status_of(q_.plan(), j);
@@ -313,7 +333,7 @@ class Command {
       return false;
     }
     JobState& e = q_.entry(j);
-    bool sent = launcher_.identify(e) == Identity::Same && launcher_.signal_group(*e.pid, Signal::Term);
+    bool sent = stop(e);
     if (!sent && !(e.pid && launcher_.group_alive(*e.pid))) {
       q_.apply(ev::GroupGone{j}, now_);
       lines_.push_back(fmt::format("requeued {}: its process was already gone; it is pending again", id));
@@ -349,7 +369,9 @@ class Command {
       return false;
     }
     JobState& e = q_.entry(j);
-    bool sent = send_preempt_signal(launcher_, e, job);
+    std::optional<GroupSignal> sig = preempt_signal(launcher_, e, job);
+    if (sig) signals.push_back(*sig);
+    bool sent = sig.has_value();
     lines_.push_back(sent ? fmt::format("preempted {}: {}; it is pending again once it ends (an exit 0 is done), "
                                         "SIGKILL by `gpuq run` after --preempt-grace; it runs again when GPUs allow",
                                         job.id, preempt_signal_text(e, job))
@@ -383,11 +405,13 @@ class Command {
 
  private:
   // SIGTERM to the job's group, while the pid is still the job's (fix 7: a recycled pid's
-  // group is someone else's); the time recorded for run's --kill-grace.
+  // group is someone else's), sent once the state is saved; the time recorded for run's
+  // --kill-grace.
   bool stop(JobState& e) {
-    bool sent = launcher_.identify(e) == Identity::Same && launcher_.signal_group(*e.pid, Signal::Term);
-    if (sent) e.kill_sent = now_;
-    return sent;
+    if (!can_signal(launcher_, e)) return false;
+    signals.push_back({*e.pid, Signal::Term});
+    e.kill_sent = now_;
+    return true;
   }
 
   void say_killed(const std::string& id, const JobState& e, bool sent) {
@@ -503,7 +527,13 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
                                     : cmd.kill(*j);
     refused = refused || !ok;
   }
-  store.write(q.state(), false);
+  // The stops are on disk before any is sent: a failed write sends none (StoreError: nothing
+  // was changed), and a power cut between the two leaves the record of a stop that never came,
+  // not a job stopped with no word of why (its exit read as a failure, and retried).
+  bool stops = !cmd.signals.empty();
+  store.write(q.state(), stops);
+  if (stops) store.sync();
+  send_signals(launcher, cmd.signals);
   std::vector<Event> events = q.take_events();
   for (Event& e : cmd.alone_events) events.push_back(std::move(e));
   log_events(events_log, events, r.lines);

@@ -42,6 +42,11 @@ void RunLoop::say(double now, const std::string& line, const std::string& about)
   out_(fmt::format("{} {}", clock_stamp(now), line));
 }
 
+// A line in a job's log, said once as say() says lines while the state cannot be saved.
+void RunLoop::note_in_log(const std::string& id, const std::string& about, const std::string& line) const {
+  if (told_.fresh("unsaved:note " + about)) os_.launcher.note_in_log(id, line);
+}
+
 TickResult RunLoop::tick() {
   phase("tick: wait");
   Tick t;
@@ -75,6 +80,7 @@ TickResult RunLoop::tick() {
     node_publish(t);
     save(t);
     phase("tick: start, save");
+    signal_groups(t);
     release_started(t);
     prune_snapshots(t);
     record_events(t);
@@ -408,6 +414,7 @@ void RunLoop::decide(Tick& t) {
                            "are longer than --backfill-max-hours; starting them without the limit",
                            plan_.jobs[*fx.pass.waiting_head].id));
   t.launches = fx.launches;
+  say_preempts(t);
 }
 
 // The engine's launches, held at their start lines; a launch that fails fails its job (the
@@ -522,10 +529,16 @@ void RunLoop::save_ends_before_relaunch(Tick& t) {
 // succeeds (decide's look first saves alone).
 void RunLoop::save(Tick& t, bool durable) {
   try {
-    durable = durable || !t.launched.empty();
+    // A launch, or a signal that stops or warns a job: on disk (fsynced) before its start line
+    // opens or the signal goes (signal_groups), so that a power cut never leaves one done with
+    // no record of it.
+    durable = durable || !t.launched.empty() ||
+              std::any_of(t.signals.begin() + static_cast<std::ptrdiff_t>(t.signals_saved), t.signals.end(),
+                          [](const GroupSignal& g) { return g.recorded; });
     os_.store.write(q_->state(), durable);
     if (durable) os_.store.sync();  // the rename too, before any start line opens
     t.saved = true;
+    t.signals_saved = t.signals.size();
     if (!last_save_problem_.empty()) {
       last_save_problem_.clear();
       told_.forget("unsaved:");
@@ -562,21 +575,26 @@ std::vector<double> RunLoop::last_checkpoints() const {
   return out;
 }
 
-// The preemptions decide made, carried out once the state that records them is saved: each job
-// gets its signal (SIGKILL of its group after --preempt-grace: escalate_kills).
-void RunLoop::send_preempts(Tick& t) {
+// The preemptions decided (the engine's, and the node's in node_enter), each said and its signal
+// decided; signal_groups sends them once the state that records them is saved (SIGKILL of the
+// group after --preempt-grace: escalate_kills).
+void RunLoop::say_preempts(Tick& t) {
   for (const Preemption& p : t.preempts) {
     const Job& job = plan_.jobs[p.job];
     JobState& s = q_->entry(p.job);
-    bool sent = send_preempt_signal(os_.launcher, s, job);
+    std::optional<GroupSignal> sig = preempt_signal(os_.launcher, s, job);
+    if (sig) t.signals.push_back(*sig);
+    bool sent = sig.has_value();
     std::string why = p.by ? fmt::format("for {} (more urgent: priority {:g} before {:g})", plan_.jobs[*p.by].id,
                                          plan_.jobs[*p.by].priority, job.priority)
                       : !p.other.empty() ? fmt::format("for {} (the shared node's fair share: theirs is below yours)", p.other)
                                          : std::string("by hand");
-    say(t.now, fmt::format("preempt {} {}: {}; {}{}", job.id, why, p.work_text(),
-                           sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
-                           sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""));
-    os_.launcher.note_in_log(job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
+    say(t.now,
+        fmt::format("preempt {} {}: {}; {}{}", job.id, why, p.work_text(),
+                    sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
+                    sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""),
+        "preempt " + job.id);
+    note_in_log(job.id, "preempt " + job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
                                                  "grows; GPUQ_CHECKPOINT_DIR is kept)",
                                                  why, sent ? preempt_signal_text(s, job) : "its process was gone"));
     if (s.pid) t.running.push_back(*s.pid);
@@ -584,8 +602,19 @@ void RunLoop::send_preempts(Tick& t) {
   t.preempts.clear();
 }
 
+// The act's signals, once the save. One whose record no save took (the disk is full) is not sent:
+// the next tick starts again from the state on disk, where the job still runs, and decides it
+// again (its lines said once: say()); a SIGKILL that changes no record goes all the same.
+void RunLoop::signal_groups(Tick& t) {
+  std::vector<GroupSignal> go;
+  for (size_t k = 0; k < t.signals.size(); ++k)
+    if (k < t.signals_saved || !t.signals[k].recorded) go.push_back(t.signals[k]);
+  send_signals(os_.launcher, go);
+  t.signals.clear();
+  t.signals_saved = 0;
+}
+
 void RunLoop::release_started(Tick& t) {
-  send_preempts(t);
   std::vector<Launched> all;
   for (auto& [i, l] : t.launched) all.push_back(l);
   if (!all.empty()) {
@@ -730,6 +759,7 @@ void RunLoop::record_events(Tick& t) {
 
 TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
   for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+  signal_groups(t);  // what changes no record (as after a failed save)
   kept_ = false;  // the next tick reads the state again, and loads the engine from it
   if (e.kind == StoreError::Kind::Content) {
     err_(fmt::format("gpuq run: {}", e.what()));

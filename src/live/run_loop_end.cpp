@@ -29,7 +29,7 @@ void RunLoop::refresh_ended(Tick& t) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
-      os_.launcher.signal_group(*s.pid, Signal::Kill);
+      t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, std::nullopt, false});
     say(t.now, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
@@ -78,7 +78,8 @@ void RunLoop::enforce_limits(Tick& t) {
       continue;
     }
     if (c.act == LimitCheck::Act::Warn) {
-      bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.warn_group(*s.pid, *job->warn_signal);
+      bool sent = can_signal(os_.launcher, s);
+      if (sent) t.signals.push_back({*s.pid, Signal::Term, *job->warn_signal});
       s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
       say(t.now, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
                              job->warn_signal->shell_only ? "the script's bash, through its wrapper" : "process group",
@@ -90,11 +91,12 @@ void RunLoop::enforce_limits(Tick& t) {
 }
 
 // SIGTERM to a job the engine stopped, while the pid is still the job's (escalate_kills sends
-// SIGKILL after --kill-grace); true when sent.
+// SIGKILL after --kill-grace), sent once the state that says why is saved; true when it goes.
 bool RunLoop::stop(Tick& t, JobState& s) {
-  bool sent = os_.launcher.identify(s) == Identity::Same && os_.launcher.signal_group(*s.pid, Signal::Term);
-  if (sent) s.kill_sent = t.now;
-  return sent;
+  if (!can_signal(os_.launcher, s)) return false;
+  t.signals.push_back({*s.pid, Signal::Term});
+  s.kill_sent = t.now;
+  return true;
 }
 
 // The job's limit is reached: the engine's timeout (failed, an exit code the original reads
@@ -115,10 +117,11 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
                                 local_time(*s.warn_sent, t.now))
                   : "";
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t.now, fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
-                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry));
-  os_.launcher.note_in_log(job.id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
+  say(t.now,
+      fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
+                  sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone", retry),
+      "stop " + id);
+  note_in_log(job.id, "stop " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
                                                "process group, SIGKILL after --kill-grace {:g} s",
                                                limit, ran, warned, opt_.kill_grace));
 }
@@ -131,8 +134,7 @@ void RunLoop::escalate_kills(Tick& t) {
     if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
       if (t.now - *s.preempt >= opt_.preempt_grace) {
-        os_.launcher.signal_group(*s.pid, Signal::Kill);
-        if (s.cgroup) os_.launcher.kill_cgroup(*s.cgroup);  // what left its process group too
+        t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, s.cgroup, false});  // the cgroup: what left the group
         say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
                                "(--preempt-grace {:g} s)",
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
@@ -150,8 +152,7 @@ void RunLoop::escalate_kills(Tick& t) {
       continue;
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
-      os_.launcher.signal_group(*s.pid, Signal::Kill);
-      if (s.cgroup) os_.launcher.kill_cgroup(*s.cgroup);  // what left its process group too
+      t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, s.cgroup, false});  // the cgroup: what left the group
       say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
@@ -247,8 +248,9 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   say(t.now, fmt::format("{} {} as idle ({}; on_idle \"{}\"): {}; {}", what == IdleAction::Requeue ? "requeued" : "stopped",
                          id, why, idle_action_name(what),
                          sent ? fmt::format("SIGTERM to process group {}", *now.pid) : "its process was already gone",
-                         after));
-  os_.launcher.note_in_log(id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
+                         after),
+      "stop " + id);
+  note_in_log(id, "stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
                                            "group, SIGKILL after --kill-grace {:g} s",
                                            why, idle_action_name(what), opt_.kill_grace));
 }
@@ -281,8 +283,9 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
   say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry));
-  os_.launcher.note_in_log(job.id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
+                         retry),
+      "stop " + id);
+  note_in_log(job.id, "stop " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
                                                "its process group, SIGKILL after --kill-grace {:g} s",
                                                c.detail(), opt_.kill_grace));
 }
@@ -303,8 +306,9 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
                                                           : "not retried automatically (on_oom would, resized)";
   say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry));
-  os_.launcher.note_in_log(job.id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
+                         retry),
+      "stop " + id);
+  note_in_log(job.id, "stop " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
                                                "SIGKILL after --kill-grace {:g} s",
                                                why, opt_.kill_grace));
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpuq/core/watchdog.h"
+#include "gpuq/live/control.h"
 #include "gpuq/live/run_loop.h"
 
 namespace gpuq {
@@ -28,7 +29,11 @@ struct RunLoop::Tick {
   bool paused = false;                     // `gpuq pause`: nothing starts
   bool node_in = false;                    // this tick holds the node lock (node_enter)
   std::vector<double> mem_other;           // jobs that pack: GiB per GPU beyond their declared (memory_use)
-  std::vector<Preemption> preempts;        // the engine's preemptions: their signals go once the state is saved
+  std::vector<Preemption> preempts;        // the engine's and the node's preemptions, said and signalled by decide
+  // The signals this tick decided (stops, warnings, preemptions, SIGKILLs): sent by
+  // signal_groups once the state that records them is saved, durably (act's order).
+  std::vector<GroupSignal> signals;
+  size_t signals_saved = 0;  // how many of them a save that succeeded came after
   std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
   std::string not_started;                 // a job's wrapper was refused a process: nothing starts this tick
   std::optional<GpuReading> reading;       // the probe's reading (probe), for the faults (watch_drains)

@@ -7,6 +7,7 @@
 #error "a live header (the OS behind ports) in the core or the views: pass data in instead"
 #endif
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,12 +66,34 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
                       const std::string& action, const std::vector<std::string>& ids,
                       const std::string& events_log = "", const Policy& policy = Policy{});
 
-/// Sends a preempted job its signal (its preempt_signal, else SIGTERM, to its process group, or
-/// to its script's bash alone for "B:"), while the pid is still the job's. True when sent.
-bool send_preempt_signal(Launcher& launcher, const JobState& s, const Job& job);
+/// A signal to a job's process group that a decision made (a stop at a limit, `gpuq kill`, a
+/// preemption, a warning, a SIGKILL after the grace): data, sent by send_signals once the state
+/// that records why is saved. A power cut or a failed write between the two never leaves a job
+/// stopped with nothing on disk to say why: its exit would read as a failure, and be retried.
+struct GroupSignal {
+  long long group = 0;
+  Signal sig = Signal::Term;
+  std::optional<WarnSpec> warn;       ///< sent in place of sig: a warn_signal, a preempt_signal
+  std::optional<std::string> cgroup;  ///< a SIGKILL's: the job's cgroup killed too (what left its group)
+  /// The state records it (a stop, a warning, a preemption): the save before it is durable. A
+  /// SIGKILL after the grace, or of what an ended job left, changes no record.
+  bool recorded = true;
+};
+
+/// Sends each, in order.
+void send_signals(Launcher& launcher, const std::vector<GroupSignal>& signals);
+
+/// Whether `s`'s process group can be signalled: its pid is still the job's (fix 7: a recycled
+/// pid's group is someone else's), and the group is alive. What a decision reads before it
+/// records a stop; the signal itself goes after the save.
+bool can_signal(Launcher& launcher, const JobState& s);
+
+/// A preempted job's signal (its preempt_signal, else SIGTERM, to its process group, or to its
+/// script's bash alone for "B:"), while the pid is still the job's; none when its process is gone.
+std::optional<GroupSignal> preempt_signal(Launcher& launcher, const JobState& s, const Job& job);
 
 /// "SIGTERM to process group 42", "USR1 to the script's bash (through its wrapper)": what
-/// send_preempt_signal sends, for the lines that say it.
+/// preempt_signal sends, for the lines that say it.
 std::string preempt_signal_text(const JobState& s, const Job& job);
 
 /// The end of `gpuq requeue` once it has waited for the groups of `ids` (jobs it stopped):

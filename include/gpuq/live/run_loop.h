@@ -186,7 +186,8 @@ class RunLoop {
   void remove_cgroups(Tick& t);
   void release_started(Tick& t);
   std::vector<double> last_checkpoints() const;
-  void send_preempts(Tick& t);
+  void say_preempts(Tick& t);
+  void signal_groups(Tick& t);
   void watch(Tick& t);
   void catch_up_events(Tick& t);
   void record_events(Tick& t);
@@ -196,6 +197,7 @@ class RunLoop {
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
   void say(double now, const std::string& line, const std::string& about = {}) const;
+  void note_in_log(const std::string& id, const std::string& about, const std::string& line) const;
 
   Plan plan_;
   std::shared_ptr<const PlanIndex> index_;  // who depends on whom in plan_, for each engine over it
