@@ -191,6 +191,7 @@ class FakeStore : public Store {
   std::optional<std::string> fail_next_write;  ///< the next write throws StoreError (Io) with this
   std::optional<StoreError> fail_next_error;   ///< the next write throws this (a file and an errno)
   std::optional<StoreError> fail_reads;        ///< every read throws this, until reset
+  std::optional<StoreError> fail_writes;       ///< every write throws this, until reset (a disk that stays full)
   int reads = 0, writes = 0, syncs = 0;
 
   void lock() override {
@@ -221,6 +222,7 @@ class FakeStore : public Store {
       fail_next_error.reset();
       throw e;
     }
+    if (fail_writes) throw *fail_writes;
     ++writes;
     disk_.state = s;
     written_ = ++disk_.version;

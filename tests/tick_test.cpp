@@ -573,3 +573,31 @@ TEST(Control, AKillThatCannotBeSavedSignalsNothing) {
   EXPECT_FALSE(q.entry("a").kill_sent);
 }
 
+// While the state cannot be saved each tick starts again from the state on disk and decides the
+// same things again; each line is said once. The tick whose save first succeeds decides them once
+// more (its save comes first, alone): what it says again was said already. The manual test of a
+// `gpuq kill` on a full disk printed `auto-retry a (retry 1)` twice, 4 s apart, for one retry.
+TEST(Tick, ALineSaidWhileTheStateCouldNotBeSavedIsNotSaidAgainWhenItIs) {
+  Loop q(kOne, [](RunOptions& o) { o.retry_after = 0; });
+  q.tick();
+  q.launcher.exit(1000, 3);
+  q.store.fail_writes = StoreError("cannot write plan.state.json.tmp.7: No space left on device",
+                                   "plan.state.json.tmp.7", ENOSPC);
+  q.tick();
+  ASSERT_EQ(q.out.size(), 3u);
+  EXPECT_EQ(q.out[0], q.line("failed a (exit 3)"));
+  EXPECT_THAT(q.out[1], HasSubstr("no job starts until the state can be saved"));  // the end's save, first
+  EXPECT_EQ(q.out[2], q.line("auto-retry a (retry 1)"));
+  EXPECT_THAT(q.launcher.launches.size(), 1u);  // nothing starts unsaved
+  q.store.fail_writes.reset();
+  q.clock.advance(2);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("the state is saved again: jobs start again"),
+                                 q.line("start a on GPUs [0] (pid 1001)")));
+  // The next failure of the job is a new line, said.
+  q.launcher.exit(1001, 3);
+  q.clock.advance(1);
+  q.tick();
+  EXPECT_THAT(q.out, ElementsAre(q.line("failed a (exit 3)"), q.line("auto-retry a (retry 2)"),
+                                 q.line("start a on GPUs [0] (pid 1002)")));
+}

@@ -540,8 +540,9 @@ void RunLoop::save(Tick& t, bool durable) {
     t.saved = true;
     t.signals_saved = t.signals.size();
     if (!last_save_problem_.empty()) {
+      // What this tick decides again after this save was said while it failed: its lines are
+      // forgotten at the next tick's start, not now (tick()).
       last_save_problem_.clear();
-      told_.forget("unsaved:");
       say(t.now, "the state is saved again: jobs start again");
     }
   } catch (const StoreError& e) {
