@@ -208,7 +208,7 @@ bool can_signal(Launcher& launcher, const JobState& s) {
 
 std::optional<GroupSignal> preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {
   if (!can_signal(launcher, s)) return std::nullopt;
-  GroupSignal g{*s.pid};
+  GroupSignal g{.group = *s.pid};
   if (job.preempt_signal.given()) g.warn = job.preempt_signal.warn();
   return g;
 }
@@ -409,7 +409,7 @@ class Command {
   // --kill-grace.
   bool stop(JobState& e) {
     if (!can_signal(launcher_, e)) return false;
-    signals.push_back({*e.pid, Signal::Term});
+    signals.push_back({.group = *e.pid, .sig = Signal::Term});
     e.kill_sent = now_;
     return true;
   }

@@ -29,7 +29,7 @@ void RunLoop::refresh_ended(Tick& t) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
-      t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, std::nullopt, false});
+      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
     say(t.now, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
@@ -79,7 +79,7 @@ void RunLoop::enforce_limits(Tick& t) {
     }
     if (c.act == LimitCheck::Act::Warn) {
       bool sent = can_signal(os_.launcher, s);
-      if (sent) t.signals.push_back({*s.pid, Signal::Term, *job->warn_signal});
+      if (sent) t.signals.push_back({.group = *s.pid, .warn = *job->warn_signal});
       s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
       say(t.now, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
                              job->warn_signal->shell_only ? "the script's bash, through its wrapper" : "process group",
@@ -94,7 +94,7 @@ void RunLoop::enforce_limits(Tick& t) {
 // SIGKILL after --kill-grace), sent once the state that says why is saved; true when it goes.
 bool RunLoop::stop(Tick& t, JobState& s) {
   if (!can_signal(os_.launcher, s)) return false;
-  t.signals.push_back({*s.pid, Signal::Term});
+  t.signals.push_back({.group = *s.pid, .sig = Signal::Term});
   s.kill_sent = t.now;
   return true;
 }
@@ -134,7 +134,7 @@ void RunLoop::escalate_kills(Tick& t) {
     if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
       if (t.now - *s.preempt >= opt_.preempt_grace) {
-        t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, s.cgroup, false});  // the cgroup: what left the group
+        t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // the cgroup: what left the group
         say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
                                "(--preempt-grace {:g} s)",
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
@@ -152,7 +152,7 @@ void RunLoop::escalate_kills(Tick& t) {
       continue;
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
-      t.signals.push_back({*s.pid, Signal::Kill, std::nullopt, s.cgroup, false});  // the cgroup: what left the group
+      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // the cgroup: what left the group
       say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
                              t.now - *s.kill_sent));
       s.kill_sent.reset();

@@ -73,8 +73,8 @@ ControlResult control(const Plan& plan, const std::string& plan_name, Store& sto
 struct GroupSignal {
   long long group = 0;
   Signal sig = Signal::Term;
-  std::optional<WarnSpec> warn;       ///< sent in place of sig: a warn_signal, a preempt_signal
-  std::optional<std::string> cgroup;  ///< a SIGKILL's: the job's cgroup killed too (what left its group)
+  std::optional<WarnSpec> warn = std::nullopt;       ///< sent in place of sig: a warn_signal, a preempt_signal
+  std::optional<std::string> cgroup = std::nullopt;  ///< a SIGKILL's: the job's cgroup killed too (what left its group)
   /// The state records it (a stop, a warning, a preemption): the save before it is durable. A
   /// SIGKILL after the grace, or of what an ended job left, changes no record.
   bool recorded = true;
