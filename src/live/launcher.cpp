@@ -118,29 +118,6 @@ std::string absolute_path(const std::string& p) {
   return e ? p : a.string();
 }
 
-// Makes the folder `dir` (`what` names it in the error): one that cannot be made for a cause that
-// passes (a full disk) leaves the job waiting; any other fails it.
-void make_folder(const std::string& dir, const std::string& what) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (!ec) return;
-  std::string text = fmt::format("cannot create {} {}: {}", what, dir, ec.message());
-  if (fault_passes(ec.value())) throw CannotStartNow(text, dir, ec.value());
-  throw CannotStart(text);
-}
-
-// The script bash will run, checked: missing, bash would exit 127 at once, and every retry too.
-std::string readable_script(const LaunchSpec& spec, const std::string& workdir) {
-  std::string script = resolve_script(spec.script, workdir);
-  struct stat sst;
-  if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &sst) != 0 || !S_ISREG(sst.st_mode))
-    throw CannotStart(fmt::format("its script {} is missing or not a readable file (a relative path is taken from "
-                                  "{})",
-                                  script, workdir.empty() ? "the folder `gpuq run` was started in" : workdir),
-                      127);
-  return script;
-}
-
 // The job's log, open to append, with the attempt's header written: a log that cannot take it (its
 // disk full) would lose the job's output too.
 Fd open_attempt_log(const std::string& logf, const LaunchSpec& spec) {
@@ -283,6 +260,26 @@ void outlive_warnings() {
 }
 
 }  // namespace
+
+void make_folder(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) return;
+  std::string text = fmt::format("cannot create {} {}: {}", what, dir, ec.message());
+  if (fault_passes(ec.value())) throw CannotStartNow(text, dir, ec.value());
+  throw CannotStart(text);
+}
+
+std::string readable_script(const LaunchSpec& spec, const std::string& workdir) {
+  std::string script = resolve_script(spec.script, workdir);
+  struct stat sst;
+  if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &sst) != 0 || !S_ISREG(sst.st_mode))
+    throw CannotStart(fmt::format("its script {} is missing or not a readable file (a relative path is taken from "
+                                  "{})",
+                                  script, workdir.empty() ? "the folder `gpuq run` was started in" : workdir),
+                      127);
+  return script;
+}
 
 PosixLauncher::~PosixLauncher() {
   for (auto& [pid, fd] : start_lines_) ::close(fd);  // EOF on the start line: they end without running

@@ -180,15 +180,10 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
     held_.push_back(id);
     return {id, std::nullopt, id};
   }
-  std::error_code ec;
-  std::filesystem::create_directories(paths_.logs, ec);
-  if (ec) throw CannotStart(fmt::format("cannot create the log folder {}: {}", paths_.logs, ec.message()));
+  make_folder(paths_.logs, "the log folder");
   SlurmOptions o = opt_;
   if (!spec.cwd.empty()) o.chdir = spec.cwd;  // a snapshot's checkout (snapshots.h)
-  std::string script = resolve_script(spec.script, o.chdir);
-  struct stat st;
-  if (::access(script.c_str(), R_OK) != 0 || ::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw CannotStart(fmt::format("its script {} is missing or not a readable file", script), 127);
+  std::string script = readable_script(spec, o.chdir);
   std::string exitf = std::filesystem::absolute(paths_.exit(spec.id)).string();
   ::unlink(exitf.c_str());
   ::unlink(paths_.cpu(spec.id).c_str());  // an earlier attempt's CPU time says nothing of this one

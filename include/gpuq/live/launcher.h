@@ -27,6 +27,16 @@ inline constexpr const char* kJobWrapperArg = "__job";
 /// fault signals); bash and its children get them with their default actions.
 int job_wrapper(int argc, char** argv);
 
+/// Makes the folder `dir` for a launch (`what` names it in the error): one that cannot be made
+/// for a cause that passes (a full disk, no inode left) is CannotStartNow, the job waits; any
+/// other is CannotStart, the job fails. This machine's launcher and Slurm's check alike.
+void make_folder(const std::string& dir, const std::string& what);
+
+/// The script of `spec` that bash will run (a relative one from `workdir`, or the folder `gpuq
+/// run` was started in), checked readable: else CannotStart (127), as bash would fail at once,
+/// and every retry too. This machine's launcher and Slurm's check alike.
+std::string readable_script(const LaunchSpec& spec, const std::string& workdir);
+
 /// logs/ID.cpu, the CPU time the wrapper wrote for the attempt that ended (nullopt: none, or not a
 /// number: the original's wrapper writes none).
 std::optional<double> read_cpu_seconds(const PlanPaths& paths, const std::string& id);
