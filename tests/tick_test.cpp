@@ -601,3 +601,25 @@ TEST(Tick, ALineSaidWhileTheStateCouldNotBeSavedIsNotSaidAgainWhenItIs) {
   EXPECT_THAT(q.out, ElementsAre(q.line("failed a (exit 3)"), q.line("auto-retry a (retry 2)"),
                                  q.line("start a on GPUs [0] (pid 1002)")));
 }
+
+// With --kill-grace 0 the SIGKILL follows the SIGTERM in the tick that stops the job. It goes
+// with it or not at all: sent alone while the stop's save failed, it would end the job (its
+// wrapper too, so no exit code) with the state on disk still saying it runs, and the next tick
+// would take it for a job lost and run it again.
+TEST(Tick, WithNoKillGraceTheSigkillWaitsForTheStopsSaveToo) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "time_limit_hours": 0.01, "max_retries": 2}])",
+         [](RunOptions& o) { o.kill_grace = 0; });
+  q.tick();
+  q.clock.advance(36);
+  q.store.fail_writes = StoreError("cannot write plan.state.json.tmp.7: No space left on device",
+                                   "plan.state.json.tmp.7", ENOSPC);
+  q.tick();
+  EXPECT_THAT(q.launcher.signals, IsEmpty());
+  EXPECT_EQ(q.status("a"), Status::Running);
+  q.store.fail_writes.reset();
+  q.clock.advance(2);
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "save", "term a", "kill a", "unlock"));
+  EXPECT_EQ(q.entry("a").outcome, "timeout");
+  EXPECT_EQ(q.launcher.launches.size(), 1u);  // not run again
+}

@@ -386,8 +386,9 @@ int control_plan(PlanSetup& s, std::optional<Plan> loaded, const ControlAsk& ask
     r = control(plan, plan_name, store, *launcher, clock, action, jobs, events_log_of(s), policy);
   } catch (const StoreError& e) {
     // Its stops are sent only once saved (control()): a state that cannot be written stops nothing.
-    err(fmt::format("gpuq {0}: {1}: the state is as it was and no job was signalled; {0} again once it can be written",
-                    action, e.what()));
+    bool stops = action == "kill" || action == "requeue" || action == "preempt";
+    err(fmt::format("gpuq {0}: {1}: the state is as it was{2}; {0} again once it can be written", action, e.what(),
+                    stops ? " and no job was signalled" : ""));
     return 1;
   }
   for (const auto& line : r.lines) (r.status == 2 ? err : out)(line);

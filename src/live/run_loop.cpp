@@ -543,7 +543,7 @@ void RunLoop::save(Tick& t, bool durable) {
       // What this tick decides again after this save was said while it failed: its lines are
       // forgotten at the next tick's start, not now (tick()).
       last_save_problem_.clear();
-      say(t.now, "the state is saved again: jobs start again");
+      out_(fmt::format("{} the state is saved again: jobs start again", clock_stamp(t.now)));  // each time
     }
   } catch (const StoreError& e) {
     for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
@@ -606,10 +606,14 @@ void RunLoop::say_preempts(Tick& t) {
 // The act's signals, once the save. One whose record no save took (the disk is full) is not sent:
 // the next tick starts again from the state on disk, where the job still runs, and decides it
 // again (its lines said once: say()); a SIGKILL that changes no record goes all the same.
+// A group whose number is a job started in this tick is not signalled: the kernel gave an ended
+// job's number to the new job's wrapper, so the ended job's group was empty.
 void RunLoop::signal_groups(Tick& t) {
   std::vector<GroupSignal> go;
   for (size_t k = 0; k < t.signals.size(); ++k)
-    if (k < t.signals_saved || !t.signals[k].recorded) go.push_back(t.signals[k]);
+    if (k < t.signals_saved || !t.signals[k].recorded)
+      if (std::none_of(t.launched.begin(), t.launched.end(), [&](const auto& l) { return l.second.pid == t.signals[k].group; }))
+        go.push_back(t.signals[k]);
   send_signals(os_.launcher, go);
   t.signals.clear();
   t.signals_saved = 0;

@@ -120,8 +120,8 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
   say(t.now,
       fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
                   sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone", retry),
-      "stop " + id);
-  note_in_log(job.id, "stop " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
+      "timeout " + id);
+  note_in_log(job.id, "timeout " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
                                                "process group, SIGKILL after --kill-grace {:g} s",
                                                limit, ran, warned, opt_.kill_grace));
 }
@@ -134,7 +134,7 @@ void RunLoop::escalate_kills(Tick& t) {
     if (s.preempt && s.status == Status::Running && s.pid && !s.kill_sent) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
       if (t.now - *s.preempt >= opt_.preempt_grace) {
-        t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // the cgroup: what left the group
+        t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // and what left it
         say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
                                "(--preempt-grace {:g} s)",
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
@@ -152,7 +152,10 @@ void RunLoop::escalate_kills(Tick& t) {
       continue;
     }
     if (t.now - *s.kill_sent >= opt_.kill_grace) {
-      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // the cgroup: what left the group
+      // The cgroup too: what left the group. After a SIGTERM decided in this tick (--kill-grace
+      // 0), it goes with it or not at all: sent alone, it would end the job with its stop unsaved.
+      t.signals.push_back(
+          {.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = *s.kill_sent == t.now});
       say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
@@ -249,15 +252,16 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
                          id, why, idle_action_name(what),
                          sent ? fmt::format("SIGTERM to process group {}", *now.pid) : "its process was already gone",
                          after),
-      "stop " + id);
-  note_in_log(id, "stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
+      "idle stop " + id);
+  note_in_log(id, "idle stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
                                            "group, SIGKILL after --kill-grace {:g} s",
                                            why, idle_action_name(what), opt_.kill_grace));
 }
 
 // The idle watch's event (PLAN.events.jsonl and the hooks): the job, its attempt and what was seen.
 void RunLoop::log_idle(const Tick& t, const std::string& id, const std::string& detail) {
-  if (!log_.journal) return;
+  // Once while the state cannot be saved (each tick then decides it again from the state on disk).
+  if (!log_.journal || !told_.fresh("unsaved:idle event " + id)) return;
   Event e = plan_event("idle", t.now, "run", detail);
   e.id = id;
   if (const JobState* s = q_->state().find(id)) {
@@ -284,8 +288,8 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
   say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry),
-      "stop " + id);
-  note_in_log(job.id, "stop " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
+      "hung " + id);
+  note_in_log(job.id, "hung " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
                                                "its process group, SIGKILL after --kill-grace {:g} s",
                                                c.detail(), opt_.kill_grace));
 }
@@ -307,8 +311,8 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
   say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry),
-      "stop " + id);
-  note_in_log(job.id, "stop " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
+      "over memory " + id);
+  note_in_log(job.id, "over memory " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
                                                "SIGKILL after --kill-grace {:g} s",
                                                why, opt_.kill_grace));
 }
