@@ -16,7 +16,6 @@
 
 #include "gpuq/core/hint.h"
 #include "gpuq/core/life.h"
-#include "gpuq/core/limits.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/snapshot.h"
 #include "gpuq/live/async.h"
@@ -563,20 +562,11 @@ static void load_look_plan(PlanSetup& s, const LookAsk& ask, Look& l) {
 }
 
 // The state as run's next tick will have it: the jobs that ended, in memory only (a look
-// changes nothing: fix 13), and what the backend's queue says.
-static void refresh_look(Look& l, const Plan& plan, const PlanSetup& s, const Backend& backend) {
-  // A running job past its time limit whose process is gone was stopped there by run, which
-  // has not saved that yet (read between run's SIGTERM and its save): it ended as the timeout
-  // run is writing, not as a job lost (which would be retried).
-  std::vector<std::pair<std::string, double>> past_limit;  // id, when its limit fell
-  for (const auto& [id, st] : l.state.entries())
-    if (st.status == Status::Running && st.start && !st.queue_id)
-      if (const Job* j = plan.find(id); j && check_limit(*j, st, s.time_limit_factor, l.now).act == LimitCheck::Act::Timeout)
-        past_limit.push_back({id, *deadline(*j, st, s.time_limit_factor)});  // run's rule (limits.h)
-  l.queue = backend.refresh(l.paths, l.state, l.now);  // in memory only: a look changes nothing (fix 13)
-  for (const auto& [id, at] : past_limit)
-    if (JobState* st = l.state.find(id); st && st->status != Status::Running)
-      write_stop(*st, *plan.find(id), Outcome::Timeout, Cause::Limit, at);
+// changes nothing: fix 13), and what the backend's queue says. The tick's own refresh, and
+// nothing else: run signals a stop only once the state that says why is saved (issue 49), so a
+// job whose entry still says running when its process is gone ended as run's refresh will say.
+static void refresh_look(Look& l, const Backend& backend) {
+  l.queue = backend.refresh(l.paths, l.state, l.now);
   phase("refresh");
 }
 
@@ -708,7 +698,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     if (std::string full = state_folder_unwritable(l.paths); !full.empty()) l.warnings.push_back("warning: " + full);
   }
   l.now = read_time.value_or(unix_now());
-  if (ask.state && ask.refresh) refresh_look(l, plan, s, *backend);
+  if (ask.state && ask.refresh) refresh_look(l, *backend);
   l.opt = look_options(s, ask, l, plan, probed);
   see_gpus(l, plan, probed, ask);
   if (ask.node) see_node(l, s, plan, ask);
