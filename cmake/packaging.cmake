@@ -74,9 +74,13 @@ install(FILES README.md ${GPUQ_DOC_DIR}/changelog.gz DESTINATION ${CMAKE_INSTALL
 # The README links to doc/*.md (the reference): installed beside it, so that its links resolve.
 install(DIRECTORY doc/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/doc FILES_MATCHING PATTERN "*.md")
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
-# The examples as the repository has them, without what running them leaves behind.
+# The examples as the repository has them, without what running them leaves behind (the files
+# .gitignore names: the README's first command runs the demo in examples/demo; tools/package.sh
+# checks the package against `git ls-files examples`).
 install(DIRECTORY examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples USE_SOURCE_PERMISSIONS
-        PATTERN logs EXCLUDE PATTERN out EXCLUDE PATTERN "*.state.json*" EXCLUDE PATTERN "*.lock" EXCLUDE)
+        PATTERN logs EXCLUDE PATTERN out EXCLUDE PATTERN "*.state.json*" EXCLUDE PATTERN "*.lock" EXCLUDE
+        PATTERN "*.events.jsonl*" EXCLUDE PATTERN "*.predictions.jsonl" EXCLUDE PATTERN "*.run.json" EXCLUDE
+        PATTERN "*.run.plan.json" EXCLUDE PATTERN "*.hooks.json" EXCLUDE PATTERN "*.snapshots" EXCLUDE)
 
 # `cpack -G DEB` (tools/package.sh): gpuq_VERSION_ARCH.deb, its dependencies from dpkg-shlibdeps.
 set(CPACK_GENERATOR DEB)
