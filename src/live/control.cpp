@@ -206,11 +206,19 @@ bool can_signal(Launcher& launcher, const JobState& s) {
   return s.pid && launcher.identify(s) == Identity::Same && launcher.group_alive(*s.pid);
 }
 
-std::optional<GroupSignal> preempt_signal(Launcher& launcher, const JobState& s, const Job& job) {
-  if (!can_signal(launcher, s)) return std::nullopt;
+bool stop_later(Launcher& launcher, JobState& s, double now, std::vector<GroupSignal>& signals) {
+  if (!can_signal(launcher, s)) return false;
+  signals.push_back({.group = *s.pid, .sig = Signal::Term});
+  s.kill_sent = now;
+  return true;
+}
+
+bool preempt_later(Launcher& launcher, const JobState& s, const Job& job, std::vector<GroupSignal>& signals) {
+  if (!can_signal(launcher, s)) return false;
   GroupSignal g{.group = *s.pid};
   if (job.preempt_signal.given()) g.warn = job.preempt_signal.warn();
-  return g;
+  signals.push_back(g);
+  return true;
 }
 
 std::string preempt_signal_text(const JobState& s, const Job& job) {
@@ -369,9 +377,7 @@ class Command {
       return false;
     }
     JobState& e = q_.entry(j);
-    std::optional<GroupSignal> sig = preempt_signal(launcher_, e, job);
-    if (sig) signals.push_back(*sig);
-    bool sent = sig.has_value();
+    bool sent = preempt_later(launcher_, e, job, signals);
     lines_.push_back(sent ? fmt::format("preempted {}: {}; it is pending again once it ends (an exit 0 is done), "
                                         "SIGKILL by `gpuq run` after --preempt-grace; it runs again when GPUs allow",
                                         job.id, preempt_signal_text(e, job))
@@ -407,12 +413,7 @@ class Command {
   // SIGTERM to the job's group, while the pid is still the job's (fix 7: a recycled pid's
   // group is someone else's), sent once the state is saved; the time recorded for run's
   // --kill-grace.
-  bool stop(JobState& e) {
-    if (!can_signal(launcher_, e)) return false;
-    signals.push_back({.group = *e.pid, .sig = Signal::Term});
-    e.kill_sent = now_;
-    return true;
-  }
+  bool stop(JobState& e) { return stop_later(launcher_, e, now_, signals); }
 
   void say_killed(const std::string& id, const JobState& e, bool sent) {
     if (sent && e.queue_id)

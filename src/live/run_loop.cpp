@@ -583,9 +583,7 @@ void RunLoop::say_preempts(Tick& t) {
   for (const Preemption& p : t.preempts) {
     const Job& job = plan_.jobs[p.job];
     JobState& s = q_->entry(p.job);
-    std::optional<GroupSignal> sig = preempt_signal(os_.launcher, s, job);
-    if (sig) t.signals.push_back(*sig);
-    bool sent = sig.has_value();
+    bool sent = preempt_later(os_.launcher, s, job, t.signals);
     std::string why = p.by ? fmt::format("for {} (more urgent: priority {:g} before {:g})", plan_.jobs[*p.by].id,
                                          plan_.jobs[*p.by].priority, job.priority)
                       : !p.other.empty() ? fmt::format("for {} (the shared node's fair share: theirs is below yours)", p.other)

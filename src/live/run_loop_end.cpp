@@ -92,12 +92,7 @@ void RunLoop::enforce_limits(Tick& t) {
 
 // SIGTERM to a job the engine stopped, while the pid is still the job's (escalate_kills sends
 // SIGKILL after --kill-grace), sent once the state that says why is saved; true when it goes.
-bool RunLoop::stop(Tick& t, JobState& s) {
-  if (!can_signal(os_.launcher, s)) return false;
-  t.signals.push_back({.group = *s.pid, .sig = Signal::Term});
-  s.kill_sent = t.now;
-  return true;
-}
+bool RunLoop::stop(Tick& t, JobState& s) { return stop_later(os_.launcher, s, t.now, t.signals); }
 
 // The job's limit is reached: the engine's timeout (failed, an exit code the original reads
 // alike: not retried, unless retry_on_timeout), SIGTERM to its group (kill_sent:

@@ -88,12 +88,18 @@ void send_signals(Launcher& launcher, const std::vector<GroupSignal>& signals);
 /// records a stop; the signal itself goes after the save.
 bool can_signal(Launcher& launcher, const JobState& s);
 
-/// A preempted job's signal (its preempt_signal, else SIGTERM, to its process group, or to its
-/// script's bash alone for "B:"), while the pid is still the job's; none when its process is gone.
-std::optional<GroupSignal> preempt_signal(Launcher& launcher, const JobState& s, const Job& job);
+/// A stop of the job of `s` decided (`gpuq kill`, run at a limit or for a watchdog): SIGTERM to
+/// its group added to `signals` while the pid is still the job's, and kill_sent recorded (run
+/// sends SIGKILL after --kill-grace). False, and nothing added: its process is already gone.
+bool stop_later(Launcher& launcher, JobState& s, double now, std::vector<GroupSignal>& signals);
+
+/// A preemption's signal decided (its preempt_signal, else SIGTERM, to its process group, or to
+/// its script's bash alone for "B:"): added to `signals` while the pid is still the job's. False,
+/// and nothing added: its process is already gone.
+bool preempt_later(Launcher& launcher, const JobState& s, const Job& job, std::vector<GroupSignal>& signals);
 
 /// "SIGTERM to process group 42", "USR1 to the script's bash (through its wrapper)": what
-/// preempt_signal sends, for the lines that say it.
+/// preempt_later sends, for the lines that say it.
 std::string preempt_signal_text(const JobState& s, const Job& job);
 
 /// The end of `gpuq requeue` once it has waited for the groups of `ids` (jobs it stopped):
