@@ -92,17 +92,18 @@ TickResult RunLoop::tick() {
     phase("tick: watches");
     watch_eta(t);
     phase("tick: eta");
-    // A wrapper still syncing the code of an end read: what its job left is killed, and its cgroup
-    // removed, once it is gone (kill_after_wrappers); its exit wakes the loop. The run does not end
-    // before (nor is it looked at for jobs that can never start: that is said once per state).
-    const bool wrappers_syncing = !host_.wrappers_syncing.empty();
-    if (wrappers_syncing) t.wake_in = std::min(t.wake_in, kWrapperSyncLook);
-    bool done = !wrappers_syncing && (all_finished(t) || never_finishes(t));
+    bool done = all_finished(t) || never_finishes(t);
     // The last failure may be a bad GPU's, its Xid not read yet: one more look first (once: the
     // next reading is taken after the failure).
     if (done && t.fault_unread) {
       done = false;
       t.wake_in = std::min(t.wake_in, kStaleReadingWake);
+    }
+    // A wrapper still syncing the code of the last end: what its job left is killed, and its
+    // cgroup removed, once it is gone (kill_after_wrappers); its exit wakes the loop.
+    if (done && !host_.wrappers_syncing.empty()) {
+      done = false;
+      t.wake_in = std::min(t.wake_in, kWrapperSyncLook);
     }
     if (done) {
       end_.summary = outcomes(q_->state());
