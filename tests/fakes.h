@@ -48,7 +48,6 @@ class FakeLauncher : public Launcher {
     bool group = true;         ///< some process of its group is alive
     bool ignores_term = false;
     bool recycled = false;     ///< the pid is now another process's
-    bool syncing = false;      ///< ended, and its wrapper still lives: it syncs the exit code it put in place
   };
 
   explicit FakeLauncher(Journal* journal = nullptr) : journal_(journal) {}
@@ -127,7 +126,6 @@ class FakeLauncher : public Launcher {
     auto it = s.pid ? procs.find(*s.pid) : procs.end();
     if (it == procs.end()) return Identity::Same;
     if (it->second.recycled) return Identity::Other;
-    if (it->second.syncing) return Identity::Same;
     return it->second.seen.kind == Observed::Kind::Running ? Identity::Same : Identity::Gone;
   }
   bool signal_group(long long group, Signal sig) override {

@@ -14,7 +14,6 @@ using namespace gpuq::test;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::UnorderedElementsAre;
 
 namespace {
 
@@ -45,35 +44,6 @@ TEST(Tick, AStartedJobIsSavedBeforeItIsReleasedAndItsLineIsPrinted) {
   EXPECT_THAT(q.waker.jobs, ElementsAre(1000));
   EXPECT_THAT(q.waker.ids, ElementsAre("a"));  // its exit code in place wakes the loop before its wrapper is gone
   EXPECT_EQ(q.waker.drains, 1);
-}
-
-// The wrapper puts a job's exit code in place, then syncs it and exits (write_exit_code), and run
-// reads the code first: the next job starts at once, but what the ended job left in its group is
-// killed only once the wrapper is gone (a SIGKILL in its sync could lose a code a failed save or a
-// power cut left unrecorded). Its exit wakes the loop, and the run does not end before it.
-TEST(Tick, WhatAnEndedJobLeftIsKilledOnlyOnceItsWrapperHasSyncedTheCodeAndGone) {
-  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]}])",
-         {}, {0});
-  q.tick();
-  q.launcher.exit(1000, 0, true);
-  q.launcher.procs[1000].syncing = true;
-  TickResult r = q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line("done a"), q.line("start b on GPUs [0] (pid 1001)")));
-  EXPECT_THAT(q.launcher.signals, IsEmpty()) << "a's group was killed while its wrapper synced its code";
-  EXPECT_THAT(q.waker.jobs, UnorderedElementsAre(1000, 1001));  // the wrapper's exit wakes the next tick
-  EXPECT_EQ(r.next, TickResult::Next::Wait);
-  q.launcher.exit(1001, 0);
-  q.launcher.procs[1001].syncing = true;
-  r = q.tick();
-  EXPECT_EQ(q.status("b"), Status::Done);
-  EXPECT_EQ(r.next, TickResult::Next::Wait) << "the run ended before b's wrapper was gone";
-  EXPECT_LE(r.wake_in, 0.2);
-  EXPECT_THAT(q.launcher.signals, IsEmpty());
-  q.launcher.procs[1000].syncing = false;
-  q.launcher.procs[1001].syncing = false;
-  r = q.tick();
-  EXPECT_THAT(q.launcher.signals, UnorderedElementsAre(std::pair{1000LL, Signal::Kill}, std::pair{1001LL, Signal::Kill}));
-  EXPECT_EQ(r.next, TickResult::Next::Finished);
 }
 
 TEST(Tick, ExitZeroIsDoneExitThreeIsFailedAndWhatTheyLeftIsKilled) {

@@ -22,9 +22,6 @@ namespace gpuq {
 
 // How soon the next tick comes when the GPU reading predates a job's end (seconds).
 constexpr double kStaleReadingWake = 1.5;
-// How soon a run whose jobs all ended looks again for a wrapper still syncing an exit code, should
-// its exit not wake it (seconds).
-constexpr double kWrapperSyncLook = 0.2;
 // How soon a run held by a fault (a full disk, no process left: start, save) looks again (seconds).
 constexpr double kFaultRetry = 2.0;
 
@@ -98,12 +95,6 @@ TickResult RunLoop::tick() {
     if (done && t.fault_unread) {
       done = false;
       t.wake_in = std::min(t.wake_in, kStaleReadingWake);
-    }
-    // A wrapper still syncing the code of the last end: what its job left is killed, and its
-    // cgroup removed, once it is gone (kill_after_wrappers); its exit wakes the loop.
-    if (done && !host_.wrappers_syncing.empty()) {
-      done = false;
-      t.wake_in = std::min(t.wake_in, kWrapperSyncLook);
     }
     if (done) {
       end_.summary = outcomes(q_->state());

@@ -50,19 +50,16 @@ void RunLoop::refresh_ended(Tick& t) {
 
 // The ended jobs' wrappers that synced their code and are gone since: what their jobs left in
 // their groups killed now (refresh_ended). One still there is watched: its exit wakes the loop.
-// One still there long after its end is stuck in its sync (a disk that hangs): the state that
-// records the end was saved since, and the group is killed as if it were gone.
 void RunLoop::kill_after_wrappers(Tick& t) {
-  constexpr double kStuckSync = 10.0;  // seconds
   for (auto it = host_.wrappers_syncing.begin(); it != host_.wrappers_syncing.end();) {
     const JobState& w = it->second;
     Identity who = os_.launcher.identify(w);
-    if (who == Identity::Same && t.now - w.end.value_or(0) < kStuckSync) {
+    if (who == Identity::Same) {
       t.running.push_back({*w.pid, ""});
       ++it;
       continue;
     }
-    if (who != Identity::Other) t.signals.push_back({.group = *w.pid, .sig = Signal::Kill, .recorded = false});
+    if (who == Identity::Gone) t.signals.push_back({.group = *w.pid, .sig = Signal::Kill, .recorded = false});
     it = host_.wrappers_syncing.erase(it);
   }
 }
