@@ -275,22 +275,14 @@ class FakeWaker : public Waker {
  public:
   explicit FakeWaker(FakeClock& clock) : clock_(clock) {}
 
-  std::vector<long long> jobs;        ///< the last watch_jobs: the groups
-  std::vector<std::string> ids;       ///< and the jobs' ids (their exit files wake the wait too)
+  std::vector<long long> jobs;        ///< the last watch_jobs
   std::vector<std::string> files;     ///< the last watch_files
   std::vector<double> waits;          ///< each wait's timeout
   int drains = 0;
   std::function<Wake(double)> on_wait;
   std::function<void()> on_watch_files;  ///< runs after the watches are set
 
-  void watch_jobs(const std::vector<WatchedJob>& watched) override {
-    jobs.clear();
-    ids.clear();
-    for (const WatchedJob& j : watched) {
-      jobs.push_back(j.group);
-      ids.push_back(j.id);
-    }
-  }
+  void watch_jobs(const std::vector<long long>& pids) override { jobs = pids; }
   std::vector<std::string> watch_files(const std::vector<std::string>& paths) override {
     files = paths;
     if (on_watch_files) on_watch_files();

@@ -253,7 +253,7 @@ void RunLoop::note_running(Tick& t) {
     it = s && s->status == Status::Running ? std::next(it) : reload_.started_as.erase(it);
   }
   for (auto& [id, s] : state.entries())
-    if (s.status == Status::Running && s.pid) t.running.push_back({*s.pid, id});
+    if (s.status == Status::Running && s.pid) t.running.push_back(*s.pid);
 }
 
 // Memory held on a GPU, a compute process of no gpuq job's, or a GPU lost to the driver makes
@@ -460,7 +460,7 @@ void RunLoop::start(Tick& t) {
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_idle(j, entry, opt_, t.now).next_in);
       t.launched.push_back({i, l});
-      t.running.push_back({l.pid, j.id});
+      t.running.push_back(l.pid);
     } catch (const QueueFull& e) {
       // Slurm takes no more now: waiting still, submitted once the queue has room.
       for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
@@ -596,7 +596,7 @@ void RunLoop::say_preempts(Tick& t) {
     note_in_log(job.id, "preempt " + job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
                                                  "grows; GPUQ_CHECKPOINT_DIR is kept)",
                                                  why, sent ? preempt_signal_text(s, job) : "its process was gone"));
-    if (s.pid) t.running.push_back({*s.pid, job.id});
+    if (s.pid) t.running.push_back(*s.pid);
   }
   t.preempts.clear();
 }

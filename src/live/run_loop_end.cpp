@@ -22,46 +22,18 @@
 namespace gpuq {
 
 // Jobs that ended, given to the engine; then kill what they left in their process group
-// (fix 7: only if the pid is not now some other process). A job's end is usually read while its
-// wrapper, the group's leader, still lives: `run` wakes on the exit code's rename, and the wrapper
-// syncs the code after it (write_exit_code). The group's SIGKILL and the cgroup's removal wait for
-// the wrapper to be gone (kill_after_wrappers): killed before its sync, a power cut or a failed
-// save could lose a code no record holds yet, and the job would run again.
+// (fix 7: only if the pid is not now some other process).
 void RunLoop::refresh_ended(Tick& t) {
   os_.launcher.reap();
-  kill_after_wrappers(t);
   for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
-    if (s.pid && s.status != Status::Pending) {
-      Identity who = os_.launcher.identify(s);
-      if (who == Identity::Same) {
-        host_.wrappers_syncing[e.id] = s;
-        t.running.push_back({*s.pid, ""});  // its exit wakes the tick that kills what is left
-      } else if (who == Identity::Gone) {
-        t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
-      }
-    }
+    if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
+      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
     say(t.now, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
   remove_cgroups(t);
-}
-
-// The ended jobs' wrappers that synced their code and are gone since: what their jobs left in
-// their groups killed now (refresh_ended). One still there is watched: its exit wakes the loop.
-void RunLoop::kill_after_wrappers(Tick& t) {
-  for (auto it = host_.wrappers_syncing.begin(); it != host_.wrappers_syncing.end();) {
-    const JobState& w = it->second;
-    Identity who = os_.launcher.identify(w);
-    if (who == Identity::Same) {
-      t.running.push_back({*w.pid, ""});
-      ++it;
-      continue;
-    }
-    if (who == Identity::Gone) t.signals.push_back({.group = *w.pid, .sig = Signal::Kill, .recorded = false});
-    it = host_.wrappers_syncing.erase(it);
-  }
 }
 
 // The cgroups of attempts that ended (cgroup.h): what is left in each killed, its peak kept in the
@@ -83,15 +55,12 @@ void RunLoop::remove_cgroups(Tick& t) {
     if (!g.gone) t.wake_in = std::min(t.wake_in, 1.0);
     return g.gone;
   };
-  std::set<std::string> syncing;  // the cgroups of wrappers still syncing a code: removed once they are gone
-  for (const auto& [id, w] : host_.wrappers_syncing)
-    if (w.cgroup) syncing.insert(*w.cgroup);
   for (auto& [id, s] : q_->state().entries()) {
-    if (!s.cgroup || s.status == Status::Running || syncing.count(*s.cgroup)) continue;
+    if (!s.cgroup || s.status == Status::Running) continue;
     if (s.kill_sent && s.pid && os_.launcher.group_alive(*s.pid)) continue;  // in its grace
     if (remove(*s.cgroup, &s)) s.cgroup.reset();
   }
-  std::erase_if(host_.cgroups_left, [&](const std::string& group) { return !syncing.count(group) && remove(group, nullptr); });
+  std::erase_if(host_.cgroups_left, [&](const std::string& group) { return remove(group, nullptr); });
 }
 
 // Time limits (limits.h), measured from the start the state records (an adopted job keeps
@@ -166,7 +135,7 @@ void RunLoop::escalate_kills(Tick& t) {
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
         s.kill_sent = t.now;  // its end is seen as for a kill: gone at the next look
       } else {
-        t.running.push_back({*s.pid, id});
+        t.running.push_back(*s.pid);
         t.wake_in = std::min(t.wake_in, *s.preempt + opt_.preempt_grace - t.now);
       }
       continue;
@@ -186,7 +155,7 @@ void RunLoop::escalate_kills(Tick& t) {
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
     } else {
-      t.running.push_back({*s.pid, id});  // its end wakes the loop: the GPUs are free then, not at the grace
+      t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
   }

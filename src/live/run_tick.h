@@ -18,7 +18,7 @@ struct RunLoop::Tick {
   double now = 0;
   double wake_in = 0;
   GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
-  std::vector<WatchedJob> running;  // jobs to wake on the end of: running jobs, killed ones dying
+  std::vector<long long> running;  // pids to wake on the end of: running jobs, killed ones dying
   std::vector<Launch> launches;    // what the engine chose to launch
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing

@@ -309,18 +309,11 @@ struct Wake {
 /// inotify), whatever --poll (seconds).
 constexpr double kUnwatchedFileLook = 5.0;
 
-/// A job whose end wakes the wait: its group (Launched::pid; a batch queue's id) and its id.
-struct WatchedJob {
-  long long group = 0;
-  std::string id;
-};
-
 class Waker {
  public:
   virtual ~Waker() = default;
-  /// Wakes the wait when one of these jobs ends: its group is gone, or its exit code is written
-  /// (logs/ID.exit appears, before its wrapper has synced it and gone). Replaces the last set.
-  virtual void watch_jobs(const std::vector<WatchedJob>& jobs) = 0;
+  /// Wakes the wait when one of these jobs (pids of Launched) ends. Replaces the last set.
+  virtual void watch_jobs(const std::vector<long long>& pids) = 0;
   /// Wakes the wait when one of these files appears (a replaced state file
   /// wakes it too, always). Replaces the last set. Returns the paths it could
   /// watch (a backend may watch only some, e.g. those in folders that exist):

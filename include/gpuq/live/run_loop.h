@@ -184,7 +184,6 @@ class RunLoop {
   void save(Tick& t, bool durable = false);  // durable: fsynced, the folder too
   void save_ends_before_relaunch(Tick& t);
   void remove_cgroups(Tick& t);
-  void kill_after_wrappers(Tick& t);
   void release_started(Tick& t);
   std::vector<double> last_checkpoints() const;
   void say_preempts(Tick& t);
@@ -218,9 +217,6 @@ class RunLoop {
     std::pair<uint64_t, double> too_big_seen{0, -1};  // the plan (serial) and most_room last looked over for jobs too big
     uint64_t seen = 0;                                // the plan (serial) last looked over for jobs too big for the node
     std::vector<std::string> cgroups_left;            // cgroups of earlier attempts not yet removed (remove_cgroups)
-    // Ended jobs whose wrapper still syncs the exit code `run` read (kill_after_wrappers): their
-    // entries as they ended (the group, its start, the cgroup), by id.
-    std::map<std::string, JobState> wrappers_syncing;
     std::map<int, unsigned long long> energy_mj;      // each GPU's energy counter at the last reading that gave it
     std::vector<IdleHolder> idle_holders;             // processes of no job seen idle on GPUs (published to the node)
   } host_;
