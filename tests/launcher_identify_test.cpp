@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -104,4 +105,34 @@ TEST(PosixLauncherIdentify, AZombieIsGoneUnlessItsStartSaysItIsAnothers) {
   p.reap();
   // Reaped: no process has the pid (until the kernel hands it out again, far later).
   EXPECT_EQ(launcher.identify(running(p.pid, start)), Identity::Gone);
+}
+
+// The wrapper writes its exit code into its room, gives the room that size, and syncs it
+// (write_exit_code): a power cut before the sync can keep the size and not the code, and the
+// room holds zeros (the power-cut test made them). Zeros are no code (the attempt ended unseen: lost, or waiting
+// again after the node's restart), never an exit 0 that would record a job done whatever it
+// exited with; in the room, the same. A code in either is read, and blank space around it too.
+TEST(PosixLauncherObserve, AnExitFileOfZerosAfterAPowerCutIsNoCodeNotAnExit0) {
+  TempDir d;
+  PlanPaths paths = paths_for(d.path() + "/plan.json");
+  PosixLauncher launcher(paths);
+  JobState gone = running(0, std::nullopt);
+  gone.pid = 999999999;  // no such process
+  gone.start = 1.0;      // long ago: this boot, for the test's purposes, or not; either is no exit 0
+  d.write("logs/a.exit", std::string("\0\0", 2));
+  Observed o = launcher.observe("a", gone);
+  EXPECT_NE(o.kind, Observed::Kind::Exited) << "zeros read as exit " << o.exit;
+  EXPECT_EQ(o.exit, kLostExit);
+  std::filesystem::remove(d.path() + "/logs/a.exit");
+  d.write("logs/a.exit.new", std::string("\0\0", 2));
+  o = launcher.observe("a", gone);
+  EXPECT_NE(o.kind, Observed::Kind::Exited) << "zeros in the room read as exit " << o.exit;
+  d.write("logs/a.exit.new", " 3\n");
+  o = launcher.observe("a", gone);
+  EXPECT_EQ(o.kind, Observed::Kind::Exited);
+  EXPECT_EQ(o.exit, 3);
+  d.write("logs/a.exit", "7\n");
+  o = launcher.observe("a", gone);
+  EXPECT_EQ(o.kind, Observed::Kind::Exited);
+  EXPECT_EQ(o.exit, 7);
 }

@@ -198,11 +198,14 @@ std::optional<double> written_at(const std::string& path) {
   return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
 }
 
-/// The code in an exit file, or nullopt when it is empty; garbage counts as 1, with a note.
+/// The code in an exit file, or nullopt when it is blank; garbage counts as 1, with a note. NULs
+/// are blank: a power cut that kept the size the wrapper gave its room and not the code it wrote
+/// (before its sync) leaves zeros, which are no code, not an exit 0 (strtoll reads "" as 0).
 std::optional<long long> parse_exit_file(std::string t, const std::string& path, std::string* note) {
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  auto blank = [](char c) { return c == '\0' || std::isspace(static_cast<unsigned char>(c)); };
+  while (!t.empty() && blank(t.back())) t.pop_back();
   size_t i = 0;
-  while (i < t.size() && std::isspace(static_cast<unsigned char>(t[i]))) ++i;
+  while (i < t.size() && blank(t[i])) ++i;
   t = t.substr(i);
   if (t.empty()) return std::nullopt;
   char* endp = nullptr;
