@@ -109,9 +109,9 @@ TEST(PosixLauncherIdentify, AZombieIsGoneUnlessItsStartSaysItIsAnothers) {
 
 // The wrapper writes its exit code into its room, gives the room that size, and syncs it
 // (write_exit_code): a power cut before the sync can keep the size and not the code, and the
-// room holds zeros (the power-cut test made them). Zeros are no code (the attempt ended unseen: lost, or waiting
-// again after the node's restart), never an exit 0 that would record a job done whatever it
-// exited with; in the room, the same. A code in either is read, and blank space around it too.
+// room holds zeros (the power-cut test made them). Zeros are no code (the attempt ended unseen:
+// lost, or waiting again after the node's restart), never an exit 0 that would record a job done
+// whatever it exited with; in the exit file, the same. A code in either is read, blanks around it.
 TEST(PosixLauncherObserve, AnExitFileOfZerosAfterAPowerCutIsNoCodeNotAnExit0) {
   TempDir d;
   PlanPaths paths = paths_for(d.path() + "/plan.json");
@@ -127,6 +127,7 @@ TEST(PosixLauncherObserve, AnExitFileOfZerosAfterAPowerCutIsNoCodeNotAnExit0) {
   d.write("logs/a.exit.new", std::string("\0\0", 2));
   o = launcher.observe("a", gone);
   EXPECT_NE(o.kind, Observed::Kind::Exited) << "zeros in the room read as exit " << o.exit;
+  EXPECT_EQ(o.exit, kLostExit);
   d.write("logs/a.exit.new", " 3\n");
   o = launcher.observe("a", gone);
   EXPECT_EQ(o.kind, Observed::Kind::Exited);
