@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "gpuq/live/slurm.h"
 #include "gpuq/live/waker.h"
 #include "test_util.h"
 
@@ -159,11 +163,77 @@ TEST(Waker, AJobsEndWakesOneWaitNotEvery) {
     waker.wait(timeout);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  waker.watch_jobs({child});
+  waker.watch_jobs({{child, "a"}});
   EXPECT_LT(waited(5), 2.0) << "its end woke no wait";
-  waker.watch_jobs({child});  // still running in the state: the tick could not save its end
+  waker.watch_jobs({{child, "a"}});  // still running in the state: the tick could not save its end
   EXPECT_GE(waited(0.5), 0.45) << "the same end woke a second wait";
   EXPECT_GE(waited(0.5), 0.45) << "the same end woke a third wait";
   waker.watch_jobs({});  // recorded: watched no more
   waitpid(child, nullptr, WNOHANG);
+}
+
+// A job's exit code in place wakes the wait at once, while its wrapper still syncs it and exits
+// (write_exit_code): a chain's next job starts without waiting for either. Another file made in
+// the logs folder (the CPU time, the next attempt's room) wakes nothing, and a job no longer
+// watched wakes nothing when its code lands.
+TEST(Waker, AnExitCodeInPlaceWakesTheWaitBeforeTheWrapperIsGone) {
+  TempDir d;
+  d.write("logs/.keep", "");
+  gpuq::PosixWaker waker(d.path() + "/plan.state.json", {}, [&](const std::string& id) { return d.path() + "/logs/" + id + ".exit"; });
+  pid_t child = fork();
+  if (child == 0) {
+    ::pause();
+    _exit(0);
+  }
+  auto waited = [&](double timeout, const std::function<void()>& meanwhile) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      meanwhile();
+    });
+    waker.wait(timeout);
+    t.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  waker.watch_jobs({{child, "train"}});
+  waker.watch_files({});
+  EXPECT_GE(waited(0.6, [&] { d.write("logs/train.cpu", "1.5\n"); }), 0.55) << "the CPU time's file woke the wait";
+  d.write("logs/train.exit.new", "0\n");
+  EXPECT_LT(waited(5, [&] { std::filesystem::rename(d.path() + "/logs/train.exit.new", d.path() + "/logs/train.exit"); }), 2.0)
+      << "the exit code in place woke no wait (its wrapper still lives)";
+  waker.watch_jobs({});
+  waker.watch_files({});
+  std::filesystem::remove(d.path() + "/logs/train.exit");
+  d.write("logs/train.exit.new", "0\n");
+  EXPECT_GE(waited(0.6, [&] { std::filesystem::rename(d.path() + "/logs/train.exit.new", d.path() + "/logs/train.exit"); }), 0.55)
+      << "the exit code of a job no longer watched woke the wait";
+  ::kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// Under Slurm a job's group is its Slurm id, no pid of this machine: SlurmWaker watches its exit
+// file alone. No pidfd is asked for the id (a pid that does not exist would make the first wait
+// return at once, and one that does would be some other process), and the exit code's rename
+// wakes the wait.
+TEST(Waker, ASlurmJobIsWatchedByItsExitFileNotItsIdAsAPid) {
+  TempDir d;
+  d.write("logs/.keep", "");
+  gpuq::PosixWaker local(d.path() + "/plan.state.json", {}, [&](const std::string& id) { return d.path() + "/logs/" + id + ".exit"; });
+  gpuq::SlurmWaker waker(local);
+  auto waited = [&](double timeout, const std::function<void()>& meanwhile) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      meanwhile();
+    });
+    waker.wait(timeout);
+    t.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  waker.watch_jobs({{999999999, "a"}});  // a Slurm id no process has here
+  waker.watch_files({});
+  EXPECT_GE(waited(0.6, [] {}), 0.55) << "the Slurm id was taken for a pid (gone: the wait returned at once)";
+  d.write("logs/a.exit.tmp", "0\n");
+  EXPECT_LT(waited(5, [&] { std::filesystem::rename(d.path() + "/logs/a.exit.tmp", d.path() + "/logs/a.exit"); }), 2.0)
+      << "the Slurm job's exit code woke no wait";
 }

@@ -48,6 +48,7 @@ class FakeLauncher : public Launcher {
     bool group = true;         ///< some process of its group is alive
     bool ignores_term = false;
     bool recycled = false;     ///< the pid is now another process's
+    bool syncing = false;      ///< ended, its wrapper still syncing the code (identify: the same process)
   };
 
   explicit FakeLauncher(Journal* journal = nullptr) : journal_(journal) {}
@@ -74,6 +75,11 @@ class FakeLauncher : public Launcher {
     Proc& p = procs[pid];
     p.seen = {Observed::Kind::Exited, code, ""};
     p.group = leftover;
+  }
+  /// As exit(), with the code in place while its wrapper still lives to sync it (write_exit_code).
+  void exit_syncing(long long pid, long long code) {
+    exit(pid, code);
+    procs[pid].syncing = true;
   }
   void vanish(long long pid) {
     procs[pid].seen = {Observed::Kind::Vanished, -1, ""};
@@ -102,7 +108,9 @@ class FakeLauncher : public Launcher {
     long long pid = next_pid_++;
     procs[pid].id = spec.id;
     held.insert(pid);
-    return {pid, static_cast<unsigned long long>(pid) * 10, std::nullopt};
+    Launched l{pid, static_cast<unsigned long long>(pid) * 10, std::nullopt};
+    if (spec.mem_limit_bytes) l.cgroup = "cg-" + spec.id;  // a cgroup of its own, as PosixLauncher's
+    return l;
   }
   void release(const std::vector<Launched>& jobs) override {
     for (const Launched& job : jobs) {
@@ -126,7 +134,7 @@ class FakeLauncher : public Launcher {
     auto it = s.pid ? procs.find(*s.pid) : procs.end();
     if (it == procs.end()) return Identity::Same;
     if (it->second.recycled) return Identity::Other;
-    return it->second.seen.kind == Observed::Kind::Running ? Identity::Same : Identity::Gone;
+    return it->second.seen.kind == Observed::Kind::Running || it->second.syncing ? Identity::Same : Identity::Gone;
   }
   bool signal_group(long long group, Signal sig) override {
     note(std::string(sig == Signal::Kill ? "kill " : "term ") + who(group));
@@ -156,6 +164,18 @@ class FakeLauncher : public Launcher {
     return it == procs.end() || it->second.group;
   }
   void reap() override {}
+  CgroupGone remove_cgroup(const std::string& group) override {
+    note("remove " + group);
+    return {};
+  }
+  std::vector<std::vector<std::string>> synced;  ///< every sync_ends asked for
+  std::vector<std::string> sync_ends(const std::vector<std::string>& ids) override {
+    synced.push_back(ids);
+    std::string what = "sync code";
+    for (const std::string& id : ids) what += " " + id;
+    note(what);
+    return {};
+  }
 
  private:
   void note(const std::string& what) {
@@ -275,14 +295,22 @@ class FakeWaker : public Waker {
  public:
   explicit FakeWaker(FakeClock& clock) : clock_(clock) {}
 
-  std::vector<long long> jobs;        ///< the last watch_jobs
+  std::vector<long long> jobs;        ///< the last watch_jobs: the groups
+  std::vector<std::string> ids;       ///< and the jobs' ids (their exit files wake the wait too)
   std::vector<std::string> files;     ///< the last watch_files
   std::vector<double> waits;          ///< each wait's timeout
   int drains = 0;
   std::function<Wake(double)> on_wait;
   std::function<void()> on_watch_files;  ///< runs after the watches are set
 
-  void watch_jobs(const std::vector<long long>& pids) override { jobs = pids; }
+  void watch_jobs(const std::vector<WatchedJob>& watched) override {
+    jobs.clear();
+    ids.clear();
+    for (const WatchedJob& j : watched) {
+      jobs.push_back(j.group);
+      ids.push_back(j.id);
+    }
+  }
   std::vector<std::string> watch_files(const std::vector<std::string>& paths) override {
     files = paths;
     if (on_watch_files) on_watch_files();

@@ -42,6 +42,7 @@ TEST(Tick, AStartedJobIsSavedBeforeItIsReleasedAndItsLineIsPrinted) {
   EXPECT_EQ(a.start, q.clock.t);
   EXPECT_EQ(a.attempts, 0);
   EXPECT_THAT(q.waker.jobs, ElementsAre(1000));
+  EXPECT_THAT(q.waker.ids, ElementsAre("a"));  // its exit code in place wakes the loop before its wrapper is gone
   EXPECT_EQ(q.waker.drains, 1);
 }
 
@@ -622,4 +623,38 @@ TEST(Tick, WithNoKillGraceTheSigkillWaitsForTheStopsSaveToo) {
   EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "save", "term a", "kill a", "unlock"));
   EXPECT_EQ(q.entry("a").outcome, "timeout");
   EXPECT_EQ(q.launcher.launches.size(), 1u);  // not run again
+}
+
+// A chain's hand-off (write_exit_code, refresh_ended): the loop reads a's code as soon as it is in
+// place, while a's wrapper still syncs it, and starts b at once. Nothing records a's end before
+// its code is durable: run syncs it itself after b's launch (b's wrapper loads meanwhile) and
+// before the save that records the end; b passes its start line only after that save; what a left
+// in its group is killed after it. An end read once its wrapper is gone (its own sync done) is not
+// synced again.
+TEST(Tick, AnEndReadWhileItsWrapperSyncsIsMadeDurableBeforeTheSaveThatRecordsIt) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]},
+             {"id": "c", "script": "c.sh", "gpus": 1, "deps": ["b"]}])");
+  q.tick();
+  q.launcher.exit_syncing(1000, 0);
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "launch b", "sync code a", "save", "sync", "kill a", "release b", "unlock"));
+  EXPECT_EQ(q.status("a"), Status::Done);
+  q.launcher.exit(1001, 0);  // b's wrapper gone before the loop looked: it synced the code
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "launch c", "save", "sync", "kill b", "release c", "unlock"));
+  EXPECT_THAT(q.launcher.synced, ElementsAre(ElementsAre("a")));
+}
+
+// A job's cgroup is removed as soon as its end is read, and that removal kills the wrapper still
+// syncing the code: the code is synced first. A failed end is saved before its job may be launched
+// again (save_ends_before_relaunch): synced before that save, once.
+TEST(Tick, AnEndWhoseCgroupIsRemovedIsSyncedBeforeTheRemoval) {
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1, "mem_gib": 1}])");
+  q.tick();
+  ASSERT_TRUE(q.entry("a").cgroup) << "the fake gives a job with mem_gib a cgroup";
+  q.launcher.exit_syncing(1000, 3);
+  q.tick();
+  EXPECT_THAT(q.journal, ElementsAre("lock", "sync code a", "remove cg-a", "save", "sync", "save", "kill a", "unlock"));
+  EXPECT_THAT(q.launcher.synced, ElementsAre(ElementsAre("a")));
+  EXPECT_EQ(q.status("a"), Status::Failed);
 }

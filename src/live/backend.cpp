@@ -42,7 +42,7 @@ class SlurmPorts : public BatchPorts {
       : shards_(opt.shards),
         reservations_(opt.reservations),
         launcher_(plan, paths, std::move(opt)),
-        waker_(local, launcher_, paths) {}
+        waker_(local) {}
   Launcher& launcher() override { return launcher_; }
   GpuProbe& probe() override { return probe_; }
   Waker& waker() override { return waker_; }

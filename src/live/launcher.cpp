@@ -199,8 +199,8 @@ std::optional<double> written_at(const std::string& path) {
 }
 
 /// The code in an exit file, or nullopt when it is blank; garbage counts as 1, with a note. NULs
-/// are blank: a power cut that kept the size the wrapper gave its room and not the code it wrote
-/// (before its sync) leaves zeros, which are no code, not an exit 0 (strtoll reads "" as 0).
+/// are blank: a power cut that kept the size the wrapper gave the file and not the code it wrote
+/// (before the wrapper's sync, or run's) leaves zeros, which are no code, not an exit 0 (strtoll reads "" as 0).
 std::optional<long long> parse_exit_file(std::string t, const std::string& path, std::string* note) {
   auto blank = [](char c) { return c == '\0' || std::isspace(static_cast<unsigned char>(c)); };
   while (!t.empty() && blank(t.back())) t.pop_back();
@@ -533,6 +533,27 @@ bool PosixLauncher::group_alive(long long group) { return gpuq::group_alive(grou
 
 void PosixLauncher::reap() { reap_children(); }
 
+// Each code where observe read it: in place, else in its room (a rename that failed). A file that
+// is gone (removed by hand) has nothing left to sync.
+std::vector<std::string> PosixLauncher::sync_ends(const std::vector<std::string>& ids) {
+  std::vector<std::string> problems;
+  for (const std::string& id : ids)
+    for (const std::string& path : {paths_.exit(id), paths_.exit_room(id)}) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0) {
+        if (errno == ENOENT) continue;
+        problems.push_back(fmt::format("cannot open {} to sync {}'s exit code: {}", path, id, std::strerror(errno)));
+        break;
+      }
+      if (::fdatasync(fd) != 0)
+        problems.push_back(fmt::format("cannot sync {} ({}'s exit code; the state records it): {}", path, id,
+                                       std::strerror(errno)));
+      ::close(fd);
+      break;
+    }
+  return problems;
+}
+
 namespace {
 
 // The file of an attempt's CPU time beside its exit file: logs/ID.exit -> logs/ID.cpu (PlanPaths::cpu).
@@ -665,24 +686,29 @@ std::optional<int> run_script(const char* script, const char* exitf, const char*
 
 // Puts the code in EXITFILE. With a room (fd 4, made by the launcher): in place, in blocks already
 // given, then renamed, so that a full disk cannot lose the code; where the rename fails, the room
-// holds it (PosixLauncher::observe reads it there). Synced before the rename: a power cut just
-// after the script ended keeps its code, in the room or renamed (the room's name was made durable
-// before the spawn, attempt_files). The folder is not synced after the rename: a rename that did
-// not last leaves the room, which holds the code, so a job's end waits for one sync, not two (the
-// hand-off of a chain: bench/side_by_side.sh). Without a room (Slurm): write-then-rename (a reader
-// never sees a half-written exit file, fix 3), the file and its folder synced.
+// holds it (PosixLauncher::observe reads it there). Renamed, then synced: the rename wakes `run`
+// (its waker watches the exit files), which reads the code and starts what waits for it while
+// this process syncs the code and exits, so a chain's hand-off waits for neither
+// (bench/side_by_side.sh). Nothing starts on the code before it is durable another way: the state
+// that records the end is synced before any start line is let go. A power cut before this sync
+// leaves the code in the room or renamed, or neither (the room's blank or the exit file's: a code
+// never written, as when the cut comes before the write), never a wrong one; the room's name was
+// made durable before the spawn (attempt_files). The folder is not synced after the rename: a
+// rename that did not last leaves the room, which holds the code. Without a room (Slurm):
+// write-then-rename (a reader never sees a half-written exit file, fix 3), the file and its folder
+// synced.
 int write_exit_code(int code, const std::string& room, const char* exitf) {
   std::string text = std::to_string(code) + "\n";
   if (!room.empty()) {
     bool ok = ::pwrite(4, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
     ok = ok && ::ftruncate(4, static_cast<off_t>(text.size())) == 0;
-    ok = ok && ::fdatasync(4) == 0;
+    ok = ok && ::rename(room.c_str(), exitf) == 0;
+    if (!ok) std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
+    // The room is synced in place or under its new name alike (a failed rename leaves it the room).
+    bool synced = ::fdatasync(4) == 0;
+    if (!synced) std::fprintf(stderr, "gpuq: cannot sync %s: %s\n", ok ? exitf : room.c_str(), std::strerror(errno));
     ::close(4);
-    if (!ok || ::rename(room.c_str(), exitf) != 0) {
-      std::fprintf(stderr, "gpuq: cannot write %s: %s\n", exitf, std::strerror(errno));
-      return 1;
-    }
-    return 0;
+    return ok && synced ? 0 : 1;
   }
   std::string tmp = std::string(exitf) + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

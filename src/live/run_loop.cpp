@@ -253,7 +253,7 @@ void RunLoop::note_running(Tick& t) {
     it = s && s->status == Status::Running ? std::next(it) : reload_.started_as.erase(it);
   }
   for (auto& [id, s] : state.entries())
-    if (s.status == Status::Running && s.pid) t.running.push_back(*s.pid);
+    if (s.status == Status::Running && s.pid) t.running.push_back({*s.pid, id});
 }
 
 // Memory held on a GPU, a compute process of no gpuq job's, or a GPU lost to the driver makes
@@ -460,7 +460,7 @@ void RunLoop::start(Tick& t) {
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_idle(j, entry, opt_, t.now).next_in);
       t.launched.push_back({i, l});
-      t.running.push_back(l.pid);
+      t.running.push_back({l.pid, j.id});
     } catch (const QueueFull& e) {
       // Slurm takes no more now: waiting still, submitted once the queue has room.
       for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
@@ -528,6 +528,7 @@ void RunLoop::save_ends_before_relaunch(Tick& t) {
 // again. A failed save abandons them (they never run), and nothing else starts until a save
 // succeeds (decide's look first saves alone).
 void RunLoop::save(Tick& t, bool durable) {
+  sync_ends(t);  // no save records an end whose code is not durable (refresh_ended)
   try {
     // A launch, or a signal that stops or warns a job: on disk (fsynced) before its start line
     // opens or the signal goes (signal_groups), so that a power cut never leaves one done with
@@ -596,7 +597,7 @@ void RunLoop::say_preempts(Tick& t) {
     note_in_log(job.id, "preempt " + job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
                                                  "grows; GPUQ_CHECKPOINT_DIR is kept)",
                                                  why, sent ? preempt_signal_text(s, job) : "its process was gone"));
-    if (s.pid) t.running.push_back(*s.pid);
+    if (s.pid) t.running.push_back({*s.pid, job.id});
   }
   t.preempts.clear();
 }

@@ -22,18 +22,41 @@
 namespace gpuq {
 
 // Jobs that ended, given to the engine; then kill what they left in their process group
-// (fix 7: only if the pid is not now some other process).
+// (fix 7: only if the pid is not now some other process), once the state that records the end is
+// saved (signal_groups). A job's end is usually read while its wrapper, the group's leader, still
+// syncs the code: `run` wakes on the exit code's rename, and the wrapper syncs it after
+// (write_exit_code), so a chain's next job starts without waiting for that sync. `run` makes such
+// a code durable itself before any save records it (sync_ends): the group's SIGKILL, after the
+// save, may cut the wrapper's own sync short, and a power cut must not leave a state that says
+// done beside an exit file that lost its code. A job's cgroup is removed here, before the save,
+// and its removal kills the wrapper: those codes are synced first.
 void RunLoop::refresh_ended(Tick& t) {
   os_.launcher.reap();
+  bool cgroup_syncing = false;
   for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
-    if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
-      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
+    if (s.pid && s.status != Status::Pending) {
+      Identity who = os_.launcher.identify(s);
+      if (who != Identity::Other) t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
+      if (who == Identity::Same) {
+        t.unsynced_ends.push_back(e.id);
+        cgroup_syncing = cgroup_syncing || s.cgroup;
+      }
+    }
     say(t.now, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
+  if (cgroup_syncing) sync_ends(t);
   remove_cgroups(t);
+}
+
+// The exit codes this tick read while their wrappers still synced them, made durable (a failure
+// said once: the state records the code all the same).
+void RunLoop::sync_ends(Tick& t) {
+  if (t.unsynced_ends.empty()) return;
+  for (const std::string& problem : os_.launcher.sync_ends(t.unsynced_ends)) say(t.now, problem, "sync " + problem);
+  t.unsynced_ends.clear();
 }
 
 // The cgroups of attempts that ended (cgroup.h): what is left in each killed, its peak kept in the
@@ -135,7 +158,7 @@ void RunLoop::escalate_kills(Tick& t) {
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
         s.kill_sent = t.now;  // its end is seen as for a kill: gone at the next look
       } else {
-        t.running.push_back(*s.pid);
+        t.running.push_back({*s.pid, id});
         t.wake_in = std::min(t.wake_in, *s.preempt + opt_.preempt_grace - t.now);
       }
       continue;
@@ -155,7 +178,7 @@ void RunLoop::escalate_kills(Tick& t) {
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
     } else {
-      t.running.push_back(*s.pid);  // its end wakes the loop: the GPUs are free then, not at the grace
+      t.running.push_back({*s.pid, id});  // its end wakes the loop: the GPUs are free then, not at the grace
       t.wake_in = std::min(t.wake_in, *s.kill_sent + opt_.kill_grace - t.now);
     }
   }

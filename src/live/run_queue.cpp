@@ -152,7 +152,7 @@ int run_queue(Plan plan, const PlanPaths& paths, const RunOptions& given, std::F
                         1.0);
   FileStore store(paths);
   LocalFiles files(opt.workdir);
-  PosixWaker local_waker(paths.state, files_that_wake(paths));
+  PosixWaker local_waker(paths.state, files_that_wake(paths), [paths](const std::string& id) { return paths.exit(id); });
   // Through a batch queue: the same loop, its jobs submitted, their ends seen as logs/ID.exit appearing.
   std::unique_ptr<BatchPorts> queue = batch ? (*batch)(local_waker) : nullptr;
   Launcher& launcher = queue ? queue->launcher() : local_launcher;

@@ -18,7 +18,7 @@ struct RunLoop::Tick {
   double now = 0;
   double wake_in = 0;
   GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use
-  std::vector<long long> running;  // pids to wake on the end of: running jobs, killed ones dying
+  std::vector<WatchedJob> running;  // jobs to wake on the end of: running jobs, killed ones dying
   std::vector<Launch> launches;    // what the engine chose to launch
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
@@ -35,6 +35,7 @@ struct RunLoop::Tick {
   std::vector<GroupSignal> signals;
   size_t signals_saved = 0;  // how many of them a save that succeeded came after
   std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
+  std::vector<std::string> unsynced_ends;  // of them, those read while their wrapper still synced the code (sync_ends)
   std::string not_started;                 // a job's wrapper was refused a process: nothing starts this tick
   std::optional<GpuReading> reading;       // the probe's reading (probe), for the faults (watch_drains)
   bool fault_unread = false;               // a job failed after the reading: the next may hold its fault

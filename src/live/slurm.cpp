@@ -108,18 +108,12 @@ const QueueJob* SlurmLauncher::queued(long long slurm_id) const {
   return it == queue_.end() ? nullptr : &it->second;
 }
 
-std::string SlurmLauncher::job_of(long long slurm_id) const {
-  auto it = ids_.find(slurm_id);
-  return it == ids_.end() ? "" : it->second;
-}
-
 std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& state, double now) {
   take_squeue();
   std::vector<std::pair<std::string, double>> started;
   std::vector<long long> to_account, stray_holds;
   for (const auto& [id, s] : state.entries()) {
     if (!s.queue_id) continue;
-    ids_[*s.queue_id] = id;
     if (s.status != Status::Running || !squeue_ok_) continue;
     const QueueJob* q = queued(*s.queue_id);
     bool pending = q && q->state == "PENDING";
@@ -176,7 +170,6 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   if (known != by_name_.end()) {
     // Submitted by a run that died before it could save the id: that one, not a second.
     long long id = known->second;
-    ids_[id] = spec.id;
     held_.push_back(id);
     return {id, std::nullopt, id};
   }
@@ -234,7 +227,6 @@ Launched SlurmLauncher::launch(const LaunchSpec& spec) {
     throw;
   }
   by_name_[name] = id;
-  ids_[id] = spec.id;
   held_.push_back(id);
   return {id, std::nullopt, id};
 }
@@ -387,19 +379,10 @@ std::string SlurmLauncher::reservation_of(const std::string& id) const {
   return it == opt_.reservations.end() ? "" : it->second;
 }
 
-void SlurmWaker::watch_jobs(const std::vector<long long>& slurm_ids) {
-  exit_files_.clear();
-  for (long long id : slurm_ids) {
-    std::string job = launcher_.job_of(id);
-    if (!job.empty()) exit_files_.push_back(paths_.exit(job));
-  }
-  inner_.watch_jobs({});
-}
-
-std::vector<std::string> SlurmWaker::watch_files(const std::vector<std::string>& paths) {
-  std::vector<std::string> all = paths;
-  all.insert(all.end(), exit_files_.begin(), exit_files_.end());
-  return inner_.watch_files(all);
+void SlurmWaker::watch_jobs(const std::vector<WatchedJob>& jobs) {
+  std::vector<WatchedJob> files;
+  for (const WatchedJob& j : jobs) files.push_back({0, j.id});
+  inner_.watch_jobs(files);
 }
 
 bool state_in_slurm(const State& state) {

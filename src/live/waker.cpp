@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
-#include <unordered_map>
 
 #include "gpuq/live/proc.h"
 
@@ -26,8 +26,9 @@ void warn(const std::string& call) { fmt::print(stderr, "gpuq run: {}: {}\n", ca
 
 }  // namespace
 
-PosixWaker::PosixWaker(std::string state_file, std::vector<std::string> also)
-    : state_file_(std::move(state_file)), also_(std::move(also)) {
+PosixWaker::PosixWaker(std::string state_file, std::vector<std::string> also,
+                       std::function<std::string(const std::string&)> exit_file)
+    : state_file_(std::move(state_file)), also_(std::move(also)), exit_file_(std::move(exit_file)) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
@@ -48,35 +49,54 @@ PosixWaker::~PosixWaker() {
   if (inotify_ >= 0) ::close(inotify_);
 }
 
-int PosixWaker::watch_folder(const std::string& dir) {
-  if (inotify_ < 0) return -1;
-  return inotify_add_watch(inotify_, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM);
+namespace {
+
+// A path's folder and its name there.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
+
+}  // namespace
 
 std::vector<std::string> PosixWaker::watch_files(const std::vector<std::string>& paths) {
   for (auto& [wd, _] : names_) inotify_rm_watch(inotify_, wd);
   names_.clear();
-  std::vector<std::string> watched;
-  // Folder -> its watch (-1: none: it does not exist), so that files sharing a folder cost one call.
-  std::unordered_map<std::string, int> folders;
-  auto add = [&](const std::string& path) {
-    size_t slash = path.rfind('/');
-    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    auto [it, fresh] = folders.try_emplace(std::move(dir), -1);
-    if (fresh) it->second = watch_folder(it->first);
-    if (it->second < 0) return false;
-    names_[it->second].insert(slash == std::string::npos ? path : path.substr(slash + 1));
-    return true;
+  // Folder -> the events watched there and the names that wake: one watch per folder. A job's
+  // exit code lands by a rename alone (write_exit_code), so a folder of exit codes alone (logs/)
+  // is watched for renames: a job writing its progress there many times a second wakes nothing.
+  constexpr uint32_t kAnyChange = IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM;
+  std::map<std::string, std::pair<uint32_t, std::set<std::string>>> folders;
+  auto ask = [&](const std::string& path, uint32_t events) {
+    auto [dir, name] = split_path(path);
+    auto& f = folders[dir];
+    f.first |= events;
+    f.second.insert(name);
   };
-  add(state_file_);
-  for (const std::string& p : also_) add(p);
+  ask(state_file_, kAnyChange);
+  for (const std::string& p : also_) ask(p, kAnyChange);
+  for (const std::string& p : exit_files_) ask(p, IN_MOVED_TO);
+  for (const std::string& p : paths) ask(p, kAnyChange);
+  std::set<std::string> unwatched;  // folders that do not exist (or no inotify)
+  for (auto& [dir, f] : folders) {
+    int wd = inotify_ < 0 ? -1 : inotify_add_watch(inotify_, dir.c_str(), f.first);
+    if (wd < 0) unwatched.insert(dir);
+    else names_[wd].insert(f.second.begin(), f.second.end());
+  }
+  std::vector<std::string> watched;
   for (const std::string& p : paths)
-    if (add(p)) watched.push_back(p);
+    if (!unwatched.count(split_path(p).first)) watched.push_back(p);
   return watched;
 }
 
-void PosixWaker::watch_jobs(const std::vector<long long>& pids) {
-  std::set<long long> want(pids.begin(), pids.end());
+void PosixWaker::watch_jobs(const std::vector<WatchedJob>& jobs) {
+  exit_files_.clear();
+  std::set<long long> want;
+  for (const WatchedJob& j : jobs) {
+    if (exit_file_ && !j.id.empty()) exit_files_.push_back(exit_file_(j.id));
+    if (j.group > 0) want.insert(j.group);
+  }
   for (auto it = pidfds_.begin(); it != pidfds_.end();) {
     if (!want.count(it->first)) {
       ::close(it->second);

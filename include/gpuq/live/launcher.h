@@ -86,6 +86,8 @@ class PosixLauncher : public Launcher {
   std::optional<ProgressSeen> progress(const std::string& id, bool from_log) override;
   bool group_alive(long long group) override;
   void reap() override;
+  /// fdatasync of logs/ID.exit (else its room, logs/ID.exit.new).
+  std::vector<std::string> sync_ends(const std::vector<std::string>& ids) override;
   /// One pass over /proc (proc.h's resident_trees); the pids seen are kept for out_of_memory.
   std::map<long long, ResidentTree> resident(const std::vector<long long>& groups) override;
   /// The last kOomLogTail bytes of logs/ID.log (host_mem.h's gpu_oom_in_log); for a SIGKILL (exit

@@ -247,6 +247,9 @@ class Launcher {
     (void)group;
     return {};
   }
+  /// Makes the exit codes of jobs `ids`, read while their wrappers still synced them, durable
+  /// (called before a save records their ends). Returns a line per code it could not sync.
+  virtual std::vector<std::string> sync_ends(const std::vector<std::string>& ids) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;
   /// The batch queue the jobs wait in, for a launcher over one; null on this machine.
@@ -309,11 +312,19 @@ struct Wake {
 /// inotify), whatever --poll (seconds).
 constexpr double kUnwatchedFileLook = 5.0;
 
+/// A job whose end wakes the wait: its group (Launched::pid; a batch queue's id) and its id.
+struct WatchedJob {
+  long long group = 0;
+  std::string id;
+};
+
 class Waker {
  public:
   virtual ~Waker() = default;
-  /// Wakes the wait when one of these jobs (pids of Launched) ends. Replaces the last set.
-  virtual void watch_jobs(const std::vector<long long>& pids) = 0;
+  /// Wakes the wait when one of these jobs ends: its group is gone, or its exit code is written
+  /// (logs/ID.exit appears, before its wrapper has synced it and gone). Replaces the last set;
+  /// the exit files are watched from the next watch_files on (call it after).
+  virtual void watch_jobs(const std::vector<WatchedJob>& jobs) = 0;
   /// Wakes the wait when one of these files appears (a replaced state file
   /// wakes it too, always). Replaces the last set. Returns the paths it could
   /// watch (a backend may watch only some, e.g. those in folders that exist):

@@ -148,6 +148,7 @@ class RunLoop {
   void say_adopted(const Tick& t);
   std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
+  void sync_ends(Tick& t);
   void enforce_limits(Tick& t);
   void time_out(Tick& t, const Job& job, const std::string& id);
   void escalate_kills(Tick& t);

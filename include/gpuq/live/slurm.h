@@ -119,14 +119,14 @@ class SlurmLauncher : public Launcher, public BatchQueue {
   std::optional<long long> log_size(const std::string& id) override;
   bool group_alive(long long slurm_id) override;
   void reap() override {}
+  /// Nothing: a batch job's wrapper syncs its code (and the folder) before the rename run sees.
+  std::vector<std::string> sync_ends(const std::vector<std::string>&) override { return {}; }
   /// scontrol hold / release.
   bool hold(const JobState& s) override;
   bool release(const JobState& s) override;
   std::optional<QueueJob> view(const JobState& s) override;
   long long room(const State& state) override;
 
-  /// The plan's job of a Slurm id this launcher knows (from launch or survey), or "".
-  std::string job_of(long long slurm_id) const;
   /// The plan jobs are submitted from from now on (the loop's, after a reload; a slurm_copy,
   /// so its reservations come apart, from slurm_reservations of the plan as loaded):
   /// priorities ranked again. `plan` must outlive its use here.
@@ -145,7 +145,6 @@ class SlurmLauncher : public Launcher, public BatchQueue {
   std::map<long long, QueueJob> queue_;           // the last squeue: the plan's jobs in the queue
   std::map<std::string, long long> by_name_;      // their names -> ids
   std::map<long long, QueueJob> accounted_;       // sacct's view of the recorded jobs that left the queue
-  std::map<long long, std::string> ids_;          // slurm id -> plan job id
   std::vector<long long> held_;                   // submitted held, not yet released or abandoned
   bool squeue_ok_ = false;
   std::string squeue_problem_ = "not looked at yet";
@@ -169,18 +168,15 @@ class SlurmProbe : public GpuProbe {
 /// writes it on the shared file system), watched as files through `inner`.
 class SlurmWaker : public Waker {
  public:
-  SlurmWaker(Waker& inner, const SlurmLauncher& launcher, PlanPaths paths)
-      : inner_(inner), launcher_(launcher), paths_(std::move(paths)) {}
-  void watch_jobs(const std::vector<long long>& slurm_ids) override;
-  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override;
+  explicit SlurmWaker(Waker& inner) : inner_(inner) {}
+  /// A Slurm id is no pid here: each job is watched by its exit file alone.
+  void watch_jobs(const std::vector<WatchedJob>& jobs) override;
+  std::vector<std::string> watch_files(const std::vector<std::string>& paths) override { return inner_.watch_files(paths); }
   void drain() override { inner_.drain(); }
   Wake wait(double timeout_s) override { return inner_.wait(timeout_s); }
 
  private:
   Waker& inner_;
-  const SlurmLauncher& launcher_;
-  PlanPaths paths_;
-  std::vector<std::string> exit_files_;
 };
 
 /// Whether this state has jobs in Slurm (an entry with a slurm_id, running or held there).
