@@ -274,7 +274,9 @@ TEST(Tick, AJobLaunchedAgainInTheTickThatSawItsEndHasThatEndSavedFirst) {
   q.launcher.abort(4242);
   q.journal.clear();
   q.tick();
-  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "launch a", "save", "sync", "release a", "unlock"));
+  // (Its exit code, where it wrote one, synced before the save that records the end: sync_ends.)
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "sync code a", "save", "sync", "launch a", "save", "sync", "release a",
+                                     "unlock"));
   // A retry at once (--retry-after 0): the failure saved before the second attempt's launch.
   Loop r(kOne, [](RunOptions& o) {
     o.max_retries = 1;
@@ -286,14 +288,14 @@ TEST(Tick, AJobLaunchedAgainInTheTickThatSawItsEndHasThatEndSavedFirst) {
   r.tick();
   // (What the failed attempt left in its group is killed once the state is saved.)
   EXPECT_THAT(r.journal,
-              ElementsAre("lock", "save", "sync", "launch a", "save", "sync", "kill a", "release a", "unlock"));
+              ElementsAre("lock", "sync code a", "save", "sync", "launch a", "save", "sync", "kill a", "release a", "unlock"));
   // A job that ended and is not launched again is saved once, at the tick's end, as before.
   Loop d(kOne);
   d.tick();
   d.launcher.exit(1000, 0);
   d.journal.clear();
   d.tick();
-  EXPECT_THAT(d.journal, ElementsAre("lock", "save", "kill a", "unlock"));
+  EXPECT_THAT(d.journal, ElementsAre("lock", "sync code a", "save", "kill a", "unlock"));
 }
 
 TEST(Tick, WhatAnEndedJobLeftIsNotKilledWhenItsPidIsAnotherProcessNow) {
@@ -620,7 +622,8 @@ TEST(Tick, WithNoKillGraceTheSigkillWaitsForTheStopsSaveToo) {
   q.store.fail_writes.reset();
   q.clock.advance(2);
   q.tick();
-  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "save", "sync", "save", "term a", "kill a", "unlock"));
+  // The code a wrapper may have renamed into place is synced before the SIGKILL can cut its sync.
+  EXPECT_THAT(q.journal, ElementsAre("lock", "read", "sync code a", "save", "sync", "save", "term a", "kill a", "unlock"));
   EXPECT_EQ(q.entry("a").outcome, "timeout");
   EXPECT_EQ(q.launcher.launches.size(), 1u);  // not run again
 }
@@ -629,8 +632,8 @@ TEST(Tick, WithNoKillGraceTheSigkillWaitsForTheStopsSaveToo) {
 // place, while a's wrapper still syncs it, and starts b at once. Nothing records a's end before
 // its code is durable: run syncs it itself after b's launch (b's wrapper loads meanwhile) and
 // before the save that records the end; b passes its start line only after that save; what a left
-// in its group is killed after it. An end read once its wrapper is gone (its own sync done) is not
-// synced again.
+// in its group is killed after it. An end read once its wrapper is gone is synced all the same (a
+// wrapper killed mid-sync is gone too).
 TEST(Tick, AnEndReadWhileItsWrapperSyncsIsMadeDurableBeforeTheSaveThatRecordsIt) {
   Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}, {"id": "b", "script": "b.sh", "gpus": 1, "deps": ["a"]},
              {"id": "c", "script": "c.sh", "gpus": 1, "deps": ["b"]}])");
@@ -639,10 +642,10 @@ TEST(Tick, AnEndReadWhileItsWrapperSyncsIsMadeDurableBeforeTheSaveThatRecordsIt)
   q.tick();
   EXPECT_THAT(q.journal, ElementsAre("lock", "launch b", "sync code a", "save", "sync", "kill a", "release b", "unlock"));
   EXPECT_EQ(q.status("a"), Status::Done);
-  q.launcher.exit(1001, 0);  // b's wrapper gone before the loop looked: it synced the code
+  q.launcher.exit(1001, 0);  // b's wrapper gone before the loop looked
   q.tick();
-  EXPECT_THAT(q.journal, ElementsAre("lock", "launch c", "save", "sync", "kill b", "release c", "unlock"));
-  EXPECT_THAT(q.launcher.synced, ElementsAre(ElementsAre("a")));
+  EXPECT_THAT(q.journal, ElementsAre("lock", "launch c", "sync code b", "save", "sync", "kill b", "release c", "unlock"));
+  EXPECT_THAT(q.launcher.synced, ElementsAre(ElementsAre("a"), ElementsAre("b")));
 }
 
 // A job's cgroup is removed as soon as its end is read, and that removal kills the wrapper still

@@ -45,7 +45,7 @@ void RunLoop::watch_drains(Tick& t) {
       if (s.status == Status::Running && s.gpus && std::count(s.gpus->begin(), s.gpus->end(), g))
         on += (on.empty() ? "" : ", ") + id;
     std::string text = drain_text(d, local_time(d.at, t.now));
-    say(t.now, fmt::format("{}; no job starts on it until `gpuq undrain {}`{}", text, g,
+    say(t, fmt::format("{}; no job starts on it until `gpuq undrain {}`{}", text, g,
                            on.empty() ? "" : fmt::format(" ({} on it go{} on)", on, on.find(',') == std::string::npos ? "es" : "")));
     if (!first) log_drain(t, d, text);
   }
@@ -58,7 +58,7 @@ void RunLoop::watch_drains(Tick& t) {
         if (auto u = node_->undrains().find(g); u != node_->undrains().end()) back = u->second;
       std::string text = back.by.empty() ? fmt::format("GPU {} undrained", g)
                                          : drain_text(back, local_time(back.at, t.now));
-      say(t.now, text + ": jobs may start on it again");
+      say(t, text + ": jobs may start on it again");
       log_drain(t, back, text);
       health_.accept |= GpuMask{1} << g;
     }
@@ -78,12 +78,12 @@ void RunLoop::watch_drains(Tick& t) {
 void RunLoop::drain_for(Tick& t, const GpuFault& f) {
   const std::map<int, GpuDrain>& now = node_ ? node_->drained() : health_.own;
   if (!f.drains) {
-    say(t.now, fmt::format("GPU {}: {}: the GPU is not drained (doc/gpu-health.md; xid_drain drains it)", f.gpu,
+    say(t, fmt::format("GPU {}: {}: the GPU is not drained (doc/gpu-health.md; xid_drain drains it)", f.gpu,
                            f.what));
     return;
   }
   if (auto it = now.find(f.gpu); it != now.end() && it->second.fault) {
-    say(t.now, fmt::format("GPU {}: {} (drained already)", f.gpu, f.what));
+    say(t, fmt::format("GPU {}: {} (drained already)", f.gpu, f.what));
     return;
   }
   GpuDrain d{f.gpu, true, t.now, f.what, node_user_me(), true};
@@ -112,11 +112,11 @@ void RunLoop::requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& dra
       if (!ended_by_fault(d, *s->gpus, e->start ? e->start : s->start, *e->end, opt_.poll)) continue;
       std::string how = e->outcome == Outcome::Lost ? "its process vanished" : fmt::format("exit {}", e->exit);
       q_->apply(ev::GpuFault{j}, t.now);
-      say(t.now, fmt::format("requeued {}: it failed ({}) on GPU {}, drained for {}; it runs again on other GPUs, not "
+      say(t, fmt::format("requeued {}: it failed ({}) on GPU {}, drained for {}; it runs again on other GPUs, not "
                              "counted against max_retries",
                              plan_.jobs[j].id, how, g, d.why));
-      os_.launcher.note_in_log(plan_.jobs[j].id,
-                               fmt::format("GPU {} drained for {}: this attempt's failure is counted as the GPU's; "
+      note_in_log(t, plan_.jobs[j].id, "",
+                  fmt::format("GPU {} drained for {}: this attempt's failure is counted as the GPU's; "
                                            "the job runs again on other GPUs",
                                            g, d.why));
       break;
@@ -125,14 +125,14 @@ void RunLoop::requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& dra
 }
 
 // A drain or undrain in the plan's event log (hooks take it): the GPU, and what it says.
-void RunLoop::log_drain(const Tick& t, const GpuDrain& d, const std::string& detail) {
+void RunLoop::log_drain(Tick& t, const GpuDrain& d, const std::string& detail) {
   if (!log_.journal) return;
   Event e = plan_event(d.drained ? "drain" : "undrain", t.now, d.by.empty() ? "run" : d.by, detail);
   e.gpus = std::vector<int>{d.gpu};
   try {
     if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& x) {
-    say(t.now, fmt::format("cannot append the {} event of GPU {} to the event log ({})", e.kind, d.gpu, x.what()));
+    say(t, fmt::format("cannot append the {} event of GPU {} to the event log ({})", e.kind, d.gpu, x.what()));
   }
 }
 

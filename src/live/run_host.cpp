@@ -19,10 +19,10 @@ void RunLoop::watch_host(Tick& t) {
   Engine& engine = q_->engine();
   if (!engine.counts_host() || host_.seen == plan_.serial) return;
   host_.seen = plan_.serial;
-  if (!opt_.host_note.empty() && told_.fresh("host note", opt_.host_note)) say(t.now, opt_.host_note);
+  if (!opt_.host_note.empty() && told_.fresh("host note", opt_.host_note)) say(t, opt_.host_note);
   for (const Job& j : plan_.jobs)
     if (engine.policy().host_too_big(j) && told_.fresh("host too big:" + j.id))
-      say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "
+      say(t, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; more for jobs: "
                              "--node-cpus, --node-mem-gib)",
                              j.id, host_too_big_text(engine.policy(), j)));
 }

@@ -36,15 +36,36 @@ RunLoop::RunLoop(Plan plan, const RunOptions& opt, const Ports& ports, Say out, 
 // While the state cannot be saved, each tick starts again from the one on disk and sees the same
 // ends again: each line (or each line `about` one thing: a job's end, whose line may say how late
 // it was seen) is said once until a save succeeds, the lines of the tick whose save first failed
-// included (tick() forgets them at the start of a tick after a good save).
+// included (tick() forgets them at the start of a tick after a good save). Outside a tick (the
+// run's end, a stop): said at once.
 void RunLoop::say(double now, const std::string& line, const std::string& about) const {
   if (!told_.fresh("unsaved:" + (about.empty() ? line : about))) return;
   out_(fmt::format("{} {}", clock_stamp(now), line));
 }
 
-// A line in a job's log, said once as say() says lines while the state cannot be saved.
-void RunLoop::note_in_log(const std::string& id, const std::string& about, const std::string& line) const {
-  if (told_.fresh("unsaved:note " + about)) os_.launcher.note_in_log(id, line);
+// In a tick, a line is an effect like the others: kept in the tick's list, in the order decided,
+// and told by tell() after the save (before the signals it may announce go) and at the tick's end.
+void RunLoop::say(Tick& t, const std::string& line, const std::string& about) const {
+  t.told.push_back({fmt::format("{} {}", clock_stamp(t.now), line), about.empty() ? line : about, ""});
+}
+
+// A line in a job's log: an effect as say()'s lines are, told once in the same way (no `about`:
+// each time).
+void RunLoop::note_in_log(Tick& t, const std::string& id, const std::string& about, const std::string& line) const {
+  t.told.push_back({line, about.empty() ? "" : "note " + about, id});
+}
+
+// The tick's lines and log notes so far, in order: each said once while the state cannot be saved
+// (say), a line without a key each time.
+void RunLoop::tell(Tick& t) const {
+  for (const Told& x : t.told) {
+    if (!x.about.empty() && !told_.fresh("unsaved:" + x.about)) continue;
+    if (x.job.empty())
+      out_(x.text);
+    else
+      os_.launcher.note_in_log(x.job, x.text);
+  }
+  t.told.clear();
 }
 
 TickResult RunLoop::tick() {
@@ -80,6 +101,7 @@ TickResult RunLoop::tick() {
     node_publish(t);
     save(t);
     phase("tick: start, save");
+    tell(t);
     signal_groups(t);
     release_started(t);
     prune_snapshots(t);
@@ -103,9 +125,11 @@ TickResult RunLoop::tick() {
     }
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
+    tell(t);
     note_due(t);
     return {done ? TickResult::Next::Finished : TickResult::Next::Wait, t.wake_in};
   } catch (const StoreError& e) {
+    tell(t);  // what the tick decided before the fault, then the fault
     TickResult r = store_failed(t, e);
     t.wake_in = r.wake_in;
     note_due(t);
@@ -163,16 +187,18 @@ ClockSeen RunLoop::look_at_clock(Tick& t) {
     if (eta_.told) move(*eta_.told);
     if (eta_.recorded_finish) move(*eta_.recorded_finish);
     for (auto& [j, end] : eta_.ends) move(end);
-    say(now.wall, fmt::format("the wall clock jumped {} (against the monotonic clock): the times of running and "
+    t.now = now.wall;  // load_state reads the clock again
+    say(t, fmt::format("the wall clock jumped {} (against the monotonic clock): the times of running and "
                               "waiting jobs move with it, so that no time limit, watchdog or retry comes early or "
                               "late; the times written stay wall-clock",
                               step_text(seen.step)));
   }
-  if (seen.late)
-    say(now.wall, fmt::format("this run did not look for {} (it was stopped, or the machine was busy): the jobs "
+  if (seen.late) {
+    t.now = now.wall;
+    say(t, fmt::format("this run did not look for {} (it was stopped, or the machine was busy): the jobs "
                               "ran meanwhile; the hang watchdog does not count that time as silence",
                               duration_text(seen.late)));
-  (void)t;
+  }
   return seen;
 }
 
@@ -209,18 +235,18 @@ std::string id_list(const std::vector<std::string>& ids) {
 
 // The state was replaced since this loop saved it: a control command from another shell
 // (or the original's). One line per job of the plan whose status it changed.
-void RunLoop::say_changes(const Tick& t, const State& before, const State& state) {
+void RunLoop::say_changes(Tick& t, const State& before, const State& state) {
   for (size_t i = 0; i < plan_.jobs.size(); ++i) {
     const JobState* was = before.of(plan_, i);
     const JobState* now = state.of(plan_, i);
     Status a = was ? was->status : Status::Pending, b = now ? now->status : Status::Pending;
     if (a == b && now && now->requeue && !(was && was->requeue))
-      say(t.now, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
+      say(t, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
                              "once the group is gone",
                              plan_.jobs[i].id));
     // Preempted by hand: its signal was sent there; this run sends SIGKILL after --preempt-grace.
     if (a == b && now && now->preempt && !(was && was->preempt))
-      say(t.now, fmt::format("gpuq preempt {} from another shell: its preemption signal sent; SIGKILL after "
+      say(t, fmt::format("gpuq preempt {} from another shell: its preemption signal sent; SIGKILL after "
                              "--preempt-grace {:g} s, then it runs again when GPUs allow (an exit 0 is done)",
                              plan_.jobs[i].id, opt_.preempt_grace));
     if (a == b) continue;
@@ -230,18 +256,18 @@ void RunLoop::say_changes(const Tick& t, const State& before, const State& state
     auto name = [](Status st, const JobState* s) -> std::string {
       return s && queued(*s) ? "queued in Slurm" : status_name(st);
     };
-    say(t.now, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
+    say(t, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
                            plan_.jobs[i].id, name(b, now), name(a, was)));
   }
 }
 
 // The first tick: the jobs an earlier run (gpuq's or the original's) left running.
-void RunLoop::say_adopted(const Tick& t) {
+void RunLoop::say_adopted(Tick& t) {
   std::vector<std::string> ids;
   for (const auto& [id, s] : q_->state().entries())
     if (s.status == Status::Running) ids.push_back(id);
   if (!ids.empty())
-    say(t.now, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
+    say(t, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
 }
 
 // The running jobs' pids, to wake on their ends (their GPUs and those of killed ones still dying
@@ -262,7 +288,7 @@ void RunLoop::note_running(Tick& t) {
 void RunLoop::probe(Tick& t) {
   GpuReading reading = os_.probe.read();
   if (reading.source_note.empty()) told_.gone("probe source");
-  else if (told_.fresh("probe source", reading.source_note)) say(t.now, "GPU probe: " + reading.source_note);
+  else if (told_.fresh("probe source", reading.source_note)) say(t, "GPU probe: " + reading.source_note);
   t.activity = activity_of(reading, opt_);
   t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
@@ -286,13 +312,13 @@ void RunLoop::probe(Tick& t) {
   if (reading.used_mib) {
     say_others(t, reading, rules, seen.others);
     if (told_.gone("probe problem"))
-      say(t.now, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
+      say(t, fmt::format("{} gives readings again", reading.source == "nvml" ? "NVML" : "nvidia-smi"));
     for (const auto& [id, s] : q_->state().entries())
       if (reading.taken && s.status != Status::Running && s.end && *s.end > *reading.taken &&
           t.now - *s.end < 60)
         t.wake_in = std::min(t.wake_in, kStaleReadingWake);
   } else if (told_.fresh("probe problem", reading.problem)) {
-    say(t.now, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
+    say(t, fmt::format("no GPU memory reading ({}); every GPU not used by a job counts as free, as the "
                            "original does",
                            reading.problem));
   }
@@ -311,13 +337,13 @@ void RunLoop::note_memory(Tick& t, MemoryUse& use) {
     host_.too_big_seen = {plan_.serial, engine.policy().most_room()};
     for (const Job& j : plan_.jobs)
       if (engine.policy().too_big(j) && told_.fresh("too big:" + j.id))
-        say(t.now, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; GPUs with more memory: "
+        say(t, fmt::format("{} {}: it never starts here (edit the plan: run reloads it; GPUs with more memory: "
                                "--gpu-mem-gib)",
                                j.id, too_big_text(engine.policy(), j)));
   }
   for (const MemoryUse::Over& o : use.over)
     if (told_.fresh(fmt::format("over:{}:{}", o.id, o.gpu)))
-      say(t.now, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "
+      say(t, fmt::format("{} uses {:.1f} GiB on GPU {}, more than its gpu_mem_gib {:g}: no more jobs are placed "
                              "on GPU {} while it does",
                              o.id, o.used_gib, o.gpu, o.declared_gib, o.gpu));
   // Each attempt's peak, in its entry (the event log's end of the attempt carries it on).
@@ -347,13 +373,13 @@ void RunLoop::say_others(Tick& t, const GpuReading& r, const GpuRules& rules, co
     const char* until = r.lost.count(g)       ? "; no job starts on it"
                         : foreign.count(g)    ? "; no job starts on it until that process ends"
                                               : "; no job starts on it until that memory is let go";
-    say(t.now, text + until);
+    say(t, text + until);
   }
   for (const std::string& key : told_.under("busy GPU ")) {
     int g = std::stoi(key);
     if (others.count(g)) continue;
     auto used = r.used_mib->find(g);
-    say(t.now, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", g,
+    say(t, fmt::format("GPU {} free again: {} MiB in use (at most --max-used-mib {})", g,
                            used == r.used_mib->end() ? 0 : used->second, opt_.max_used_mib));
     told_.gone("busy GPU " + key);
   }
@@ -405,12 +431,12 @@ void RunLoop::decide(Tick& t) {
     long long n = 0;
     for (const Change& c : fx.changes)
       if (c.job == j && c.cause == Cause::AutoRetry) n = std::get<Waiting>(c.life).attempts;
-    say(t.now, fmt::format("auto-retry {} (retry {})", plan_.jobs[j].id, n));
+    say(t, fmt::format("auto-retry {} (retry {})", plan_.jobs[j].id, n));
   }
   if (std::optional<double> next = engine.next_retry()) t.wake_in = std::min(t.wake_in, *next - t.now);
   if (std::optional<double> next = engine.next_preemptible(t.now)) t.wake_in = std::min(t.wake_in, *next - t.now);
   if (fx.pass.stall_broken)
-    say(t.now, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
+    say(t, fmt::format("nothing could start: {} waits for GPUs that reservations close to it, and their jobs "
                            "are longer than --backfill-max-hours; starting them without the limit",
                            plan_.jobs[*fx.pass.waiting_head].id));
   t.launches = fx.launches;
@@ -454,7 +480,7 @@ void RunLoop::start(Tick& t) {
         if (group) host_.cgroups_left.push_back(*group);  // an earlier attempt's, its processes still dying
         group = l.cgroup;
       }
-      if (!l.note.empty() && told_.fresh("launch note:" + l.note)) say(t.now, l.note);
+      if (!l.note.empty() && told_.fresh("launch note:" + l.note)) say(t, l.note);
       const JobState& entry = q_->entry(i);
       t.wake_in = std::min(t.wake_in, check_limit(j, entry, opt_.time_limit_factor, t.now).next_in);
       t.wake_in = std::min(t.wake_in, check_quiet(j, entry, opt_, t.now).next_in);
@@ -465,7 +491,7 @@ void RunLoop::start(Tick& t) {
       // Slurm takes no more now: waiting still, submitted once the queue has room.
       for (size_t rest = k; rest < t.launches.size(); ++rest) q_->apply(ev::Aborted{t.launches[rest].job}, t.now);
       if (told_.fresh("queue full", e.what()))
-        say(t.now, fmt::format("not submitting more jobs for now: {}; submitting goes on once the queue drains",
+        say(t, fmt::format("not submitting more jobs for now: {}; submitting goes on once the queue drains",
                                e.what()));
       t.wake_in = std::min(t.wake_in, 10.0);
       return;
@@ -473,8 +499,8 @@ void RunLoop::start(Tick& t) {
       // Failed for good: a retry would fail alike.
       q_->apply(ev::LaunchFailed{i, t.now, e.exit, true}, t.now);
       q_->entry(i).reason = e.what();
-      os_.launcher.note_in_log(j.id, fmt::format("cannot start: {}", e.what()));
-      say(t.now, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then {})",
+      note_in_log(t, j.id, "", fmt::format("cannot start: {}", e.what()));
+      say(t, fmt::format("cannot start {}: {}; it is failed and not retried automatically (fix that, then {})",
                              j.id, e.what(), hint("retry", {j.id})));
     } catch (const CannotStartNow& e) {
       // The node ran out of something (disk, processes, file descriptors): this job and the rest
@@ -484,18 +510,18 @@ void RunLoop::start(Tick& t) {
       return;
     } catch (const std::exception& e) {
       q_->apply(ev::LaunchFailed{i, t.now, kLostExit, false}, t.now);
-      say(t.now, fmt::format("cannot start {}: {}", j.id, e.what()));
+      say(t, fmt::format("cannot start {}: {}", j.id, e.what()));
     }
   }
   if (!t.launches.empty())
-    if (std::optional<std::string> past = told_.gone("launch held")) say(t.now, fmt::format("jobs start again: {} is past", *past));
+    if (std::optional<std::string> past = told_.gone("launch held")) say(t, fmt::format("jobs start again: {} is past", *past));
 }
 
 // Nothing starts while `problem` lasts: said once (with `detail`, the call and file that failed),
 // and looked at again every few seconds.
 void RunLoop::launch_held(Tick& t, const std::string& problem, const std::string& detail) {
   if (told_.fresh("launch held", problem))
-    say(t.now, fmt::format("{}: no job starts until it passes; {} running job(s) go on ({})", problem,
+    say(t, fmt::format("{}: no job starts until it passes; {} running job(s) go on ({})", problem,
                            running_count(), detail));
   t.wake_in = std::min(t.wake_in, kFaultRetry);
 }
@@ -544,7 +570,7 @@ void RunLoop::save(Tick& t, bool durable) {
       // What this tick decides again after this save was said while it failed: its lines are
       // forgotten at the next tick's start, not now (tick()).
       last_save_problem_.clear();
-      out_(fmt::format("{} the state is saved again: jobs start again", clock_stamp(t.now)));  // each time
+      t.told.push_back({fmt::format("{} the state is saved again: jobs start again", clock_stamp(t.now)), "", ""});  // each time
     }
   } catch (const StoreError& e) {
     for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
@@ -553,7 +579,7 @@ void RunLoop::save(Tick& t, bool durable) {
     t.saved = false;
     std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
     if (last_save_problem_ != problem)
-      say(t.now, fmt::format("{}: no job starts until the state can be saved; {} running job(s) go on (the previous "
+      say(t, fmt::format("{}: no job starts until the state can be saved; {} running job(s) go on (the previous "
                              "state is intact; {})",
                              problem, running_count() - abandoned, e.what()));
     last_save_problem_ = problem;
@@ -594,7 +620,7 @@ void RunLoop::say_preempts(Tick& t) {
                     sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
                     sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""),
         "preempt " + job.id);
-    note_in_log(job.id, "preempt " + job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
+    note_in_log(t, job.id, "preempt " + job.id, fmt::format("preempted {}: {}; it runs again when GPUs allow (GPUQ_PREEMPTIONS "
                                                  "grows; GPUQ_CHECKPOINT_DIR is kept)",
                                                  why, sent ? preempt_signal_text(s, job) : "its process was gone"));
     if (s.pid) t.running.push_back({*s.pid, job.id});
@@ -628,7 +654,7 @@ void RunLoop::release_started(Tick& t) {
   for (auto& [i, l] : t.launched) {
     if (l.queue_id) {
       int n = plan_.jobs[i].gpus;
-      say(t.now, fmt::format("submit {} as Slurm job {} ({})", plan_.jobs[i].id, *l.queue_id,
+      say(t, fmt::format("submit {} as Slurm job {} ({})", plan_.jobs[i].id, *l.queue_id,
                              n ? fmt::format("gpu:{}", n) : std::string("no GPU")));
       continue;
     }
@@ -680,7 +706,7 @@ void RunLoop::catch_up_events(Tick& t) {
   std::vector<Event> past;
   bool first = log_.hooks && !log_.hooks_begun;
   std::vector<Event> others = log_.journal->catch_up(q_->state(), &warnings, first ? &past : nullptr, t.now);
-  for (const std::string& w : warnings) say(t.now, "event log: " + w);
+  for (const std::string& w : warnings) say(t, "event log: " + w);
   if (first) {  // the events logged since each hook's last run (while no run was going)
     log_.hooks->begin(past);
     log_.hooks_begun = true;
@@ -746,12 +772,12 @@ void RunLoop::record_events(Tick& t) {
         std::erase_if(log_.unlogged, [&](const Event& e) { return moved_on.count(e.id) > 0; });
       std::vector<Event> events = log_.journal->record(q_->state(), t.now, "run", log_.unlogged, log_.not_released);
       log_.unlogged.clear();
-      if (told_.gone("event log")) say(t.now, "the event log is written again");
+      if (told_.gone("event log")) say(t, "the event log is written again");
       if (log_.hooks) log_.hooks->fire(events, log_.journal->count());
     } catch (const StoreError& e) {
       std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
       if (told_.fresh("event log", problem))
-        say(t.now, fmt::format("{}: the events are kept and logged at the first tick that can append them; jobs "
+        say(t, fmt::format("{}: the events are kept and logged at the first tick that can append them; jobs "
                                "start and end as before (the state records them; {})",
                                problem, e.what()));
       t.wake_in = std::min(t.wake_in, kFaultRetry);
@@ -763,6 +789,7 @@ void RunLoop::record_events(Tick& t) {
 
 TickResult RunLoop::store_failed(Tick& t, const StoreError& e) {
   for (auto& [i, l] : t.launched) os_.launcher.abandon(l);
+  sync_ends(t);      // before a SIGKILL cuts a wrapper's own sync short
   signal_groups(t);  // what changes no record (as after a failed save)
   kept_ = false;  // the next tick reads the state again, and loads the engine from it
   if (e.kind == StoreError::Kind::Content) {

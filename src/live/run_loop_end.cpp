@@ -25,37 +25,35 @@ namespace gpuq {
 // (fix 7: only if the pid is not now some other process), once the state that records the end is
 // saved (signal_groups). A job's end is usually read while its wrapper, the group's leader, still
 // syncs the code: `run` wakes on the exit code's rename, and the wrapper syncs it after
-// (write_exit_code), so a chain's next job starts without waiting for that sync. `run` makes such
-// a code durable itself before any save records it (sync_ends): the group's SIGKILL, after the
-// save, may cut the wrapper's own sync short, and a power cut must not leave a state that says
-// done beside an exit file that lost its code. A job's cgroup is removed here, before the save,
-// and its removal kills the wrapper: those codes are synced first.
+// (write_exit_code), so a chain's next job starts without waiting for that sync. `run` syncs each
+// code it read itself before any save records it (sync_ends): the group's SIGKILL after the save,
+// or anything that killed the wrapper before, may cut the wrapper's own sync short, and a power
+// cut must not leave a state that says done beside an exit file that lost its code. A job's
+// cgroup is removed here, before the save, and its removal kills the wrapper: those codes are
+// synced first.
 void RunLoop::refresh_ended(Tick& t) {
   os_.launcher.reap();
-  bool cgroup_syncing = false;
+  bool cgroup = false;
   for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
-    if (s.pid && s.status != Status::Pending) {
-      Identity who = os_.launcher.identify(s);
-      if (who != Identity::Other) t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
-      if (who == Identity::Same) {
-        t.unsynced_ends.push_back(e.id);
-        cgroup_syncing = cgroup_syncing || s.cgroup;
-      }
-    }
-    say(t.now, e.line, "end " + e.id);
+    if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
+      t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .recorded = false});
+    t.unsynced_ends.push_back(e.id);
+    cgroup = cgroup || s.cgroup;
+    say(t, e.line, "end " + e.id);
     t.ended.insert(e.id);
   }
-  if (cgroup_syncing) sync_ends(t);
+  if (cgroup) sync_ends(t);
   remove_cgroups(t);
 }
 
-// The exit codes this tick read while their wrappers still synced them, made durable (a failure
-// said once: the state records the code all the same).
+// The exit codes of the ends this tick read, and of the groups it SIGKILLs, made durable (a
+// failure said once: the state records the code all the same). A code whose wrapper synced it
+// already costs little; a job with no exit file has nothing to sync.
 void RunLoop::sync_ends(Tick& t) {
   if (t.unsynced_ends.empty()) return;
-  for (const std::string& problem : os_.launcher.sync_ends(t.unsynced_ends)) say(t.now, problem, "sync " + problem);
+  for (const std::string& problem : os_.launcher.sync_ends(t.unsynced_ends)) say(t, problem, "sync " + problem);
   t.unsynced_ends.clear();
 }
 
@@ -104,7 +102,7 @@ void RunLoop::enforce_limits(Tick& t) {
       bool sent = can_signal(os_.launcher, s);
       if (sent) t.signals.push_back({.group = *s.pid, .warn = *job->warn_signal});
       s.warn_sent = t.now;  // once, sent or not: a restarted run does not send it again
-      say(t.now, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
+      say(t, fmt::format("warned {}: {} to {} {}{}", id, job->warn_signal->text(),
                              job->warn_signal->shell_only ? "the script's bash, through its wrapper" : "process group",
                              *s.pid, sent ? "" : " (no process left to get it)"));
     }
@@ -139,7 +137,7 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
       fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
                   sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone", retry),
       "timeout " + id);
-  note_in_log(job.id, "timeout " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
+  note_in_log(t, job.id, "timeout " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
                                                "process group, SIGKILL after --kill-grace {:g} s",
                                                limit, ran, warned, opt_.kill_grace));
 }
@@ -153,7 +151,8 @@ void RunLoop::escalate_kills(Tick& t) {
       if (!os_.launcher.group_alive(*s.pid)) continue;  // refresh makes it pending
       if (t.now - *s.preempt >= opt_.preempt_grace) {
         t.signals.push_back({.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = false});  // and what left it
-        say(t.now, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
+        t.unsynced_ends.push_back(id);  // a code its wrapper renamed into place, synced before the SIGKILL cuts its sync
+        say(t, fmt::format("SIGKILL to {} (process group {}): preempted {:.0f} s ago and still alive "
                                "(--preempt-grace {:g} s)",
                                id, *s.pid, t.now - *s.preempt, opt_.preempt_grace));
         s.kill_sent = t.now;  // its end is seen as for a kill: gone at the next look
@@ -174,7 +173,8 @@ void RunLoop::escalate_kills(Tick& t) {
       // 0), it goes with it or not at all: sent alone, it would end the job with its stop unsaved.
       t.signals.push_back(
           {.group = *s.pid, .sig = Signal::Kill, .cgroup = s.cgroup, .recorded = *s.kill_sent == t.now});
-      say(t.now, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
+      t.unsynced_ends.push_back(id);  // as above
+      say(t, fmt::format("SIGKILL to {} (process group {}): still alive {:.0f} s after SIGTERM", id, *s.pid,
                              t.now - *s.kill_sent));
       s.kill_sent.reset();
     } else {
@@ -189,7 +189,7 @@ void RunLoop::escalate_kills(Tick& t) {
     const Waiting* w = std::get_if<Waiting>(&q_->engine().life(*j));
     long long n = w ? w->oom_retries : 0;
     std::string values = oom_values(plan_.jobs[*j], n).text;
-    say(t.now, fmt::format("{}'s processes are gone: on_oom runs it again (retry {} of {}{})", id, n,
+    say(t, fmt::format("{}'s processes are gone: on_oom runs it again (retry {} of {}{})", id, n,
                            plan_.jobs[*j].on_oom->retries, values.empty() ? "" : ": " + values));
   }
 }
@@ -223,7 +223,7 @@ void RunLoop::watch_activity(Tick& t) {
     }
     if (s.hung_noted) continue;
     s.hung_noted = t.now;
-    say(t.now, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: {} stops it, "
+    say(t, fmt::format("hung? {}: {} (quiet_minutes {:g}); it keeps its GPUs: {} stops it, "
                            "on_quiet \"kill\" would have",
                            id, c.detail(), *quiet_minutes(*job, opt_), hint("kill", {id})));
   }
@@ -248,7 +248,7 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   std::string why = fmt::format("{} (idle_minutes {:g})", c.detail(), *idle_minutes(job, opt_));
   if (what == IdleAction::Warn) {
     if (!told_.fresh("idle:" + id)) return;  // said; again once the spell has ended (watch_activity)
-    say(t.now, fmt::format("idle: {}: {}; it keeps its GPUs: {} stops it, on_idle \"requeue\" or \"kill\" would have",
+    say(t, fmt::format("idle: {}: {}; it keeps its GPUs: {} stops it, on_idle \"requeue\" or \"kill\" would have",
                            id, why, hint("kill", {id})));
     log_idle(t, id, why + "; on_idle warn");
     return;
@@ -266,18 +266,18 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   std::string after = what == IdleAction::Requeue ? "it runs again later (no retry spent)"
                       : job.retry_on_timeout      ? "retried automatically (retry_on_timeout)"
                                                   : "not retried automatically";
-  say(t.now, fmt::format("{} {} as idle ({}; on_idle \"{}\"): {}; {}", what == IdleAction::Requeue ? "requeued" : "stopped",
+  say(t, fmt::format("{} {} as idle ({}; on_idle \"{}\"): {}; {}", what == IdleAction::Requeue ? "requeued" : "stopped",
                          id, why, idle_action_name(what),
                          sent ? fmt::format("SIGTERM to process group {}", *now.pid) : "its process was already gone",
                          after),
       "idle stop " + id);
-  note_in_log(id, "idle stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
+  note_in_log(t, id, "idle stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
                                            "group, SIGKILL after --kill-grace {:g} s",
                                            why, idle_action_name(what), opt_.kill_grace));
 }
 
 // The idle watch's event (PLAN.events.jsonl and the hooks): the job, its attempt and what was seen.
-void RunLoop::log_idle(const Tick& t, const std::string& id, const std::string& detail) {
+void RunLoop::log_idle(Tick& t, const std::string& id, const std::string& detail) {
   // Once while the state cannot be saved (each tick then decides it again from the state on disk).
   if (!log_.journal || !told_.fresh("unsaved:idle event " + id)) return;
   Event e = plan_event("idle", t.now, "run", detail);
@@ -289,7 +289,7 @@ void RunLoop::log_idle(const Tick& t, const std::string& id, const std::string& 
   try {
     if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& x) {
-    say(t.now, fmt::format("cannot append the idle event of {} to the event log ({})", id, x.what()));
+    say(t, fmt::format("cannot append the idle event of {} to the event log ({})", id, x.what()));
   }
 }
 
@@ -303,11 +303,11 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
   JobState& s = *q_->state().find(id);
   bool sent = stop(t, s);
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t.now, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
+  say(t, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry),
       "hung " + id);
-  note_in_log(job.id, "hung " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
+  note_in_log(t, job.id, "hung " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
                                                "its process group, SIGKILL after --kill-grace {:g} s",
                                                c.detail(), opt_.kill_grace));
 }
@@ -326,11 +326,11 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
   std::optional<size_t> j = index_of(id);
   std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
                                                           : "not retried automatically (on_oom would, resized)";
-  say(t.now, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
+  say(t, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
                          sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
                          retry),
       "over memory " + id);
-  note_in_log(job.id, "over memory " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
+  note_in_log(t, job.id, "over memory " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
                                                "SIGKILL after --kill-grace {:g} s",
                                                why, opt_.kill_grace));
 }
@@ -435,7 +435,7 @@ bool RunLoop::never_finishes(Tick& t) {
   }
   for (const Stuck& st : o.sim.blocked)
     lines.push_back(fmt::format("{} can never start: {}", plan_.jobs[st.job].id, stuck_text(plan_, p, st)));
-  for (const std::string& l : lines) say(t.now, l);
+  for (const std::string& l : lines) say(t, l);
   std::vector<std::string> ids;
   for (size_t i : waiting) ids.push_back(plan_.jobs[i].id);
   end_.never_ids = id_list(ids);

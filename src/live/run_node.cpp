@@ -39,7 +39,7 @@ void RunLoop::node_enter(Tick& t) {
     node_->set_host(node_host_room(opt_.node_cpus, opt_.node_mem_gib));
     const std::vector<NodeHold> holds = node_holds(t);
     GpuMask closed = node_->enter(t.now, wants, node & ~t.busy,
-                                  [&](const std::string& line) { say(t.now, "node: " + line); }, 30, &holds);
+                                  [&](const std::string& line) { say(t, "node: " + line); }, 30, &holds);
     // The node lock may have been waited for (another run holds it through its save): what this
     // tick starts is stamped from now, when the node's GPUs were seen free, not from the tick's
     // start, which came before another run's job ended (the power-cut test's scenario d saw two
@@ -65,7 +65,7 @@ void RunLoop::node_enter(Tick& t) {
         const Effects& fx = q_->apply(p, t.now);
         for (const Preemption& p : fx.preempted) t.preempts.push_back(p);
       }
-    if (told_.gone("node dir")) say(t.now, fmt::format("the node directory {} is usable again", node_->dir()));
+    if (told_.gone("node dir")) say(t, fmt::format("the node directory {} is usable again", node_->dir()));
     // Ready jobs waiting while other runs hold GPUs, or cores and host memory: looked at again soon.
     const HostTaken& host = node_->others_host();
     if (!wants.empty() || ((host.cpus > 0 || host.mem_gib > 0) && !engine.ready_jobs(1).empty()))
@@ -127,9 +127,9 @@ void RunLoop::node_publish(Tick& t) {
 }
 
 // A node directory that cannot be used: said once for each problem, until it can be used again.
-void RunLoop::say_node_problem(const Tick& t, const NodeError& e) const {
+void RunLoop::say_node_problem(Tick& t, const NodeError& e) const {
   if (told_.fresh("node dir", e.what()))
-    say(t.now, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
+    say(t, fmt::format("node directory {}: {}; no job starts on a GPU until it can be used", node_->dir(),
                            e.what()));
 }
 

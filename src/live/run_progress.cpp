@@ -108,7 +108,7 @@ std::string slip_cause(const Plan& plan, const State& state, const std::map<size
 // megabytes an hour for a large plan). A line is appended whole or not at all; a file that
 // cannot take it (a full disk) is said once, with the file and the error, and again when it
 // takes lines again. Jobs go on either way.
-void RunLoop::record_prediction(const Tick& t, const PredictionRecord& record, bool moved) {
+void RunLoop::record_prediction(Tick& t, const PredictionRecord& record, bool moved) {
   auto first = record.finish.begin();
   bool record_it = first != record.finish.end() &&
                    (moved || !eta_.recorded_finish || std::fabs(first->second - *eta_.recorded_finish) > 60 ||
@@ -119,14 +119,14 @@ void RunLoop::record_prediction(const Tick& t, const PredictionRecord& record, b
   } catch (const StoreError& e) {
     std::string problem = e.err ? fault_words(e.file, e.err) : std::string(e.what());
     if (told_.fresh("predictions", problem))
-      say(t.now, fmt::format("{}: the run's predictions are not recorded (history --accuracy goes without them) "
+      say(t, fmt::format("{}: the run's predictions are not recorded (history --accuracy goes without them) "
                              "until it can be written; jobs go on",
                              problem));
     return;
   }
   eta_.recorded_finish = first->second;
   eta_.recorded_at = t.now;
-  if (told_.gone("predictions")) say(t.now, "the predictions file is written again: " + eta_.predictions_path);
+  if (told_.gone("predictions")) say(t, "the predictions file is written again: " + eta_.predictions_path);
 }
 
 // The plan's predicted finish, as `status` would predict it now; an `eta` event (the event log,
@@ -208,7 +208,7 @@ void RunLoop::watch_eta(Tick& t) {
   try {
     if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& x) {
-    say(t.now, fmt::format("cannot append the eta event to the event log ({})", x.what()));
+    say(t, fmt::format("cannot append the eta event to the event log ({})", x.what()));
   }
 }
 

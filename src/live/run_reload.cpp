@@ -16,11 +16,11 @@ void RunLoop::reload_plan(Tick& t) {
   PlanLook l = reload_.source->look(t.now);
   t.wake_in = std::min(t.wake_in, l.recheck_in);
   if (l.kind == PlanLook::Kind::Loaded) {
-    for (const std::string& u : l.unknown_fields) say(t.now, "warning: " + u);
+    for (const std::string& u : l.unknown_fields) say(t, "warning: " + u);
     take_plan(t, std::move(*l.plan), l.text);
   } else if (l.kind == PlanLook::Kind::Broken) {
-    for (const std::string& e : l.errors) say(t.now, e);
-    say(t.now, fmt::format("the plan on disk has {} problem{}; still running the version loaded at {}",
+    for (const std::string& e : l.errors) say(t, e);
+    say(t, fmt::format("the plan on disk has {} problem{}; still running the version loaded at {}",
                            l.errors.size(), l.errors.size() == 1 ? "" : "s", local_time(reload_.loaded_at, t.now)));
   }
 }
@@ -53,14 +53,14 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
   snap_.due = true;  // the jobs added and changed take a snapshot of the code as it is now
   snap_.changed.insert(c.changed.begin(), c.changed.end());
   std::string what = change_text(c);
-  say(t.now, "plan reloaded: " + what);
+  say(t, "plan reloaded: " + what);
   if (reload_.then) reload_.then(text, t.now);
   if (!log_.journal) return;
   try {
     Event e = plan_event("reload", t.now, "run", what);
     if (log_.journal->append_plan_event(e) && log_.hooks) log_.hooks->fire({e}, log_.journal->count());
   } catch (const StoreError& e) {
-    say(t.now, fmt::format("cannot append the reload to the event log ({})", e.what()));
+    say(t, fmt::format("cannot append the reload to the event log ({})", e.what()));
   }
 }
 
@@ -71,10 +71,10 @@ void RunLoop::note_pause(Tick& t) {
   t.paused = since.has_value();
   if (pause_.seen && since.has_value() == pause_.was.has_value()) return;
   if (since)
-    say(t.now, fmt::format("paused since {}: no new job starts until {} (running jobs go on)",
+    say(t, fmt::format("paused since {}: no new job starts until {} (running jobs go on)",
                            local_time(*since, t.now), hint("resume")));
   else if (pause_.seen)
-    say(t.now, "resumed: jobs start again");
+    say(t, "resumed: jobs start again");
   pause_.seen = true;
   pause_.was = since;
 }

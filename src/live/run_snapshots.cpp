@@ -44,11 +44,11 @@ void RunLoop::take_snapshots(Tick& t) {
     snap = snap_.store->take(snap_.workdir, t.now);
   } catch (const SnapshotError& e) {
     // Their launch tries again, and fails them if it cannot either.
-    say(t.now, fmt::format("cannot take a snapshot of {} for {}: {}", snap_.workdir, id_list(ids), e.what()));
+    say(t, fmt::format("cannot take a snapshot of {} for {}: {}", snap_.workdir, id_list(ids), e.what()));
     return;
   }
   for (size_t i : need) set_snapshot(q_->entry(i), snap);
-  say(t.now, fmt::format("snapshot {} of {}{} for {} job{}: {}", short_commit(snap.commit), snap.repo,
+  say(t, fmt::format("snapshot {} of {}{} for {} job{}: {}", short_commit(snap.commit), snap.repo,
                          snap.dirty ? " (with uncommitted changes)" : "", need.size(), need.size() == 1 ? "" : "s",
                          id_list(ids)));
 }
@@ -131,13 +131,13 @@ void RunLoop::prune_snapshots(Tick& t) {
     std::string files;
     for (size_t n = 0; n < k.files.size() && n < kShown; ++n) files += (n ? ", " : "") + k.files[n];
     if (k.files.size() > kShown) files += fmt::format(" and {} more", k.files.size() - kShown);
-    say(t.now, fmt::format("jobs wrote into the checkout of snapshot {}: {}; {} {} (outputs belong under "
+    say(t, fmt::format("jobs wrote into the checkout of snapshot {}: {}; {} {} (outputs belong under "
                            "$GPUQ_WORKDIR, the real workdir: a checkout is removed once no job needs it)",
                            k.checkout, files, k.whole ? "not all could be moved: the checkout is left whole at" : "kept in",
                            k.folder));
   }
   if (gone.empty()) return;
-  say(t.now, fmt::format("removed the checkout{} of snapshot{} {}: no job waiting or running needs {}",
+  say(t, fmt::format("removed the checkout{} of snapshot{} {}: no job waiting or running needs {}",
                          gone.size() == 1 ? "" : "s", gone.size() == 1 ? "" : "s", id_list(gone),
                          gone.size() == 1 ? "it" : "them"));
   // The refs that keep this queue's snapshots from git gc, where neither the state nor the event
@@ -152,7 +152,7 @@ void RunLoop::prune_snapshots(Tick& t) {
   for (const std::string& r : repos)
     for (std::string& c : snap_.store->drop_refs(r, named)) dropped.push_back(short_commit(c));
   if (!dropped.empty())
-    say(t.now, fmt::format("deleted the ref{} of snapshot{} {} (refs/gpuq/snapshots/): no job and no attempt in the "
+    say(t, fmt::format("deleted the ref{} of snapshot{} {} (refs/gpuq/snapshots/): no job and no attempt in the "
                            "event log runs {}, and git gc may drop {}",
                            dropped.size() == 1 ? "" : "s", dropped.size() == 1 ? "" : "s", id_list(dropped),
                            dropped.size() == 1 ? "it" : "them", dropped.size() == 1 ? "it" : "them"));

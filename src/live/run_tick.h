@@ -13,6 +13,12 @@
 
 namespace gpuq {
 
+/// A line for the pane (`job` empty) or a note for a job's log, with what it is about (its key
+/// for told_; empty: said each time).
+struct RunLoop::Told {
+  std::string text, about, job;
+};
+
 /// One tick's working state (the queue itself is RunLoop::q_).
 struct RunLoop::Tick {
   double now = 0;
@@ -35,10 +41,11 @@ struct RunLoop::Tick {
   std::vector<GroupSignal> signals;
   size_t signals_saved = 0;  // how many of them a save that succeeded came after
   std::set<std::string> ended;             // jobs whose end this tick saw, not yet saved (refresh_ended)
-  std::vector<std::string> unsynced_ends;  // of them, those read while their wrapper still synced the code (sync_ends)
+  std::vector<std::string> unsynced_ends;  // their codes, and those of the groups SIGKILLed: synced before the save (sync_ends)
   std::string not_started;                 // a job's wrapper was refused a process: nothing starts this tick
   std::optional<GpuReading> reading;       // the probe's reading (probe), for the faults (watch_drains)
   bool fault_unread = false;               // a job failed after the reading: the next may hold its fault
+  std::vector<Told> told;                  // the lines and log notes decided, not yet told (tell)
 };
 
 /// A hash of the jobs' statuses and starts: what makes a prediction worth making again.

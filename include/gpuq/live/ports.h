@@ -247,8 +247,9 @@ class Launcher {
     (void)group;
     return {};
   }
-  /// Makes the exit codes of jobs `ids`, read while their wrappers still synced them, durable
-  /// (called before a save records their ends). Returns a line per code it could not sync.
+  /// Makes the exit codes of jobs `ids` durable, where they are written: those run read (their
+  /// wrappers may still be syncing them) and those of groups it is about to SIGKILL, before a
+  /// save records the ends. Returns a line per code it could not sync.
   virtual std::vector<std::string> sync_ends(const std::vector<std::string>& ids) = 0;
   /// Collects the exits of finished children, so that none stays a zombie.
   virtual void reap() = 0;

@@ -131,6 +131,7 @@ class RunLoop {
 
  private:
   struct Tick;
+  struct Told;
   void load_state(Tick& t, const ClockSeen& seen);
   ClockSeen look_at_clock(Tick& t);
   void note_due(const Tick& t);
@@ -143,9 +144,9 @@ class RunLoop {
   void prepare_snapshot(Tick& t, size_t i, LaunchSpec& spec);
   void prune_snapshots(Tick& t);
   const Job* job_of(const std::string& id) const;
-  void say_changes(const Tick& t, const State& before, const State& state);
+  void say_changes(Tick& t, const State& before, const State& state);
   void log_others(Tick& t);
-  void say_adopted(const Tick& t);
+  void say_adopted(Tick& t);
   std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);
   void sync_ends(Tick& t);
@@ -165,18 +166,18 @@ class RunLoop {
   void watch_activity(Tick& t);
   void note_progress(Tick& t);
   void watch_eta(Tick& t);
-  void record_prediction(const Tick& t, const PredictionRecord& record, bool moved);
+  void record_prediction(Tick& t, const PredictionRecord& record, bool moved);
   void stop_hung(Tick& t, const Job& job, const std::string& id, const QuietCheck& c);
   void act_on_idle(Tick& t, const Job& job, const std::string& id, const IdleCheck& c);
-  void log_idle(const Tick& t, const std::string& id, const std::string& detail);
+  void log_idle(Tick& t, const std::string& id, const std::string& detail);
   void node_enter(Tick& t);
   void watch_drains(Tick& t);
   void drain_for(Tick& t, const GpuFault& f);
   void requeue_fault_failures(Tick& t, const std::map<int, GpuDrain>& drained, bool all);
-  void log_drain(const Tick& t, const GpuDrain& d, const std::string& detail);
+  void log_drain(Tick& t, const GpuDrain& d, const std::string& detail);
   std::vector<NodeWant> node_wants() const;
   void node_publish(Tick& t);
-  void say_node_problem(const Tick& t, const NodeError& e) const;
+  void say_node_problem(Tick& t, const NodeError& e) const;
   std::vector<NodeHold> node_holds(const Tick& t) const;
   void decide(Tick& t);
   void start(Tick& t);
@@ -198,7 +199,9 @@ class RunLoop {
   TickResult store_failed(Tick& t, const StoreError& e);
   int stopped(const Wake& w);
   void say(double now, const std::string& line, const std::string& about = {}) const;
-  void note_in_log(const std::string& id, const std::string& about, const std::string& line) const;
+  void say(Tick& t, const std::string& line, const std::string& about = {}) const;
+  void note_in_log(Tick& t, const std::string& id, const std::string& about, const std::string& line) const;
+  void tell(Tick& t) const;
 
   Plan plan_;
   std::shared_ptr<const PlanIndex> index_;  // who depends on whom in plan_, for each engine over it
