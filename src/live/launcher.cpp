@@ -689,8 +689,9 @@ std::optional<int> run_script(const char* script, const char* exitf, const char*
 // holds it (PosixLauncher::observe reads it there). Renamed, then synced: the rename wakes `run`
 // (its waker watches the exit files), which reads the code and starts what waits for it while
 // this process syncs the code and exits, so a chain's hand-off waits for neither
-// (bench/side_by_side.sh). Nothing starts on the code before it is durable another way: the state
-// that records the end is synced before any start line is let go. A power cut before this sync
+// (bench/side_by_side.sh). Nothing records the code before it is durable: `run` syncs it itself
+// before the save that records the end (RunLoop::sync_ends), and before any SIGKILL of this group
+// can cut this sync short. A power cut before this sync
 // leaves the code in the room or renamed, or neither (the room's blank or the exit file's: a code
 // never written, as when the cut comes before the write), never a wrong one; the room's name was
 // made durable before the spawn (attempt_files). The folder is not synced after the rename: a

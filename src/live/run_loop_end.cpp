@@ -53,7 +53,7 @@ void RunLoop::refresh_ended(Tick& t) {
 // already costs little; a job with no exit file has nothing to sync.
 void RunLoop::sync_ends(Tick& t) {
   if (t.unsynced_ends.empty()) return;
-  for (const std::string& problem : os_.launcher.sync_ends(t.unsynced_ends)) say(t, problem, "sync " + problem);
+  for (const std::string& problem : os_.launcher.sync_ends(t.unsynced_ends)) say(t, problem);
   t.unsynced_ends.clear();
 }
 
