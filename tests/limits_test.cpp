@@ -125,7 +125,7 @@ TEST(LimitsTick, AtTheLimitTheGroupGetsSigtermAndTheJobFailsAsTimedOut) {
   q.clock.advance(0.1);
   r = q.tick();
   EXPECT_THAT(q.launcher.signals, ElementsAre(std::pair{1000LL, Signal::Term}));
-  EXPECT_THAT(q.out, ElementsAre(q.line("timed out a after 0.01h (limit 0.01h): SIGTERM to process group 1000; "
+  EXPECT_THAT(q.out, ElementsAre(q.line("timed out a after 36 s (limit 36 s): SIGTERM to process group 1000; "
                                         "not retried automatically")));
   const JobState& a = q.entry("a");
   EXPECT_EQ(a.status, Status::Failed);
@@ -135,7 +135,7 @@ TEST(LimitsTick, AtTheLimitTheGroupGetsSigtermAndTheJobFailsAsTimedOut) {
   EXPECT_EQ(outcome_of(a), Outcome::Timeout);
   ASSERT_EQ(q.launcher.log_notes.size(), 1u);
   EXPECT_EQ(q.launcher.log_notes[0].first, "a");
-  EXPECT_THAT(q.launcher.log_notes[0].second, HasSubstr("time limit 0.01h reached after 0.01h"));
+  EXPECT_THAT(q.launcher.log_notes[0].second, HasSubstr("time limit 36 s reached after 36 s"));
   // The group is gone (the fake obeys SIGTERM): the plan is finished.
   EXPECT_EQ(q.tick().next, TickResult::Next::Finished);
 }
@@ -157,7 +157,7 @@ TEST(LimitsTick, TheWarningComesOnceBeforeTheLimitAndTheTimeoutLineSaysWhen) {
   EXPECT_THAT(q.launcher.signals, IsEmpty());
   q.clock.advance(5);
   q.tick();
-  EXPECT_THAT(q.out, ElementsAre(q.line(fmt::format("timed out a after 0.01h (limit 0.01h), warned with USR1@10 at "
+  EXPECT_THAT(q.out, ElementsAre(q.line(fmt::format("timed out a after 36 s (limit 36 s), warned with USR1@10 at "
                                                     "{}: SIGTERM to process group 1000; not retried automatically",
                                                     warned_at))));
   EXPECT_EQ(q.launcher.warnings.size(), 1u);
@@ -229,7 +229,7 @@ TEST(LimitsTick, ATimedOutJobIsRetriedOnlyWithRetryOnTimeout) {
   EXPECT_EQ(q.entry("a").exit, kKilledExit);
   EXPECT_EQ(q.entry("b").exit, kTimeoutRetryExit);  // a failure the original retries too
   EXPECT_EQ(q.entry("b").outcome, "timeout");
-  EXPECT_THAT(q.out[1], HasSubstr("timed out b after 0.01h (limit 0.01h): SIGTERM to process group 1001; retried "
+  EXPECT_THAT(q.out[1], HasSubstr("timed out b after 36 s (limit 36 s): SIGTERM to process group 1001; retried "
                                   "automatically (retry_on_timeout)"));
   EXPECT_DOUBLE_EQ(r.wake_in, 300);
   q.clock.advance(300);

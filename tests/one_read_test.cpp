@@ -7,6 +7,7 @@
 // same words for the GPU someone else holds, and the jobs status predicts to start now must be the
 // ones the tick starts, on the same GPUs.
 #include <gmock/gmock.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include <set>
 
 #include "gpuq/core/outlook.h"
+#include "gpuq/live/launcher.h"
 #include "gpuq/live/look.h"
 #include "gpuq/live/probe.h"
 #include "gpuq/live/state_codec.h"
@@ -193,4 +195,112 @@ TEST(OneRead, AnothersMemoryOnAPackedJobsGpuKeepsTheSameJobWaitingToBoth) {
   EXPECT_EQ(b.status_mem_other[0], 10.0);
   EXPECT_EQ(b.started, b.predicted);
   EXPECT_TRUE(b.started.empty()) << "small does not fit beside big and another's 10 GiB";
+}
+
+namespace {
+
+// A pid no process has: a child's, once reaped.
+long long gone_pid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+// Each entry of `state` as the state file writes it, by id.
+std::map<std::string, std::string> entries_of(const State& state) {
+  std::map<std::string, std::string> out;
+  for (const auto& [id, s] : state.entries()) {
+    State one;
+    one.set(id, s);
+    out[id] = dump_state(one);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The ends one read sees settle alike for the tick and for status. One recorded world: jobs that
+// ended while no run looked (their codes in logs/, their processes gone) beside one that still
+// runs. The tick reads it through the real launcher over the files, as `run` does (its state
+// from the store's fake, parsed from the file), and decides on the read; status reads the files
+// through look_at, in memory only. Every entry each leaves is the same: done on exit 0 (a
+// preempted job's too), failed on exit 3, lost with no code, pending again for a requeue whose
+// group is gone, and running for the job whose process is alive. Before one read, the two
+// gathered the ends with two functions (the tick's refresh, the backend's).
+TEST(OneRead, TheEndsOfOneRecordedWorldSettleAlikeForTheTickAndForStatus) {
+  const char* plan = R"([
+    {"id": "a", "script": "job.sh", "gpus": 1, "est_hours": 1},
+    {"id": "b", "script": "job.sh", "gpus": 1, "est_hours": 1},
+    {"id": "c", "script": "job.sh", "gpus": 1, "est_hours": 1},
+    {"id": "d", "script": "job.sh", "gpus": 1, "deps": ["f"], "est_hours": 1},
+    {"id": "e", "script": "job.sh", "gpus": 1, "preemptible": true, "est_hours": 1},
+    {"id": "f", "script": "job.sh", "gpus": 1, "est_hours": 1}
+  ])";
+  TempDir d;
+  d.write("job.sh", "true\n", 0755);
+  std::map<std::string, std::string> env = fake_nvidia_smi(d, idle_gpus(8));
+  d.write("plan.json", plan);
+  const std::string plan_file = d.path() + "/plan.json";
+  const PlanPaths paths = paths_for(plan_file);
+  d.write("logs/a.exit", "0\n");
+  d.write("logs/b.exit", "3\n");
+  d.write("logs/e.exit", "0\n");
+  const long long gone = gone_pid();
+  auto world_at = [&](double now) {
+    return fmt::format(R"({{
+  "a": {{"status": "running", "pid": {0}, "gpus": [0], "start": {2}, "attempts": 0}},
+  "b": {{"status": "running", "pid": {0}, "gpus": [1], "start": {2}, "attempts": 0}},
+  "c": {{"status": "running", "pid": {0}, "gpus": [2], "start": {2}, "attempts": 0}},
+  "d": {{"status": "running", "pid": {0}, "gpus": [3], "start": {2}, "attempts": 0, "requeue": {3}, "kill_sent": {3}}},
+  "e": {{"status": "running", "pid": {0}, "gpus": [4], "start": {2}, "attempts": 0, "preempt": {3}}},
+  "f": {{"status": "running", "pid": {1}, "gpus": [5], "start": {2}, "attempts": 0}}
+}})",
+                       gone, ::getpid(), now - 100, now - 10);
+  };
+  const std::string world = world_at(unix_now());
+  d.write(paths.state.substr(d.path().size() + 1), world);
+
+  PlanSetup s;
+  s.plan = plan_file;
+  s.node_dir = "off";
+  s.gpus = "0-7";
+  s.gpu_probe = "nvidia-smi";
+  s.nvidia_smi = env.at("GPUQ_NVIDIA_SMI");
+  LookAsk ask;
+  ask.run = false;
+  ask.snapshots = false;
+  PlanSetup status_setup = s;
+  Look l = look_at(status_setup, ask);
+  ASSERT_TRUE(l.plan);
+
+  // run's tick, at the look's instant, over the same files.
+  const std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  RunOptions opt = run_options(s, gpus);
+  opt.poll = 3600;
+  FakeClock clock;
+  clock.t = l.now;
+  PosixLauncher launcher(paths);
+  FakeProbe probe;
+  FakeDisk disk;
+  FakeStore store{disk, nullptr};
+  FakeFiles files;
+  FakeWaker waker{clock};
+  StateLoad loaded = parse_state(world, "plan.state.json");
+  ASSERT_TRUE(loaded.state) << loaded.error;
+  disk.replace(std::move(*loaded.state));
+  std::vector<std::string> out;
+  RunLoop loop(*l.plan, opt, Ports{clock, launcher, probe, store, files, waker},
+               [&](const std::string& line) { out.push_back(line); }, [&](const std::string&) {});
+  loop.tick();
+
+  EXPECT_EQ(entries_of(disk.state), entries_of(l.state)) << ::testing::PrintToString(out);
+  EXPECT_EQ(disk.state.status_of("a"), Status::Done);
+  EXPECT_EQ(disk.state.status_of("b"), Status::Failed);
+  EXPECT_EQ(disk.state.find("b")->exit, 3);
+  EXPECT_EQ(disk.state.status_of("c"), Status::Failed);
+  EXPECT_EQ(disk.state.status_of("d"), Status::Pending);
+  EXPECT_EQ(disk.state.status_of("e"), Status::Done);
+  EXPECT_EQ(disk.state.status_of("f"), Status::Running);
 }

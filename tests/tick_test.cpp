@@ -533,7 +533,7 @@ TEST(Tick, AStopWhoseRecordCannotBeSavedWaitsForTheDisk) {
   EXPECT_THAT(q.journal, ElementsAre("lock", "save", "unlock"));
   EXPECT_THAT(q.launcher.signals, IsEmpty());
   ASSERT_EQ(q.out.size(), 2u);
-  EXPECT_THAT(q.out[0], HasSubstr("timed out a after 0.01h (limit 0.01h): SIGTERM to process group 1000"));
+  EXPECT_THAT(q.out[0], HasSubstr("timed out a after 36 s (limit 36 s): SIGTERM to process group 1000"));
   EXPECT_THAT(q.out[1], HasSubstr("no job starts until the state can be saved"));
   // The next tick's first save (alone, first, after a failed one) fails too; its second succeeds.
   q.clock.advance(2);

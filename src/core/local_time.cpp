@@ -63,6 +63,11 @@ std::string duration_text(double seconds) {
   return fixed(seconds / 3600, 0, 1) + "h";
 }
 
+std::string hours_text(double hours) {
+  if (hours < 0.1) return duration_text(hours * 3600);
+  return fmt::format("{:.2f}h", hours);
+}
+
 std::string clock_stamp(double t) {
   time_t secs = static_cast<time_t>(t);
   tm local;

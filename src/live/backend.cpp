@@ -21,11 +21,6 @@ class LocalBackend : public Backend {
  public:
   bool batch() const override { return false; }
   std::string plan_problem(const Plan&, bool) const override { return ""; }
-  QueueView refresh(const PlanPaths& paths, State& state, double now) const override {
-    PosixLauncher local(paths);
-    refresh_alone(local, state, now);
-    return {};
-  }
   std::unique_ptr<Launcher> launcher(const Plan&, const PlanPaths& paths) const override {
     return std::make_unique<PosixLauncher>(paths);
   }
@@ -89,16 +84,14 @@ class SlurmBackend : public Backend {
     return out;
   }
 
-  QueueView refresh(const PlanPaths& paths, State& state, double now) const override {
-    if (!state_in_slurm(state)) return local_backend()->refresh(paths, state, now);
-    static const Plan none;
-    SlurmLauncher slurm(none, paths, SlurmOptions{});
-    refresh_alone(slurm, state, now);
+  QueueView queue_view(Launcher& seen_by, const State& state) const override {
+    BatchQueue* slurm = seen_by.queue();
+    if (!slurm) return {};
     QueueView v;
     v.text = "\nIn Slurm (run --slurm):\n";
     for (const auto& [id, s] : state.entries()) {
       if (!s.queue_id || (s.status != Status::Running && s.status != Status::Held)) continue;
-      std::optional<QueueJob> q = slurm.view(s);
+      std::optional<QueueJob> q = slurm->view(s);
       if (q && q->state == "PENDING" && !q->reason.empty() && q->reason != "None") v.reasons[id] = q->reason;
       v.text += fmt::format("  {:<24} Slurm job {:<8} {:<10} {}\n", id, *s.queue_id, q ? q->state : "?",
                             q && !q->reason.empty() && q->reason != "None" ? "reason: " + q->reason : "");

@@ -59,7 +59,7 @@ std::string ended_line(const std::string& id, const Observed& o, double end, dou
 
 // An entry settled alone, without the engine (a job the plan does not have, or a refresh that
 // only reads): the same lives the engine gives (life.h), written as it writes them.
-void settle_alone(JobState& s, const Observed& o, double now) {
+void settle_entry_alone(JobState& s, const Observed& o, double now) {
   long long attempts = s.attempts_or0();
   switch (o.kind) {
     case Observed::Kind::Exited:
@@ -77,32 +77,29 @@ std::optional<size_t> job_index(const Plan& plan, const std::string& id) {
   return static_cast<size_t>(j - plan.jobs.data());
 }
 
-// The refresh of each running entry; `apply(j, event)` gives a plan job's event to the engine,
-// or null to settle every entry alone.
+// What the launcher saw (read.h's see_jobs) settled: `apply(j, event)` gives a plan job's event
+// to the engine, or null to settle every entry alone.
 template <class Apply>
-std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, State& state, double now,
-                                       const Apply* apply) {
+std::vector<EndedLine> settle_entries(const JobsSeen& seen, const Plan& plan, State& state, double now,
+                                      const Apply* apply) {
   std::vector<EndedLine> ended;
-  if (BatchQueue* queue = launcher.queue())
-    for (auto& [id, start] : queue->survey(state, now)) {
-      std::optional<size_t> j = apply ? job_index(plan, id) : std::nullopt;
-      if (j)
-        (*apply)(ev::QueueStarted{*j, start});
-      else if (JobState* s = state.find(id))
-        s->start = start;
-    }
-  std::vector<std::string> running;  // ids first: the engine's changes write entries as it goes
-  for (const auto& [id, s] : state.entries())
-    if (s.status == Status::Running) running.push_back(id);
-  for (const std::string& id : running) {
+  for (const auto& [id, start] : seen.started) {
+    std::optional<size_t> j = apply ? job_index(plan, id) : std::nullopt;
+    if (j)
+      (*apply)(ev::QueueStarted{*j, start});
+    else if (JobState* s = state.find(id))
+      s->start = start;
+  }
+  for (const JobSeen& js : seen.ended) {  // the engine's changes write entries as it goes
+    const std::string& id = js.id;
+    const Observed& o = js.seen;
     JobState* s = state.find(id);
     if (!s || s->status != Status::Running) continue;
-    Observed o = launcher.observe(id, *s);
     std::optional<size_t> j = apply ? job_index(plan, id) : std::nullopt;
-    if (s->requeue && o.kind != Observed::Kind::Running) {
+    if (s->requeue) {
       // `gpuq requeue`: pending again, but only once nothing of the job is left (its GPUs are
       // free then); until then it stays running, so that no `after:` dependent starts.
-      if (s->pid && launcher.group_alive(*s->pid)) continue;
+      if (js.group_alive) continue;
       if (j)
         (*apply)(ev::GroupGone{*j});
       else
@@ -110,12 +107,11 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       ended.push_back({id, fmt::format("requeued {}: its process group is gone; it is pending again", id)});
       continue;
     }
-    if (o.kind == Observed::Kind::Running) continue;
     std::optional<Outcome> oom;
     if (s->preempt && o.kind != Observed::Kind::Aborted) {
       // Preempted: it gives its GPUs up once nothing of it is left (run sends SIGKILL after
       // --preempt-grace); an exit 0 on its signal is done, any other end makes it pending again.
-      if (s->pid && launcher.group_alive(*s->pid)) continue;
+      if (js.group_alive) continue;
       bool done = o.kind == Observed::Kind::Exited && o.exit == 0;
       std::string how = o.kind == Observed::Kind::Exited ? fmt::format("exit {}", o.exit) : "no exit code";
       ended.push_back({id, done ? fmt::format("done {} (it finished on its preemption signal)", id)
@@ -126,17 +122,15 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
       ended.push_back({id, ended_line(id, o, end_of(o, *s, now), now)});
       if (o.kind == Observed::Kind::Aborted) ended.back().not_started = o.note;
       // A failure of a plan job looked at for an out-of-memory (host_mem.h), unless gpuq stopped it.
-      std::string why;
-      if (j && o.kind == Observed::Kind::Exited && o.exit != 0 && !s->kill_sent)
-        if ((oom = launcher.out_of_memory(id, *s, o.exit, &why)))
-          ended.back().oom = true, ended.back().line += *oom == Outcome::OverMemory
-                                   ? fmt::format(": over memory ({})", why)
+      if (j && (oom = js.oom))
+        ended.back().oom = true, ended.back().line += *oom == Outcome::OverMemory
+                                   ? fmt::format(": over memory ({})", js.oom_why)
                                    : fmt::format(": out of memory ({})", *oom == Outcome::OomGpu
                                                                              ? "GPU: its log says so"
                                                                              : "host: the kernel's OOM killer");
     }
     if (!j) {
-      settle_alone(*s, o, now);
+      settle_entry_alone(*s, o, now);
       continue;
     }
     if (o.cpu_seconds) s->cpu_seconds = std::llround(*o.cpu_seconds);
@@ -158,9 +152,9 @@ std::vector<EndedLine> refresh_entries(Launcher& launcher, const Plan& plan, Sta
 
 }  // namespace
 
-std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
+std::vector<EndedLine> settle(const JobsSeen& seen, QueueState& q, double now) {
   auto apply = [&](const EngineEvent& e) { q.apply(e, now); };
-  std::vector<EndedLine> ended = refresh_entries(launcher, q.plan(), q.state(), now, &apply);
+  std::vector<EndedLine> ended = settle_entries(seen, q.plan(), q.state(), now, &apply);
   // A preemptible job's own exit 85 is its checkpoint, not a failure: the engine made it waiting.
   // An out-of-memory with an on_oom retry left: the engine made it waiting, resized (host_mem.h).
   for (EndedLine& e : ended)
@@ -179,11 +173,19 @@ std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
   return ended;
 }
 
-std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now) {
+std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
+  return settle(see_jobs(launcher, q.state(), now, &q.plan()), q, now);
+}
+
+std::vector<EndedLine> settle_alone(const JobsSeen& seen, State& state, double now) {
   using NoApply = void (*)(const EngineEvent&);
   const NoApply* none = nullptr;
   static const Plan no_plan;
-  return refresh_entries(launcher, no_plan, state, now, none);
+  return settle_entries(seen, no_plan, state, now, none);
+}
+
+std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now) {
+  return settle_alone(see_jobs(launcher, state, now, nullptr), state, now);
 }
 
 std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& state, double now) {

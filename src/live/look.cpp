@@ -1,6 +1,7 @@
 // One look at the node (look.h): the plan, the state, the run, the GPUs, the shared node, the
 // backend's queue and the snapshots, gathered once for a prediction.
 #include "gpuq/live/look.h"
+#include "gpuq/live/read.h"
 
 #include <sys/statvfs.h>
 
@@ -19,6 +20,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/snapshot.h"
 #include "gpuq/live/async.h"
+#include "gpuq/live/control.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/node_dir.h"
 #include "gpuq/live/phase.h"
@@ -471,7 +473,22 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
   std::unique_ptr<GpuProbe> probe = probe_of(opt);
   GpusLook out;
   GpusSeen& n = out.seen;
-  n.reading = probe->read();
+  // The one read (read.h): the GPUs, and the plan's state, which tells gpuq's jobs' processes from
+  // others' (without one every process counts as another's).
+  ReadFrom from;
+  if (!s.plan.empty())
+    from.state = [&]() -> std::optional<State> {
+      try {
+        return read_state(plan_paths(s));
+      } catch (const std::exception& e) {
+        out.state_problem = e.what();
+        return State{};
+      }
+    };
+  from.clock = unix_now;
+  from.gpus = [&] { return probe->read(); };
+  WorldRead w = read_world(from, nullptr);
+  n.reading = std::move(*w.gpus);
   n.placement = std::move(*placement);
   if (n.placement.kind == Placement::Kind::Auto) n.placement.topology = probe->topology().value_or(Topology{});
   if (n.reading.used_mib) {
@@ -483,15 +500,8 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
     n.gpus = ids;
   }
   n.placement_line = placement_line(n.placement, mask_of(n.gpus));
-  // The plan's state tells gpuq's jobs' processes from others'; without one every process counts as another's.
-  State state;
-  if (!s.plan.empty()) try {
-      state = read_state(plan_paths(s));
-    } catch (const std::exception& e) {
-      out.state_problem = e.what();
-    }
-  n.foreign = foreign_processes(n.reading, state, GpuRules{opt.max_used_mib, opt.ignore_process});
-  n.now = unix_now();
+  n.foreign = foreign_processes(n.reading, w.state.value_or(State{}), GpuRules{opt.max_used_mib, opt.ignore_process});
+  n.now = w.now;
   idle_holders_into(n, s);
   return out;
 }
@@ -561,25 +571,16 @@ static void load_look_plan(PlanSetup& s, const LookAsk& ask, Look& l) {
   }
 }
 
-// The state as run's next tick will have it: the jobs that ended, in memory only (a look
-// changes nothing: fix 13), and what the backend's queue says. The tick's own refresh, and
-// nothing else: run signals a stop only once the state that says why is saved (issue 49), so a
-// job whose entry still says running when its process is gone ended as run's refresh will say.
-static void refresh_look(Look& l, const Backend& backend) {
-  l.queue = backend.refresh(l.paths, l.state, l.now);
-  phase("refresh");
-}
-
 // The GPUs free for the plan's jobs: the reading as run's next tick reads it (gpu_use.h's
 // read_gpus, the tick's own), the GPUs it makes busy and who holds them, and where jobs pack the GiB per GPU
 // beyond their declared; without a probe, those the state leaves.
-static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, const LookAsk& ask) {
+static void see_gpus(Look& l, const Plan& plan, std::optional<GpuReading> reading, const LookAsk& ask) {
   if (!ask.probe) {
     l.free = ask.state ? free_now(l.state, l.opt, GpuReading{}) : mask_of(l.gpus);
     return;
   }
   GpuReading none;
-  const GpuReading& r = probed ? probed->reading : none;
+  const GpuReading& r = reading ? *reading : none;
   ReadingSeen seen = read_gpus(r, l.state, plan, l.opt, GpuRules{l.opt.max_used_mib, l.opt.ignore_process},
                                mask_of(l.opt.node_gpus), packs(plan, l.opt));
   if (seen.memory) {
@@ -588,7 +589,7 @@ static void see_gpus(Look& l, const Plan& plan, std::optional<Probed>& probed, c
   }
   l.free = seen.free;
   l.others = std::move(seen.others);
-  if (probed) l.reading = std::move(probed->reading);
+  l.reading = std::move(reading);
   name_removed_holders(plan, l.state, l.others);
   name_ending_holders(l.state, l.others);
 }
@@ -628,14 +629,14 @@ static void take_run_plan(Look& l, const Backend& backend) {
 // The settings as run's options: its folder, its placement (with the topology, where it places by
 // it), and paused (the prediction starts nothing new: outlook.h). BadLook for a bad --pairs.
 static RunOptions look_options(const PlanSetup& s, const LookAsk& ask, const Look& l, const Plan& plan,
-                               const std::optional<Probed>& probed) {
+                               const std::optional<Probed>& probed, bool paused) {
   RunOptions opt = run_options(s, l.gpus);
   opt.workdir = workdir_of(s, plan.workdir).path;
   std::string pairs_err;
   std::optional<Placement> placement = placement_of(s, ask.pairs_default, l.gpus, &pairs_err);
   if (!placement) throw BadLook(pairs_err);
   opt.placement = std::move(*placement);
-  opt.paused = ask.run && paused_since(l.paths).has_value();
+  opt.paused = ask.run && paused;
   if (opt.placement.kind == Placement::Kind::Auto) {
     std::optional<Topology> t = probed ? probed->topology : probe_of(opt)->topology();
     opt.placement.topology = t.value_or(Topology{});
@@ -672,35 +673,61 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   const Plan& plan = *l.plan;
   if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
   phase("load plan");
-  std::optional<double> read_time;
-  if (ask.state) {
+  if (ask.state && l.paths.state != paths_for(given.plan, given.state_dir).state) {
     // The settings (the plan's, the run's) may name another state folder than the one read
     // before the plan was: that one is read instead.
-    if (l.paths.state != paths_for(given.plan, given.state_dir).state) {
-      try {
-        state.get();
-      } catch (const std::exception&) {  // not this plan's state
-      }
-      state = std::async(std::launch::deferred, [paths = l.paths, read_at] { return read_at(paths); });
+    try {
+      state.get();
+    } catch (const std::exception&) {  // not this plan's state
     }
-    Read r = state.get();
-    l.state = std::move(r.first);
-    read_time = r.second;
-    phase("read state (the rest of it)");
+    state = std::async(std::launch::deferred, [paths = l.paths, read_at] { return read_at(paths); });
   }
+  // The one read (read.h), run's tick's own: the state as run's next tick will have it (the jobs
+  // that ended, in memory only: a look changes nothing, fix 13; seen by the launcher they run
+  // under, Slurm's for jobs in its queue), the GPUs as the probe read them, the pause.
   std::optional<Probed> probed;
-  if (ask.probe) {
-    probed = probe.get();
-    if (probe_asked(s, ask.pairs_default) != probe_asked(given, ask.pairs_default)) probed.reset();
-  }
+  std::optional<double> read_time;
+  std::unique_ptr<Backend> seen_through;
+  std::unique_ptr<Launcher> seer;
+  ReadFrom from;
+  // The state's read (on its own core since the start) is waited for first: a damaged state is
+  // said at once, not after a slow nvidia-smi (get() rethrows its error).
+  std::optional<Read> read;
   if (ask.state) {
+    read = state.get();
+    read_time = read->second;
+    phase("read state (the rest of it)");
+    from.state = [&]() -> std::optional<State> { return std::move(read->first); };
+  }
+  from.clock = [&] { return read_time.value_or(unix_now()); };
+  if (ask.state && ask.refresh)
+    from.launcher = [&](const State& st) {
+      static const Plan none;
+      seen_through = backend_in_use(&st, nullptr);
+      seer = seen_through->launcher(none, l.paths);
+      return seer.get();
+    };
+  if (ask.probe)
+    from.gpus = [&] {
+      probed = probe.get();
+      if (probe_asked(s, ask.pairs_default) != probe_asked(given, ask.pairs_default)) probed.reset();
+      return probed ? probed->reading : GpuReading{};
+    };
+  if (ask.run) from.paused = [&] { return paused_since(l.paths); };
+  WorldRead w = read_world(from, nullptr);
+  l.now = w.now;
+  if (w.state) l.state = std::move(*w.state);
+  if (ask.state) {  // as the state file has them (a job no longer in the plan that runs there is said so)
     for (std::string& line : unknown_entry_lines(plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
     if (std::string full = state_folder_unwritable(l.paths); !full.empty()) l.warnings.push_back("warning: " + full);
   }
-  l.now = read_time.value_or(unix_now());
-  if (ask.state && ask.refresh) refresh_look(l, *backend);
-  l.opt = look_options(s, ask, l, plan, probed);
-  see_gpus(l, plan, probed, ask);
+  if (seer) {
+    settle_alone(w.jobs, l.state, l.now);
+    l.queue = seen_through->queue_view(*seer, l.state);
+    phase("refresh");
+  }
+  l.opt = look_options(s, ask, l, plan, probed, w.paused.has_value());
+  see_gpus(l, plan, probed ? std::optional<GpuReading>(std::move(w.gpus)) : std::nullopt, ask);
   if (ask.node) see_node(l, s, plan, ask);
   else l.node.drained = read_drained(node_dir_for(s, l.paths), mask_of(l.gpus));  // simulate: the drains alone
   // Drained GPUs get no job: the prediction runs on the GPUs left (a job running on one keeps it

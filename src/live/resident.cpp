@@ -122,7 +122,7 @@ std::optional<std::string> kernel_log() {
 
 std::map<long long, ResidentTree> PosixLauncher::resident(const std::vector<long long>& groups) {
   std::map<long long, ResidentTree> trees = resident_trees(groups);
-  // Jobs no longer asked about have ended (their out_of_memory came first, in the tick's refresh).
+  // Jobs no longer asked about have ended (their out_of_memory came first, in the tick's read).
   std::erase_if(tree_pids_, [&](const auto& kv) { return !trees.count(kv.first); });
   constexpr size_t kKeptPids = 4096;  // a job that starts workers again and again keeps the newest
   for (const auto& [g, t] : trees) {

@@ -76,53 +76,10 @@ TickResult RunLoop::tick() {
   if (last_save_problem_.empty()) told_.forget("unsaved:");  // the last tick's lines are saved
   try {
     Store::Locked lock(os_.store);
-    load_state(t, seen);
-    catch_up_events(t);
-    reload_plan(t);
-    take_snapshots(t);
-    note_pause(t);
-    refresh_ended(t);
-    enforce_limits(t);
-    watch_memory(t);
-    escalate_kills(t);
-    note_running(t);
-    watch_host(t);
-    probe(t);
-    watch_activity(t);
-    note_progress(t);
-    phase("tick: refresh, probe");
-    if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
-    else save_ends_before_relaunch(t);
-    node_enter(t);
-    watch_drains(t);
+    read(t, seen);
     decide(t);
-    phase("tick: decide");
-    start(t);
-    node_publish(t);
-    save(t);
-    phase("tick: start, save");
-    tell(t);
-    signal_groups(t);
-    release_started(t);
-    prune_snapshots(t);
-    record_events(t);
-    phase("tick: events");
-    watch(t);
-    phase("tick: watches");
-    watch_eta(t);
-    phase("tick: eta");
-    bool done = all_finished(t) || never_finishes(t);
-    // The last failure may be a bad GPU's, its Xid not read yet: one more look first (once: the
-    // next reading is taken after the failure).
-    if (done && t.fault_unread) {
-      done = false;
-      t.wake_in = std::min(t.wake_in, kStaleReadingWake);
-    }
-    if (done) {
-      end_.summary = outcomes(q_->state());
-      end_.all_done = true;
-      for (size_t i = 0; i < plan_.jobs.size() && end_.all_done; ++i) end_.all_done = q_->state().status_of(plan_, i) == Status::Done;
-    }
+    act(t);
+    bool done = record(t);
     phase("tick: finished?");
     kept_ = t.saved;  // the next tick starts from it, unless the store changes
     tell(t);
@@ -143,27 +100,46 @@ void RunLoop::note_due(const Tick& t) {
   if (std::optional<double> mono = os_.clock.monotonic()) clock_.due_in = std::max(t.wake_in, *mono - clock_.began);
 }
 
-// The state and the engine over it as this loop last saved them, unless someone has replaced
-// the file since (control commands and the original write a new file and rename it over):
-// then the state read, and the engine loaded from it.
-void RunLoop::load_state(Tick& t, const ClockSeen& seen) {
-  bool had = kept_ && q_;
-  bool same = had && os_.store.unchanged_since_write() && !seen.step && !seen.late;
-  kept_ = false;
-  t.now = os_.clock.now();
-  if (!same) {
+// The one read (read.h), as every look reads: the state (this loop's own, kept, unless someone
+// has replaced the file since: control commands and the original write a new file and rename it
+// over; across a clock step or a long stop, its times moved as read), what the launcher sees of
+// its running jobs (their orphans reaped first), the GPUs (the reading the background probe last
+// took), the pause. The steps after decide on it.
+void RunLoop::read(Tick& t, const ClockSeen& seen) {
+  const bool same = kept_ && q_ && os_.store.unchanged_since_write() && !seen.step && !seen.late;
+  os_.launcher.reap();
+  ReadFrom from;
+  from.state = [&]() -> std::optional<State> {
+    if (same) return std::nullopt;
     State read = os_.store.read();
-    t.now = os_.clock.now();
     if (seen.step) move_times(read, seen.step, seen.old_now);
-    if (seen.late) forgive_unwatched(read, seen.late, t.now);
-    if (had) say_changes(t, q_->state(), read);
+    if (seen.late) forgive_unwatched(read, seen.late, os_.clock.now());
+    return read;
+  };
+  from.clock = [&] { return os_.clock.now(); };
+  from.launcher = [&](const State&) { return &os_.launcher; };
+  from.oom_of = &plan_;  // a failure out of memory: on_oom's retry
+  from.gpus = [&] { return os_.probe.read(); };
+  from.paused = pause_.from;
+  t.world = read_world(from, same ? &q_->state() : nullptr);
+  t.now = t.world.now;
+}
+
+// The state and the engine over it as this loop last saved them, or the state read, and the
+// engine loaded from it (a change from another shell said).
+void RunLoop::load_state(Tick& t) {
+  const bool had = kept_ && q_;
+  kept_ = false;
+  if (t.world.state) {
+    if (had) say_changes(t, q_->state(), *t.world.state);
     Policy policy = opt_;
-    q_.emplace(plan_, policy, std::move(read), t.now, "run", index_);
+    q_.emplace(plan_, policy, std::move(*t.world.state), t.now, "run", index_);
+    t.world.state.reset();
     t.fresh = true;
   }
   if (clock_.first) say_adopted(t);
   clock_.first = false;
-  phase(same ? "tick: state (kept)" : "tick: state (read)");
+  phase(t.fresh ? "tick: state (read)" : "tick: state (kept)");
 }
 
 // The wall clock against the monotonic one since the last tick (clock_step.h): a step is said,
@@ -187,7 +163,7 @@ ClockSeen RunLoop::look_at_clock(Tick& t) {
     if (eta_.told) move(*eta_.told);
     if (eta_.recorded_finish) move(*eta_.recorded_finish);
     for (auto& [j, end] : eta_.ends) move(end);
-    t.now = now.wall;  // load_state reads the clock again
+    t.now = now.wall;  // read() reads the clock again
     say(t, fmt::format("the wall clock jumped {} (against the monotonic clock): the times of running and "
                               "waiting jobs move with it, so that no time limit, watchdog or retry comes early or "
                               "late; the times written stay wall-clock",
@@ -286,7 +262,7 @@ void RunLoop::note_running(Tick& t) {
 // it busy (gpu_use.h). The reading comes from the probe's last refresh (BackgroundProbe): one
 // taken before a job ended may still show that job's memory, so the next tick comes soon.
 void RunLoop::probe(Tick& t) {
-  GpuReading reading = os_.probe.read();
+  GpuReading reading = std::move(t.world.gpus).value_or(GpuReading{});
   if (reading.source_note.empty()) told_.gone("probe source");
   else if (told_.fresh("probe source", reading.source_note)) say(t, "GPU probe: " + reading.source_note);
   t.activity = activity_of(reading, opt_);
@@ -405,10 +381,79 @@ class NotingFiles : public FileChecks {
 
 }  // namespace
 
+// DECIDE, on the read: the state taken in (a change from another shell said), the event log caught
+// up, the plan reloaded, the jobs that ended settled, time limits, memory, kills past their grace
+// and the watchdog (stops and signals as data), the GPUs, the host and progress; the node's
+// decision under its lock; the engine's pass. Nothing is sent or started here (act); a save comes
+// first only where a failed one must succeed before anything starts, or an end read must be durable
+// before its job runs again (save_ends_before_relaunch).
+void RunLoop::decide(Tick& t) {
+  load_state(t);
+  catch_up_events(t);
+  reload_plan(t);
+  take_snapshots(t);
+  note_pause(t);
+  refresh_ended(t);
+  enforce_limits(t);
+  watch_memory(t);
+  escalate_kills(t);
+  note_running(t);
+  watch_host(t);
+  probe(t);
+  watch_activity(t);
+  note_progress(t);
+  phase("tick: refresh, probe");
+  if (!last_save_problem_.empty()) save(t);  // alone, first: nothing starts until a save succeeds
+  else save_ends_before_relaunch(t);
+  node_enter(t);
+  watch_drains(t);
+  choose(t);
+  phase("tick: decide");
+}
+
+// ACT: the decision's effects, through the ports, in the one order that keeps "no job starts
+// without a durable record" (doc/architecture.md): each chosen job spawned held at its start
+// line, this run's entry published for the other runs, the state saved (the codes read synced
+// first), the lines and log notes told, the signals sent, the start lines let go.
+void RunLoop::act(Tick& t) {
+  start(t);
+  node_publish(t);
+  save(t);
+  phase("tick: start, save");
+  tell(t);
+  signal_groups(t);
+  release_started(t);
+}
+
+// RECORD: the snapshots pruned, the events appended and the hooks run, the waits set (the jobs
+// to wake on, the next wake-up), the ETA; whether every job is finished.
+bool RunLoop::record(Tick& t) {
+  prune_snapshots(t);
+  record_events(t);
+  phase("tick: events");
+  watch(t);
+  phase("tick: watches");
+  watch_eta(t);
+  phase("tick: eta");
+  bool done = all_finished(t) || never_finishes(t);
+  // The last failure may be a bad GPU's, its Xid not read yet: one more look first (once: the
+  // next reading is taken after the failure).
+  if (done && t.fault_unread) {
+    done = false;
+    t.wake_in = std::min(t.wake_in, kStaleReadingWake);
+  }
+  if (done) {
+    end_.summary = outcomes(q_->state());
+    end_.all_done = true;
+    for (size_t i = 0; i < plan_.jobs.size() && end_.all_done; ++i) end_.all_done = q_->state().status_of(plan_, i) == Status::Done;
+  }
+  return done;
+}
+
 // The engine's tick: automatic retries due, then the scheduling pass over the jobs ready now
 // (file: deps looked at on disk) and the GPUs free (none of a running job, a killed one dying,
 // memory in use). What it launches is started next.
-void RunLoop::decide(Tick& t) {
+void RunLoop::choose(Tick& t) {
   const NotingFiles files(os_.files, t.missing_files);
   Engine& engine = q_->engine();
   engine.policy().paused = t.paused;  // `gpuq pause`: the engine starts nothing new
@@ -615,7 +660,7 @@ void RunLoop::say_preempts(Tick& t) {
                                          plan_.jobs[*p.by].priority, job.priority)
                       : !p.other.empty() ? fmt::format("for {} (the shared node's fair share: theirs is below yours)", p.other)
                                          : std::string("by hand");
-    say(t.now,
+    say(t,
         fmt::format("preempt {} {}: {}; {}{}", job.id, why, p.work_text(),
                     sent ? preempt_signal_text(s, job) : std::string("its process was already gone"),
                     sent ? fmt::format(", SIGKILL after --preempt-grace {:g} s", opt_.preempt_grace) : ""),

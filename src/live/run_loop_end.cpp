@@ -32,9 +32,8 @@ namespace gpuq {
 // cgroup is removed here, before the save, and its removal kills the wrapper: those codes are
 // synced first.
 void RunLoop::refresh_ended(Tick& t) {
-  os_.launcher.reap();
   bool cgroup = false;
-  for (const EndedLine& e : refresh(os_.launcher, *q_, t.now)) {
+  for (const EndedLine& e : settle(t.world.jobs, *q_, t.now)) {
     if (!e.not_started.empty()) t.not_started = e.not_started;
     const JobState& s = *q_->state().find(e.id);
     if (s.pid && s.status != Status::Pending && os_.launcher.identify(s) != Identity::Other)
@@ -133,13 +132,13 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
                                 local_time(*s.warn_sent, t.now))
                   : "";
   std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t.now,
-      fmt::format("timed out {} after {:.2f}h (limit {:.2f}h){}: {}; {}", job.id, ran, limit, warned,
+  say(t,
+      fmt::format("timed out {} after {} (limit {}){}: {}; {}", job.id, hours_text(ran), hours_text(limit), warned,
                   sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone", retry),
       "timeout " + id);
-  note_in_log(t, job.id, "timeout " + id, fmt::format("time limit {:.2f}h reached after {:.2f}h{}: SIGTERM to the job's "
+  note_in_log(t, job.id, "timeout " + id, fmt::format("time limit {} reached after {}{}: SIGTERM to the job's "
                                                "process group, SIGKILL after --kill-grace {:g} s",
-                                               limit, ran, warned, opt_.kill_grace));
+                                               hours_text(limit), hours_text(ran), warned, opt_.kill_grace));
 }
 
 // Killed jobs that outlive --kill-grace get SIGKILL (fix 6); until gone they keep their GPUs.

@@ -67,7 +67,7 @@ void RunLoop::take_plan(Tick& t, Plan next, const std::string& text) {
 // `gpuq pause` / `gpuq resume` from another shell: said once each way.
 void RunLoop::note_pause(Tick& t) {
   if (!pause_.from) return;
-  std::optional<double> since = pause_.from();
+  std::optional<double> since = t.world.paused;
   t.paused = since.has_value();
   if (pause_.seen && since.has_value() == pause_.was.has_value()) return;
   if (since)

@@ -21,6 +21,7 @@ struct RunLoop::Told {
 
 /// One tick's working state (the queue itself is RunLoop::q_).
 struct RunLoop::Tick {
+  WorldRead world;                 // the one read (read.h), decided on by the steps after it
   double now = 0;
   double wake_in = 0;
   GpuMask busy = 0;                // GPUs not free: running jobs, killed ones dying, memory in use

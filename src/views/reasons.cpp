@@ -48,8 +48,8 @@ std::string failed(const Job& j, const JobState& s, const Outlook& o) {
   std::optional<Outcome> out = outcome_of(s);
   if (out == Outcome::Timeout) {
     std::string why = "timed out";
-    if (s.start && s.end) why += fmt::format(" after {:.2f}h", (*s.end - *s.start) / 3600);
-    if (auto limit = limit_hours(j, p.time_limit_factor)) why += fmt::format(" (limit {:.2f}h)", *limit);
+    if (s.start && s.end) why += " after " + hours_text((*s.end - *s.start) / 3600);
+    if (auto limit = limit_hours(j, p.time_limit_factor)) why += " (limit " + hours_text(*limit) + ")";
     if (s.warn_sent)
       why += fmt::format(", warned with {} at {}", j.warn_signal ? j.warn_signal->text() : "its signal",
                          local_time(*s.warn_sent, o.now));

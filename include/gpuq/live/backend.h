@@ -55,9 +55,12 @@ class Backend {
   virtual Plan plan_for(const Plan& plan) const { return plan; }
   /// Lines on how a prediction of the plan on a cluster of this backend treats it (simulate --nodes).
   virtual std::vector<std::string> prediction_notes(const Plan&) const { return {}; }
-  /// The jobs of `state` that ended, recorded in `state` alone (nothing is written), and what the
-  /// queue says of the rest.
-  virtual QueueView refresh(const PlanPaths& paths, State& state, double now) const = 0;
+  /// What the queue says of the jobs of `state` in it, as `seen_by` (the launcher that read them:
+  /// read.h's see_jobs) last asked it. Empty on this machine.
+  virtual QueueView queue_view(Launcher& seen_by, const State& state) const {
+    (void)seen_by, (void)state;
+    return {};
+  }
   /// A launcher for the control commands (kill, hold, retry, requeue) of `plan`.
   virtual std::unique_ptr<Launcher> launcher(const Plan& plan, const PlanPaths& paths) const = 0;
   /// `gpuq run` of `plan` (as plan_for gives it) through this backend: run_loop.h's run_queue

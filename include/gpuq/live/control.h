@@ -18,6 +18,7 @@
 #include "gpuq/core/state.h"
 #include "gpuq/live/ports.h"
 #include "gpuq/live/proc.h"
+#include "gpuq/live/read.h"
 #include "gpuq/live/store.h"
 
 namespace gpuq {
@@ -37,8 +38,16 @@ struct EndedLine {
 /// plan no longer has is settled alone), its entry written. Signals nothing.
 std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now);
 
-/// refresh() of `state` without the engine: each running entry that ended settled alone, as
+/// What the launcher saw of the queue's running jobs (read.h's see_jobs), settled: an attempt
+/// that ended given to the engine (a job the plan no longer has settled alone), its entry
+/// written. refresh() is see_jobs then settle().
+std::vector<EndedLine> settle(const JobsSeen& seen, QueueState& q, double now);
+
+/// settle() of `state` without the engine: each running entry that ended settled alone, as
 /// the engine would settle it (for those that only read: status, logs).
+std::vector<EndedLine> settle_alone(const JobsSeen& seen, State& state, double now);
+
+/// refresh() without the engine (settle_alone).
 std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now);
 
 /// refresh() of `state` with the launcher its jobs run under (this machine's, or Slurm's for

@@ -132,7 +132,8 @@ class RunLoop {
  private:
   struct Tick;
   struct Told;
-  void load_state(Tick& t, const ClockSeen& seen);
+  void read(Tick& t, const ClockSeen& seen);
+  void load_state(Tick& t);
   ClockSeen look_at_clock(Tick& t);
   void note_due(const Tick& t);
   std::optional<size_t> index_of(const std::string& id) const;
@@ -180,6 +181,9 @@ class RunLoop {
   void say_node_problem(Tick& t, const NodeError& e) const;
   std::vector<NodeHold> node_holds(const Tick& t) const;
   void decide(Tick& t);
+  void choose(Tick& t);
+  void act(Tick& t);
+  bool record(Tick& t);
   void start(Tick& t);
   void launch_held(Tick& t, const std::string& problem, const std::string& detail);
   size_t running_count() const;
