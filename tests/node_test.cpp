@@ -14,6 +14,7 @@
 
 #include <set>
 
+#include "gpuq/core/events.h"
 #include "gpuq/core/node.h"
 #include "gpuq/core/local_time.h"
 #include "gpuq/views/node_text.h"

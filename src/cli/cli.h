@@ -18,8 +18,11 @@
 #include "gpuq/core/settings.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
-#include "gpuq/live/backend.h"
 #include "gpuq/live/setup.h"
+
+namespace gpuq {
+class Backend;  // live/backend.h: the commands that choose one include it
+}  // namespace gpuq
 
 namespace gpuq::cli {
 

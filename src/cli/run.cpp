@@ -10,6 +10,7 @@
 #include "gpuq/live/commands.h"
 
 #include "cli.h"
+#include "gpuq/live/backend.h"
 
 namespace gpuq::cli {
 

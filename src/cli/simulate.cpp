@@ -14,6 +14,7 @@
 #include "gpuq/views/text.h"
 
 #include "cli.h"
+#include "gpuq/live/backend.h"
 
 namespace gpuq::cli {
 

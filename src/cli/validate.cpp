@@ -7,6 +7,7 @@
 #include "gpuq/views/reasons.h"
 
 #include "cli.h"
+#include "gpuq/live/backend.h"
 
 namespace gpuq::cli {
 

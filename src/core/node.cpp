@@ -1,6 +1,8 @@
 // A shared node: fair share and the node-wide pass (its files as data: node_files.cpp).
 #include "gpuq/core/node.h"
 
+#include "gpuq/core/events.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -20,6 +20,7 @@
 #include "gpuq/core/local_time.h"
 #include "gpuq/core/snapshot.h"
 #include "gpuq/live/async.h"
+#include "gpuq/live/backend.h"
 #include "gpuq/live/control.h"
 #include "gpuq/live/local_files.h"
 #include "gpuq/live/node_dir.h"

@@ -11,7 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuq/core/events.h"
 #include "gpuq/core/gpu_health.h"
 #include "gpuq/core/gpu_use.h"
 #include "gpuq/core/gpus.h"
@@ -19,6 +18,8 @@
 #include "gpuq/core/topology.h"
 
 namespace gpuq {
+
+struct Attempt;  // events.h: an attempt as the event log records it
 
 /// A running job a run holds GPUs for.
 struct NodeHold {

@@ -25,13 +25,6 @@ namespace gpuq {
 
 struct RunInfo;
 
-/// What a batch queue says of the plan's jobs in it: a text for `status` (after the outlook),
-/// and the queue's reason for each job it has not started. Empty on this machine.
-struct QueueView {
-  std::string text;
-  std::map<std::string, std::string> reasons;  ///< job id -> the queue's pending reason
-};
-
 /// The options of a run through a batch queue, as the CLI's flags give them.
 struct BatchAsk {
   std::string partition, account, qos;

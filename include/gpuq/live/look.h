@@ -28,8 +28,6 @@
 #include "gpuq/core/plan.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
-#include "gpuq/live/backend.h"
-#include "gpuq/live/ports.h"
 #include "gpuq/live/setup.h"
 
 namespace gpuq {

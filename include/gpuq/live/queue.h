@@ -10,12 +10,20 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gpuq/core/rules.h"
 
 namespace gpuq {
+
+/// What a batch queue says of the plan's jobs in it: a text for `status` (after the outlook),
+/// and the queue's reason for each job it has not started. Empty on this machine.
+struct QueueView {
+  std::string text;
+  std::map<std::string, std::string> reasons;  ///< job id -> the queue's pending reason
+};
 
 /// `run`'s flags, with the original's defaults (the rules' among them).
 struct RunOptions : Policy {

@@ -21,7 +21,7 @@
 #include "gpuq/core/settings.h"
 #include "gpuq/live/cgroup.h"
 #include "gpuq/live/queue.h"
-#include "gpuq/live/store.h"
+#include "gpuq/live/paths.h"
 
 namespace gpuq {
 
