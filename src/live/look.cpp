@@ -645,57 +645,44 @@ static RunOptions look_options(const PlanSetup& s, const LookAsk& ask, const Loo
   return opt;
 }
 
-Look look_at(PlanSetup& s, const LookAsk& ask) {
-  Look l;
-  phase("start");
-  // The state is read on a second core while this one reads the plan (bench/run.sh measured the
-  // difference), and the GPUs are probed on a third. The state's errors wait for the plan's
-  // (get() rethrows them), so a bad plan is still reported first and alone.
-  const PlanSetup given = s;  // the flags and variables alone
-  // The state, and when it was read: the look's `now` (a job that starts while the look probes
-  // and loads the plan is seen as it was then, not as waiting at a later now).
-  using Read = std::pair<State, double>;
-  std::future<Read> state;
-  auto read_at = [](const PlanPaths& paths) {
-    State st = read_state(paths);
-    return Read{std::move(st), unix_now()};
-  };
+// The state, and when it was read: the look's `now` (a job that starts while the look probes
+// and loads the plan is seen as it was then, not as waiting at a later now).
+using StateRead = std::pair<State, double>;
+static StateRead read_at(const PlanPaths& paths) {
+  State st = read_state(paths);
+  return StateRead{std::move(st), unix_now()};
+}
+
+// What a look started reading before it loaded the plan, each on a core of its own.
+struct Meanwhile {
+  std::future<StateRead> state;
   std::future<Probed> probe;
-  if (ask.probe) probe = probe_meanwhile(run_options(s, {}), std::get<2>(probe_asked(s, ask.pairs_default)));
-  if (ask.state) state = on_another_core([paths = plan_paths(s), read_at] { return read_at(paths); });
-  load_look_plan(s, ask, l);
-  if (!l.plan) return l;
-  // An edit the run's backend refused (a batch queue's): the run's own version too.
-  std::optional<RunInfo> info = read_run_info(l.paths);
-  std::unique_ptr<Backend> backend = backend_in_use(nullptr, info ? &*info : nullptr,
-                                                    BatchAsk{{}, {}, {}, {}, 1.5, 200, s.gpu_mem_gib, s.gpu_mem_headroom});
-  if (l.kept_note.empty() && backend->batch() && !backend->plan_problem(*l.plan, true).empty())
-    take_run_plan(l, *backend);
-  const Plan& plan = *l.plan;
-  if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
-  phase("load plan");
+};
+
+// The one read (read.h), run's tick's own: the state as run's next tick will have it (the jobs
+// that ended, in memory only: a look changes nothing, fix 13; seen by the launcher they run
+// under, Slurm's for jobs in its queue), the GPUs as the probe read them (`probed`, with the
+// topology), the pause. `given`: the flags and variables alone, before the plan's settings.
+static WorldRead read_look(Look& l, const PlanSetup& s, const PlanSetup& given, const LookAsk& ask, Meanwhile& m,
+                           std::optional<Probed>& probed) {
   if (ask.state && l.paths.state != paths_for(given.plan, given.state_dir).state) {
     // The settings (the plan's, the run's) may name another state folder than the one read
     // before the plan was: that one is read instead.
     try {
-      state.get();
+      m.state.get();
     } catch (const std::exception&) {  // not this plan's state
     }
-    state = std::async(std::launch::deferred, [paths = l.paths, read_at] { return read_at(paths); });
+    m.state = std::async(std::launch::deferred, [paths = l.paths] { return read_at(paths); });
   }
-  // The one read (read.h), run's tick's own: the state as run's next tick will have it (the jobs
-  // that ended, in memory only: a look changes nothing, fix 13; seen by the launcher they run
-  // under, Slurm's for jobs in its queue), the GPUs as the probe read them, the pause.
-  std::optional<Probed> probed;
   std::optional<double> read_time;
   std::unique_ptr<Backend> seen_through;
   std::unique_ptr<Launcher> seer;
   ReadFrom from;
-  // The state's read (on its own core since the start) is waited for first: a damaged state is
-  // said at once, not after a slow nvidia-smi (get() rethrows its error).
-  std::optional<Read> read;
+  // The state's read is waited for first: a damaged state is said at once, not after a slow
+  // nvidia-smi (get() rethrows its error).
+  std::optional<StateRead> read;
   if (ask.state) {
-    read = state.get();
+    read = m.state.get();
     read_time = read->second;
     phase("read state (the rest of it)");
     from.state = [&]() -> std::optional<State> { return std::move(read->first); };
@@ -710,7 +697,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     };
   if (ask.probe)
     from.gpus = [&] {
-      probed = probe.get();
+      probed = m.probe.get();
       if (probe_asked(s, ask.pairs_default) != probe_asked(given, ask.pairs_default)) probed.reset();
       return probed ? probed->reading : GpuReading{};
     };
@@ -719,7 +706,7 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   l.now = w.now;
   if (w.state) l.state = std::move(*w.state);
   if (ask.state) {  // as the state file has them (a job no longer in the plan that runs there is said so)
-    for (std::string& line : unknown_entry_lines(plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
+    for (std::string& line : unknown_entry_lines(*l.plan, l.paths, l.state)) l.warnings.push_back(std::move(line));
     if (std::string full = state_folder_unwritable(l.paths); !full.empty()) l.warnings.push_back("warning: " + full);
   }
   if (seer) {
@@ -727,6 +714,32 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
     l.queue = seen_through->queue_view(*seer, l.state);
     phase("refresh");
   }
+  return w;
+}
+
+Look look_at(PlanSetup& s, const LookAsk& ask) {
+  Look l;
+  phase("start");
+  // The state is read on a second core while this one reads the plan (bench/run.sh measured the
+  // difference), and the GPUs are probed on a third. The state's errors wait for the plan's
+  // (get() rethrows them), so a bad plan is still reported first and alone.
+  const PlanSetup given = s;  // the flags and variables alone
+  Meanwhile m;
+  if (ask.probe) m.probe = probe_meanwhile(run_options(s, {}), std::get<2>(probe_asked(s, ask.pairs_default)));
+  if (ask.state) m.state = on_another_core([paths = plan_paths(s)] { return read_at(paths); });
+  load_look_plan(s, ask, l);
+  if (!l.plan) return l;
+  // An edit the run's backend refused (a batch queue's): the run's own version too.
+  std::optional<RunInfo> info = read_run_info(l.paths);
+  std::unique_ptr<Backend> backend = backend_in_use(nullptr, info ? &*info : nullptr,
+                                                    BatchAsk{{}, {}, {}, {}, 1.5, 200, s.gpu_mem_gib, s.gpu_mem_headroom});
+  if (l.kept_note.empty() && backend->batch() && !backend->plan_problem(*l.plan, true).empty())
+    take_run_plan(l, *backend);
+  const Plan& plan = *l.plan;
+  if (std::string split = state_beside_link_problem(l.paths); !split.empty()) l.warnings.push_back("warning: " + split);
+  phase("load plan");
+  std::optional<Probed> probed;
+  WorldRead w = read_look(l, s, given, ask, m, probed);
   l.opt = look_options(s, ask, l, plan, probed, w.paused.has_value());
   see_gpus(l, plan, probed ? std::optional<GpuReading>(std::move(w.gpus)) : std::nullopt, ask);
   if (ask.node) see_node(l, s, plan, ask);
