@@ -10,7 +10,6 @@
 
 #include "gpuq/core/local_time.h"
 #include "gpuq/live/look.h"
-#include "gpuq/live/phase.h"
 #include "gpuq/views/gpus_text.h"
 #include "gpuq/views/json.h"
 #include "gpuq/views/node_text.h"

@@ -28,6 +28,7 @@
 #include "gpuq/core/plan.h"
 #include "gpuq/core/simulate.h"
 #include "gpuq/core/state.h"
+#include "gpuq/live/phase.h"  // phase(): the commands that look time their steps with it
 #include "gpuq/live/setup.h"
 
 namespace gpuq {
