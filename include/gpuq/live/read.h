@@ -28,7 +28,7 @@ struct JobSeen {
   /// Its process group still has a process (asked only for a requeue or a preemption, whose
   /// job gives its GPUs up once nothing of it is left).
   bool group_alive = false;
-  std::optional<Outcome> oom;  ///< a failure the launcher found out of memory (ReadAsk::oom)
+  std::optional<Outcome> oom;  ///< a failure the launcher found out of memory (see_jobs's `oom`)
   std::string oom_why;
 };
 
