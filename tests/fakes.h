@@ -180,7 +180,13 @@ class FakeLauncher : public Launcher {
  private:
   void note(const std::string& what) {
     if (journal_) journal_->push_back(what);
+    if (on_note) on_note(what);
   }
+
+ public:
+  std::function<void(const std::string&)> on_note;  ///< each journal line as it happens
+
+ private:
   // The job of a process group, for the journal ("a"; an adopted one's number if it has no name).
   std::string who(long long group) const {
     auto it = procs.find(group);
@@ -256,7 +262,13 @@ class FakeStore : public Store {
  private:
   void note(const std::string& what) {
     if (journal_) journal_->push_back(what);
+    if (on_note) on_note(what);
   }
+
+ public:
+  std::function<void(const std::string&)> on_note;  ///< each journal line as it happens
+
+ private:
   FakeDisk& disk_;
   Journal* journal_;
   long long written_ = -1;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -791,6 +792,43 @@ TEST(NodeRun, ARunWhoseJobWaitsForGpusWatchesTheOtherUsersFiles) {
   idle.tick();
   idle.tick();
   EXPECT_THAT(idle.waker.files, ::testing::Not(::testing::Contains(theirs)));
+}
+
+// The tick's read takes the node lock, and the lock is held through the decision to the
+// publication: the state is read, and the job launched, under it (no other run can write the node
+// directory between what this run read of it and what it publishes); it is let go before the
+// save and the job's release, and nothing of it is held between ticks.
+TEST(NodeRun, TheTickReadsAndLaunchesUnderTheNodeLockItPublishesWith) {
+  NEEDS_ROOT();
+  Node node;
+  Loop q(R"([{"id": "a", "script": "a.sh", "gpus": 1}])", {}, {0});
+  NodeShare share(node.dir, "/plans/a.json", mask_of({0}), Placement{}, 0.5);
+  share.decide_at_first_look();
+  q.loop->share_node(&share);
+  auto held = [&] {
+    int fd = open((node.dir + "/.lock").c_str(), O_RDONLY | O_CLOEXEC);
+    bool locked = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0;
+    if (fd >= 0) close(fd);
+    return locked;
+  };
+  std::vector<std::string> seen;
+  auto note = [&](const std::string& what) { seen.push_back(what + (held() ? " (node locked)" : " (node free)")); };
+  q.store.on_note = note;
+  q.launcher.on_note = note;
+  q.tick();
+  ASSERT_EQ(q.launcher.launches.size(), 1u) << fmt::format("{}", fmt::join(seen, "; "));
+  EXPECT_THAT(seen, ::testing::IsSupersetOf({"lock (node free)", "read (node locked)", "launch a (node locked)",
+                                             "save (node free)", "release a (node free)"}))
+      << fmt::format("{}", fmt::join(seen, "; "));
+  EXPECT_FALSE(held());
+  // A tick that ends at a store fault lets the node lock go too.
+  seen.clear();
+  q.store.fail_reads = StoreError("read failed");
+  q.clock.t += 1;
+  ++q.disk.version;  // someone replaced the file: the next tick reads it
+  q.tick();
+  EXPECT_THAT(seen, ::testing::Contains("read (node locked)")) << fmt::format("{}", fmt::join(seen, "; "));
+  EXPECT_FALSE(held());
 }
 
 // A job that ended between two writes of its run is charged up to the second: its GPUs x the

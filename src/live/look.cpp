@@ -226,6 +226,14 @@ static std::string node_dir_for(const PlanSetup& s, const PlanPaths& paths) {
   return named || !info || info->node_dir.empty() ? choose_node_dir(s.node_dir) : info->node_dir;
 }
 
+// The node directory a look at the plan of `paths` reads: none where its run's batch queue places
+// the jobs.
+static std::string look_node_dir(const PlanSetup& s, const PlanPaths& paths) {
+  std::optional<RunInfo> info = read_run_info(paths);
+  if (info && info->slurm) return "";
+  return node_dir_for(s, paths);
+}
+
 static NodeRoom node_room(const PlanSetup& s, const std::vector<int>& gpus) {
   Policy p;
   p.gpu_mem_gib = s.gpu_mem_gib;
@@ -299,28 +307,21 @@ static std::string shared_line(const std::string& dir, const HeldBy& by, bool wh
 // ready jobs). With `others`, each GPU another run's job holds is named there ("ana's train
 // (gpuq, ends ~14:30)").
 static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std::vector<int>& gpus, double now,
-                          std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants) {
+                          std::map<int, std::string>* others, bool whole, const std::vector<NodeWant>* plan_wants,
+                          std::optional<NodeRead> read) {
   NodeLook look;
-  std::optional<RunInfo> info = read_run_info(paths);
-  if (info && info->slurm) return look;  // a batch queue places the jobs
-  std::string dir = node_dir_for(s, paths);
-  if (dir.empty()) return look;
+  if (!read) return look;
+  const std::string& dir = read->dir;
   look.dir = dir;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    look.problem = fs::exists(dir, ec) ? "not a folder" : "no such folder";
-    look.line = fmt::format("shared node {}: {}; the prediction leaves other users out\n", dir, look.problem);
+  if (!read->view) {
+    look.problem = read->problem;
+    look.line = read->folder ? fmt::format("shared node {}: {}; the prediction leaves other users out\n", dir, read->problem)
+                             : fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n",
+                                           dir, read->problem);
     return look;
   }
   GpuMask node = mask_of(gpus);
-  NodeView v;
-  try {
-    v = read_node_dir(dir, node);
-  } catch (const std::exception& e) {
-    look.problem = e.what();
-    look.line = fmt::format("shared node {}: cannot be read ({}); the prediction leaves other users out\n", dir, e.what());
-    return look;
-  }
+  NodeView& v = *read->view;
   look.notes = v.notes;
   // Drained GPUs get no job while they are: the prediction runs on the GPUs left, and says so.
   look.drained = node_drained(v.users);
@@ -329,6 +330,7 @@ static NodeLook node_look(const PlanSetup& s, const PlanPaths& paths, const std:
     for (const auto& [g, drain] : look.drained)
       if (others && (node >> g & 1)) (*others)[g] = fmt::format("GPU {} drained ({})", g, drain.why);
   }
+  std::error_code ec;
   std::string mine = fs::absolute(paths.plan, ec).lexically_normal().string();
   std::string me = node_user_me();
   // The plan's owner: the user whose run runs it (another user may look at it), else the viewer.
@@ -399,11 +401,16 @@ NodeStatus node_status(const PlanSetup& s) {
     if (!ids) throw std::runtime_error("--gpus: " + err);
     out.dir = dir;
     out.node = mask_of(*ids);
-    NodeView v = read_node_dir(dir, out.node);
+    ReadFrom from;  // the one read (read.h): the node directory alone
+    from.clock = unix_now;
+    from.node = [&] { return read_node(dir, out.node); };
+    WorldRead w = read_world(from, nullptr);
+    if (!w.node->view) throw std::runtime_error(w.node->problem);
+    NodeView& v = *w.node->view;
     out.users = std::move(v.users);
     out.notes = std::move(v.notes);
     out.config = std::move(v.config);
-    out.now = unix_now();
+    out.now = w.now;
     out.backfill_max_hours = s.backfill_max_hours;
     out.room = node_room(s, *ids);
     out.host = node_host_of(s, *ids);
@@ -437,16 +444,17 @@ std::string snapshot_problem(const PlanSetup& s, const Plan& plan, const Workdir
 // (`probed`, else the probe is asked now); with `others`, why each GPU someone else holds is busy.
 // The processes of no gpuq job that the node's runs see idle on GPUs (hoarded GPUs): what their
 // entries in the node directory say, or why nothing can be known of how long they sat idle.
-static void idle_holders_into(GpusSeen& n, const PlanSetup& s) {
+static void idle_holders_into(GpusSeen& n, const PlanSetup& s, const std::optional<NodeRead>& read) {
   n.idle_after = s.idle_minutes * 60;
   n.idle_pct = s.idle_util_percent;
-  std::string dir = choose_node_dir(s.node_dir);
-  if (dir.empty()) {
+  if (!read) {
     n.idle_note = "idle GPU memory: not followed (no node directory: a gpuq run that shares one follows it)";
     n.drain_note = "drained GPUs: none known (no node directory: drains are kept there)";
     return;
   }
-  NodeView v = read_node_dir(dir, mask_of(n.gpus));
+  const std::string& dir = read->dir;
+  if (!read->view) throw NodeError(read->folder ? fmt::format("the node directory {}: {}", dir, read->problem) : read->problem);
+  const NodeView& v = *read->view;
   n.drained = node_drained(v.users);
   std::vector<std::vector<IdleHolder>> seen;
   for (const NodeUser& u : v.users)
@@ -487,23 +495,27 @@ std::optional<GpusLook> look_at_gpus(const PlanSetup& s, std::string* problem) {
       }
     };
   from.clock = unix_now;
-  from.gpus = [&] { return probe->read(); };
+  from.gpus = [&] {
+    GpuReading r = probe->read();
+    n.gpus = ids;  // the GPUs the reading names, else those of --gpus
+    if (r.used_mib) {
+      GpuMask seen = 0;
+      for (auto& [g, mib] : *r.used_mib) seen |= GpuMask{1} << g;
+      for (auto& [g, why] : r.lost) seen |= GpuMask{1} << g;
+      n.gpus = ids_of(seen);
+    }
+    return r;
+  };
+  // The node directory's runs: the idle GPU memory they follow, the drains they keep.
+  from.node = [&] { return read_node(choose_node_dir(s.node_dir), mask_of(n.gpus)); };
   WorldRead w = read_world(from, nullptr);
   n.reading = std::move(*w.gpus);
   n.placement = std::move(*placement);
   if (n.placement.kind == Placement::Kind::Auto) n.placement.topology = probe->topology().value_or(Topology{});
-  if (n.reading.used_mib) {
-    GpuMask seen = 0;
-    for (auto& [g, mib] : *n.reading.used_mib) seen |= GpuMask{1} << g;
-    for (auto& [g, why] : n.reading.lost) seen |= GpuMask{1} << g;
-    n.gpus = ids_of(seen);
-  } else {
-    n.gpus = ids;
-  }
   n.placement_line = placement_line(n.placement, mask_of(n.gpus));
   n.foreign = foreign_processes(n.reading, w.state.value_or(State{}), GpuRules{opt.max_used_mib, opt.ignore_process});
   n.now = w.now;
-  idle_holders_into(n, s);
+  idle_holders_into(n, s, w.node);
   return out;
 }
 
@@ -598,7 +610,7 @@ static void see_gpus(Look& l, const Plan& plan, std::optional<GpuReading> readin
 // The shared node as this plan's runs see it: every user's holds and wants, the cap, and when
 // each of the plan's waiting jobs may start on it (with its jobs ready at its beginning, for
 // a look from the beginning).
-static void see_node(Look& l, const PlanSetup& s, const Plan& plan, const LookAsk& ask) {
+static void see_node(Look& l, const PlanSetup& s, const Plan& plan, const LookAsk& ask, std::optional<NodeRead> read) {
   std::vector<NodeWant> first;  // the plan's jobs ready at its beginning, in ready order
   const bool host = l.opt.counts_host(plan);
   if (ask.whole)
@@ -610,7 +622,7 @@ static void see_node(Look& l, const PlanSetup& s, const Plan& plan, const LookAs
                                        : HostNeed{}));
       if (first.size() == kNodeMaxWants) break;  // as many as a run publishes
     }
-  l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first);
+  l.node = node_look(s, l.paths, l.gpus, l.now, ask.probe ? &l.others : nullptr, ask.whole, &first, std::move(read));
   l.opt.max_gpus = l.node.cap;
   l.on_node.held = l.node.held;
   for (const auto& [id, w] : l.node.waits)
@@ -702,6 +714,8 @@ static WorldRead read_look(Look& l, const PlanSetup& s, const PlanSetup& given, 
       return probed ? probed->reading : GpuReading{};
     };
   if (ask.run) from.paused = [&] { return paused_since(l.paths); };
+  // The node directory: every run on it, for the prediction beside them (simulate: its drains).
+  from.node = [&] { return read_node(ask.node ? look_node_dir(s, l.paths) : node_dir_for(s, l.paths), mask_of(l.gpus)); };
   WorldRead w = read_world(from, nullptr);
   l.now = w.now;
   if (w.state) l.state = std::move(*w.state);
@@ -742,8 +756,8 @@ Look look_at(PlanSetup& s, const LookAsk& ask) {
   WorldRead w = read_look(l, s, given, ask, m, probed);
   l.opt = look_options(s, ask, l, plan, probed, w.paused.has_value());
   see_gpus(l, plan, probed ? std::optional<GpuReading>(std::move(w.gpus)) : std::nullopt, ask);
-  if (ask.node) see_node(l, s, plan, ask);
-  else l.node.drained = read_drained(node_dir_for(s, l.paths), mask_of(l.gpus));  // simulate: the drains alone
+  if (ask.node) see_node(l, s, plan, ask, std::move(w.node));
+  else if (w.node && w.node->view) l.node.drained = node_drained(w.node->view->users);  // simulate: the drains alone
   // Drained GPUs get no job: the prediction runs on the GPUs left (a job running on one keeps it
   // until its predicted end; one wider than the GPUs left can never start while they are drained).
   if (GpuMask d = drained_mask(l.node.drained) & mask_of(l.opt.node_gpus)) {

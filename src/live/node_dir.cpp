@@ -452,18 +452,20 @@ GpuMask NodeShare::decide(const std::vector<NodeUser>& users, GpuMask free, doub
   return node_ & ~gpus_for(d, users, me_, plan_);
 }
 
-GpuMask NodeShare::enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout,
-                         const std::vector<NodeHold>* holds) {
+NodeView NodeShare::read(double timeout) {
   leave();
-  int fd = take_node_lock(dir_, timeout);
-  lock_fd_ = fd;
-  NodeView v;
+  lock_fd_ = take_node_lock(dir_, timeout);
   try {
-    v = read_node_dir(dir_, node_, me_, plan_);
+    return read_node_dir(dir_, node_, me_, plan_);
   } catch (const NodeError&) {
     leave();
     throw;
   }
+}
+
+GpuMask NodeShare::enter(NodeView v, double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say,
+                         const std::vector<NodeHold>* holds) {
+  if (lock_fd_ < 0) throw NodeError("a decision without the node lock");
   for (const std::string& n : v.notes)
     if (told_.fresh(n)) say(n);
   config_ = v.config;

@@ -1,6 +1,8 @@
 // The one read of the world (read.h): run's tick and every look.
 #include "gpuq/live/read.h"
 
+#include <filesystem>
+
 namespace gpuq {
 
 JobsSeen see_jobs(Launcher& launcher, const State& state, double now, const Plan* oom) {
@@ -23,9 +25,27 @@ JobsSeen see_jobs(Launcher& launcher, const State& state, double now, const Plan
   return out;
 }
 
+std::optional<NodeRead> read_node(const std::string& dir, GpuMask node) {
+  if (dir.empty()) return std::nullopt;
+  NodeRead r{dir, std::nullopt, "", false};
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    r.problem = std::filesystem::exists(dir, ec) ? "not a folder" : "no such folder";
+    r.folder = true;
+    return r;
+  }
+  try {
+    r.view = read_node_dir(dir, node);
+  } catch (const std::exception& e) {
+    r.problem = e.what();
+  }
+  return r;
+}
+
 WorldRead read_world(const ReadFrom& from, const State* kept) {
   WorldRead w;
   if (from.gpus) w.gpus = from.gpus();
+  if (from.node) w.node = from.node();
   if (from.state) w.state = from.state();
   w.now = from.clock();
   const State* state = w.state ? &*w.state : kept;

@@ -74,6 +74,14 @@ TickResult RunLoop::tick() {
   t.wake_in = opt_.poll;
   ClockSeen seen = look_at_clock(t);  // before the lock: a wait for it is no stop of this run
   if (last_save_problem_.empty()) told_.forget("unsaved:");  // the last tick's lines are saved
+  // The node lock the read takes is let go by the publication, else at the tick's end, whatever
+  // ends it (a store fault, a damaged state).
+  struct LeaveNode {
+    NodeShare* node;
+    ~LeaveNode() {
+      if (node) node->leave();
+    }
+  } leave_node{node_};
   try {
     Store::Locked lock(os_.store);
     read(t, seen);
@@ -121,6 +129,16 @@ void RunLoop::read(Tick& t, const ClockSeen& seen) {
   from.oom_of = &plan_;  // a failure out of memory: on_oom's retry
   from.gpus = [&] { return os_.probe.read(); };
   from.paused = pause_.from;
+  if (node_)  // under the node lock, held through the decision to the publication (or the tick's end)
+    from.node = [&]() -> std::optional<NodeRead> {
+      NodeRead r{node_->dir(), std::nullopt, "", false};
+      try {
+        r.view = node_->read(30);
+      } catch (const NodeError& e) {
+        r.problem = e.what();
+      }
+      return r;
+    };
   t.world = read_world(from, same ? &q_->state() : nullptr);
   t.now = t.world.now;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuq/core/events.h"
 #include "gpuq/core/node.h"
 #include "gpuq/core/notices.h"
 
@@ -83,6 +84,16 @@ class NodeShare {
   /// are not yet reaped too): the decision counts them rather than those its last publish wrote.
   /// Throws NodeError (the lock not taken: the caller starts no job on a GPU).
   GpuMask enter(double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say, double timeout = 30,
+                const std::vector<NodeHold>* holds = nullptr) {
+    return enter(read(timeout), now, wants, free, say, holds);
+  }
+
+  /// enter's two halves, for a tick that reads the world first (read.h) and decides after:
+  /// `read` takes the node lock (waiting up to `timeout` seconds; NodeError when it cannot, or
+  /// the folder cannot be read, the lock not kept) and reads every user's file; the lock is kept
+  /// until publish or leave. `enter(view, ...)` decides on what it read.
+  NodeView read(double timeout = 30);
+  GpuMask enter(NodeView v, double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say,
                 const std::vector<NodeHold>* holds = nullptr);
 
   /// Writes this run's entry (its holds and its wants now) into its user's file, with its usage

@@ -1,8 +1,9 @@
 // The one read of the world (issue 49): what `run`'s tick reads at its start, and what every
 // look (status, status --watch, simulate --from-state, add --dry-run, gpus, top) reads, with
 // one function over the same ports. The tick then decides and acts on it; a look predicts from
-// it and changes nothing. The node directory is read apart: the tick reads it under the node
-// lock it holds through its publication (node_enter), a look without the lock (read_node_dir).
+// it and changes nothing. The node directory is read too: the tick's read takes the node lock
+// and holds it through its decision to its publication (node_enter, node_publish); a look reads
+// the same files without the lock.
 #pragma once
 
 #if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
@@ -17,6 +18,7 @@
 
 #include "gpuq/core/plan.h"
 #include "gpuq/core/state.h"
+#include "gpuq/live/node_dir.h"
 #include "gpuq/live/ports.h"
 
 namespace gpuq {
@@ -43,6 +45,18 @@ struct JobsSeen {
 /// one of its jobs is looked at for an out-of-memory.
 JobsSeen see_jobs(Launcher& launcher, const State& state, double now, const Plan* oom);
 
+/// The node directory (node_dir.h) as read: every run's holds and wants, or why it was not read.
+struct NodeRead {
+  std::string dir;               ///< the node directory
+  std::optional<NodeView> view;  ///< its files as read; none: `problem` says why
+  std::string problem;           ///< "no such folder", "not a folder", or the read's error
+  bool folder = false;           ///< the problem is the folder's: it is missing or not a folder
+};
+
+/// A look's read of the node directory `dir` against the GPUs `node`: without the node lock, so
+/// nothing of it waits for a run's tick. An empty `dir`: none (nullopt).
+std::optional<NodeRead> read_node(const std::string& dir, GpuMask node);
+
 /// Where the read reads: run's ports, or a look's files. An empty function is not read.
 struct ReadFrom {
   /// The state; none where the reader keeps its own, unchanged since it saved it (run).
@@ -61,6 +75,10 @@ struct ReadFrom {
   std::function<GpuReading()> gpus;
   /// `gpuq pause`: since when, or none.
   std::function<std::optional<double>()> paused;
+  /// The node directory: run's under the node lock it then holds to its publication, a look's
+  /// without it (read_node). Read after the GPUs and before the state and `now`: what a tick
+  /// starts is stamped from after a wait for the lock (another run holding it through its save).
+  std::function<std::optional<NodeRead>()> node;
 };
 
 /// The world at one moment, as read.
@@ -70,9 +88,10 @@ struct WorldRead {
   JobsSeen jobs;
   std::optional<GpuReading> gpus;
   std::optional<double> paused;
+  std::optional<NodeRead> node;  ///< none: no node directory (or none asked)
 };
 
-/// The one read: the GPUs, the state (or `kept`, the reader's own, when `from.state` gives none),
+/// The one read: the GPUs, the node directory, the state (or `kept`, the reader's own, when `from.state` gives none),
 /// when, what the launcher sees of its running jobs, the pause.
 WorldRead read_world(const ReadFrom& from, const State* kept);
 
