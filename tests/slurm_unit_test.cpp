@@ -2,6 +2,8 @@
 // which plans it refuses, the state field. (The real-Slurm tests are slurm_test.cpp.)
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "gpuq/core/events.h"
 #include "gpuq/core/rules.h"
 #include "gpuq/live/control.h"
@@ -171,6 +173,32 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
   ASSERT_EQ(logged.size(), 1u) << event_line(logged.back());
   EXPECT_EQ(logged[0].kind, "start");
   EXPECT_EQ(logged[0].t, 1003.0);
+}
+
+// A job recorded running but still held in Slurm's queue (its run died between its save and its
+// release): the read's survey only finds it, so a look (status, logs -f) leaves it held, and the
+// run's mend, as it acts, releases it, once.
+TEST(SlurmUnit, AStrayHoldIsFoundByTheSurveyAndReleasedOnlyByTheRunsMend) {
+  TempDir d;
+  d.write("bin/squeue", "#!/bin/sh\ncat " + d.path() + "/queue.json\n", 0755);
+  d.write("bin/scontrol", "#!/bin/sh\necho \"$*\" >> " + d.path() + "/scontrol.calls\n", 0755);
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (d.path() + "/bin:" + path).c_str(), 1);
+  Plan plan = plan_of(R"({"jobs": [{"id": "w1", "script": "w.sh", "gpus": 2}]})");
+  SlurmLauncher slurm(plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
+  State state;
+  JobState& e = state.at("w1");
+  e.status = Status::Running;
+  e.queue_id = e.pid = 9;
+  e.gpus = std::vector<int>{};
+  d.write("queue.json", squeue_answer("PENDING", "JobHeldUser", 5000));
+  JobsSeen seen = see_jobs(slurm, state, 1000, nullptr);
+  EXPECT_TRUE(seen.started.empty()) << "held: not started";
+  EXPECT_FALSE(std::filesystem::exists(d.path() + "/scontrol.calls")) << d.read("scontrol.calls");
+  slurm.mend();
+  slurm.mend();  // mended once: the next survey finds it again if it is still held
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(d.read("scontrol.calls"), "release 9\n");
 }
 
 TEST(SlurmUnit, CommandResultCapturesOutputAndStatus) {

@@ -708,6 +708,7 @@ void RunLoop::signal_groups(Tick& t) {
 }
 
 void RunLoop::release_started(Tick& t) {
+  if (BatchQueue* queue = os_.launcher.queue()) queue->mend();  // what its survey (the read) found to mend
   std::vector<Launched> all;
   for (auto& [i, l] : t.launched) all.push_back(l);
   if (!all.empty()) {

@@ -111,7 +111,8 @@ const QueueJob* SlurmLauncher::queued(long long slurm_id) const {
 std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& state, double now) {
   take_squeue();
   std::vector<std::pair<std::string, double>> started;
-  std::vector<long long> to_account, stray_holds;
+  std::vector<long long> to_account;
+  stray_holds_.clear();
   for (const auto& [id, s] : state.entries()) {
     if (!s.queue_id) continue;
     if (s.status != Status::Running || !squeue_ok_) continue;
@@ -119,13 +120,12 @@ std::vector<std::pair<std::string, double>> SlurmLauncher::survey(const State& s
     bool pending = q && q->state == "PENDING";
     // Held but recorded running: an earlier run died between its save and its release.
     if (pending && q->reason.rfind("JobHeld", 0) == 0 && !std::count(held_.begin(), held_.end(), *s.queue_id))
-      stray_holds.push_back(*s.queue_id);
+      stray_holds_.push_back(*s.queue_id);
     // Started by Slurm (or already over): its start, set once, from Slurm's own where squeue gives it.
     if (!pending && !s.start) started.emplace_back(id, q && q->start && *q->start <= now ? *q->start : now);
     struct stat st;
     if ((!q || terminal(q->state)) && ::stat(paths_.exit(id).c_str(), &st) != 0) to_account.push_back(*s.queue_id);
   }
-  if (!stray_holds.empty()) run_command({"scontrol", "release", id_list(stray_holds)});
   accounted_.clear();
   if (to_account.empty() || accounting_off_) return started;
   CommandResult r = run_command({"sacct", "-j", id_list(to_account), "--json", "-X"});
@@ -161,6 +161,11 @@ long long submitted_id(const CommandResult& r) {
 }
 
 }  // namespace
+
+void SlurmLauncher::mend() {
+  if (!stray_holds_.empty()) run_command({"scontrol", "release", id_list(stray_holds_)});
+  stray_holds_.clear();
+}
 
 Launched SlurmLauncher::launch(const LaunchSpec& spec) {
   if (!squeue_ok_)

@@ -103,7 +103,11 @@ class BatchQueue {
   virtual ~BatchQueue() = default;
   /// Looks at every recorded job at once (before observe() looks at them one by one): the
   /// queued jobs it has started, or that are over, since (their ids, and when they started).
+  /// Only looks: what it finds to mend is mended by mend() (run's), never by a look.
   virtual std::vector<std::pair<std::string, double>> survey(const State& state, double now) = 0;
+  /// Mends what the last survey found: a job recorded running but still held in the queue, whose
+  /// run died between its save and its release, is released. `run` calls it as it acts.
+  virtual void mend() = 0;
   /// Holds a job waiting in the queue; false when it cannot be (it started, it left).
   virtual bool hold(const JobState& s) = 0;
   /// Lets a held job go on waiting; false when it is not in the queue any more.

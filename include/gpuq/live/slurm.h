@@ -102,6 +102,7 @@ class SlurmLauncher : public Launcher, public BatchQueue {
   /// One squeue (and sacct for the recorded jobs that left the queue without an exit file):
   /// the jobs Slurm started (or that are over) since, with Slurm's start where squeue gives it.
   std::vector<std::pair<std::string, double>> survey(const State& state, double now) override;
+  void mend() override;
   /// Submits the job held (`sbatch --hold`), unless squeue shows one of its name and
   /// attempt already (an earlier run died before saving it): that one is adopted.
   Launched launch(const LaunchSpec& spec) override;
@@ -146,6 +147,7 @@ class SlurmLauncher : public Launcher, public BatchQueue {
   std::map<std::string, long long> by_name_;      // their names -> ids
   std::map<long long, QueueJob> accounted_;       // sacct's view of the recorded jobs that left the queue
   std::vector<long long> held_;                   // submitted held, not yet released or abandoned
+  std::vector<long long> stray_holds_;            // the last survey's: recorded running, held (mend)
   bool squeue_ok_ = false;
   std::string squeue_problem_ = "not looked at yet";
   bool accounting_off_ = false;
