@@ -14,6 +14,14 @@ using ::testing::IsEmpty;
 
 namespace {
 
+// What the reading alone makes of the GPUs (see_reading over every GPU).
+GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
+  return see_reading(r, state, rules, ~GpuMask{0}).busy;
+}
+std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
+  return see_reading(r, state, rules, ~GpuMask{0}).others;
+}
+
 GpuProcess proc(long long pid, std::vector<long long> lineage, std::string name, long long mib = 100) {
   GpuProcess p;
   p.pid = pid;

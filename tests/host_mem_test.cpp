@@ -30,16 +30,14 @@ Job job_with(double mem_gib) {
 
 TEST(HostMem, OverItsMemGibByMoreThanTheMarginOnly) {
   Job j = job_with(2);
-  EXPECT_DOUBLE_EQ(memory_limit_gib(j, 10), 2.2);
-  EXPECT_FALSE(over_memory(j, 2.19, 10));
-  EXPECT_FALSE(over_memory(j, 2.2, 10));  // at the limit: not over
-  EXPECT_TRUE(over_memory(j, 2.21, 10));
-  EXPECT_TRUE(over_memory(j, 2.01, 0));
-  EXPECT_EQ(over_memory_text(j, 2.31, 10), "2.31 GiB resident, its mem_gib is 2 (+10%)");
+  EXPECT_FALSE(over_memory(j.mem_gib, 2.19, 10));
+  EXPECT_FALSE(over_memory(j.mem_gib, 2.2, 10));  // at the limit: not over
+  EXPECT_TRUE(over_memory(j.mem_gib, 2.21, 10));
+  EXPECT_TRUE(over_memory(j.mem_gib, 2.01, 0));
+  EXPECT_EQ(over_memory_text(j.mem_gib, 2.31, 10), "2.31 GiB resident, its mem_gib is 2 (+10%)");
   // A job without mem_gib is never stopped for memory, however much it holds.
   Job none = job_with(0);
-  EXPECT_EQ(memory_limit_gib(none, 10), 0);
-  EXPECT_FALSE(over_memory(none, 1e6, 10));
+  EXPECT_FALSE(over_memory(none.mem_gib, 1e6, 10));
 }
 
 TEST(HostMem, RandomSizesAreOverExactlyPastMemGibTimesTheMargin) {
@@ -51,7 +49,7 @@ TEST(HostMem, RandomSizesAreOverExactlyPastMemGibTimesTheMargin) {
     Job j = job_with(gib(rng));
     double margin = pct(rng), used = j.mem_gib * share(rng);
     bool expected = used > double(j.mem_gib) * (1 + margin / 100);
-    EXPECT_EQ(over_memory(j, used, margin), expected) << j.mem_gib << " " << margin << " " << used;
+    EXPECT_EQ(over_memory(j.mem_gib, used, margin), expected) << j.mem_gib << " " << margin << " " << used;
   }
 }
 

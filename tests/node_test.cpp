@@ -397,10 +397,10 @@ TEST(NodeWhys, EachWantWaitsForAReasonWithItsFields) {
   EXPECT_EQ(by_id["a1"].kind, NodeWhy::Kind::Later);
   EXPECT_FALSE(by_id["a1"].at_cap);
   // The same for one run's jobs, by id.
-  std::map<std::string, NodeWhy> mine = node_waits(users, kNode8, kNow, c, 0.5, "ana", "/home/ana/plan.json");
+  std::map<std::string, NodeWhy> mine = waits_of(node_whys(users, kNode8, kNow, c, 0.5), users, "ana", "/home/ana/plan.json");
   EXPECT_EQ(mine.size(), 3u);
   EXPECT_EQ(mine["wide"].kind, NodeWhy::Kind::Never);
-  EXPECT_TRUE(node_waits(users, kNode8, kNow, c, 0.5, "ana", "/home/ana/other.json").empty());
+  EXPECT_TRUE(waits_of(node_whys(users, kNode8, kNow, c, 0.5), users, "ana", "/home/ana/other.json").empty());
 }
 
 // A plan's past attempts charge its user: GPUs x hours, decayed from each end; attempts still
@@ -854,7 +854,7 @@ std::vector<std::string> play_node(std::vector<NodeUser> users, const NodeConfig
                                    w += fmt::format(" before: kept {}\n", py_list(ids_of(d.kept)));
                                    for (const auto& [name, l] : config.users)
                                      w += fmt::format(" cap {} {}\n", name, l.max_gpus.value_or(-1));
-                                   for (const NodePreempt& p : next.preempts) w += " preempts again\n";
+                                   for (size_t k = 0; k < next.preempts.size(); ++k) w += " preempts again\n";
                                    return w;
                                  }();
       continue;

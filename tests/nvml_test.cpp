@@ -160,7 +160,7 @@ TEST(Nvml, AForeignProcessOnGpu5IsSeenWithItsLineage) {
   EXPECT_EQ(p.pid, ::getpid());
   EXPECT_EQ(p.used_mib, 150);
   EXPECT_THAT(p.lineage, ::testing::Contains(static_cast<long long>(::getppid())));
-  EXPECT_EQ(busy_by_reading(r, State{}, GpuRules{}), mask_of({5}));
+  EXPECT_EQ(see_reading(r, State{}, GpuRules{}, ~GpuMask{0}).busy, mask_of({5}));
   // Under a job whose pid is this process's parent, it is the job's own.
   State st;
   JobState s;
@@ -188,7 +188,7 @@ TEST(Nvml, ALostGpuIsBusyAndTheRestStillRead) {
   EXPECT_EQ(after.source, "nvml");
   EXPECT_EQ(after.lost, (std::map<int, std::string>{{3, "GPU is lost"}}));
   EXPECT_EQ(after.used_mib->count(3), 0u);
-  EXPECT_EQ(busy_by_reading(after, State{}, GpuRules{}), mask_of({3}));
+  EXPECT_EQ(see_reading(after, State{}, GpuRules{}, ~GpuMask{0}).busy, mask_of({3}));
   // Any other NVML error: nvidia-smi from then on (here there is none: no reading, said why).
   for (json& d : node["devices"]) d["fail"] = 999;
   fake.set(node);

@@ -158,7 +158,7 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
   ASSERT_EQ(kind_of(q.engine().life(0)), LifeKind::Queued);
   std::vector<Event> logged;
   auto tick = [&](double now) {
-    refresh(slurm, q, now);
+    settle(see_jobs(slurm, q.state(), now, &q.plan()), q, now);
     for (Event& x : q.take_events()) logged.push_back(x);
   };
   d.write("queue.json", squeue_answer("PENDING", "Resources", 5000));  // Slurm's guess: not a start

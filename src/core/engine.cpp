@@ -622,11 +622,6 @@ bool requeueing(const Life& l) {
   return r && r->requeue;
 }
 
-bool preempting(const Life& l) {
-  const Running* r = std::get_if<Running>(&l);
-  return r && r->preempt;
-}
-
 }  // namespace
 
 void Engine::operator()(const ev::Exited& e) {

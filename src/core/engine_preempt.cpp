@@ -11,15 +11,6 @@
 
 namespace gpuq {
 
-namespace {
-
-bool is_preempting(const Life& l) {
-  const Running* r = std::get_if<Running>(&l);
-  return r && r->preempt;
-}
-
-}  // namespace
-
 std::string Preemption::work_text() const {
   return checkpointed ? fmt::format("it ran {}, {} since its last checkpoint", duration_text(ran), duration_text(unsaved))
                       : fmt::format("it ran {}, no checkpoint seen", duration_text(ran));
@@ -73,7 +64,7 @@ bool Engine::start_held_head(const ev::Tick& t) {
     gpus.reset();  // its cores or memory are not free yet: as if its GPUs were not
   if (!gpus) {
     bool stopping = std::any_of(preempt_.held_for->victims.begin(), preempt_.held_for->victims.end(),
-                                [&](size_t v) { return is_preempting(lives_[v]); });
+                                [&](size_t v) { return preempting(lives_[v]); });
     if (!stopping) preempt_.held_for.reset();
     return false;
   }
@@ -140,32 +131,16 @@ void Engine::preempt_for_head(const ev::Tick& t) {
     if (a.start != b.start) return a.start > b.start;
     return a.job < b.job;
   });
-  constexpr size_t kMost = 12;  // the candidates the search looks at (2^12 sets at most)
-  if (c.size() > kMost) c.resize(kMost);
-  const size_t n = c.size();
   // The fewest victims first; among as many, the first set in the candidates' order.
-  std::vector<size_t> pick;
   std::optional<std::vector<int>> gpus;
-  for (size_t k = 1; k <= n && !gpus; ++k) {
-    std::vector<size_t> idx(k);
-    for (size_t i = 0; i < k; ++i) idx[i] = i;
-    while (true) {
-      GpuMask m = free;
-      for (size_t i : idx) m |= c[i].gpus;
-      if ((gpus = pick_gpus(head.gpus, m, &policy_.placement))) {
-        pick = idx;
-        break;
-      }
-      size_t i = k;  // the next combination, in lexicographic order
-      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
-      if (i == 0) break;
-      ++idx[i - 1];
-      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
-    }
-  }
-  if (!gpus) return;
+  std::optional<std::vector<size_t>> pick = fewest_that_fit(c.size(), [&](const std::vector<size_t>& idx) {
+    GpuMask m = free;
+    for (size_t i : idx) m |= c[i].gpus;
+    return (gpus = pick_gpus(head.gpus, m, &policy_.placement)).has_value();
+  });
+  if (!pick) return;
   HeldFor hold{h, mask_of(*gpus), stopping};
-  for (size_t i : pick) {
+  for (size_t i : *pick) {
     // Only victims whose GPUs the job takes (the set is the fewest: each one's are needed).
     hold.victims.push_back(c[i].job);
     ev::Preempt p{c[i].job, t.now, h};

@@ -93,7 +93,7 @@ std::vector<GpuFault> find_faults(const GpuReading& r, FaultWatch& w, const XidR
         bool drains = rules.drains(code);
         if (rules.ignore.count(code)) what += " (xid_ignore)";
         else if (rules.drain.count(code) && !(row && row->drains)) what += " (xid_drain)";
-        out.push_back({g, FaultKind::Xid, code, 0, drains, std::move(what)});
+        out.push_back({g, drains, std::move(what)});
       }
     }
   for (const auto& [g, n] : r.ecc_uncorrected) {
@@ -101,7 +101,7 @@ std::vector<GpuFault> find_faults(const GpuReading& r, FaultWatch& w, const XidR
     unsigned long long before = w.ecc.count(g) ? w.ecc[g] : 0;
     w.ecc[g] = n;
     if (n > before && !accepted(g))
-      out.push_back({g, FaultKind::Ecc, 0, n, true,
+      out.push_back({g, true,
                      fmt::format("{} uncorrectable ECC error{} (volatile count {})", n - before,
                                  n - before == 1 ? "" : "s", n)});
   }
@@ -110,7 +110,7 @@ std::vector<GpuFault> find_faults(const GpuReading& r, FaultWatch& w, const XidR
   for (const auto& [g, what] : r.pending) {
     if (!ours(g) || w.pending.count(g)) continue;
     w.pending[g] = what;
-    if (!accepted(g)) out.push_back({g, FaultKind::Pending, 0, 0, true, what});
+    if (!accepted(g)) out.push_back({g, true, what});
   }
   // Lost: NVML's "GPU is lost", or a GPU an earlier reading listed that this one does not.
   std::map<int, std::string> lost = r.lost;
@@ -132,7 +132,7 @@ std::vector<GpuFault> find_faults(const GpuReading& r, FaultWatch& w, const XidR
   for (const auto& [g, why] : lost) {
     if (!ours(g) || w.lost.count(g)) continue;
     w.lost.insert(g);
-    if (!accepted(g)) out.push_back({g, FaultKind::Lost, 0, 0, true, fmt::format("GPU lost ({})", why)});
+    if (!accepted(g)) out.push_back({g, true, fmt::format("GPU lost ({})", why)});
   }
   return out;
 }

@@ -1,3 +1,4 @@
+#include "gpuq/core/job_words.h"
 #include "gpuq/core/gpu_use.h"
 
 #include <fmt/format.h>
@@ -63,7 +64,7 @@ std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, co
 
 namespace {
 
-// busy_by_reading and held_by_others over the reading's foreign processes, found once.
+// ReadingSeen's busy and others over the reading's foreign processes, found once.
 GpuMask busy_of(const GpuReading& r, const std::map<int, std::vector<GpuProcess>>& foreign, const GpuRules& rules) {
   GpuMask busy = 0;
   if (r.used_mib) busy |= busy_by_memory(counted_memory(r, rules), rules.max_used_mib);
@@ -84,9 +85,7 @@ std::map<int, std::string> others_of(const GpuReading& r, const State& state,
       out[g] = busy_by_other_text(g, mib);
   for (const auto& [g, procs] : foreign) {
     if (mine(g)) continue;
-    std::string list;
-    for (size_t k = 0; k < procs.size() && k < 3; ++k) list += (k ? ", " : "") + process_text(procs[k]);
-    if (procs.size() > 3) list += fmt::format(" and {} more", procs.size() - 3);
+    std::string list = few_of(procs.size(), 3, [&](size_t k) { return process_text(procs[k]); });
     out[g] = fmt::format("GPU {} busy: process{} {} {} no gpuq job's", g, procs.size() == 1 ? "" : "es", list,
                          procs.size() == 1 ? "is" : "are");
   }
@@ -96,14 +95,6 @@ std::map<int, std::string> others_of(const GpuReading& r, const State& state,
 }
 
 }  // namespace
-
-GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules) {
-  return busy_of(r, foreign_processes(r, state, rules), rules);
-}
-
-std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules) {
-  return others_of(r, state, foreign_processes(r, state, rules), rules);
-}
 
 double packed_gib_now(const Policy& p, const Job& j, const JobState* s) {
   double gib = p.packed_gib(j);

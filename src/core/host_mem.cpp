@@ -10,25 +10,12 @@
 
 namespace gpuq {
 
-double memory_limit_gib(const Job& job, double margin_percent) {
-  if (!(job.mem_gib > 0)) return 0;
-  return job.mem_gib * (1 + margin_percent / 100);
-}
-
 bool over_memory(double mem_gib, double resident_gib, double margin_percent) {
   return mem_gib > 0 && resident_gib > mem_gib * (1 + margin_percent / 100);
 }
 
-bool over_memory(const Job& job, double resident_gib, double margin_percent) {
-  return over_memory(static_cast<double>(job.mem_gib), resident_gib, margin_percent);
-}
-
 std::string over_memory_text(double mem_gib, double resident_gib, double margin_percent) {
   return fmt::format("{:.2f} GiB resident, its mem_gib is {:g} (+{:g}%)", resident_gib, mem_gib, margin_percent);
-}
-
-std::string over_memory_text(const Job& job, double resident_gib, double margin_percent) {
-  return over_memory_text(static_cast<double>(job.mem_gib), resident_gib, margin_percent);
 }
 
 bool gpu_oom_in_log(std::string_view tail) {

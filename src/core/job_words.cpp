@@ -49,11 +49,7 @@ std::string with_sweep_numbers(std::string_view id) {
 namespace {
 
 std::string listed(const Plan& plan, const Sweep& sw) {
-  std::string s;
-  for (size_t k = sw.first; k < sw.first + sw.count && k < sw.first + 5; ++k)
-    s += (s.empty() ? "" : ", ") + plan.jobs[k].id;
-  if (sw.count > 5) s += fmt::format(" and {} more", sw.count - 5);
-  return s;
+  return few_of(sw.count, 5, [&](size_t k) { return plan.jobs[sw.first + k].id; });
 }
 
 }  // namespace
@@ -99,6 +95,17 @@ std::string job_suggestion(const Plan& plan, std::string_view word) {
   for (const Job& j : plan.jobs) ids.push_back(j.id);
   for (const Sweep& s : plan.sweeps) ids.push_back(s.id);
   return did_you_mean(word, ids);
+}
+
+std::string few_of(size_t n, size_t shown, const std::function<std::string(size_t)>& item) {
+  std::string out;
+  for (size_t k = 0; k < n && k < shown; ++k) out += (k ? ", " : "") + item(k);
+  if (n > shown) out += fmt::format(" and {} more", n - shown);
+  return out;
+}
+
+std::string few_of(const std::vector<std::string>& items, size_t shown) {
+  return few_of(items.size(), shown, [&](size_t k) { return items[k]; });
 }
 
 }  // namespace gpuq

@@ -176,35 +176,23 @@ void choose_victims(const std::vector<NodeUser>& users, const NodeSlot& slot, co
     return std::tie(users[a.user].name, users[a.user].runs[a.run].plan, ha.id) <
            std::tie(users[b.user].name, users[b.user].runs[b.run].plan, hb.id);
   });
-  constexpr size_t kMost = 12;
-  if (c.size() > kMost) c.resize(kMost);
-  const size_t n = c.size();
-  for (size_t k = 1; k <= n; ++k) {
-    std::vector<size_t> idx(k);
-    for (size_t i = 0; i < k; ++i) idx[i] = i;
-    while (true) {
-      GpuMask m = avail;
-      HostRoom h = host_avail;
-      for (size_t i : idx) {
-        m |= c[i].gpus;
-        const NodeHold& v = users[c[i].user].runs[c[i].run].holds[c[i].hold];
-        h.cpus += v.cpus;
-        h.mem_gib += v.host_mem_gib;
-      }
-      std::optional<std::vector<int>> gpus = pick_gpus(want.gpus, m, placement);
-      if (gpus && h.fits(want.host()) && within_cap(*gpus)) {
-        for (size_t i : idx) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
-        d.kept = mask_of(*gpus);
-        d.kept_for = slot;
-        return;
-      }
-      size_t i = k;
-      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
-      if (i == 0) break;
-      ++idx[i - 1];
-      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
+  std::optional<std::vector<int>> gpus;
+  std::optional<std::vector<size_t>> pick = fewest_that_fit(c.size(), [&](const std::vector<size_t>& idx) {
+    GpuMask m = avail;
+    HostRoom h = host_avail;
+    for (size_t i : idx) {
+      m |= c[i].gpus;
+      const NodeHold& v = users[c[i].user].runs[c[i].run].holds[c[i].hold];
+      h.cpus += v.cpus;
+      h.mem_gib += v.host_mem_gib;
     }
-  }
+    gpus = pick_gpus(want.gpus, m, placement);
+    return gpus && h.fits(want.host()) && within_cap(*gpus);
+  });
+  if (!pick) return;
+  for (size_t i : *pick) d.preempts.push_back({slot, c[i].user, c[i].run, c[i].hold});
+  d.kept = mask_of(*gpus);
+  d.kept_for = slot;
 }
 
 // Preemption across users (NodeDecision::preempts): for the first want in fair order that the
@@ -784,12 +772,6 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
     }
   }
   return w;
-}
-
-std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
-                                          const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan, const NodeRoom& room, const HostRoom& host) {
-  return waits_of(node_whys(users, node, now, config, backfill_max_hours, room, host), users, user, plan);
 }
 
 std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,

@@ -1,3 +1,4 @@
+#include "gpuq/core/job_words.h"
 #include "gpuq/core/plan_diff.h"
 
 #include "gpuq/core/job_fields.h"
@@ -9,12 +10,7 @@ namespace gpuq {
 namespace {
 
 // "a, b, c" (the first 5, then the count of the rest).
-std::string few(const std::vector<std::string>& ids) {
-  std::string out;
-  for (size_t k = 0; k < ids.size() && k < 5; ++k) out += (k ? ", " : "") + ids[k];
-  if (ids.size() > 5) out += fmt::format(" and {} more", ids.size() - 5);
-  return out;
-}
+std::string few(const std::vector<std::string>& ids) { return few_of(ids, 5); }
 
 }  // namespace
 

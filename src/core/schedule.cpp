@@ -8,16 +8,6 @@
 
 namespace gpuq {
 
-bool ready_before(const Plan& plan, size_t a, size_t b) {
-  double pa = plan.jobs[a].priority, pb = plan.jobs[b].priority;
-  if (pa != pb) return pa < pb;
-  return a < b;
-}
-
-void sort_ready(const Plan& plan, std::vector<size_t>& jobs) {
-  std::sort(jobs.begin(), jobs.end(), [&](size_t a, size_t b) { return ready_before(plan, a, b); });
-}
-
 GpuMask reserved_gpus(const Plan& plan, size_t job, const std::vector<bool>& open) {
   GpuMask closed = 0;
   const auto& mine = plan.reservations_of[job];
@@ -542,6 +532,23 @@ void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in,
   out.stall_broken = !out.starts.empty();
   out.waiting_head = head;
   if (in.explain) runner.explain(out, true);
+}
+
+std::optional<std::vector<size_t>> fewest_that_fit(size_t n, const std::function<bool(const std::vector<size_t>&)>& fits) {
+  n = std::min(n, kPreemptCandidates);
+  for (size_t k = 1; k <= n; ++k) {
+    std::vector<size_t> idx(k);
+    for (size_t i = 0; i < k; ++i) idx[i] = i;
+    while (true) {
+      if (fits(idx)) return idx;
+      size_t i = k;  // the next combination, in lexicographic order
+      while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
+      if (i == 0) break;
+      ++idx[i - 1];
+      for (size_t q = i; q < k; ++q) idx[q] = idx[q - 1] + 1;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpuq

@@ -1,3 +1,4 @@
+#include "gpuq/core/job_words.h"
 #include "gpuq/core/stale.h"
 
 #include <fmt/format.h>
@@ -108,12 +109,7 @@ Staleness staleness_of(const Plan& plan, size_t job, const State& state) {
 
 std::string staleness_text(const Staleness& s) {
   std::vector<std::string> parts;
-  auto list = [](const std::vector<std::string>& ids) {
-    std::string out;
-    for (size_t k = 0; k < ids.size() && k < 5; ++k) out += (k ? ", " : "") + ids[k];
-    if (ids.size() > 5) out += fmt::format(" and {} more", ids.size() - 5);
-    return out;
-  };
+  auto list = [](const std::vector<std::string>& ids) { return few_of(ids, 5); };
   auto dep = [](size_t n) { return n == 1 ? "dep" : "deps"; };
   if (!s.added.empty()) parts.push_back(fmt::format("{} {} added since it ran", dep(s.added.size()), list(s.added)));
   if (!s.removed.empty())

@@ -173,10 +173,6 @@ std::vector<EndedLine> settle(const JobsSeen& seen, QueueState& q, double now) {
   return ended;
 }
 
-std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now) {
-  return settle(see_jobs(launcher, q.state(), now, &q.plan()), q, now);
-}
-
 std::vector<EndedLine> settle_alone(const JobsSeen& seen, State& state, double now) {
   using NoApply = void (*)(const EngineEvent&);
   const NoApply* none = nullptr;
@@ -184,14 +180,10 @@ std::vector<EndedLine> settle_alone(const JobsSeen& seen, State& state, double n
   return settle_entries(seen, no_plan, state, now, none);
 }
 
-std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now) {
-  return settle_alone(see_jobs(launcher, state, now, nullptr), state, now);
-}
-
 std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& state, double now) {
   // Jobs in a batch queue are seen through it (squeue, not /proc).
   std::unique_ptr<Launcher> launcher = backend_in_use(&state, nullptr)->launcher(plan, paths);
-  return refresh_alone(*launcher, state, now);
+  return settle_alone(see_jobs(*launcher, state, now, nullptr), state, now);
 }
 
 void send_signals(Launcher& launcher, const std::vector<GroupSignal>& signals) {

@@ -1,5 +1,6 @@
 // One look at the node (look.h): the plan, the state, the run, the GPUs, the shared node, the
 // backend's queue and the snapshots, gathered once for a prediction.
+#include "gpuq/core/job_words.h"
 #include "gpuq/live/look.h"
 #include "gpuq/live/read.h"
 
@@ -147,9 +148,7 @@ std::string stale_snapshot_notes(const Plan& plan, const State& state, double no
   std::string out;
   for (const auto& [commit, it] : waiting) {
     const auto& [ref, ids] = it;
-    std::string names;
-    for (size_t k = 0; k < ids.size() && k < 10; ++k) names += (k ? ", " : "") + ids[k];
-    if (ids.size() > 10) names += fmt::format(" and {} more", ids.size() - 10);
+    std::string names = few_of(ids, 10);
     if (!git.changed_since(ref).value_or(false)) continue;
     stale.insert(commit);
     out += fmt::format("{}: {} (snapshot {})\n", names, stale_snapshot_text(ref.at, now), short_commit(commit));

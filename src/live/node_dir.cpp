@@ -489,13 +489,9 @@ GpuMask NodeShare::enter(NodeView v, double now, const std::vector<NodeWant>& wa
   if (holds) it->holds = *holds;
   mine_ = *me;
   it->wants = wants;
-  others_wait_ = false;
   others_files_.clear();
   for (const NodeUser& u : v.users)
     if (u.name != me_) others_files_.push_back(dir_ + "/" + u.name + ".json");
-  for (const NodeUser& u : v.users)
-    for (const NodeRun& r : u.runs)
-      if (!(u.name == me_ && r.plan == plan_) && !r.wants.empty()) others_wait_ = true;
   // Cores and host memory are not decided node-wide: taken as they are held, from the first look
   // (a job without GPUs starts before the first decision, as it needs none of the GPUs it gives).
   {

@@ -109,7 +109,6 @@ struct NvmlProbe::Api {
 struct NvmlProbe::Device {
   nvmlDevice_t handle;
   PciKey pci;
-  std::string bus_id;
   std::string name;
 };
 
@@ -188,7 +187,6 @@ void NvmlProbe::open_devices() {
       return;
     }
     d.pci = {pci.domain, pci.bus, pci.device};
-    d.bus_id = pci.busId;
     char name[96] = {0};
     if (a.name(d.handle, name, sizeof name) == NVML_SUCCESS) d.name = name;
     devices_.push_back(std::move(d));

@@ -284,7 +284,6 @@ void RunLoop::probe(Tick& t) {
   if (reading.source_note.empty()) told_.gone("probe source");
   else if (told_.fresh("probe source", reading.source_note)) say(t, "GPU probe: " + reading.source_note);
   t.activity = activity_of(reading, opt_);
-  t.have_reading = reading.used_mib.has_value();
   GpuRules rules{opt_.max_used_mib, opt_.ignore_process};
   Engine& engine = q_->engine();
   // The one read of the GPUs, as a look at the node reads them (gpu_use.h): free are those no

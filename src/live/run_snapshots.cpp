@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "gpuq/core/job_words.h"
 #include "gpuq/core/snapshot.h"
 #include "gpuq/live/run_loop.h"
 #include "run_tick.h"
@@ -127,10 +128,7 @@ void RunLoop::prune_snapshots(Tick& t) {
   // read-only modes do not stop) was moved out first, and is named.
   for (const KeptWrites& k : kept) {
     if (k.whole && !told_.fresh("kept whole:" + k.checkout)) continue;  // each tick tries again; said once
-    constexpr size_t kShown = 5;
-    std::string files;
-    for (size_t n = 0; n < k.files.size() && n < kShown; ++n) files += (n ? ", " : "") + k.files[n];
-    if (k.files.size() > kShown) files += fmt::format(" and {} more", k.files.size() - kShown);
+    std::string files = few_of(k.files, 5);
     say(t, fmt::format("jobs wrote into the checkout of snapshot {}: {}; {} {} (outputs belong under "
                            "$GPUQ_WORKDIR, the real workdir: a checkout is removed once no job needs it)",
                            k.checkout, files, k.whole ? "not all could be moved: the checkout is left whole at" : "kept in",

@@ -30,7 +30,6 @@ struct RunLoop::Tick {
   std::vector<std::pair<size_t, Launched>> launched;
   std::vector<std::string> missing_files;  // file: deps decide found missing
   GpuActivity activity;                    // the probe's utilization per GPU (those that gave one), process lists
-  bool have_reading = false;               // the probe gave a memory reading
   bool fresh = false;                      // the state was read from the store (not kept from the last tick)
   bool saved = false;
   bool paused = false;                     // `gpuq pause`: nothing starts

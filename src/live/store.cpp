@@ -281,8 +281,6 @@ void sync_folder_of(const std::string& path) {
   }
 }
 
-void sync_state_folder(const PlanPaths& paths) { sync_folder_of(paths.state); }
-
 void sync_filesystem_of(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
@@ -322,7 +320,7 @@ void write_state(const PlanPaths& paths, const State& state, bool defer_folder_s
     errno = e;
     fail("cannot replace", paths.state);
   }
-  if (!defer_folder_sync) sync_state_folder(paths);
+  if (!defer_folder_sync) sync_folder_of(paths.state);
 }
 
 }  // namespace gpuq
@@ -341,7 +339,7 @@ void FileStore::write(const State& state, bool defer_sync) {
   written_ = identity();
 }
 
-void FileStore::sync() { sync_state_folder(paths_); }
+void FileStore::sync() { sync_folder_of(paths_.state); }
 
 bool FileStore::unchanged_since_write() { return written_ && identity() == written_; }
 

@@ -1,4 +1,5 @@
 // The engine's reasons in words.
+#include "gpuq/core/job_words.h"
 #include "gpuq/views/reasons.h"
 
 #include <fmt/format.h>
@@ -20,18 +21,10 @@ namespace {
 
 // "a, b, c, d, e and 3 more".
 std::string names(const Plan& plan, const std::vector<size_t>& jobs) {
-  std::string s;
-  for (size_t i = 0; i < jobs.size() && i < 5; ++i) s += (i ? ", " : "") + plan.jobs[jobs[i]].id;
-  if (jobs.size() > 5) s += fmt::format(" and {} more", jobs.size() - 5);
-  return s;
+  return few_of(jobs.size(), 5, [&](size_t i) { return plan.jobs[jobs[i]].id; });
 }
 
-std::string names(const std::vector<std::string>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size() && i < 5; ++i) s += (i ? ", " : "") + ids[i];
-  if (ids.size() > 5) s += fmt::format(" and {} more", ids.size() - 5);
-  return s;
-}
+std::string names(const std::vector<std::string>& ids) { return few_of(ids, 5); }
 
 // What comes after a failure: the automatic retry and when, or how to run it again.
 std::string next_for(const Job& j, const JobState& s, const Outlook& o) {

@@ -289,8 +289,6 @@ class Engine {
   /// Jobs not yet finished that could still start or are running (the queue is not over).
   size_t waiting() const { return waiting_; }
   size_t running() const { return running_; }
-  /// A plain dep of job j is failed or blocked.
-  bool has_failing_dep(size_t j) const { return failing_[j] > 0; }
   /// Every job dep of j is met (plain deps done, after: deps finished).
   bool deps_met(size_t j) const { return unmet_[j] == 0; }
   /// The GPUs running jobs of the plan hold on node 0 (and on each node).

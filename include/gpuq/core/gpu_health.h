@@ -50,15 +50,9 @@ std::optional<std::set<unsigned>> parse_xid_list(std::string_view text, std::str
 /// The rules from the settings' two lists (each already checked by parse_xid_list).
 XidRules xid_rules(std::string_view drain, std::string_view ignore);
 
-/// What a fault is.
-enum class FaultKind { Xid, Ecc, Pending, Lost };
-
 /// A fault the probe read on one GPU, and whether it drains the GPU.
 struct GpuFault {
   int gpu = 0;
-  FaultKind kind = FaultKind::Xid;
-  unsigned xid = 0;             ///< Xid: its code
-  unsigned long long ecc = 0;   ///< Ecc: the volatile count now
   bool drains = false;
   std::string what;             ///< "Xid 79 (GPU has fallen off the bus)", "2 uncorrectable ECC errors", ...
 };

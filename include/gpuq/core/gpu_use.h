@@ -60,14 +60,6 @@ struct GpuRules {
 std::map<int, std::vector<GpuProcess>> foreign_processes(const GpuReading& r, const State& state,
                                                          const GpuRules& rules);
 
-/// The GPUs the reading makes busy: memory over max_used_mib, a foreign process, lost.
-GpuMask busy_by_reading(const GpuReading& r, const State& state, const GpuRules& rules);
-
-/// Why each GPU that no entry of the state holds is busy by the reading, GPU -> text:
-/// "GPU 5 busy: process 4242 `python train.py` (20000 MiB) is no gpuq job's",
-/// "GPU 1 busy: 20000 MiB in use by another process", "GPU 3 busy: lost (GPU is lost)".
-std::map<int, std::string> held_by_others(const GpuReading& r, const State& state, const GpuRules& rules);
-
 /// Several jobs on one GPU (a job's gpu_mem_gib): what the reading says of the memory of the GPUs
 /// packed jobs may share.
 struct MemoryUse {
@@ -115,8 +107,13 @@ double packed_gib_now(const Policy& p, const Job& j, const JobState* s);
 /// given, as memory_use takes it), the memory use.
 struct ReadingSeen {
   GpuMask free = 0;                   ///< the node's GPUs less busy_in_state and `busy`
-  GpuMask busy = 0;                   ///< busy_by_reading (0 without a memory reading)
-  std::map<int, std::string> others;  ///< held_by_others (none without a memory reading)
+  /// The GPUs the reading makes busy: memory over max_used_mib, a foreign process, lost (0
+  /// without a memory reading).
+  GpuMask busy = 0;
+  /// Why each GPU that no entry of the state holds is busy by the reading, GPU -> text: "GPU 5
+  /// busy: process 4242 `python train.py` (20000 MiB) is no gpuq job's", "GPU 1 busy: 20000 MiB
+  /// in use by another process", "GPU 3 busy: lost (GPU is lost)" (none without a memory reading).
+  std::map<int, std::string> others;
   std::map<int, std::vector<GpuProcess>> foreign;  ///< foreign_processes (found once for all three)
   std::optional<MemoryUse> memory;    ///< memory_use, when `declared` was given
 };
@@ -143,7 +140,7 @@ ReadingSeen read_gpus(const GpuReading& r, const State& state, const Plan& plan,
 /// group ends (--kill-grace): run frees them as soon as the group is gone.
 GpuMask ending_gpus(const State& state);
 
-/// The ending_gpus, as held_by_others words a GPU: "GPU 1 busy: a is ending (...)". Added to
+/// The ending_gpus, as ReadingSeen::others words a GPU: "GPU 1 busy: a is ending (...)". Added to
 /// `others` where it names no other holder of the GPU.
 void name_ending_holders(const State& state, std::map<int, std::string>& others);
 

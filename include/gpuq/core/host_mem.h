@@ -23,18 +23,10 @@ inline constexpr const char* kOomHostOutcome = "oom (host)";
 /// How much of a failed job's log is read for a GPU out-of-memory (its last bytes).
 inline constexpr size_t kOomLogTail = 64 * 1024;
 
-/// The resident memory (GiB) above which a job with a mem_gib is stopped: mem_gib plus
-/// `margin_percent` of it; none (0) for a job without mem_gib, which is never stopped for memory.
-double memory_limit_gib(const Job& job, double margin_percent);
-
-/// True when `resident_gib` is over the job's memory_limit_gib (a job without mem_gib never is).
-bool over_memory(const Job& job, double resident_gib, double margin_percent);
-
-/// "2.31 GiB resident, its mem_gib is 2 (+10%)": why run stopped it.
-std::string over_memory_text(const Job& job, double resident_gib, double margin_percent);
-
-/// The same of an attempt whose mem_gib is `mem_gib` (after on_oom retries: oom_values' mem_gib).
+/// True when `resident_gib` is over an attempt's `mem_gib` (the job's, after on_oom retries
+/// oom_values' mem_gib) plus `margin_percent` of it: run stops it. Never without a mem_gib.
 bool over_memory(double mem_gib, double resident_gib, double margin_percent);
+/// "2.31 GiB resident, its mem_gib is 2 (+10%)": why run stopped it.
 std::string over_memory_text(double mem_gib, double resident_gib, double margin_percent);
 
 /// True when `tail` (a log's last lines) says a GPU ran out of memory: PyTorch's "CUDA out of

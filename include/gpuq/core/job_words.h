@@ -3,6 +3,7 @@
 // point with a number spelled another way than the sweep writes it (issue 25, point 9).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ struct JobWords {
   std::vector<std::string> notes;
 };
 JobWords resolve_job_words(const Plan& plan, const std::vector<std::string>& words);
+
+/// "a, b, c, d, e and 3 more": the first `shown` of `n` items (item(k) words the k-th), then how
+/// many more there are.
+std::string few_of(size_t n, size_t shown, const std::function<std::string(size_t)>& item);
+/// The same of `items`.
+std::string few_of(const std::vector<std::string>& items, size_t shown);
 
 /// `; did you mean "X"?` for a word that names no job: the nearest job or sweep id, or "".
 std::string job_suggestion(const Plan& plan, std::string_view word);

@@ -108,6 +108,12 @@ enum class LifeKind { Waiting, Held, Blocked, Queued, Running, Ended };
 
 inline LifeKind kind_of(const Life& l) { return static_cast<LifeKind>(l.index()); }
 
+/// A running life stopping for another job (its preemption's signal sent).
+inline bool preempting(const Life& l) {
+  const Running* r = std::get_if<Running>(&l);
+  return r && r->preempt;
+}
+
 /// The on_oom retries of a life (host_mem.h): of its next attempt (waiting), of its attempt
 /// (queued, running) or its last (ended); 0 for the others.
 long long oom_retries_of(const Life& l);

@@ -307,13 +307,8 @@ NodeWaits node_whys(const std::vector<NodeUser>& users, GpuMask node, double now
                     double backfill_max_hours, const NodeRoom& room = {}, const HostRoom& host = kHostUncounted);
 
 /// Why each waiting job of `user`'s run of `plan` (its absolute path) waits on the node, by job
-/// id: plain `status` gives it as the job's reason, and a Later one's start delays the plan's
-/// own prediction of it.
-std::map<std::string, NodeWhy> node_waits(const std::vector<NodeUser>& users, GpuMask node, double now,
-                                          const NodeConfig& config, double backfill_max_hours, std::string_view user,
-                                          std::string_view plan, const NodeRoom& room = {},
-                                          const HostRoom& host = kHostUncounted);
-/// The same, of node_whys' answer `w` over `users`.
+/// id, from node_whys' answer `w` over `users`: plain `status` gives it as the job's reason, and a
+/// Later one's start delays the plan's own prediction of it.
 std::map<std::string, NodeWhy> waits_of(const NodeWaits& w, const std::vector<NodeUser>& users, std::string_view user,
                                         std::string_view plan);
 

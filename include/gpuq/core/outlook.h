@@ -64,7 +64,7 @@ struct Outlook {
   std::vector<size_t> order;            ///< predicted_order(*this, explain_first), when make_outlook needed it
   size_t order_sorted = 0;              ///< how many of `order` are in order
   bool paused = false;                  ///< made with Policy::paused: nothing new starts in `sim`
-  std::map<int, std::string> others;    ///< GPUs another user holds, and why (held_by_others)
+  std::map<int, std::string> others;    ///< GPUs another user holds, and why (ReadingSeen::others)
   RunContext run;                       ///< status's look at the plan's `gpuq run`
   std::vector<Why> waits;               ///< the reasons worked out (JobView::wait_at)
   std::vector<std::vector<std::string>> missing_files;  ///< per reason: its file: deps missing now, expanded
@@ -96,7 +96,7 @@ LiveStart live_start(const Plan& plan, const State& state, const Policy& p, doub
 /// With `explain_first`, only that many jobs are explained: the first not
 /// done in predicted order, the rows `status` prints without --all.
 /// Each file: dep is looked at once. `others` says why each GPU another user holds is
-/// busy (held_by_others), which a job waiting for GPUs names.
+/// busy (ReadingSeen::others), which a job waiting for GPUs names.
 Outlook make_outlook(const Plan& plan, const State& state, const Policy& p, double now, GpuMask free,
                      const FileChecks& files, std::optional<size_t> explain_first = std::nullopt,
                      const std::map<int, std::string>& others = {}, std::vector<double> mem_other = {},

@@ -1,8 +1,9 @@
 // The scheduling pass: one pure function shared by `run` and `simulate`.
 #pragma once
 
-#include <optional>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -12,13 +13,6 @@
 #include "gpuq/core/topology.h"
 
 namespace gpuq {
-
-/// True when job `a` comes before job `b` among ready jobs: lower priority
-/// value first, then earlier position in the plan.
-bool ready_before(const Plan& plan, size_t a, size_t b);
-
-/// Sorts job indices into ready order (see ready_before).
-void sort_ready(const Plan& plan, std::vector<size_t>& jobs);
 
 /// GPUs closed to `job`: those of every open reservation that does not list it.
 /// `open[r]` says whether some job reservation r lists is unfinished.
@@ -199,5 +193,12 @@ struct PassResult {
 PassResult schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in);
 /// The same into `out`, whose lists keep their room (the simulator runs a pass per event).
 void schedule_pass(const Plan& plan, const ReadySet& ready, const PassInput& in, PassResult& out);
+
+/// Preemption's search, the engine's within a plan and the node's across plans: of the first
+/// kPreemptCandidates of `n` candidates (in the caller's order of preference), the fewest for
+/// which `fits` holds, and among as many the first set in that order (as indices, ascending).
+/// None: no set of them fits.
+inline constexpr size_t kPreemptCandidates = 12;  // 2^12 sets at most
+std::optional<std::vector<size_t>> fewest_that_fit(size_t n, const std::function<bool(const std::vector<size_t>&)>& fits);
 
 }  // namespace gpuq

@@ -33,26 +33,17 @@ struct EndedLine {
   std::string not_started;
 };
 
-/// The original's refresh of the queue at `now`: each running entry as the launcher sees it
-/// (its batch queue surveyed first), an attempt that ended given to the engine (a job the
-/// plan no longer has is settled alone), its entry written. Signals nothing.
-std::vector<EndedLine> refresh(Launcher& launcher, QueueState& q, double now);
-
 /// What the launcher saw of the queue's running jobs (read.h's see_jobs), settled: an attempt
 /// that ended given to the engine (a job the plan no longer has settled alone), its entry
-/// written. refresh() is see_jobs then settle().
+/// written. Signals nothing: the original's refresh of the queue is see_jobs then settle().
 std::vector<EndedLine> settle(const JobsSeen& seen, QueueState& q, double now);
 
 /// settle() of `state` without the engine: each running entry that ended settled alone, as
 /// the engine would settle it (for those that only read: status, logs).
 std::vector<EndedLine> settle_alone(const JobsSeen& seen, State& state, double now);
 
-/// refresh() without the engine (settle_alone).
-std::vector<EndedLine> refresh_alone(Launcher& launcher, State& state, double now);
-
-/// refresh() of `state` with the launcher its jobs run under (this machine's, or Slurm's for
-/// a plan run with --slurm): for status, simulate --from-state and logs. `plan` may be empty
-/// (then every entry is settled alone).
+/// The running entries of `state` seen (see_jobs) by the launcher its jobs run under (this
+/// machine's, or Slurm's for a plan run with --slurm) and settled alone: for `logs -f`.
 std::vector<EndedLine> refresh(const Plan& plan, const PlanPaths& paths, State& state, double now);
 
 /// The result of a control command: lines to print and the exit status.

@@ -145,8 +145,6 @@ class NodeShare {
   /// A drain record of this run's (a fault it read): written with its next publish, into this
   /// user's file, where every run reads it; drained() has it at once.
   void drain(GpuDrain record);
-  /// Someone else's run waits for GPUs (the last enter saw it).
-  bool others_wait() const { return others_wait_; }
   /// The other users' files the last enter read: a run whose jobs wait for GPUs wakes when one is
   /// replaced (their run published: a job of theirs ended, or their wants changed).
   const std::vector<std::string>& others_files() const { return others_files_; }
@@ -164,7 +162,6 @@ class NodeShare {
   Notices told_;                     // the notes said (once each)
   std::optional<NodeUser> mine_;     // this user's file as read at enter
   NodeConfig config_;
-  bool others_wait_ = false;
   std::vector<std::string> others_files_;
   HostTaken others_host_;
   HostRoom host_ = kHostUncounted;

@@ -146,7 +146,6 @@ class RunLoop {
   void prune_snapshots(Tick& t);
   const Job* job_of(const std::string& id) const;
   void say_changes(Tick& t, const State& before, const State& state);
-  void log_others(Tick& t);
   void say_adopted(Tick& t);
   std::string outcomes(const State& state) const;
   void refresh_ended(Tick& t);

@@ -77,12 +77,9 @@ State read_state(const PlanPaths& paths);
 /// Replaces the state file: writes a temporary file beside it, fsyncs it,
 /// renames it over the old one, fsyncs the folder. Keeps the previous state as
 /// PLAN.state.json.bak. Throws StoreError, leaving the old file intact.
-/// With `defer_folder_sync`, the caller calls sync_state_folder() itself: `run`
+/// With `defer_folder_sync`, the caller calls sync_folder_of(paths.state) itself: `run`
 /// releases the jobs it just started first, since a power cut kills them anyway.
 void write_state(const PlanPaths& paths, const State& state, bool defer_folder_sync = false);
-
-/// fsyncs the folder of the state file, making the last rename durable.
-void sync_state_folder(const PlanPaths& paths);
 
 /// fsyncs the folder `path` is in: the creates, renames and removals made in it survive a power
 /// cut from now on. Best effort (a folder that cannot be opened is left as it is).
