@@ -45,6 +45,10 @@ void add_gpus_command(CLI::App& app, Flags& f, Action& action) {
                                           "gpuq job, connections, the pairs it uses, and the probe");
   add_flags(gpus, f, SettingCommand::kGpus);
   gpus->add_flag("--json", f.json, "print one JSON object instead of text");
+  gpus->add_option("--node-dir", f.node_dir,
+                   "the node directory whose drains and idle GPU memory it shows (default: $GPUQ_NODE_DIR, "
+                   "/var/lib/gpuq, else your own)")
+      ->type_name("DIR");
   gpus->callback([&] { action = [&] { return cmd_gpus(f); }; });
   for (bool drain : {true, false}) {
     auto* sub = app.add_subcommand(drain ? "drain" : "undrain",
