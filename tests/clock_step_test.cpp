@@ -123,3 +123,29 @@ TEST(ClockStepTick, WithoutAMonotonicClockNothingIsMoved) {
   q.tick();
   EXPECT_EQ(q.entry("a").outcome.value_or(""), "timeout");
 }
+
+// run stopped (SIGSTOP) in the middle of a tick, continued 12 s later: the next look, after the
+// tick's own short wait, is late by that much and says so, as after a stop between ticks (the
+// tick's own time was counted as due, and a stop that landed in it went unseen).
+TEST(ClockStepTick, AStopInTheMiddleOfATickMakesTheNextLookLate) {
+  Loop q(kLimited, [](RunOptions& o) { o.poll = 1; });
+  q.clock.mono = 50;
+  q.tick();
+  bool stopped = false;
+  q.store.on_note = [&](const std::string& what) {
+    if (what == "lock" && !stopped) {
+      stopped = true;
+      q.clock.advance(12);  // stopped here, continued 12 s later
+    }
+  };
+  TickResult r = q.tick();
+  q.store.on_note = nullptr;
+  EXPECT_THAT(q.out, ::testing::Not(::testing::Contains(HasSubstr("did not look"))));
+  ASSERT_LE(r.wake_in, 1);
+  q.clock.advance(r.wake_in);
+  q.tick();
+  EXPECT_THAT(q.out, ::testing::Contains(HasSubstr("this run did not look for 12 s"))) << ::testing::PrintToString(q.out);
+  q.clock.advance(1);
+  q.tick();
+  EXPECT_THAT(q.out, ::testing::Not(::testing::Contains(HasSubstr("did not look")))) << "said once";
+}

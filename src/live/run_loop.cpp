@@ -102,11 +102,11 @@ TickResult RunLoop::tick() {
   }
 }
 
-// When the next tick is due at the latest (from this one's start): its wait, or the tick itself
-// when it took longer.
-void RunLoop::note_due(const Tick& t) {
-  if (std::optional<double> mono = os_.clock.monotonic()) clock_.due_in = std::max(t.wake_in, *mono - clock_.began);
-}
+// When the next tick is due at the latest, from this one's start: its wait. The tick's own time
+// is not added: a tick that itself took kLateLookMin or more (run stopped by SIGSTOP in the middle
+// of it, a wait for the node lock another run held) makes the next look late too, said, and the
+// watchdog does not count that time as a job's silence (a stop landing in a tick went unseen).
+void RunLoop::note_due(const Tick& t) { clock_.due_in = t.wake_in; }
 
 // The one read (read.h), as every look reads: the state (this loop's own, kept, unless someone
 // has replaced the file since: control commands and the original write a new file and rename it
@@ -170,7 +170,6 @@ ClockSeen RunLoop::look_at_clock(Tick& t) {
   ClockReading now{os_.clock.now(), *mono};
   if (clock_.last_look) seen = see_clock(*clock_.last_look, now, clock_.due_in);
   clock_.last_look = now;
-  clock_.began = *mono;
   if (seen.step) {
     auto move = [&](double& v) {
       if (v <= seen.old_now) v += seen.step;

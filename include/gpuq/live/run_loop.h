@@ -237,7 +237,6 @@ class RunLoop {
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {
     std::optional<ClockReading> last_look;  // both clocks at the last tick's start (clock_step.h)
-    double began = 0;                       // the monotonic clock then
     double due_in = 0;                      // the next tick was due this long after it, at the latest
     bool first = true;
   } clock_;
