@@ -201,68 +201,6 @@ std::optional<size_t> RunLoop::index_of(const std::string& id) const {
   return static_cast<size_t>(j - plan_.jobs.data());
 }
 
-namespace {
-
-// Handed to the batch queue, not started by it yet.
-bool queued(const JobState& s) { return kind_of(life_of(&s, s.queue_id.has_value(), 0)) == LifeKind::Queued; }
-
-// The command that most likely made an entry go from `was` to `now` (kill, hold, ...).
-std::string command_of(Status was, const JobState& now) {
-  if (now.status == Status::Held) return "hold";
-  if (was == Status::Held && queued(now)) return "retry";  // released in Slurm's queue
-  if (was == Status::Running && now.status == Status::Failed && now.exit == kKilledExit) return "kill";
-  if (was == Status::Running && now.status == Status::Pending) return "requeue";
-  if (was == Status::Held && now.status == Status::Blocked) return "retry";  // released into a block
-  if (now.status == Status::Pending) return "retry";
-  return "";
-}
-
-}  // namespace
-
-std::string id_list(const std::vector<std::string>& ids) {
-  std::string out;
-  for (size_t k = 0; k < ids.size() && k < 10; ++k) out += (k ? ", " : "") + ids[k];
-  if (ids.size() > 10) out += fmt::format(" and {} more", ids.size() - 10);
-  return out;
-}
-
-// The state was replaced since this loop saved it: a control command from another shell
-// (or the original's). One line per job of the plan whose status it changed.
-void RunLoop::say_changes(Tick& t, const State& before, const State& state) {
-  for (size_t i = 0; i < plan_.jobs.size(); ++i) {
-    const JobState* was = before.of(plan_, i);
-    const JobState* now = state.of(plan_, i);
-    Status a = was ? was->status : Status::Pending, b = now ? now->status : Status::Pending;
-    if (a == b && now && now->requeue && !(was && was->requeue))
-      say(t, fmt::format("gpuq requeue {} from another shell: SIGTERM to its process group; it is pending again "
-                             "once the group is gone",
-                             plan_.jobs[i].id));
-    // Preempted by hand: its signal was sent there; this run sends SIGKILL after --preempt-grace.
-    if (a == b && now && now->preempt && !(was && was->preempt))
-      say(t, fmt::format("gpuq preempt {} from another shell: its preemption signal sent; SIGKILL after "
-                             "--preempt-grace {:g} s, then it runs again when GPUs allow (an exit 0 is done)",
-                             plan_.jobs[i].id, opt_.preempt_grace));
-    if (a == b) continue;
-    JobState shown = now ? *now : JobState{};
-    std::string cmd = command_of(a, shown);
-    // A job submitted to Slurm that Slurm has not started is "queued in Slurm", not running.
-    auto name = [](Status st, const JobState* s) -> std::string {
-      return s && queued(*s) ? "queued in Slurm" : status_name(st);
-    };
-    say(t, fmt::format("{} {} from another shell: {} (was {})", cmd.empty() ? "changed" : "gpuq " + cmd,
-                           plan_.jobs[i].id, name(b, now), name(a, was)));
-  }
-}
-
-// The first tick: the jobs an earlier run (gpuq's or the original's) left running.
-void RunLoop::say_adopted(Tick& t) {
-  std::vector<std::string> ids;
-  for (const auto& [id, s] : q_->state().entries())
-    if (s.status == Status::Running) ids.push_back(id);
-  if (!ids.empty())
-    say(t, fmt::format("adopted {} running job{}: {}", ids.size(), ids.size() == 1 ? "" : "s", id_list(ids)));
-}
-
 // The running jobs' pids, to wake on their ends (their GPUs and those of killed ones still dying
 // are the read's: probe).
 void RunLoop::note_running(Tick& t) {
