@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuq/live/ports.h"
@@ -30,6 +31,8 @@ class FakeClock : public Clock {
   std::optional<double> mono;
   double now() override { return t; }
   std::optional<double> monotonic() override { return mono; }
+  bool stopped = false;  ///< the process was stopped and continued: continued() says so, once
+  bool continued() override { return std::exchange(stopped, false); }
   void advance(double s) {
     t += s;
     if (mono) *mono += s;

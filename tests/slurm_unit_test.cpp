@@ -142,19 +142,31 @@ std::string squeue_answer(const std::string& state, const std::string& reason, l
 
 // A job waiting in Slurm's queue keeps no start (it is pending to the event log) however many
 // ticks survey it; once Slurm starts it, its start is Slurm's, set once: one start event in all.
-TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
+// One job, w1, recorded running as Slurm job 9, over a squeue that answers DIR/queue.json and an
+// scontrol that logs its arguments to DIR/scontrol.calls (first on PATH while it lives).
+struct OneSlurmJob {
   TempDir d;
-  d.write("bin/squeue", "#!/bin/sh\ncat " + d.path() + "/queue.json\n", 0755);
   std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  ::setenv("PATH", (d.path() + "/bin:" + path).c_str(), 1);
   Plan plan = plan_of(R"({"jobs": [{"id": "w1", "script": "w.sh", "gpus": 2}]})");
-  SlurmLauncher slurm(plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
   State state;
-  JobState& e = state.at("w1");
-  e.status = Status::Running;
-  e.queue_id = e.pid = 9;
-  e.gpus = std::vector<int>{};
-  QueueState q(plan, Policy{}, state, 1000, "run");
+  OneSlurmJob() {
+    d.write("bin/squeue", "#!/bin/sh\ncat " + d.path() + "/queue.json\n", 0755);
+    d.write("bin/scontrol", "#!/bin/sh\necho \"$*\" >> " + d.path() + "/scontrol.calls\n", 0755);
+    ::setenv("PATH", (d.path() + "/bin:" + path).c_str(), 1);
+    JobState& e = state.at("w1");
+    e.status = Status::Running;
+    e.queue_id = e.pid = 9;
+    e.gpus = std::vector<int>{};
+  }
+  ~OneSlurmJob() { ::setenv("PATH", path.c_str(), 1); }
+};
+
+TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
+  OneSlurmJob w;
+  TempDir& d = w.d;
+  const Plan& plan = w.plan;
+  SlurmLauncher slurm(plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
+  QueueState q(plan, Policy{}, w.state, 1000, "run");
   ASSERT_EQ(kind_of(q.engine().life(0)), LifeKind::Queued);
   std::vector<Event> logged;
   auto tick = [&](double now) {
@@ -168,7 +180,6 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
   EXPECT_TRUE(logged.empty()) << event_line(logged.at(0));
   d.write("queue.json", squeue_answer("RUNNING", "None", 1003));
   for (double now : {1004, 1005, 1006}) tick(now);
-  ::setenv("PATH", path.c_str(), 1);
   EXPECT_EQ(q.state().find("w1")->start, 1003.0) << "Slurm's start";
   ASSERT_EQ(logged.size(), 1u) << event_line(logged.back());
   EXPECT_EQ(logged[0].kind, "start");
@@ -179,25 +190,15 @@ TEST(SlurmUnit, AJobWaitingInTheQueueGetsOneStartWhenSlurmStartsIt) {
 // release): the read's survey only finds it, so a look (status, logs -f) leaves it held, and the
 // run's mend, as it acts, releases it, once.
 TEST(SlurmUnit, AStrayHoldIsFoundByTheSurveyAndReleasedOnlyByTheRunsMend) {
-  TempDir d;
-  d.write("bin/squeue", "#!/bin/sh\ncat " + d.path() + "/queue.json\n", 0755);
-  d.write("bin/scontrol", "#!/bin/sh\necho \"$*\" >> " + d.path() + "/scontrol.calls\n", 0755);
-  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  ::setenv("PATH", (d.path() + "/bin:" + path).c_str(), 1);
-  Plan plan = plan_of(R"({"jobs": [{"id": "w1", "script": "w.sh", "gpus": 2}]})");
-  SlurmLauncher slurm(plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
-  State state;
-  JobState& e = state.at("w1");
-  e.status = Status::Running;
-  e.queue_id = e.pid = 9;
-  e.gpus = std::vector<int>{};
+  OneSlurmJob w;
+  TempDir& d = w.d;
+  SlurmLauncher slurm(w.plan, paths_for(d.path() + "/plan.json"), SlurmOptions{});
   d.write("queue.json", squeue_answer("PENDING", "JobHeldUser", 5000));
-  JobsSeen seen = see_jobs(slurm, state, 1000, nullptr);
+  JobsSeen seen = see_jobs(slurm, w.state, 1000, nullptr);
   EXPECT_TRUE(seen.started.empty()) << "held: not started";
   EXPECT_FALSE(std::filesystem::exists(d.path() + "/scontrol.calls")) << d.read("scontrol.calls");
   slurm.mend();
   slurm.mend();  // mended once: the next survey finds it again if it is still held
-  ::setenv("PATH", path.c_str(), 1);
   EXPECT_EQ(d.read("scontrol.calls"), "release 9\n");
 }
 

@@ -21,6 +21,26 @@ namespace gpuq {
 
 namespace {
 
+volatile sig_atomic_t g_continued = 0;
+void on_continued(int) { g_continued = 1; }
+
+}  // namespace
+
+bool SystemClock::continued() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_continued;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // a read, a write or a waitpid it lands in goes on (poll loops on EINTR)
+    return ::sigaction(SIGCONT, &sa, nullptr) == 0;
+  }();
+  const bool was = installed && g_continued != 0;
+  g_continued = 0;
+  return was;
+}
+
+namespace {
+
 // State letter and start time from /proc/PID/stat; the command name may hold spaces and parens.
 bool read_stat(long long pid, char* state, unsigned long long* start) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");

@@ -74,7 +74,7 @@ TickResult RunLoop::tick() {
   t.wake_in = opt_.poll;
   ClockSeen seen = look_at_clock(t);  // before the lock: a wait for it is no stop of this run
   if (last_save_problem_.empty()) told_.forget("unsaved:");  // the last tick's lines are saved
-  // The node lock the read takes is let go by the publication, else at the tick's end, whatever
+  // The node lock node_enter takes is let go by the publication, else at the tick's end, whatever
   // ends it (a store fault, a damaged state).
   struct LeaveNode {
     NodeShare* node;
@@ -102,11 +102,13 @@ TickResult RunLoop::tick() {
   }
 }
 
-// When the next tick is due at the latest, from this one's start: its wait. The tick's own time
-// is not added: a tick that itself took kLateLookMin or more (run stopped by SIGSTOP in the middle
-// of it, a wait for the node lock another run held) makes the next look late too, said, and the
-// watchdog does not count that time as a job's silence (a stop landing in a tick went unseen).
-void RunLoop::note_due(const Tick& t) { clock_.due_in = t.wake_in; }
+// When the next tick is due at the latest, from this one's start: its wait, or the tick itself
+// when it took longer (a slow tick is work, not time nobody looked: many sbatch calls, a git
+// snapshot, a wait for a lock), unless run was stopped since (look_at_clock).
+void RunLoop::note_due(const Tick& t) {
+  clock_.wait_in = t.wake_in;
+  if (std::optional<double> mono = os_.clock.monotonic()) clock_.due_in = std::max(t.wake_in, *mono - clock_.began);
+}
 
 // The one read (read.h), as every look reads: the state (this loop's own, kept, unless someone
 // has replaced the file since: control commands and the original write a new file and rename it
@@ -129,16 +131,9 @@ void RunLoop::read(Tick& t, const ClockSeen& seen) {
   from.oom_of = &plan_;  // a failure out of memory: on_oom's retry
   from.gpus = [&] { return os_.probe.read(); };
   from.paused = pause_.from;
-  if (node_)  // under the node lock, held through the decision to the publication (or the tick's end)
-    from.node = [&]() -> std::optional<NodeRead> {
-      NodeRead r{node_->dir(), std::nullopt, "", false};
-      try {
-        r.view = node_->read(30);
-      } catch (const NodeError& e) {
-        r.problem = e.what();
-      }
-      return r;
-    };
+  // Not the node directory: node_enter reads it under the node lock it then holds to the
+  // publication. Taken here, the lock would span the tick's slow steps (a git snapshot's syncfs,
+  // durable saves, hooks' marks) and keep every other run's tick waiting.
   t.world = read_world(from, same ? &q_->state() : nullptr);
   t.now = t.world.now;
 }
@@ -168,8 +163,12 @@ ClockSeen RunLoop::look_at_clock(Tick& t) {
   std::optional<double> mono = os_.clock.monotonic();
   if (!mono) return seen;
   ClockReading now{os_.clock.now(), *mono};
-  if (clock_.last_look) seen = see_clock(*clock_.last_look, now, clock_.due_in);
+  // Stopped (SIGSTOP, ^Z) and continued since the last look: the stop may have landed in the
+  // last tick, so its own time is not due, only its wait (a stop between ticks is late either way).
+  const bool continued = os_.clock.continued();
+  if (clock_.last_look) seen = see_clock(*clock_.last_look, now, continued ? clock_.wait_in : clock_.due_in);
   clock_.last_look = now;
+  clock_.began = *mono;
   if (seen.step) {
     auto move = [&](double& v) {
       if (v <= seen.old_now) v += seen.step;

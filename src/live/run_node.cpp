@@ -27,24 +27,27 @@ std::vector<NodeWant> RunLoop::node_wants() const {
   return wants;
 }
 
-// On the node directory the tick read under the node lock (read.h; the lock is still held):
-// every run's holds and wants, and one decision for the node; the GPUs it does not give this
-// run's jobs are unavailable to the engine's pass. No lock, no GPU start.
-// (The tick's `now` was read after the lock: the power-cut test's scenario d saw two users' jobs
-// on one GPU for the 0.3 s of a wait for it, in the event logs only, when it was read before.)
+// Under the node lock, taken here and held to the publication (node_publish; the tick's end lets
+// it go otherwise): the node directory read (NodeShare::read, as every look reads it without the
+// lock: read.h), every run's holds and wants, and one decision for the node; the GPUs it does not
+// give this run's jobs are unavailable to the engine's pass. No lock, no GPU start.
 void RunLoop::node_enter(Tick& t) {
   if (!node_) return;
   std::vector<NodeWant> wants = node_wants();
   const Engine& engine = q_->engine();
   GpuMask node = mask_of(opt_.node_gpus);
   try {
-    if (!t.world.node || !t.world.node->view) throw NodeError(t.world.node ? t.world.node->problem : "not read");
+    NodeView view = node_->read(30);
+    // The node lock may have been waited for (another run holds it through its publication): what
+    // this tick starts is stamped from now, when the node's GPUs were seen free, not from the
+    // tick's start, which came before another run's job ended (the power-cut test's scenario d saw
+    // two users' jobs on one GPU for the 0.3 s of such a wait, in the event logs only).
+    t.now = std::max(t.now, os_.clock.now());
     if (engine.packs()) node_->set_room(engine.policy().gpu_rooms());
     node_->set_host(node_host_room(opt_.node_cpus, opt_.node_mem_gib));
     const std::vector<NodeHold> holds = node_holds(t);
-    GpuMask closed = node_->enter(std::move(*t.world.node->view), t.now, wants, node & ~t.busy,
+    GpuMask closed = node_->enter(std::move(view), t.now, wants, node & ~t.busy,
                                   [&](const std::string& line) { say(t, "node: " + line); }, &holds);
-    t.world.node->view.reset();
     t.busy |= closed;
     // Packed jobs (Tick::mem_other): none on a GPU the node gives this run no job on; on one it
     // gives, the room is less by what the other runs' packed jobs there declared, at least.

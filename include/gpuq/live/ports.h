@@ -33,6 +33,9 @@ class Clock {
   /// Seconds of a clock that never steps (CLOCK_MONOTONIC), to tell a step of the wall clock
   /// from time passing (clock_step.h); nullopt where there is none (then no step is looked for).
   virtual std::optional<double> monotonic() { return std::nullopt; }
+  /// Whether this process was continued (SIGCONT: it had been stopped, by SIGSTOP or ^Z) since
+  /// the last call: the time a tick took then includes time nobody looked (clock_step.h).
+  virtual bool continued() { return false; }
 };
 
 /// A job's progress as its launcher read it: a fraction (0-1), and when its source last changed.

@@ -27,6 +27,8 @@ class SystemClock : public Clock {
  public:
   double now() override { return unix_now(); }
   std::optional<double> monotonic() override { return monotonic_now(); }
+  /// SIGCONT's handler is set at the first call (a stop before it is not seen).
+  bool continued() override;
 };
 
 /// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since

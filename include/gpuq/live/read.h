@@ -1,9 +1,9 @@
 // The one read of the world (issue 49): what `run`'s tick reads at its start, and what every
 // look (status, status --watch, simulate --from-state, add --dry-run, gpus, top) reads, with
 // one function over the same ports. The tick then decides and acts on it; a look predicts from
-// it and changes nothing. The node directory is read too: the tick's read takes the node lock
-// and holds it through its decision to its publication (node_enter, node_publish); a look reads
-// the same files without the lock.
+// it and changes nothing. Every look reads the node directory here too (read_node, without the
+// node lock); run's tick reads the same files at its node decision (node_enter), under the node
+// lock it holds from there to its publication, not through its slower steps before.
 #pragma once
 
 #if defined(GPUQ_CORE) || defined(GPUQ_VIEWS)
@@ -75,9 +75,8 @@ struct ReadFrom {
   std::function<GpuReading()> gpus;
   /// `gpuq pause`: since when, or none.
   std::function<std::optional<double>()> paused;
-  /// The node directory: run's under the node lock it then holds to its publication, a look's
-  /// without it (read_node). Read after the GPUs and before the state and `now`: what a tick
-  /// starts is stamped from after a wait for the lock (another run holding it through its save).
+  /// The node directory, a look's (read_node: without the node lock). Read after the GPUs and
+  /// before the state. (run's tick reads it at node_enter, under the lock.)
   std::function<std::optional<NodeRead>()> node;
 };
 

@@ -237,7 +237,9 @@ class RunLoop {
   std::string last_save_problem_;   // the fault that kept the last save from the disk ("": saved)
   struct TickClock {
     std::optional<ClockReading> last_look;  // both clocks at the last tick's start (clock_step.h)
+    double began = 0;                       // the monotonic clock then
     double due_in = 0;                      // the next tick was due this long after it, at the latest
+    double wait_in = 0;                     // the wait it asked for (due, were it stopped in the tick)
     bool first = true;
   } clock_;
   std::function<void(double)> after_tick_;
