@@ -114,6 +114,22 @@ void RunLoop::enforce_limits(Tick& t) {
 // SIGKILL after --kill-grace), sent once the state that says why is saved; true when it goes.
 bool RunLoop::stop(Tick& t, JobState& s) { return stop_later(os_.launcher, s, t.now, t.signals); }
 
+// stop() of the entry of `id`, in the words of run's lines: "SIGTERM to process group N", or "its
+// process was already gone" (a time limit, a hang, idle, over memory: one wording).
+std::string RunLoop::stop_words(Tick& t, const std::string& id) {
+  JobState& s = *q_->state().find(id);
+  return stop(t, s) ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone";
+}
+
+namespace {
+
+// What follows a stop for a time limit, a hang or idleness: retry_on_timeout's automatic retry.
+const char* retry_words(const Job& job) {
+  return job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
+}
+
+}  // namespace
+
 // The job's limit is reached: the engine's timeout (failed, an exit code the original reads
 // alike: not retried, unless retry_on_timeout), SIGTERM to its group (kill_sent:
 // escalate_kills sends SIGKILL after --kill-grace, the GPUs busy until the group is gone).
@@ -123,18 +139,17 @@ void RunLoop::time_out(Tick& t, const Job& job, const std::string& id) {
     q_->apply(ev::LimitReached{*j, t.now}, t.now);
   else
     write_stop(*q_->state().find(id), job, Outcome::Timeout, Cause::Limit, t.now);  // no engine holds it
-  JobState& s = *q_->state().find(id);
+  const std::string sent = stop_words(t, id);
+  const JobState& s = *q_->state().find(id);
   double limit = *limit_hours(job, opt_.time_limit_factor);
   double ran = (t.now - start) / 3600;
-  bool sent = stop(t, s);
   std::string warned =
       s.warn_sent ? fmt::format(", warned with {} at {}", job.warn_signal ? job.warn_signal->text() : "its signal",
                                 local_time(*s.warn_sent, t.now))
                   : "";
-  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
   say(t,
       fmt::format("timed out {} after {} (limit {}){}: {}; {}", job.id, hours_text(ran), hours_text(limit), warned,
-                  sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone", retry),
+                  sent, retry_words(job)),
       "timeout " + id);
   note_in_log(t, job.id, "timeout " + id, fmt::format("time limit {} reached after {}{}: SIGTERM to the job's "
                                                "process group, SIGKILL after --kill-grace {:g} s",
@@ -260,15 +275,10 @@ void RunLoop::act_on_idle(Tick& t, const Job& job, const std::string& id, const 
   } else {
     write_stop(s, job, Outcome::Idle, Cause::Hung, t.now);
   }
-  JobState& now = *q_->state().find(id);
-  bool sent = stop(t, now);
-  std::string after = what == IdleAction::Requeue ? "it runs again later (no retry spent)"
-                      : job.retry_on_timeout      ? "retried automatically (retry_on_timeout)"
-                                                  : "not retried automatically";
+  const std::string sent = stop_words(t, id);
+  const char* after = what == IdleAction::Requeue ? "it runs again later (no retry spent)" : retry_words(job);
   say(t, fmt::format("{} {} as idle ({}; on_idle \"{}\"): {}; {}", what == IdleAction::Requeue ? "requeued" : "stopped",
-                         id, why, idle_action_name(what),
-                         sent ? fmt::format("SIGTERM to process group {}", *now.pid) : "its process was already gone",
-                         after),
+                         id, why, idle_action_name(what), sent, after),
       "idle stop " + id);
   note_in_log(t, id, "idle stop " + id, fmt::format("idle: {}: gpuq stopped the job (on_idle \"{}\"): SIGTERM to its process "
                                            "group, SIGKILL after --kill-grace {:g} s",
@@ -299,12 +309,8 @@ void RunLoop::stop_hung(Tick& t, const Job& job, const std::string& id, const Qu
     q_->apply(ev::Hung{*j, t.now}, t.now);
   else
     write_stop(*q_->state().find(id), job, Outcome::Hung, Cause::Hung, t.now);
-  JobState& s = *q_->state().find(id);
-  bool sent = stop(t, s);
-  std::string retry = job.retry_on_timeout ? "retried automatically (retry_on_timeout)" : "not retried automatically";
-  say(t, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(),
-                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry),
+  say(t, fmt::format("stopped {} as hung ({}; on_quiet \"kill\"): {}; {}", job.id, c.detail(), stop_words(t, id),
+                         retry_words(job)),
       "hung " + id);
   note_in_log(t, job.id, "hung " + id, fmt::format("hung? {}: the watchdog stopped the job (on_quiet \"kill\"): SIGTERM to "
                                                "its process group, SIGKILL after --kill-grace {:g} s",
@@ -319,16 +325,12 @@ void RunLoop::stop_over_memory(Tick& t, const Job& job, const std::string& id, d
     q_->apply(ev::OverMemory{*j, t.now}, t.now);
   else
     write_stop(*q_->state().find(id), job, Outcome::OverMemory, Cause::OverMemory, t.now);
-  JobState& s = *q_->state().find(id);
-  bool sent = stop(t, s);
+  const std::string sent = stop_words(t, id);
   std::string why = over_memory_text(mem_gib, resident_gib, opt_.mem_margin_percent);
   std::optional<size_t> j = index_of(id);
   std::string retry = j && q_->engine().oom_retry_due(*j) ? "on_oom runs it again once its processes are gone"
                                                           : "not retried automatically (on_oom would, resized)";
-  say(t, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why,
-                         sent ? fmt::format("SIGTERM to process group {}", *s.pid) : "its process was already gone",
-                         retry),
-      "over memory " + id);
+  say(t, fmt::format("stopped {}: over memory: {}; {}; {}", job.id, why, sent, retry), "over memory " + id);
   note_in_log(t, job.id, "over memory " + id, fmt::format("over memory: {}: gpuq stopped the job: SIGTERM to its process group, "
                                                "SIGKILL after --kill-grace {:g} s",
                                                why, opt_.kill_grace));

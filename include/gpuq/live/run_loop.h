@@ -138,6 +138,7 @@ class RunLoop {
   void note_due(const Tick& t);
   std::optional<size_t> index_of(const std::string& id) const;
   bool stop(Tick& t, JobState& s);
+  std::string stop_words(Tick& t, const std::string& id);
   void reload_plan(Tick& t);
   void take_plan(Tick& t, Plan next, const std::string& text);
   void note_pause(Tick& t);
