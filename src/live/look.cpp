@@ -388,12 +388,6 @@ NodeStatus node_status(const PlanSetup& s) {
     out.bad_input = true;
     return out;
   }
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {  // as simulate --node says it
-    out.problem = fmt::format("the node directory {}: {}", dir, fs::exists(dir, ec) ? "not a folder" : "no such folder");
-    out.bad_input = true;
-    return out;
-  }
   try {
     std::string err;
     std::optional<std::vector<int>> ids = parse_gpu_list(s.gpus.empty() ? "0-7" : s.gpus, &err);
@@ -404,7 +398,11 @@ NodeStatus node_status(const PlanSetup& s) {
     from.clock = unix_now;
     from.node = [&] { return read_node(dir, out.node); };
     WorldRead w = read_world(from, nullptr);
-    if (!w.node->view) throw std::runtime_error(w.node->problem);
+    if (!w.node->view) {
+      out.problem = w.node->what();  // as simulate --node says it
+      out.bad_input = w.node->folder;
+      return out;
+    }
     NodeView& v = *w.node->view;
     out.users = std::move(v.users);
     out.notes = std::move(v.notes);
@@ -452,7 +450,7 @@ static void idle_holders_into(GpusSeen& n, const PlanSetup& s, const std::option
     return;
   }
   const std::string& dir = read->dir;
-  if (!read->view) throw NodeError(read->folder ? fmt::format("the node directory {}: {}", dir, read->problem) : read->problem);
+  if (!read->view) throw NodeError(read->what());
   const NodeView& v = *read->view;
   n.drained = node_drained(v.users);
   std::vector<std::vector<IdleHolder>> seen;

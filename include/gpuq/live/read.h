@@ -51,6 +51,8 @@ struct NodeRead {
   std::optional<NodeView> view;  ///< its files as read; none: `problem` says why
   std::string problem;           ///< "no such folder", "not a folder", or the read's error
   bool folder = false;           ///< the problem is the folder's: it is missing or not a folder
+  /// The problem as a command says it: "the node directory DIR: no such folder", or the read's.
+  std::string what() const { return folder ? "the node directory " + dir + ": " + problem : problem; }
 };
 
 /// A look's read of the node directory `dir` against the GPUs `node`: without the node lock, so
