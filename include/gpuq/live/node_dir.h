@@ -88,10 +88,11 @@ class NodeShare {
     return enter(read(timeout), now, wants, free, say, holds);
   }
 
-  /// enter's two halves, for a tick that reads the world first (read.h) and decides after:
-  /// `read` takes the node lock (waiting up to `timeout` seconds; NodeError when it cannot, or
-  /// the folder cannot be read, the lock not kept) and reads every user's file; the lock is kept
-  /// until publish or leave. `enter(view, ...)` decides on what it read.
+  /// enter's two halves (run's node_enter stamps its tick from after a wait for the lock, between
+  /// them): `read` takes the node lock (waiting up to `timeout` seconds; NodeError when it cannot,
+  /// or the folder cannot be read, the lock not kept) and reads every user's file, as a look's
+  /// read_node (read.h) reads them without the lock; the lock is kept until publish or leave.
+  /// `enter(view, ...)` decides on what it read.
   NodeView read(double timeout = 30);
   GpuMask enter(NodeView v, double now, const std::vector<NodeWant>& wants, GpuMask free, const Say& say,
                 const std::vector<NodeHold>* holds = nullptr);
